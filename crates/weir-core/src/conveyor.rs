@@ -1,0 +1,284 @@
+//! Conveyors: the bounded single-producer single-consumer queues between tasklets.
+//!
+//! ```
+//! use weir_core::conveyor::{channel, Signal};
+//! use std::collections::VecDeque;
+//!
+//! let (mut tx, mut rx) = channel::<u64>(3); // capacity rounds up to 4
+//! assert_eq!(tx.capacity(), 4);
+//! for i in 0..4 {
+//!     tx.try_send(i).unwrap();
+//! }
+//! assert_eq!(tx.try_send(99), Err(99)); // full: the item comes back, nothing blocks
+//! let mut out = VecDeque::new();
+//! let drained = rx.drain_into(&mut out, 16);
+//! assert_eq!(drained.items, 4);
+//! assert!(tx.send_done());
+//! assert_eq!(rx.drain_into(&mut out, 16).signal, Some(Signal::Done));
+//! ```
+//!
+//! Each edge has one conveyor per (producer instance, consumer instance) pair. The queue is
+//! [`rtrb`]'s wait-free ring buffer: a send is one slot write and one release store of the
+//! tail index, with the consumer's head index cached so the common case touches no shared
+//! cache line. Draining moves a run of items with one release store for the whole run.
+//! Nothing here allocates after construction, takes a lock or makes a syscall.
+//!
+//! Markers travel in-band, in order with the items: a [`Watermark`] and the *done* marker that
+//! tells the consumer this producer instance has finished.
+
+use std::collections::VecDeque;
+
+use crate::watermark::Watermark;
+
+/// The default conveyor capacity, in items.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+/// What travels through a conveyor: an item or a marker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message<T> {
+    /// A data item.
+    Item(T),
+    /// The producer's event-time watermark advanced.
+    Watermark(Watermark),
+    /// The producer has finished; nothing follows.
+    Done,
+}
+
+/// A marker that stopped a drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// A watermark, to be coalesced with the other inputs.
+    Watermark(Watermark),
+    /// The producer finished.
+    Done,
+}
+
+/// The producer end of a conveyor. `Send`, not `Sync`: one tasklet owns it.
+pub struct Sender<T> {
+    inner: rtrb::Producer<Message<T>>,
+    capacity: usize,
+}
+
+/// The consumer end of a conveyor. `Send`, not `Sync`: one tasklet owns it.
+pub struct Receiver<T> {
+    inner: rtrb::Consumer<Message<T>>,
+}
+
+/// A bounded conveyor holding `capacity` items, rounded up to a power of two.
+///
+/// # Panics
+/// If `capacity` is zero.
+pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    assert!(capacity > 0, "a conveyor needs a capacity of at least 1");
+    let capacity = capacity.next_power_of_two();
+    let (tx, rx) = rtrb::RingBuffer::new(capacity);
+    (Sender { inner: tx, capacity }, Receiver { inner: rx })
+}
+
+impl<T> Sender<T> {
+    /// Sends `item` if there is room, or hands it back. Never blocks.
+    #[inline]
+    pub fn try_send(&mut self, item: T) -> Result<(), T> {
+        match self.inner.push(Message::Item(item)) {
+            Ok(()) => Ok(()),
+            Err(rtrb::PushError::Full(Message::Item(item))) => Err(item),
+            Err(rtrb::PushError::Full(_)) => unreachable!("pushed an item, got back a marker"),
+        }
+    }
+
+    /// Sends a watermark if there is room. Returns whether it was sent.
+    pub fn send_watermark(&mut self, wm: Watermark) -> bool {
+        self.inner.push(Message::Watermark(wm)).is_ok()
+    }
+
+    /// Sends the done marker if there is room. Returns whether it was sent.
+    pub fn send_done(&mut self) -> bool {
+        self.inner.push(Message::Done).is_ok()
+    }
+
+    /// Free slots right now. Only grows until the next send, since only this end fills it.
+    #[inline]
+    pub fn free_slots(&self) -> usize {
+        self.inner.slots()
+    }
+
+    /// Whether one more message fits.
+    #[inline]
+    pub fn has_room(&self) -> bool {
+        !self.inner.is_full()
+    }
+
+    /// The capacity, after rounding.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Whether the consumer end was dropped (its tasklet ended).
+    pub fn is_abandoned(&self) -> bool {
+        self.inner.is_abandoned()
+    }
+}
+
+/// The outcome of [`Receiver::drain_into`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Items moved.
+    pub items: usize,
+    /// The marker the drain stopped at, if any. It has been consumed.
+    pub signal: Option<Signal>,
+}
+
+impl<T> Receiver<T> {
+    /// Moves up to `limit` items into `out`, stopping right after the first marker.
+    ///
+    /// Cost: one acquire load and one release store for the whole run, plus a move per item.
+    pub fn drain_into(&mut self, out: &mut VecDeque<T>, limit: usize) -> Drained {
+        let available = self.inner.slots().min(limit);
+        let mut drained = Drained { items: 0, signal: None };
+        if available == 0 {
+            return drained;
+        }
+        let Ok(chunk) = self.inner.read_chunk(available) else {
+            unreachable!("slots() promised {available} readable slots")
+        };
+        // Dropping the iterator commits exactly the messages it yielded, so a marker stops
+        // the run and whatever follows it stays queued.
+        for message in chunk {
+            match message {
+                Message::Item(item) => {
+                    out.push_back(item);
+                    drained.items += 1;
+                }
+                Message::Watermark(wm) => {
+                    drained.signal = Some(Signal::Watermark(wm));
+                    break;
+                }
+                Message::Done => {
+                    drained.signal = Some(Signal::Done);
+                    break;
+                }
+            }
+        }
+        drained
+    }
+
+    /// Takes the next message, if any.
+    #[inline]
+    pub fn try_recv(&mut self) -> Option<Message<T>> {
+        self.inner.pop().ok()
+    }
+
+    /// Messages waiting right now.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.inner.slots()
+    }
+
+    /// Whether nothing is waiting.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Whether the producer end was dropped without sending the done marker.
+    pub fn is_abandoned(&self) -> bool {
+        self.inner.is_abandoned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn capacity_rounds_to_power_of_two() {
+        assert_eq!(channel::<u8>(1).0.capacity(), 1);
+        assert_eq!(channel::<u8>(1000).0.capacity(), 1024);
+        assert_eq!(channel::<u8>(1024).0.capacity(), 1024);
+    }
+
+    #[test]
+    fn drain_stops_after_a_marker_and_keeps_the_rest() {
+        let (mut tx, mut rx) = channel::<u32>(8);
+        tx.try_send(1).unwrap();
+        assert!(tx.send_watermark(Watermark(5)));
+        tx.try_send(2).unwrap();
+        let mut out = VecDeque::new();
+        let d = rx.drain_into(&mut out, 10);
+        assert_eq!(d, Drained { items: 1, signal: Some(Signal::Watermark(Watermark(5))) });
+        let d = rx.drain_into(&mut out, 10);
+        assert_eq!(d, Drained { items: 1, signal: None });
+        assert_eq!(out, [1, 2]);
+    }
+
+    #[test]
+    fn drain_respects_limit() {
+        let (mut tx, mut rx) = channel::<u32>(8);
+        for i in 0..8 {
+            tx.try_send(i).unwrap();
+        }
+        let mut out = VecDeque::new();
+        assert_eq!(rx.drain_into(&mut out, 3).items, 3);
+        assert_eq!(rx.len(), 5);
+    }
+
+    #[test]
+    fn works_across_threads_in_order() {
+        let (mut tx, mut rx) = channel::<u64>(64);
+        const N: u64 = 200_000;
+        let producer = std::thread::spawn(move || {
+            let mut next = 0;
+            while next < N {
+                match tx.try_send(next) {
+                    Ok(()) => next += 1,
+                    Err(_) => std::hint::spin_loop(),
+                }
+            }
+            while !tx.send_done() {
+                std::hint::spin_loop();
+            }
+        });
+        let mut out = VecDeque::new();
+        let mut expected = 0;
+        loop {
+            let d = rx.drain_into(&mut out, 32);
+            for v in out.drain(..) {
+                assert_eq!(v, expected);
+                expected += 1;
+            }
+            if d.signal == Some(Signal::Done) {
+                break;
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(expected, N);
+    }
+
+    proptest! {
+        /// Whatever the interleaving of sends and drains, items come out once, in order.
+        #[test]
+        fn model_fifo(ops in proptest::collection::vec((any::<bool>(), 1usize..6), 1..200), cap in 1usize..9) {
+            let (mut tx, mut rx) = channel::<u32>(cap);
+            let mut model = VecDeque::new();
+            let mut out = VecDeque::new();
+            let mut next = 0u32;
+            for (send, n) in ops {
+                if send {
+                    for _ in 0..n {
+                        match tx.try_send(next) {
+                            Ok(()) => { model.push_back(next); next += 1; }
+                            Err(v) => { prop_assert_eq!(v, next); prop_assert_eq!(model.len(), tx.capacity()); }
+                        }
+                    }
+                } else {
+                    let d = rx.drain_into(&mut out, n);
+                    prop_assert!(d.items <= n);
+                    for _ in 0..d.items {
+                        prop_assert_eq!(out.pop_front(), model.pop_front());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! The executor: cooperative worker threads, one per core, shared by every job.
+//!
+//! ```
+//! use weir_core::{Dag, Edge, Executor, JobConfig, Vertex, processors::{IterSource, CollectSink}};
+//!
+//! let executor = Executor::shared();
+//! let mut dag = Dag::new();
+//! let source = dag.vertex(Vertex::new("numbers", |_| IterSource::new(0..100u32)).emits::<u32>().local_parallelism(1));
+//! let (supplier, collected) = CollectSink::<u32>::supplier();
+//! let sink = dag.vertex(Vertex::new("collect", supplier).accepts::<u32>());
+//! dag.edge(Edge::between(source, sink));
+//! executor.submit(dag, JobConfig::default()).unwrap().join().unwrap();
+//! assert_eq!(collected.lock().unwrap().len(), 100);
+//! ```
+//!
+//! Each worker loops over its tasklets and calls each one. A pass in which no tasklet made
+//! progress makes the worker park, for 25 µs at first, doubling up to 1 ms while nothing
+//! moves; any progress resets the pause. A worker with no tasklets parks until one is
+//! assigned. Tasklets are spread round-robin over the workers. A non-cooperative processor
+//! gets a thread of its own, which may block.
+//!
+//! A panic inside a processor is caught on the worker, fails that processor's job (naming the
+//! vertex and instance) and leaves the worker serving other jobs.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::Duration;
+
+use crate::dag::{Dag, Routing};
+use crate::error::{Error, Result};
+use crate::item::{ErasedEnd, ErasedRoute};
+use crate::job::{Job, JobConfig, JobShared};
+use crate::metrics::InstanceMetrics;
+use crate::outbox::{ErasedPort, Outbox};
+use crate::processor::ProcessorContext;
+use crate::tasklet::{InboundStream, ProcessorTasklet, Progress};
+
+/// Settings for an [`Executor`].
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// Cooperative worker threads. Default: `std::thread::available_parallelism()`.
+    pub workers: usize,
+    /// The first pause of an idle worker.
+    pub min_park: Duration,
+    /// The longest pause of an idle worker.
+    pub max_park: Duration,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            workers: thread::available_parallelism().map_or(1, |n| n.get()),
+            min_park: Duration::from_micros(25),
+            max_park: Duration::from_millis(1),
+        }
+    }
+}
+
+struct Scheduled {
+    tasklet: ProcessorTasklet,
+    job: Arc<JobShared>,
+}
+
+struct WorkerShared {
+    incoming: Mutex<Vec<Scheduled>>,
+    has_incoming: AtomicBool,
+    shutdown: AtomicBool,
+    thread: OnceLock<Thread>,
+}
+
+struct ExecutorInner {
+    config: ExecutorConfig,
+    workers: Vec<Arc<WorkerShared>>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+    next_worker: AtomicUsize,
+}
+
+impl Drop for ExecutorInner {
+    fn drop(&mut self) {
+        for w in &self.workers {
+            w.shutdown.store(true, Ordering::Release);
+            if let Some(t) = w.thread.get() {
+                t.unpark();
+            }
+        }
+        for h in self.handles.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Runs jobs on cooperative worker threads. Cheap to clone; the threads stop when the last
+/// clone is dropped (running jobs then fail with [`Error::ExecutorShutDown`]).
+#[derive(Clone)]
+pub struct Executor {
+    inner: Arc<ExecutorInner>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor").field("workers", &self.inner.workers.len()).finish()
+    }
+}
+
+impl Executor {
+    /// Starts `config.workers` worker threads.
+    ///
+    /// # Errors
+    /// [`Error::Thread`] when a thread cannot be spawned.
+    pub fn new(config: ExecutorConfig) -> Result<Self> {
+        let workers: Vec<Arc<WorkerShared>> = (0..config.workers.max(1))
+            .map(|_| {
+                Arc::new(WorkerShared {
+                    incoming: Mutex::new(Vec::new()),
+                    has_incoming: AtomicBool::new(false),
+                    shutdown: AtomicBool::new(false),
+                    thread: OnceLock::new(),
+                })
+            })
+            .collect();
+        let mut handles = Vec::new();
+        for (i, w) in workers.iter().enumerate() {
+            let w = Arc::clone(w);
+            let (min, max) = (config.min_park, config.max_park);
+            let handle = thread::Builder::new()
+                .name(format!("weir-worker-{i}"))
+                .spawn(move || worker_loop(&w, min, max))
+                .map_err(Error::Thread)?;
+            let _ = workers[i].thread.set(handle.thread().clone());
+            handles.push(handle);
+        }
+        Ok(Executor {
+            inner: Arc::new(ExecutorInner {
+                config,
+                workers,
+                handles: Mutex::new(handles),
+                next_worker: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    /// The process-wide executor with default settings, started on first use.
+    ///
+    /// # Panics
+    /// If its worker threads cannot be started.
+    pub fn shared() -> Executor {
+        static SHARED: OnceLock<Executor> = OnceLock::new();
+        SHARED
+            .get_or_init(|| Executor::new(ExecutorConfig::default()).expect("cannot start the shared executor"))
+            .clone()
+    }
+
+    /// The number of cooperative worker threads.
+    pub fn workers(&self) -> usize {
+        self.inner.workers.len()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.inner.config
+    }
+
+    /// Validates `dag`, creates and initialises every processor instance, wires the conveyors
+    /// and starts the tasklets.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDag`] or [`Error::InitFailed`]; in both cases nothing ran.
+    pub fn submit(&self, dag: Dag, config: JobConfig) -> Result<Job> {
+        dag.validate()?;
+        let default_parallelism = config.default_parallelism.unwrap_or(self.workers()).max(1);
+        let tasklets = build_tasklets(&dag, &config, default_parallelism)?;
+        let metrics = tasklets.iter().map(|(_, m)| Arc::clone(m)).collect();
+        let job = JobShared::new(config.name.clone(), tasklets.len(), metrics);
+        for (tasklet, _) in tasklets {
+            if tasklet.is_cooperative() {
+                let w = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
+                let worker = &self.inner.workers[w];
+                worker
+                    .incoming
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(Scheduled { tasklet, job: Arc::clone(&job) });
+                worker.has_incoming.store(true, Ordering::Release);
+                if let Some(t) = worker.thread.get() {
+                    t.unpark();
+                }
+            } else {
+                let name = format!("weir-blocking-{}-{}", tasklet.vertex(), tasklet.instance());
+                let scheduled = Scheduled { tasklet, job: Arc::clone(&job) };
+                let (min, max) = (self.inner.config.min_park, self.inner.config.max_park);
+                match thread::Builder::new().name(name).spawn(move || blocking_loop(scheduled, min, max)) {
+                    Ok(handle) => job.add_blocking_thread(handle),
+                    Err(e) => {
+                        job.fail(Error::Thread(e));
+                        job.tasklet_ended();
+                    }
+                }
+            }
+        }
+        Ok(Job::new(job))
+    }
+}
+
+/// Calls one tasklet, turning an error or a panic into a job failure. Returns whether the
+/// tasklet is still alive, and whether it made progress.
+fn call_once(s: &mut Scheduled) -> (bool, bool) {
+    if s.job.should_stop() {
+        return (false, false);
+    }
+    match catch_unwind(AssertUnwindSafe(|| s.tasklet.call())) {
+        Ok(Ok(Progress::MadeProgress)) => (true, true),
+        Ok(Ok(Progress::NoProgress)) => (true, false),
+        Ok(Ok(Progress::Done)) => (false, true),
+        Ok(Err(source)) => {
+            s.job.fail(Error::ProcessorFailed {
+                vertex: s.tasklet.vertex().to_string(),
+                instance: s.tasklet.instance(),
+                source,
+            });
+            (false, true)
+        }
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".to_string());
+            s.job.fail(Error::ProcessorPanicked {
+                vertex: s.tasklet.vertex().to_string(),
+                instance: s.tasklet.instance(),
+                message,
+            });
+            (false, true)
+        }
+    }
+}
+
+fn end(mut s: Scheduled) {
+    s.tasklet.close();
+    let job = Arc::clone(&s.job);
+    drop(s);
+    job.tasklet_ended();
+}
+
+fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
+    let mut tasklets: Vec<Scheduled> = Vec::new();
+    let mut park = min_park;
+    loop {
+        if me.has_incoming.swap(false, Ordering::Acquire) {
+            tasklets.append(&mut me.incoming.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+        if me.shutdown.load(Ordering::Acquire) {
+            for s in tasklets.drain(..) {
+                s.job.fail(Error::ExecutorShutDown);
+                end(s);
+            }
+            return;
+        }
+        if tasklets.is_empty() {
+            thread::park();
+            continue;
+        }
+        let mut progress = false;
+        let mut i = 0;
+        while i < tasklets.len() {
+            let (alive, moved) = call_once(&mut tasklets[i]);
+            progress |= moved;
+            if alive {
+                i += 1;
+            } else {
+                end(tasklets.swap_remove(i));
+            }
+        }
+        if progress {
+            park = min_park;
+        } else {
+            thread::park_timeout(park);
+            park = (park * 2).min(max_park);
+        }
+    }
+}
+
+fn blocking_loop(mut s: Scheduled, min_park: Duration, max_park: Duration) {
+    let mut park = min_park;
+    loop {
+        let (alive, moved) = call_once(&mut s);
+        if !alive {
+            end(s);
+            return;
+        }
+        if moved {
+            park = min_park;
+        } else {
+            thread::park_timeout(park);
+            park = (park * 2).min(max_park);
+        }
+    }
+}
+
+/// Turns a validated DAG into tasklets: one per vertex instance, with conveyors for every
+/// edge. Processors are created and initialised here, before anything runs.
+fn build_tasklets(
+    dag: &Dag,
+    config: &JobConfig,
+    default_parallelism: usize,
+) -> Result<Vec<(ProcessorTasklet, Arc<InstanceMetrics>)>> {
+    let parallelism: Vec<usize> = dag.vertices.iter().map(|v| v.parallelism.unwrap_or(default_parallelism)).collect();
+    for e in &dag.edges {
+        let (from, to) = (parallelism[e.from.index()], parallelism[e.to.index()]);
+        if matches!(e.routing, Routing::Isolated) && from != to {
+            return Err(crate::error::DagError::IsolatedParallelism {
+                edge: format!(
+                    "'{}':{} -> '{}':{}",
+                    dag.vertices[e.from.index()].name,
+                    e.from_ordinal,
+                    dag.vertices[e.to.index()].name,
+                    e.to_ordinal
+                ),
+                from,
+                to,
+            }
+            .into());
+        }
+    }
+    // ports[vertex][instance][ordinal], streams[vertex][instance]
+    let mut ports: Vec<Vec<Vec<Option<Box<dyn ErasedPort>>>>> = Vec::new();
+    let mut streams: Vec<Vec<Vec<Box<dyn InboundStream>>>> = Vec::new();
+    for (v, p) in parallelism.iter().enumerate() {
+        let outputs = dag.edges.iter().filter(|e| e.from.index() == v).count();
+        ports.push((0..*p).map(|_| (0..outputs).map(|_| None).collect()).collect());
+        streams.push((0..*p).map(|_| Vec::new()).collect());
+    }
+    for e in &dag.edges {
+        let (from, to) = (e.from.index(), e.to.index());
+        let item_type = dag.vertices[from].outputs.get(e.from_ordinal).expect("validated: output type declared");
+        let (n_from, n_to) = (parallelism[from], parallelism[to]);
+        let mut senders: Vec<Vec<ErasedEnd>> = (0..n_from).map(|_| Vec::new()).collect();
+        let mut receivers: Vec<Vec<ErasedEnd>> = (0..n_to).map(|_| Vec::new()).collect();
+        let pairs: Vec<(usize, usize)> = match e.routing {
+            Routing::Isolated => (0..n_from).map(|i| (i, i)).collect(),
+            Routing::AllToOne => (0..n_from).map(|i| (i, 0)).collect(),
+            _ => (0..n_from).flat_map(|i| (0..n_to).map(move |j| (i, j))).collect(),
+        };
+        for (i, j) in pairs {
+            let (tx, rx) = item_type.conveyor(e.capacity);
+            senders[i].push(tx);
+            receivers[j].push(rx);
+        }
+        for (i, s) in senders.into_iter().enumerate() {
+            let route = match &e.routing {
+                Routing::Broadcast => ErasedRoute::Broadcast,
+                Routing::Partitioned(spec) => ErasedRoute::Partitioned {
+                    partition_fn: Arc::clone(&spec.partition_fn),
+                    owners: spec.partitioner.owner_table(n_to).into(),
+                },
+                Routing::Unicast | Routing::AllToOne | Routing::Isolated => ErasedRoute::RoundRobin,
+            };
+            ports[from][i][e.from_ordinal] = Some(item_type.port(s, route, config.outbox_batch));
+        }
+        for (j, r) in receivers.into_iter().enumerate() {
+            streams[to][j].push(item_type.inbound(r, e.to_ordinal, e.priority));
+        }
+    }
+    let mut tasklets = Vec::new();
+    for (v, vertex) in dag.vertices.iter().enumerate() {
+        let name: Arc<str> = Arc::from(vertex.name.as_str());
+        let inputs = dag.edges.iter().filter(|e| e.to.index() == v).count();
+        for (i, (vertex_ports, vertex_streams)) in
+            std::mem::take(&mut ports[v]).into_iter().zip(std::mem::take(&mut streams[v])).enumerate()
+        {
+            let metrics = Arc::new(InstanceMetrics::new(Arc::clone(&name), i, inputs));
+            let ctx = ProcessorContext::for_instance(Arc::clone(&name), i, parallelism[v], Arc::clone(&metrics));
+            let mut processor = vertex.supplier.create(&ctx);
+            processor.init(&ctx).map_err(|source| Error::InitFailed { vertex: vertex.name.clone(), instance: i, source })?;
+            let inboxes = (0..inputs)
+                .map(|o| vertex.inputs.get(o).expect("validated: input type declared").inbox())
+                .collect();
+            let outbox = Outbox::new(vertex_ports.into_iter().map(|p| p.expect("validated: ordinals are 0..n")).collect());
+            let tasklet = ProcessorTasklet::new(
+                Arc::clone(&name),
+                i,
+                processor,
+                vertex_streams,
+                inboxes,
+                outbox,
+                config.inbox_batch,
+                Arc::clone(&metrics),
+            );
+            tasklets.push((tasklet, metrics));
+        }
+    }
+    Ok(tasklets)
+}

@@ -1,0 +1,240 @@
+//! Jobs: a submitted DAG, running, and the handle to it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::metrics::{InstanceMetrics, MetricsSnapshot};
+
+static NEXT_JOB_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Tasklets are running.
+    Running,
+    /// Every tasklet finished normally.
+    Completed,
+    /// A processor failed or panicked; every tasklet was stopped.
+    Failed,
+    /// [`Job::cancel`] stopped it.
+    Cancelled,
+}
+
+impl JobStatus {
+    /// Whether the job has ended.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, JobStatus::Running)
+    }
+}
+
+/// Settings for one job.
+#[derive(Debug, Clone)]
+pub struct JobConfig {
+    /// A name for logs and metrics.
+    pub name: String,
+    /// Instances per vertex that does not set its own parallelism. `None`: one per worker.
+    pub default_parallelism: Option<usize>,
+    /// The most items a tasklet moves into an inbox in one call.
+    pub inbox_batch: usize,
+    /// The most items one output port accepts in one call.
+    pub outbox_batch: usize,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        JobConfig {
+            name: "job".to_string(),
+            default_parallelism: None,
+            inbox_batch: 1024,
+            outbox_batch: crate::outbox::DEFAULT_BATCH_LIMIT,
+        }
+    }
+}
+
+struct Outcome {
+    status: JobStatus,
+    error: Option<Error>,
+    remaining: usize,
+    finished_at: Option<Instant>,
+}
+
+/// The state a job's tasklets and its handle share.
+pub(crate) struct JobShared {
+    id: u64,
+    name: String,
+    cancel: AtomicBool,
+    outcome: Mutex<Outcome>,
+    finished: Condvar,
+    metrics: Vec<Arc<InstanceMetrics>>,
+    blocking_threads: Mutex<Vec<JoinHandle<()>>>,
+    started: Instant,
+}
+
+impl JobShared {
+    pub(crate) fn new(name: String, tasklets: usize, metrics: Vec<Arc<InstanceMetrics>>) -> Arc<Self> {
+        Arc::new(JobShared {
+            id: NEXT_JOB_ID.fetch_add(1, Ordering::Relaxed),
+            name,
+            cancel: AtomicBool::new(false),
+            outcome: Mutex::new(Outcome {
+                status: JobStatus::Running,
+                error: None,
+                remaining: tasklets,
+                finished_at: None,
+            }),
+            finished: Condvar::new(),
+            metrics,
+            blocking_threads: Mutex::new(Vec::new()),
+            started: Instant::now(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Outcome> {
+        self.outcome.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether tasklets should stop: the job failed or was cancelled. One relaxed load.
+    #[inline]
+    pub(crate) fn should_stop(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    /// Records the first failure and stops every tasklet.
+    pub(crate) fn fail(&self, error: Error) {
+        let mut outcome = self.lock();
+        if outcome.error.is_none() {
+            tracing::error!(job = %self.name, %error, "job failed");
+            outcome.error = Some(error);
+        }
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// A tasklet ended (finished, failed or stopped). The last one decides the outcome.
+    pub(crate) fn tasklet_ended(&self) {
+        let mut outcome = self.lock();
+        outcome.remaining -= 1;
+        if outcome.remaining == 0 {
+            outcome.status = if outcome.error.is_some() {
+                JobStatus::Failed
+            } else if self.cancel.load(Ordering::Relaxed) {
+                JobStatus::Cancelled
+            } else {
+                JobStatus::Completed
+            };
+            outcome.finished_at = Some(Instant::now());
+            self.finished.notify_all();
+        }
+    }
+
+    pub(crate) fn add_blocking_thread(&self, handle: JoinHandle<()>) {
+        self.blocking_threads.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
+    }
+}
+
+/// A handle to a running job.
+///
+/// Dropping the handle does not stop the job; call [`cancel`](Self::cancel) for that.
+pub struct Job {
+    shared: Arc<JobShared>,
+}
+
+/// Cancels a job from anywhere: another thread, a signal handler, an iterator's `Drop`.
+#[derive(Clone)]
+pub struct CancelHandle {
+    shared: Arc<JobShared>,
+}
+
+impl CancelHandle {
+    /// Asks every tasklet of the job to stop. Returns at once.
+    pub fn cancel(&self) {
+        self.shared.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Job {
+    pub(crate) fn new(shared: Arc<JobShared>) -> Self {
+        Job { shared }
+    }
+
+    /// The job's id, unique in this process.
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The current status.
+    pub fn status(&self) -> JobStatus {
+        self.shared.lock().status
+    }
+
+    /// Asks every tasklet to stop. Returns at once; [`join`](Self::join) waits for the end and
+    /// then reports [`Error::Cancelled`].
+    pub fn cancel(&self) {
+        self.shared.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// A cloneable handle that can cancel this job.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle { shared: Arc::clone(&self.shared) }
+    }
+
+    /// A copy of every processor instance's counters, in vertex order.
+    pub fn metrics(&self) -> Vec<MetricsSnapshot> {
+        self.shared.metrics.iter().map(|m| m.snapshot()).collect()
+    }
+
+    /// Time since submission, or the job's whole run time once it ended.
+    pub fn elapsed(&self) -> Duration {
+        let outcome = self.shared.lock();
+        outcome.finished_at.unwrap_or_else(Instant::now) - self.shared.started
+    }
+
+    /// Waits up to `timeout` for the job to end. Returns whether it ended.
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+        let outcome = self.shared.lock();
+        let (outcome, _) = self
+            .shared
+            .finished
+            .wait_timeout_while(outcome, timeout, |o| !o.status.is_terminal())
+            .unwrap_or_else(|e| e.into_inner());
+        outcome.status.is_terminal()
+    }
+
+    /// Waits for the job to end and reports how. When it returns, no thread of this job is
+    /// running any more.
+    ///
+    /// # Errors
+    /// The first processor error or panic (naming the vertex and instance), or
+    /// [`Error::Cancelled`].
+    pub fn join(self) -> Result<(), Error> {
+        let mut outcome = self.shared.lock();
+        while !outcome.status.is_terminal() {
+            outcome = self.shared.finished.wait(outcome).unwrap_or_else(|e| e.into_inner());
+        }
+        let status = outcome.status;
+        let error = outcome.error.take();
+        drop(outcome);
+        let threads = std::mem::take(&mut *self.shared.blocking_threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+        match status {
+            JobStatus::Completed => Ok(()),
+            JobStatus::Cancelled => Err(Error::Cancelled),
+            _ => Err(error.unwrap_or(Error::ExecutorShutDown)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job").field("id", &self.id()).field("name", &self.name()).field("status", &self.status()).finish()
+    }
+}

@@ -1,0 +1,151 @@
+//! Per-vertex-instance metrics, readable while a job runs.
+//!
+//! Each processor instance owns one [`InstanceMetrics`]. Its tasklet updates the counters
+//! once per call (relaxed atomic adds), never per item, so reading them costs the running job
+//! nothing. [`Job::metrics`](crate::Job::metrics) takes a consistent-enough snapshot.
+//!
+//! Processors may add their own counters with [`InstanceMetrics::counter`], for example a
+//! source that counts malformed records.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A named counter a processor registers and bumps. Cloning shares it.
+#[derive(Debug, Clone, Default)]
+pub struct Counter(Arc<AtomicU64>);
+
+impl Counter {
+    /// Adds `n`.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds one.
+    #[inline]
+    pub fn increment(&self) {
+        self.add(1)
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The live counters of one processor instance.
+#[derive(Debug)]
+pub struct InstanceMetrics {
+    vertex: Arc<str>,
+    instance: usize,
+    items_in: AtomicU64,
+    items_out: AtomicU64,
+    refusals: AtomicU64,
+    busy_ns: AtomicU64,
+    idle_ns: AtomicU64,
+    queue_fill: Vec<AtomicU64>,
+    user: Mutex<Vec<(String, Counter)>>,
+}
+
+impl InstanceMetrics {
+    /// Metrics for instance `instance` of `vertex`, with `inputs` input ordinals.
+    pub fn new(vertex: Arc<str>, instance: usize, inputs: usize) -> Self {
+        InstanceMetrics {
+            vertex,
+            instance,
+            items_in: AtomicU64::new(0),
+            items_out: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
+            idle_ns: AtomicU64::new(0),
+            queue_fill: (0..inputs).map(|_| AtomicU64::new(0)).collect(),
+            user: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The counter named `name`, created at zero the first time. Register counters in
+    /// `init`; the lookup takes a lock.
+    pub fn counter(&self, name: &str) -> Counter {
+        let mut user = self.user.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, c)) = user.iter().find(|(n, _)| n == name) {
+            return c.clone();
+        }
+        let c = Counter::default();
+        user.push((name.to_string(), c.clone()));
+        c
+    }
+
+    pub(crate) fn record_call(&self, items_in: u64, items_out: u64, refusals: u64, elapsed: Duration, progress: bool) {
+        if items_in > 0 {
+            self.items_in.fetch_add(items_in, Ordering::Relaxed);
+        }
+        if items_out > 0 {
+            self.items_out.fetch_add(items_out, Ordering::Relaxed);
+        }
+        if refusals > 0 {
+            self.refusals.fetch_add(refusals, Ordering::Relaxed);
+        }
+        let ns = elapsed.as_nanos() as u64;
+        if progress {
+            self.busy_ns.fetch_add(ns, Ordering::Relaxed);
+        } else {
+            self.idle_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn record_queue_fill(&self, ordinal: usize, fill: usize) {
+        self.queue_fill[ordinal].store(fill as u64, Ordering::Relaxed);
+    }
+
+    /// A point-in-time copy of every counter.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            vertex: self.vertex.to_string(),
+            instance: self.instance,
+            items_in: self.items_in.load(Ordering::Relaxed),
+            items_out: self.items_out.load(Ordering::Relaxed),
+            backpressure_refusals: self.refusals.load(Ordering::Relaxed),
+            busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
+            idle: Duration::from_nanos(self.idle_ns.load(Ordering::Relaxed)),
+            queue_fill: self.queue_fill.iter().map(|f| f.load(Ordering::Relaxed)).collect(),
+            counters: self
+                .user
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(n, c)| (n.clone(), c.get()))
+                .collect(),
+        }
+    }
+}
+
+/// A copy of one processor instance's counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    /// The vertex name.
+    pub vertex: String,
+    /// The global processor index.
+    pub instance: usize,
+    /// Items received from the input conveyors.
+    pub items_in: u64,
+    /// Items accepted by the outbox.
+    pub items_out: u64,
+    /// Offers the outbox refused (full queue or batch limit): how often backpressure bit.
+    pub backpressure_refusals: u64,
+    /// Time in calls that made progress.
+    pub busy: Duration,
+    /// Time in calls that made none.
+    pub idle: Duration,
+    /// Items waiting in each input ordinal's conveyors, sampled at the last call.
+    pub queue_fill: Vec<u64>,
+    /// The processor's own counters.
+    pub counters: Vec<(String, u64)>,
+}
+
+impl MetricsSnapshot {
+    /// The value of the processor counter `name`, or 0.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
+    }
+}

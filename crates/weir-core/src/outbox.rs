@@ -1,0 +1,419 @@
+//! The outbox: where a processor puts what it emits, one port per output ordinal.
+//!
+//! ```
+//! use weir_core::Outbox;
+//!
+//! // A test outbox whose port 0 holds two items; the harness drains it between calls.
+//! let (mut outbox, mut drains) = Outbox::for_test::<&str>(1, 2);
+//! let port = outbox.port::<&str>(0);
+//! assert!(port.offer("a").is_ok());
+//! assert!(port.offer("b").is_ok());
+//! assert_eq!(port.offer("c"), Err("c")); // full: the item is handed back, nothing blocks
+//! assert!(!outbox.has_room(0));
+//! assert_eq!(drains[0].drain(), vec!["a", "b"]);
+//! ```
+//!
+//! [`OutPort::offer`] never blocks. It refuses an item, and hands it back, when the target
+//! conveyor is full or when the port already took its per-call batch limit. A processor then
+//! returns, keeps its place, and is called again later. This is where backpressure bites.
+//!
+//! Cost per offered item: one branch on the batch limit, the routing decision (a counter for
+//! round-robin, a key hash for partitioned edges) and one conveyor push. No allocation, lock or
+//! syscall. A broadcast clones the item once per extra target.
+
+use std::any::{Any, type_name};
+use std::sync::Arc;
+
+use crate::conveyor::{self, Message, Receiver, Sender};
+use crate::item::Item;
+use crate::watermark::Watermark;
+
+/// Default per-call limit on the items one port accepts.
+pub const DEFAULT_BATCH_LIMIT: usize = 1024;
+
+/// A partition function: item → target index, built from the edge's key function.
+pub(crate) type RouteFn<T> = Arc<dyn Fn(&T) -> usize + Send + Sync>;
+
+/// How a port chooses among its target conveyors.
+pub(crate) enum Route<T> {
+    /// Round-robin over the targets, skipping full ones. Also used for a single target.
+    RoundRobin,
+    /// The target is chosen by the item's key.
+    Partitioned(RouteFn<T>),
+    /// Every target gets a copy.
+    Broadcast,
+}
+
+/// One output ordinal: the conveyors to every consumer instance of the edge, and the routing.
+pub struct OutPort<T> {
+    targets: Vec<Sender<T>>,
+    route: Route<T>,
+    next: usize,
+    batch_limit: usize,
+    accepted_in_call: usize,
+    accepted_total: u64,
+    refused_total: u64,
+    done_sent: Vec<bool>,
+}
+
+impl<T: Item> OutPort<T> {
+    pub(crate) fn new(targets: Vec<Sender<T>>, route: Route<T>, batch_limit: usize) -> Self {
+        let done_sent = vec![false; targets.len()];
+        OutPort {
+            targets,
+            route,
+            next: 0,
+            batch_limit: batch_limit.max(1),
+            accepted_in_call: 0,
+            accepted_total: 0,
+            refused_total: 0,
+            done_sent,
+        }
+    }
+
+    /// Offers `item`. `Ok` means it is on its way; `Err` hands it back because the target
+    /// queue is full or this call's batch limit is reached. Never blocks.
+    ///
+    /// This is Jet's `offer(ordinal, item) -> bool` in Rust form: the refused item is
+    /// returned rather than dropped, so nothing is lost.
+    #[inline]
+    pub fn offer(&mut self, item: T) -> Result<(), T> {
+        if self.accepted_in_call >= self.batch_limit {
+            self.refused_total += 1;
+            return Err(item);
+        }
+        let result = match &self.route {
+            Route::RoundRobin => self.send_round_robin(item),
+            Route::Partitioned(target_of) => {
+                let target = target_of(&item);
+                self.targets[target].try_send(item)
+            }
+            Route::Broadcast => {
+                if self.targets.iter().all(Sender::has_room) {
+                    let (last, rest) = self.targets.split_last_mut().expect("a port has targets");
+                    for target in rest {
+                        // Cannot fail: only this end fills the queue, and it had room.
+                        let _ = target.try_send(item.clone());
+                    }
+                    let _ = last.try_send(item);
+                    Ok(())
+                } else {
+                    Err(item)
+                }
+            }
+        };
+        match result {
+            Ok(()) => {
+                self.accepted_in_call += 1;
+                self.accepted_total += 1;
+                Ok(())
+            }
+            Err(item) => {
+                self.refused_total += 1;
+                Err(item)
+            }
+        }
+    }
+
+    /// Tries each target once, starting after the last one used.
+    #[inline]
+    fn send_round_robin(&mut self, mut item: T) -> Result<(), T> {
+        let n = self.targets.len();
+        for _ in 0..n {
+            let i = self.next;
+            self.next = if i + 1 == n { 0 } else { i + 1 };
+            match self.targets[i].try_send(item) {
+                Ok(()) => return Ok(()),
+                Err(back) => item = back,
+            }
+        }
+        Err(item)
+    }
+
+    /// Whether an item offered now would be accepted, whatever its key. Check it before
+    /// expensive work. For a partitioned port this is conservative: every target must have room.
+    #[inline]
+    pub fn has_room(&self) -> bool {
+        if self.accepted_in_call >= self.batch_limit {
+            return false;
+        }
+        match self.route {
+            Route::RoundRobin => self.targets.iter().any(Sender::has_room),
+            Route::Partitioned(_) | Route::Broadcast => self.targets.iter().all(Sender::has_room),
+        }
+    }
+
+    /// Items accepted since the port was created.
+    pub fn accepted(&self) -> u64 {
+        self.accepted_total
+    }
+}
+
+/// What the tasklet and outbox need from a port without knowing its item type.
+pub(crate) trait ErasedPort: Send {
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn begin_call(&mut self);
+    fn accepted_in_call(&self) -> usize;
+    fn accepted_total(&self) -> u64;
+    fn refused_total(&self) -> u64;
+    fn has_room(&self) -> bool;
+    fn can_take_marker(&self) -> bool;
+    fn offer_watermark(&mut self, wm: Watermark) -> bool;
+    fn offer_done(&mut self) -> bool;
+    fn item_type_name(&self) -> &'static str;
+}
+
+impl<T: Item> ErasedPort for OutPort<T> {
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn begin_call(&mut self) {
+        self.accepted_in_call = 0;
+    }
+    fn accepted_in_call(&self) -> usize {
+        self.accepted_in_call
+    }
+    fn accepted_total(&self) -> u64 {
+        self.accepted_total
+    }
+    fn refused_total(&self) -> u64 {
+        self.refused_total
+    }
+    fn has_room(&self) -> bool {
+        OutPort::has_room(self)
+    }
+    fn can_take_marker(&self) -> bool {
+        self.targets.iter().all(Sender::has_room)
+    }
+    fn offer_watermark(&mut self, wm: Watermark) -> bool {
+        // A watermark goes to every target, or to none, so that all consumers see the same
+        // sequence.
+        if !self.can_take_marker() {
+            return false;
+        }
+        for target in &mut self.targets {
+            target.send_watermark(wm);
+        }
+        true
+    }
+    fn offer_done(&mut self) -> bool {
+        for (target, sent) in self.targets.iter_mut().zip(&mut self.done_sent) {
+            if !*sent {
+                *sent = target.send_done();
+            }
+        }
+        self.done_sent.iter().all(|s| *s)
+    }
+    fn item_type_name(&self) -> &'static str {
+        type_name::<T>()
+    }
+}
+
+/// All the output ports of one processor instance.
+pub struct Outbox {
+    ports: Vec<Box<dyn ErasedPort>>,
+}
+
+impl Outbox {
+    pub(crate) fn new(ports: Vec<Box<dyn ErasedPort>>) -> Self {
+        Outbox { ports }
+    }
+
+    /// A standalone outbox with `ordinals` ports of item type `T`, each one conveyor of
+    /// `capacity` (rounded up to a power of two) and no per-call batch limit. The returned
+    /// [`TestDrain`]s read what was emitted. Used by the processor test harness and by tests.
+    pub fn for_test<T: Item>(ordinals: usize, capacity: usize) -> (Outbox, Vec<TestDrain<T>>) {
+        let mut ports: Vec<Box<dyn ErasedPort>> = Vec::new();
+        let mut drains = Vec::new();
+        for _ in 0..ordinals {
+            let (tx, rx) = conveyor::channel::<T>(capacity);
+            ports.push(Box::new(OutPort::new(vec![tx], Route::RoundRobin, usize::MAX)));
+            drains.push(TestDrain { rx });
+        }
+        (Outbox::new(ports), drains)
+    }
+
+    /// The number of output ordinals.
+    pub fn ordinals(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// The typed port for `ordinal`. One `TypeId` comparison; call it once per call, not per
+    /// item.
+    ///
+    /// # Panics
+    /// If `ordinal` does not exist, or `T` is not the type the vertex declared for it (a bug in
+    /// the processor: the DAG checked the declared types before running).
+    #[inline]
+    pub fn port<T: Item>(&mut self, ordinal: usize) -> &mut OutPort<T> {
+        let port = &mut self.ports[ordinal];
+        let declared = port.item_type_name();
+        match port.as_any_mut().downcast_mut::<OutPort<T>>() {
+            Some(p) => p,
+            None => panic!(
+                "output ordinal {ordinal} used as `{}`, but it was declared as `{declared}`",
+                type_name::<T>()
+            ),
+        }
+    }
+
+    /// Whether `ordinal` would accept an item now. See [`OutPort::has_room`].
+    #[inline]
+    pub fn has_room(&self, ordinal: usize) -> bool {
+        self.ports[ordinal].has_room()
+    }
+
+    /// Whether every ordinal would accept an item now.
+    pub fn has_room_all(&self) -> bool {
+        self.ports.iter().all(|p| p.has_room())
+    }
+
+    /// Offers `item` to every ordinal, all or nothing: it is accepted only if every port has
+    /// room, and then each gets a copy. Every ordinal must carry `T`.
+    pub fn offer_to_all<T: Item>(&mut self, item: T) -> Result<(), T> {
+        if !self.has_room_all() {
+            return Err(item);
+        }
+        let n = self.ports.len();
+        for ordinal in 0..n.saturating_sub(1) {
+            let _ = self.port::<T>(ordinal).offer(item.clone());
+        }
+        if n > 0 {
+            let _ = self.port::<T>(n - 1).offer(item);
+        }
+        Ok(())
+    }
+
+    /// Forwards a watermark to every ordinal. Returns false, having sent nothing new to the
+    /// ports that could not take it, when some port is full; call again later.
+    pub fn offer_watermark(&mut self, wm: Watermark) -> bool {
+        if !self.ports.iter().all(|p| p.can_take_marker()) {
+            return false;
+        }
+        self.ports.iter_mut().all(|p| p.offer_watermark(wm))
+    }
+
+    pub(crate) fn begin_call(&mut self) {
+        for p in &mut self.ports {
+            p.begin_call();
+        }
+    }
+
+    pub(crate) fn accepted_in_call(&self) -> usize {
+        self.ports.iter().map(|p| p.accepted_in_call()).sum()
+    }
+
+    pub(crate) fn accepted_total(&self) -> u64 {
+        self.ports.iter().map(|p| p.accepted_total()).sum()
+    }
+
+    pub(crate) fn refused_total(&self) -> u64 {
+        self.ports.iter().map(|p| p.refused_total()).sum()
+    }
+
+    /// Sends the done marker on every port; true once every target has it.
+    pub(crate) fn offer_done(&mut self) -> bool {
+        let mut all = true;
+        for p in &mut self.ports {
+            all &= p.offer_done();
+        }
+        all
+    }
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox").field("ordinals", &self.ports.len()).finish()
+    }
+}
+
+/// Reads what a test outbox's port emitted.
+pub struct TestDrain<T> {
+    rx: Receiver<T>,
+}
+
+impl<T> TestDrain<T> {
+    /// Takes every item emitted so far, skipping markers.
+    pub fn drain(&mut self) -> Vec<T> {
+        let mut out = Vec::new();
+        while let Some(m) = self.rx.try_recv() {
+            if let Message::Item(t) = m {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    /// Takes every message emitted so far, markers included.
+    pub fn drain_messages(&mut self) -> Vec<Message<T>> {
+        std::iter::from_fn(|| self.rx.try_recv()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port(targets: usize, cap: usize, route: Route<u32>, limit: usize) -> (OutPort<u32>, Vec<Receiver<u32>>) {
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..targets).map(|_| conveyor::channel(cap)).unzip();
+        (OutPort::new(txs, route, limit), rxs)
+    }
+
+    #[test]
+    fn round_robin_skips_a_full_target() {
+        let (mut p, mut rxs) = port(2, 1, Route::RoundRobin, 100);
+        p.offer(1).unwrap();
+        p.offer(2).unwrap();
+        assert_eq!(p.offer(3), Err(3), "both full");
+        rxs[0].try_recv();
+        p.offer(3).unwrap();
+        assert_eq!(rxs[0].try_recv(), Some(Message::Item(3)));
+        assert_eq!(rxs[1].try_recv(), Some(Message::Item(2)));
+    }
+
+    #[test]
+    fn batch_limit_refuses_until_next_call() {
+        let (mut p, _rxs) = port(1, 16, Route::RoundRobin, 2);
+        p.offer(1).unwrap();
+        p.offer(2).unwrap();
+        assert_eq!(p.offer(3), Err(3));
+        assert!(!p.has_room());
+        ErasedPort::begin_call(&mut p);
+        p.offer(3).unwrap();
+        assert_eq!(p.refused_total, 1);
+    }
+
+    #[test]
+    fn broadcast_is_all_or_nothing() {
+        let (mut p, mut rxs) = port(2, 1, Route::Broadcast, 100);
+        p.offer(7).unwrap();
+        rxs[0].try_recv();
+        assert_eq!(p.offer(8), Err(8), "target 1 is still full");
+        assert!(rxs[0].is_empty(), "nothing went to target 0 either");
+        rxs[1].try_recv();
+        p.offer(8).unwrap();
+        assert_eq!(rxs[0].try_recv(), Some(Message::Item(8)));
+        assert_eq!(rxs[1].try_recv(), Some(Message::Item(8)));
+    }
+
+    #[test]
+    fn partitioned_routes_by_key() {
+        let (mut p, mut rxs) = port(2, 8, Route::Partitioned(Arc::new(|x: &u32| (*x % 2) as usize)), 100);
+        for i in 0..4 {
+            p.offer(i).unwrap();
+        }
+        assert_eq!(rxs[0].len(), 2);
+        assert_eq!(rxs[1].try_recv(), Some(Message::Item(1)));
+    }
+
+    #[test]
+    fn done_is_retried_until_every_target_has_it() {
+        let (mut p, mut rxs) = port(2, 1, Route::RoundRobin, 100);
+        p.offer(1).unwrap();
+        assert!(!p.offer_done(), "target 0 is full");
+        rxs[0].try_recv();
+        assert!(p.offer_done());
+        assert_eq!(rxs[0].try_recv(), Some(Message::Done));
+        assert_eq!(rxs[1].try_recv(), Some(Message::Done));
+    }
+}

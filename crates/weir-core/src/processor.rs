@@ -1,0 +1,234 @@
+//! The processor contract: a processor is driven, it never drives.
+//!
+//! A [`Processor`] is a state machine the runtime calls. Each call must do a bounded amount of
+//! work and return (about a millisecond at most for a cooperative processor), never block, and
+//! be ready to be called again. When the outbox refuses an item the processor stops, keeps its
+//! place, and resumes on the next call.
+//!
+//! ```
+//! use weir_core::{Inbox, Outbox, Processor, ProcessorResult};
+//!
+//! /// Doubles every `u64`.
+//! struct Doubler;
+//!
+//! impl Processor for Doubler {
+//!     fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+//!         let items = inbox.items::<u64>();
+//!         let out = outbox.port::<u64>(0);
+//!         while let Some(&x) = items.front() {
+//!             if out.offer(x * 2).is_err() {
+//!                 break; // full: leave x in the inbox, we are called again later
+//!             }
+//!             items.pop_front();
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! weir_core::test_support::verify_processor(|_| Doubler)
+//!     .input(vec![1u64, 2, 3])
+//!     .expect_output(vec![2u64, 4, 6]);
+//! ```
+//!
+//! # Call sequence
+//!
+//! `init`, then any interleaving of `process` (inbox non-empty), `try_process` (inbox empty),
+//! `try_process_watermark` and `complete_edge` (an input finished), then `complete` until it
+//! returns true, then `close`. Inputs are drained by priority: every input of the lowest
+//! priority value finishes before the next priority is read.
+
+use std::sync::Arc;
+
+use crate::error::ProcessorResult;
+use crate::inbox::Inbox;
+use crate::metrics::InstanceMetrics;
+use crate::outbox::Outbox;
+use crate::snapshot::{SnapshotEntry, SnapshotWriter};
+use crate::watermark::Watermark;
+
+/// A unit of computation driven by a tasklet. See the [module docs](self).
+///
+/// Every hook returns `Err` to fail the job: the error is reported with the vertex and
+/// instance. A panic is caught and reported the same way; it never takes the process down.
+pub trait Processor: Send + 'static {
+    /// Called once before anything else, on the thread that submits the job.
+    fn init(&mut self, _ctx: &ProcessorContext) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    /// Processes items from `inbox`, which holds items of input `ordinal`. May leave items in
+    /// the inbox (when the outbox is full); they are offered again on the next call.
+    ///
+    /// Must return promptly and never block.
+    fn process(&mut self, _ordinal: usize, _inbox: &mut Inbox, _outbox: &mut Outbox) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    /// Called when the inbox is empty: for work that needs no input. Returns true when it
+    /// has nothing more to do right now.
+    fn try_process(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    /// The coalesced input watermark advanced to `wm`. Returns true when done with it; false
+    /// to be called again with the same watermark (for example when the outbox is full).
+    /// The default forwards it to every output.
+    fn try_process_watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(outbox.offer_watermark(wm))
+    }
+
+    /// Input `ordinal` is exhausted and its items were all processed. Returns true when done;
+    /// false to be called again.
+    fn complete_edge(&mut self, _ordinal: usize, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    /// Every input is exhausted. A source emits its items here. Returns true when finished;
+    /// false to be called again.
+    fn complete(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    /// Whether this processor honours the cooperative contract. A non-cooperative one (it
+    /// blocks: synchronous I/O, a file write) gets a thread of its own.
+    fn is_cooperative(&self) -> bool {
+        true
+    }
+
+    /// Saves this processor's state. Returns true when done; false to be called again.
+    fn save_to_snapshot(&mut self, _writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    /// Restores state saved by [`save_to_snapshot`](Self::save_to_snapshot), before any input.
+    fn restore_from_snapshot(&mut self, _entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    /// Called once when the processor is dropped from the job, whether it finished or not.
+    fn close(&mut self) -> ProcessorResult<()> {
+        Ok(())
+    }
+}
+
+impl Processor for Box<dyn Processor> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        (**self).init(ctx)
+    }
+    fn process(&mut self, ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+        (**self).process(ordinal, inbox, outbox)
+    }
+    fn try_process(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        (**self).try_process(outbox)
+    }
+    fn try_process_watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        (**self).try_process_watermark(wm, outbox)
+    }
+    fn complete_edge(&mut self, ordinal: usize, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        (**self).complete_edge(ordinal, outbox)
+    }
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        (**self).complete(outbox)
+    }
+    fn is_cooperative(&self) -> bool {
+        (**self).is_cooperative()
+    }
+    fn save_to_snapshot(&mut self, writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
+        (**self).save_to_snapshot(writer)
+    }
+    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        (**self).restore_from_snapshot(entries)
+    }
+    fn close(&mut self) -> ProcessorResult<()> {
+        (**self).close()
+    }
+}
+
+/// What a processor learns about its place in the job.
+#[derive(Debug, Clone)]
+pub struct ProcessorContext {
+    vertex: Arc<str>,
+    global_index: usize,
+    local_index: usize,
+    local_parallelism: usize,
+    total_parallelism: usize,
+    metrics: Arc<InstanceMetrics>,
+}
+
+impl ProcessorContext {
+    /// A context; the runtime builds these, tests may too.
+    pub fn new(vertex: &str, local_index: usize, local_parallelism: usize, inputs: usize) -> Self {
+        let vertex: Arc<str> = Arc::from(vertex);
+        let metrics = Arc::new(InstanceMetrics::new(Arc::clone(&vertex), local_index, inputs));
+        ProcessorContext {
+            vertex,
+            global_index: local_index,
+            local_index,
+            local_parallelism,
+            total_parallelism: local_parallelism,
+            metrics,
+        }
+    }
+
+    pub(crate) fn for_instance(
+        vertex: Arc<str>,
+        local_index: usize,
+        local_parallelism: usize,
+        metrics: Arc<InstanceMetrics>,
+    ) -> Self {
+        ProcessorContext {
+            vertex,
+            global_index: local_index,
+            local_index,
+            local_parallelism,
+            total_parallelism: local_parallelism,
+            metrics,
+        }
+    }
+
+    /// The vertex name.
+    pub fn vertex(&self) -> &str {
+        &self.vertex
+    }
+
+    /// This instance's index among all instances of the vertex in the job (all members).
+    pub fn global_index(&self) -> usize {
+        self.global_index
+    }
+
+    /// This instance's index among the vertex's instances on this member.
+    pub fn local_index(&self) -> usize {
+        self.local_index
+    }
+
+    /// The vertex's instance count on this member.
+    pub fn local_parallelism(&self) -> usize {
+        self.local_parallelism
+    }
+
+    /// The vertex's instance count in the whole job.
+    pub fn total_parallelism(&self) -> usize {
+        self.total_parallelism
+    }
+
+    /// This instance's metrics; register custom counters here.
+    pub fn metrics(&self) -> &Arc<InstanceMetrics> {
+        &self.metrics
+    }
+}
+
+/// Creates the processor instances of a vertex: called once per instance, at submission.
+pub trait ProcessorSupplier: Send + Sync + 'static {
+    /// A new processor for the instance described by `ctx`.
+    fn create(&self, ctx: &ProcessorContext) -> Box<dyn Processor>;
+}
+
+impl<F, P> ProcessorSupplier for F
+where
+    F: Fn(&ProcessorContext) -> P + Send + Sync + 'static,
+    P: Processor,
+{
+    fn create(&self, ctx: &ProcessorContext) -> Box<dyn Processor> {
+        Box::new(self(ctx))
+    }
+}
