@@ -212,11 +212,25 @@ impl<T: Item> ErasedPort for OutPort<T> {
 /// All the output ports of one processor instance.
 pub struct Outbox {
     ports: Vec<Box<dyn ErasedPort>>,
+    progress_reported: bool,
 }
 
 impl Outbox {
     pub(crate) fn new(ports: Vec<Box<dyn ErasedPort>>) -> Self {
-        Outbox { ports }
+        Outbox { ports, progress_reported: false }
+    }
+
+    /// Tells the runtime that this call did useful work although it emitted nothing and took
+    /// no input (a source that fed an accumulator, a processor that flushed a file), so the
+    /// worker must not back off as if it were idle.
+    #[inline]
+    pub fn report_progress(&mut self) {
+        self.progress_reported = true;
+    }
+
+    /// Whether progress was reported or items accepted since the last `begin_call`.
+    pub(crate) fn progress_in_call(&self) -> bool {
+        self.progress_reported || self.accepted_in_call() > 0
     }
 
     /// A standalone outbox with `ordinals` ports of item type `T`, each one conveyor of
@@ -294,6 +308,7 @@ impl Outbox {
     }
 
     pub(crate) fn begin_call(&mut self) {
+        self.progress_reported = false;
         for p in &mut self.ports {
             p.begin_call();
         }

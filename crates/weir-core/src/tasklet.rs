@@ -247,7 +247,7 @@ impl ProcessorTasklet {
             State::Finished => return Ok(Progress::Done),
         };
         let emitted = self.outbox.accepted_total() - out_before;
-        let progress = progress || emitted > 0;
+        let progress = progress || self.outbox.progress_in_call();
         for s in &self.streams {
             self.metrics.record_queue_fill(s.ordinal(), s.fill());
         }

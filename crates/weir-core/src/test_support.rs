@@ -186,7 +186,7 @@ impl<S: ProcessorSupplier> Verifier<S> {
                 self.timed("process", || p.process(ordinal, &mut inbox, &mut outbox), cooperative)
                     .unwrap_or_else(|e| panic!("process() failed: {e}"));
                 let consumed = before - inbox.len();
-                if self.assert_progress && consumed == 0 && outbox.accepted_in_call() == 0 {
+                if self.assert_progress && consumed == 0 && !outbox.progress_in_call() {
                     panic!("process() on ordinal {ordinal} took no item and emitted nothing, though the outbox had room");
                 }
                 if !outbox.has_room_all() {
@@ -223,13 +223,13 @@ impl<S: ProcessorSupplier> Verifier<S> {
             let done = self
                 .timed(what, || call(p, outbox), cooperative)
                 .unwrap_or_else(|e| panic!("{what}() failed: {e}"));
-            let emitted = outbox.accepted_in_call();
+            let progressed = outbox.progress_in_call();
             output.extend(drain.drain());
             if done {
                 return;
             }
-            if self.assert_progress && emitted == 0 {
-                panic!("{what}() returned false but emitted nothing, though the outbox had room");
+            if self.assert_progress && !progressed {
+                panic!("{what}() returned false but emitted nothing and reported no progress, though the outbox had room");
             }
         }
     }

@@ -1,0 +1,6 @@
+//! The processors a planned pipeline runs: fused chains of links with their heads and
+//! terminals.
+
+pub(crate) mod link;
+pub(crate) mod sink;
+pub(crate) mod source;

@@ -1,0 +1,88 @@
+//! Sinks: where a pipeline's results go.
+//!
+//! A [`Sink`] describes a sink; each of its processor instances runs its own [`SinkWriter`].
+//! The planner fuses a sink into the vertex before it when it can, so writing costs no extra
+//! queue hop.
+//!
+//! | sink | module |
+//! |---|---|
+//! | an in-memory collection | [`collection`] |
+//! | standard output or the log | [`stdout`] |
+//! | text files: one part file per instance, or a single file | [`files`] |
+//! | JSON Lines | [`json`] |
+//! | CSV | [`csv`] |
+
+pub mod collection;
+pub mod csv;
+pub mod files;
+pub mod json;
+pub mod stdout;
+
+use std::sync::Arc;
+
+use weir_core::{BoxError, Item, ProcessorContext};
+
+use crate::exec::link::ErasedLink;
+use crate::exec::sink::sink_terminal;
+
+/// Writes one sink instance's share of the results.
+///
+/// The runtime calls [`open`](Self::open) once, [`write`](Self::write) for every item, then
+/// [`close`](Self::close) once the input is exhausted.
+pub trait SinkWriter: Send + 'static {
+    /// The items it takes.
+    type Item: Item;
+
+    /// Opens the destination. `ctx` tells which instance this is.
+    fn open(&mut self, _ctx: &ProcessorContext) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Writes one item. Buffer: this is called per item.
+    ///
+    /// # Errors
+    /// A failure fails the job.
+    fn write(&mut self, item: Self::Item) -> Result<(), BoxError>;
+
+    /// Flushes and closes, at the end of the input.
+    fn close(&mut self) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Whether `write` may run on a cooperative worker. A writer that does blocking I/O
+    /// returns false and gets a thread of its own.
+    fn is_cooperative(&self) -> bool {
+        true
+    }
+}
+
+/// Builds the terminal link of a sink for one instance.
+pub(crate) type SinkTerminalFactory = Arc<dyn Fn(&ProcessorContext) -> ErasedLink + Send + Sync>;
+
+/// A destination for `T`s. Pass it to [`BatchStage::write_to`](crate::BatchStage::write_to).
+pub struct Sink<T> {
+    pub(crate) name: String,
+    pub(crate) parallelism: Option<usize>,
+    pub(crate) terminal: SinkTerminalFactory,
+    _item: std::marker::PhantomData<fn(T)>,
+}
+
+impl<T: Item> Sink<T> {
+    /// A sink named `name` whose instances each write with the writer `factory` makes.
+    ///
+    /// `parallelism` fixes the instance count (`Some(1)` for a single output file); `None`
+    /// runs one instance per worker.
+    pub fn new<W, F>(name: impl Into<String>, parallelism: Option<usize>, factory: F) -> Self
+    where
+        W: SinkWriter<Item = T>,
+        F: Fn(&ProcessorContext) -> W + Send + Sync + 'static,
+    {
+        let terminal: SinkTerminalFactory = Arc::new(move |ctx| sink_terminal(factory(ctx)));
+        Sink { name: name.into(), parallelism, terminal, _item: std::marker::PhantomData }
+    }
+
+    /// The sink's name, as it appears in the plan.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
