@@ -115,6 +115,18 @@ impl Vertex {
         self
     }
 
+    /// Like [`accepts_on`](Self::accepts_on), for a type known only at run time (planners).
+    pub fn accepts_type_on(mut self, ordinal: usize, item_type: ItemType) -> Self {
+        self.inputs.overrides.push((ordinal, item_type));
+        self
+    }
+
+    /// Like [`emits`](Self::emits), for a type known only at run time (planners).
+    pub fn emits_type(mut self, item_type: ItemType) -> Self {
+        self.outputs.default = Some(item_type);
+        self
+    }
+
     /// The number of processor instances on this member. Without it, the job's default
     /// (one per worker thread) applies.
     pub fn local_parallelism(mut self, n: usize) -> Self {

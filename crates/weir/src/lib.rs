@@ -1,9 +1,62 @@
 //! Weir: typed batch and streaming pipelines on every core.
+//!
+//! Word count, the canonical job:
+//!
+//! ```
+//! use weir::prelude::*;
+//!
+//! let p = Pipeline::new();
+//! let (sink, counts) = sinks::collection::list();
+//! p.read_from(sources::collection::items(vec!["To be, or not to be".to_string()]))
+//!     .flat_map(weir::jobs::wordcount::words)
+//!     .grouping_key(|word: &Word| word.clone())
+//!     .aggregate(aggregate::counting())
+//!     .write_to(sink);
+//! p.run().unwrap();
+//! let mut counts = counts.take();
+//! counts.sort();
+//! assert_eq!(counts[0], (Word::from("be"), 2));
+//! ```
+//!
+//! A [`Pipeline`] is a typed graph of stages. Running it plans a core DAG
+//! ([`weir_core::Dag`]): consecutive stateless stages fuse into one vertex, a grouped
+//! aggregation becomes an accumulate step and a combine vertex behind a partitioned edge, and
+//! a hash join broadcasts its build side. `Pipeline::explain` shows the plan. The core runtime
+//! then runs every vertex on every core, with backpressure on every edge.
+//!
+//! ```text
+//!   Pipeline (typed stages)
+//!        │  plan: fuse, split aggregations, choose edges
+//!        ▼
+//!   core DAG (vertices, edges)
+//!        │  submit: one processor per vertex instance, one conveyor per instance pair
+//!        ▼
+//!   tasklets on cooperative worker threads
+//! ```
 
+#![forbid(missing_docs)]
+
+pub mod aggregate;
+mod error;
 pub(crate) mod exec;
+pub(crate) mod graph;
+pub mod jobs;
+mod pipeline;
+pub(crate) mod plan;
 pub mod sinks;
 pub mod sources;
 
+pub use error::{Error, Result};
+pub use pipeline::{BatchStage, JoinClause, KeyedBatchStage, Pipeline, join_on};
 pub use sinks::{Sink, SinkWriter};
 pub use sources::{BatchSource, SourceReader};
-pub use weir_core::{BoxError, Item, ProcessorContext};
+pub use weir_core as core;
+pub use weir_core::{BoxError, Executor, ExecutorConfig, Item, Job, JobConfig, JobStatus, ProcessorContext};
+
+/// What most pipelines need: `use weir::prelude::*;`.
+pub mod prelude {
+    pub use crate::aggregate::{self, AggregateOperation};
+    pub use crate::jobs::wordcount::Word;
+    pub use crate::{BatchSource, BatchStage, Pipeline, Sink, join_on, sinks, sources};
+    pub use weir_core::{Executor, JobConfig};
+}

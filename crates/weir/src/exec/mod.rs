@@ -1,6 +1,10 @@
 //! The processors a planned pipeline runs: fused chains of links with their heads and
 //! terminals.
 
+pub(crate) mod aggregate;
+pub(crate) mod join;
 pub(crate) mod link;
 pub(crate) mod sink;
+pub(crate) mod sort;
 pub(crate) mod source;
+pub(crate) mod transform;

@@ -1,0 +1,46 @@
+//! The errors of the pipeline API.
+
+/// Why a pipeline could not be planned or run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The pipeline has no stages.
+    #[error("the pipeline is empty: start it with read_from")]
+    Empty,
+    /// No stage writes anywhere.
+    #[error("the pipeline has no sink: end it with write_to")]
+    NoSink,
+    /// A branch ends without a sink.
+    #[error("stage '{stage}' leads to no sink: every branch must end in write_to")]
+    DanglingStage {
+        /// The stage that has no consumer.
+        stage: String,
+    },
+    /// A stage of another pipeline was used as an input.
+    #[error("stage '{stage}' belongs to another pipeline and cannot feed '{consumer}'")]
+    ForeignStage {
+        /// The foreign stage.
+        stage: String,
+        /// The stage that used it.
+        consumer: String,
+    },
+    /// A stage was given twice as an input of one stage.
+    #[error("stage '{stage}' is used twice as an input of '{consumer}'")]
+    StageUsedTwice {
+        /// The repeated stage.
+        stage: String,
+        /// The stage that used it twice.
+        consumer: String,
+    },
+    /// A stage was configured with a parallelism of zero.
+    #[error("stage '{stage}' has a parallelism of 0; it must be at least 1")]
+    ZeroParallelism {
+        /// The stage.
+        stage: String,
+    },
+    /// The runtime refused or failed the job.
+    #[error(transparent)]
+    Runtime(#[from] weir_core::Error),
+}
+
+/// The pipeline API's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,240 @@
+//! The two stages of an aggregation: accumulate locally, then combine by key.
+//!
+//! The accumulate stage is a terminal link, fused behind whatever feeds it (often the source
+//! itself), so items never cross a queue before they are folded. At the end of its input it
+//! emits one partial accumulator per key. A partitioned edge brings every key's partials to one
+//! combine instance, which folds them and emits `(key, result)` into its own chain.
+
+use std::collections::hash_map;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
+
+use crate::aggregate::AggregateOperation;
+use crate::exec::link::Link;
+
+/// Accumulates items per key; emits `(key, accumulator)` pairs on output 0 at the end.
+pub(crate) struct AccumulateByKey<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
+    key: Arc<KF>,
+    op: Arc<Op>,
+    groups: FxHashMap<K, Op::Acc>,
+    draining: Option<hash_map::IntoIter<K, Op::Acc>>,
+    pending: Option<(K, Op::Acc)>,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> AccumulateByKey<T, K, KF, Op> {
+    pub(crate) fn new(key: Arc<KF>, op: Arc<Op>) -> Self {
+        AccumulateByKey {
+            key,
+            op,
+            groups: FxHashMap::default(),
+            draining: None,
+            pending: None,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T, K, KF, Op> Link<T> for AccumulateByKey<T, K, KF, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq,
+    KF: Fn(&T) -> K + Send + Sync + ?Sized,
+    Op: AggregateOperation<T>,
+{
+    fn init(&mut self, _ctx: &ProcessorContext) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        let key = (self.key)(&item);
+        match self.groups.get_mut(&key) {
+            Some(acc) => self.op.accumulate(acc, &item),
+            None => {
+                let mut acc = self.op.create();
+                self.op.accumulate(&mut acc, &item);
+                self.groups.insert(key, acc);
+            }
+        }
+        true
+    }
+
+    fn flush(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        let draining = self.draining.get_or_insert_with(|| std::mem::take(&mut self.groups).into_iter());
+        let port = outbox.port::<(K, Op::Acc)>(0);
+        while let Some(pair) = self.pending.take().or_else(|| draining.next()) {
+            if let Err(pair) = port.offer(pair) {
+                self.pending = Some(pair);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        true
+    }
+}
+
+/// Accumulates every item into one accumulator; emits it on output 0 at the end.
+pub(crate) struct AccumulateAll<T, Op: AggregateOperation<T>> {
+    op: Arc<Op>,
+    acc: Option<Op::Acc>,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T, Op: AggregateOperation<T>> AccumulateAll<T, Op> {
+    pub(crate) fn new(op: Arc<Op>) -> Self {
+        let acc = Some(op.create());
+        AccumulateAll { op, acc, _t: PhantomData }
+    }
+}
+
+impl<T: 'static, Op: AggregateOperation<T>> Link<T> for AccumulateAll<T, Op> {
+    fn init(&mut self, _ctx: &ProcessorContext) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        if let Some(acc) = &mut self.acc {
+            self.op.accumulate(acc, &item);
+        }
+        true
+    }
+
+    fn flush(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if let Some(acc) = self.acc.take()
+            && let Err(acc) = outbox.port::<Op::Acc>(0).offer(acc)
+        {
+            self.acc = Some(acc);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        true
+    }
+}
+
+/// Combines `(key, accumulator)` partials and pushes `(key, result)` into its chain.
+pub(crate) struct CombineByKey<T, K, Op: AggregateOperation<T>> {
+    op: Arc<Op>,
+    groups: FxHashMap<K, Op::Acc>,
+    draining: Option<hash_map::IntoIter<K, Op::Acc>>,
+    chain: Box<dyn Link<(K, Op::Output)>>,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T, K, Op: AggregateOperation<T>> CombineByKey<T, K, Op> {
+    pub(crate) fn new(op: Arc<Op>, chain: Box<dyn Link<(K, Op::Output)>>) -> Self {
+        CombineByKey { op, groups: FxHashMap::default(), draining: None, chain, _t: PhantomData }
+    }
+}
+
+impl<T, K, Op> Processor for CombineByKey<T, K, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq,
+    Op: AggregateOperation<T>,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.chain.init(ctx)
+    }
+
+    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, _outbox: &mut Outbox) -> ProcessorResult<()> {
+        for (key, partial) in inbox.items::<(K, Op::Acc)>().drain(..) {
+            match self.groups.get_mut(&key) {
+                Some(acc) => self.op.combine(acc, partial),
+                None => {
+                    self.groups.insert(key, partial);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if !self.chain.flush(outbox)? {
+            return Ok(false);
+        }
+        let draining = self.draining.get_or_insert_with(|| std::mem::take(&mut self.groups).into_iter());
+        let mut room = true;
+        while room {
+            match draining.next() {
+                Some((key, acc)) => room = self.chain.push((key, self.op.finish(acc))),
+                None => break,
+            }
+        }
+        outbox.report_progress();
+        if !self.chain.flush(outbox)? || !room {
+            return Ok(false);
+        }
+        self.chain.complete(outbox)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        self.chain.is_cooperative()
+    }
+}
+
+/// Combines every partial accumulator into one result and pushes it into its chain.
+pub(crate) struct CombineAll<T, Op: AggregateOperation<T>> {
+    op: Arc<Op>,
+    acc: Option<Op::Acc>,
+    emitted: bool,
+    chain: Box<dyn Link<Op::Output>>,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T, Op: AggregateOperation<T>> CombineAll<T, Op> {
+    pub(crate) fn new(op: Arc<Op>, chain: Box<dyn Link<Op::Output>>) -> Self {
+        let acc = Some(op.create());
+        CombineAll { op, acc, emitted: false, chain, _t: PhantomData }
+    }
+}
+
+impl<T: 'static, Op: AggregateOperation<T>> Processor for CombineAll<T, Op> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.chain.init(ctx)
+    }
+
+    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, _outbox: &mut Outbox) -> ProcessorResult<()> {
+        let acc = self.acc.as_mut().expect("combined before the end of input");
+        for partial in inbox.items::<Op::Acc>().drain(..) {
+            self.op.combine(acc, partial);
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if !self.emitted {
+            let acc = self.acc.take().unwrap_or_else(|| self.op.create());
+            self.chain.push(self.op.finish(acc));
+            self.emitted = true;
+            outbox.report_progress();
+        }
+        if !self.chain.flush(outbox)? {
+            return Ok(false);
+        }
+        self.chain.complete(outbox)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        self.chain.is_cooperative()
+    }
+}

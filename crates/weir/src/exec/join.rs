@@ -1,0 +1,197 @@
+//! Hash joins: build tables from batch stages, then stream the probe side through them.
+//!
+//! The build sides arrive on input ordinals 1 (and 2) over broadcast edges whose priority
+//! makes the runtime drain them completely before the probe side (ordinal 0) is read. Every
+//! join instance therefore holds the whole build side, and probe items never wait.
+
+use std::collections::VecDeque;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
+
+use crate::exec::link::Link;
+
+/// The rows of one build side, by join key.
+pub(crate) struct BuildTable<K, B> {
+    rows: FxHashMap<K, Vec<B>>,
+    key: Arc<dyn Fn(&B) -> K + Send + Sync>,
+}
+
+impl<K: Hash + Eq, B> BuildTable<K, B> {
+    pub(crate) fn new(key: Arc<dyn Fn(&B) -> K + Send + Sync>) -> Self {
+        BuildTable { rows: FxHashMap::default(), key }
+    }
+
+    fn fill(&mut self, items: &mut VecDeque<B>) {
+        for b in items.drain(..) {
+            self.rows.entry((self.key)(&b)).or_default().push(b);
+        }
+    }
+
+    fn get(&self, key: &K) -> &[B] {
+        self.rows.get(key).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Merge function of a one-sided join: `None` result drops the row (inner join on a miss).
+pub(crate) type Merge1<T, B, R> = Arc<dyn Fn(&T, Option<&B>) -> Option<R> + Send + Sync>;
+/// Merge function of a two-sided join.
+pub(crate) type Merge2<T, B1, B2, R> = Arc<dyn Fn(&T, Option<&B1>, Option<&B2>) -> Option<R> + Send + Sync>;
+
+/// Joins the probe side with one build side.
+pub(crate) struct HashJoin1<T, K, B, R> {
+    probe_key: Arc<dyn Fn(&T) -> K + Send + Sync>,
+    table: BuildTable<K, B>,
+    merge: Merge1<T, B, R>,
+    chain: Box<dyn Link<R>>,
+}
+
+impl<T, K: Hash + Eq, B, R> HashJoin1<T, K, B, R> {
+    pub(crate) fn new(
+        probe_key: Arc<dyn Fn(&T) -> K + Send + Sync>,
+        table: BuildTable<K, B>,
+        merge: Merge1<T, B, R>,
+        chain: Box<dyn Link<R>>,
+    ) -> Self {
+        HashJoin1 { probe_key, table, merge, chain }
+    }
+}
+
+impl<T: Item, K: Item + Hash + Eq, B: Item, R: Item> Processor for HashJoin1<T, K, B, R> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.chain.init(ctx)
+    }
+
+    fn process(&mut self, ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+        if ordinal == 1 {
+            self.table.fill(inbox.items::<B>());
+            return Ok(());
+        }
+        if !self.chain.flush(outbox)? {
+            return Ok(());
+        }
+        let items = inbox.items::<T>();
+        while let Some(t) = items.pop_front() {
+            let key = (self.probe_key)(&t);
+            let matches = self.table.get(&key);
+            let mut room = true;
+            if matches.is_empty() {
+                if let Some(r) = (self.merge)(&t, None) {
+                    room = self.chain.push(r);
+                }
+            } else {
+                for b in matches {
+                    if let Some(r) = (self.merge)(&t, Some(b)) {
+                        room = self.chain.push(r);
+                    }
+                }
+            }
+            if !room {
+                break;
+            }
+        }
+        self.chain.flush(outbox)?;
+        Ok(())
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if !self.chain.flush(outbox)? {
+            return Ok(false);
+        }
+        self.chain.complete(outbox)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        self.chain.is_cooperative()
+    }
+}
+
+/// Joins the probe side with two build sides.
+pub(crate) struct HashJoin2<T, K1, B1, K2, B2, R> {
+    probe_key1: Arc<dyn Fn(&T) -> K1 + Send + Sync>,
+    probe_key2: Arc<dyn Fn(&T) -> K2 + Send + Sync>,
+    table1: BuildTable<K1, B1>,
+    table2: BuildTable<K2, B2>,
+    merge: Merge2<T, B1, B2, R>,
+    chain: Box<dyn Link<R>>,
+}
+
+impl<T, K1: Hash + Eq, B1, K2: Hash + Eq, B2, R> HashJoin2<T, K1, B1, K2, B2, R> {
+    pub(crate) fn new(
+        probe_keys: (Arc<dyn Fn(&T) -> K1 + Send + Sync>, Arc<dyn Fn(&T) -> K2 + Send + Sync>),
+        tables: (BuildTable<K1, B1>, BuildTable<K2, B2>),
+        merge: Merge2<T, B1, B2, R>,
+        chain: Box<dyn Link<R>>,
+    ) -> Self {
+        HashJoin2 {
+            probe_key1: probe_keys.0,
+            probe_key2: probe_keys.1,
+            table1: tables.0,
+            table2: tables.1,
+            merge,
+            chain,
+        }
+    }
+}
+
+/// The matches of one side, or a single `None` when there are none.
+fn options<B>(matches: &[B]) -> impl Iterator<Item = Option<&B>> {
+    let none = matches.is_empty().then_some(None);
+    matches.iter().map(Some).chain(none)
+}
+
+impl<T, K1, B1, K2, B2, R> Processor for HashJoin2<T, K1, B1, K2, B2, R>
+where
+    T: Item,
+    K1: Item + Hash + Eq,
+    B1: Item,
+    K2: Item + Hash + Eq,
+    B2: Item,
+    R: Item,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.chain.init(ctx)
+    }
+
+    fn process(&mut self, ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+        match ordinal {
+            1 => return Ok(self.table1.fill(inbox.items::<B1>())),
+            2 => return Ok(self.table2.fill(inbox.items::<B2>())),
+            _ => {}
+        }
+        if !self.chain.flush(outbox)? {
+            return Ok(());
+        }
+        let items = inbox.items::<T>();
+        while let Some(t) = items.pop_front() {
+            let m1 = self.table1.get(&(self.probe_key1)(&t));
+            let m2 = self.table2.get(&(self.probe_key2)(&t));
+            let mut room = true;
+            for b1 in options(m1) {
+                for b2 in options(m2) {
+                    if let Some(r) = (self.merge)(&t, b1, b2) {
+                        room = self.chain.push(r);
+                    }
+                }
+            }
+            if !room {
+                break;
+            }
+        }
+        self.chain.flush(outbox)?;
+        Ok(())
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if !self.chain.flush(outbox)? {
+            return Ok(false);
+        }
+        self.chain.complete(outbox)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        self.chain.is_cooperative()
+    }
+}

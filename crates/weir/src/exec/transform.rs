@@ -1,0 +1,142 @@
+//! Stateless and per-instance stateful links: map, filter, flat map, peek, stateful map.
+
+use std::hash::Hash;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use weir_core::{Item, ProcessorContext, ProcessorResult};
+
+use crate::exec::link::{Link, delegate_to_next};
+
+pub(crate) struct MapLink<F, R> {
+    pub f: Arc<F>,
+    pub next: Box<dyn Link<R>>,
+}
+
+impl<T, R: Item, F: Fn(T) -> R + Send + Sync> Link<T> for MapLink<F, R> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.next.init(ctx)
+    }
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        self.next.push((self.f)(item))
+    }
+    delegate_to_next!();
+}
+
+pub(crate) struct FilterLink<F, T> {
+    pub f: Arc<F>,
+    pub next: Box<dyn Link<T>>,
+}
+
+impl<T: Item, F: Fn(&T) -> bool + Send + Sync> Link<T> for FilterLink<F, T> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.next.init(ctx)
+    }
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        if (self.f)(&item) { self.next.push(item) } else { true }
+    }
+    delegate_to_next!();
+}
+
+pub(crate) struct FlatMapLink<F, R> {
+    pub f: Arc<F>,
+    pub next: Box<dyn Link<R>>,
+}
+
+impl<T, R: Item, I: IntoIterator<Item = R>, F: Fn(T) -> I + Send + Sync> Link<T> for FlatMapLink<F, R> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.next.init(ctx)
+    }
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        // Every result of one item is pushed: the backlog may overshoot by one item's worth.
+        let mut room = true;
+        for r in (self.f)(item) {
+            room = self.next.push(r);
+        }
+        room
+    }
+    delegate_to_next!();
+}
+
+pub(crate) struct PeekLink<F, T> {
+    pub f: Arc<F>,
+    pub next: Box<dyn Link<T>>,
+}
+
+impl<T: Item, F: Fn(&T) + Send + Sync> Link<T> for PeekLink<F, T> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.next.init(ctx)
+    }
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        (self.f)(&item);
+        self.next.push(item)
+    }
+    delegate_to_next!();
+}
+
+/// A map with state kept per processor instance.
+pub(crate) struct StatefulLink<F, S, R> {
+    pub state: S,
+    pub f: Arc<F>,
+    pub next: Box<dyn Link<R>>,
+}
+
+impl<T, S: Send, R: Item, F: Fn(&mut S, T) -> Option<R> + Send + Sync> Link<T> for StatefulLink<F, S, R> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.next.init(ctx)
+    }
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        match (self.f)(&mut self.state, item) {
+            Some(r) => self.next.push(r),
+            None => true,
+        }
+    }
+    delegate_to_next!();
+}
+
+/// A map with state kept per key. It runs after a partitioned edge, so every key's items
+/// reach the same instance.
+pub(crate) struct KeyedStatefulLink<KF: ?Sized, C, F, K, S, R> {
+    pub states: FxHashMap<K, S>,
+    pub key: Arc<KF>,
+    pub create: Arc<C>,
+    pub f: Arc<F>,
+    pub next: Box<dyn Link<R>>,
+}
+
+impl<T, K, S, R, KF, C, F> Link<T> for KeyedStatefulLink<KF, C, F, K, S, R>
+where
+    K: Hash + Eq + Send,
+    S: Send,
+    R: Item,
+    KF: Fn(&T) -> K + Send + Sync + ?Sized,
+    C: Fn() -> S + Send + Sync,
+    F: Fn(&mut S, &K, T) -> Option<R> + Send + Sync,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.next.init(ctx)
+    }
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        let key = (self.key)(&item);
+        let result = match self.states.get_mut(&key) {
+            Some(state) => (self.f)(state, &key, item),
+            None => {
+                let mut state = (self.create)();
+                let r = (self.f)(&mut state, &key, item);
+                self.states.insert(key, state);
+                r
+            }
+        };
+        match result {
+            Some(r) => self.next.push(r),
+            None => true,
+        }
+    }
+    delegate_to_next!();
+}

@@ -1,0 +1,93 @@
+//! The pipeline DAG: the stages a user declared, type-erased, before planning.
+//!
+//! Each typed stage method records a [`Node`] holding the factories the planner needs (link
+//! wrappers, heads, terminals), built while the stage's types were known. The planner then
+//! joins them without knowing the types, and the joins are checked by `ItemType`.
+
+use std::sync::Arc;
+
+use weir_core::{Edge, Item, ItemType, Processor};
+
+use crate::error::Error;
+use crate::exec::link::{Emit, ErasedLink, erase, inbox_head};
+use crate::sinks::SinkTerminalFactory;
+use crate::sources::SourceHeadFactory;
+
+/// Index of a node in its graph; nodes only ever refer to earlier nodes, so index order is a
+/// topological order.
+pub(crate) type NodeId = usize;
+/// Wraps the downstream chain into a chain one link longer. Called once per instance.
+pub(crate) type WrapFn = Arc<dyn Fn(ErasedLink) -> ErasedLink + Send + Sync>;
+/// Builds a head processor around its chain. Called once per instance.
+pub(crate) type HeadFn = Arc<dyn Fn(ErasedLink) -> Box<dyn Processor> + Send + Sync>;
+/// Builds a terminal link. Called once per instance.
+pub(crate) type TerminalFn = Arc<dyn Fn() -> ErasedLink + Send + Sync>;
+/// Makes an edge partitioned by the stage's key.
+pub(crate) type RouteFn = Arc<dyn Fn(Edge) -> Edge + Send + Sync>;
+
+/// What the planner needs to know about a stage's item type.
+#[derive(Clone, Copy)]
+pub(crate) struct StageType {
+    pub item: ItemType,
+    /// Makes an [`InboxHead`](crate::exec::link::InboxHead) for a chain taking this type.
+    pub inbox_head: fn(ErasedLink) -> Box<dyn Processor>,
+    /// Makes an [`Emit`] terminal for this type.
+    pub emit: fn() -> ErasedLink,
+}
+
+fn emit_terminal<T: Item>() -> ErasedLink {
+    erase::<T>(Box::new(Emit::<T>::new()))
+}
+
+impl StageType {
+    pub(crate) fn of<T: Item>() -> Self {
+        StageType { item: ItemType::of::<T>(), inbox_head: inbox_head::<T>, emit: emit_terminal::<T> }
+    }
+}
+
+pub(crate) enum NodeKind {
+    Source { head: SourceHeadFactory },
+    /// A stateless (or per-instance stateful) transform: fusable.
+    Transform { wrap: WrapFn },
+    /// A transform with per-key state: its input must be partitioned by key.
+    Keyed { wrap: WrapFn, route: RouteFn },
+    /// A vertex boundary: round-robin, or by key.
+    Rebalance { route: Option<RouteFn> },
+    Merge,
+    Aggregate {
+        accumulate: TerminalFn,
+        partial: StageType,
+        /// `None` for a non-keyed aggregation: everything goes to one combine instance.
+        route: Option<RouteFn>,
+        combine: HeadFn,
+    },
+    Join { head: HeadFn },
+    Sort { head: HeadFn },
+    Sink { terminal: SinkTerminalFactory },
+}
+
+pub(crate) struct Node {
+    pub name: String,
+    pub kind: NodeKind,
+    pub inputs: Vec<NodeId>,
+    /// `None` for a sink.
+    pub output: Option<StageType>,
+    pub parallelism: Option<usize>,
+}
+
+pub(crate) struct Graph {
+    pub nodes: Vec<Node>,
+    /// Misuses found while building, reported when the pipeline is planned.
+    pub errors: Vec<Error>,
+}
+
+impl Graph {
+    pub(crate) fn new() -> Self {
+        Graph { nodes: Vec::new(), errors: Vec::new() }
+    }
+
+    pub(crate) fn add(&mut self, node: Node) -> NodeId {
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+}

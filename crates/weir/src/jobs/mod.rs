@@ -1,0 +1,3 @@
+//! Built-in jobs: ready-made pipelines the `weir` command runs by name.
+
+pub mod wordcount;

@@ -1,0 +1,483 @@
+//! The typed Pipeline API: stages you chain, planned into a core DAG when you run it.
+//!
+//! ```
+//! use weir::prelude::*;
+//!
+//! let p = Pipeline::new();
+//! let (sink, results) = sinks::collection::list();
+//! p.read_from(sources::collection::items(vec!["a b", "b c", "c"]))
+//!     .flat_map(|line: &str| line.split(' ').map(str::to_string).collect::<Vec<_>>())
+//!     .grouping_key(|word: &String| word.clone())
+//!     .aggregate(aggregate::counting())
+//!     .write_to(sink);
+//! p.run().unwrap();
+//! let mut counts = results.take();
+//! counts.sort();
+//! assert_eq!(counts, [("a".into(), 1), ("b".into(), 2), ("c".into(), 2)]);
+//! ```
+//!
+//! Stages are cheap handles: clone one, or use it as the input of several stages, and its
+//! items go to each of them. Nothing runs until [`Pipeline::run`] or [`Pipeline::submit`]; a
+//! misuse the compiler cannot catch (no sink, a branch without a sink, a stage of another
+//! pipeline) is reported then, before anything starts.
+
+use std::cell::RefCell;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use weir_core::{Dag, Edge, Executor, Item, Job, JobConfig, PartitionKey};
+
+use crate::aggregate::AggregateOperation;
+use crate::error::{Error, Result};
+use crate::exec::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
+use crate::exec::join::{BuildTable, HashJoin1, HashJoin2, Merge1, Merge2};
+use crate::exec::link::{ErasedLink, Link, erase, unerase};
+use crate::exec::sort::{Compare, SortHead};
+use crate::exec::transform::{FilterLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink};
+use crate::graph::{Graph, HeadFn, Node, NodeId, NodeKind, RouteFn, StageType, TerminalFn, WrapFn};
+use crate::plan::plan;
+use crate::sinks::Sink;
+use crate::sources::BatchSource;
+
+/// A pipeline under construction. See the [module docs](self).
+#[derive(Clone)]
+pub struct Pipeline {
+    graph: Rc<RefCell<Graph>>,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Pipeline {
+    /// An empty pipeline.
+    pub fn new() -> Self {
+        Pipeline { graph: Rc::new(RefCell::new(Graph::new())) }
+    }
+
+    /// Starts a branch that reads from `source`.
+    pub fn read_from<T: Item>(&self, source: BatchSource<T>) -> BatchStage<T> {
+        let node = self.graph.borrow_mut().add(Node {
+            name: source.name.clone(),
+            kind: NodeKind::Source { head: source.head },
+            inputs: Vec::new(),
+            output: Some(StageType::of::<T>()),
+            parallelism: source.parallelism,
+        });
+        BatchStage::at(Rc::clone(&self.graph), node)
+    }
+
+    /// Plans the pipeline into a core DAG.
+    ///
+    /// # Errors
+    /// The first misuse: no sink, a branch without a sink, a stage of another pipeline.
+    pub fn to_dag(&self) -> Result<Dag> {
+        Ok(plan(&self.graph.borrow())?.dag)
+    }
+
+    /// The plan as text: one line per vertex, naming the stages fused into it, then one line
+    /// per edge with its routing.
+    ///
+    /// # Errors
+    /// As [`to_dag`](Self::to_dag).
+    pub fn explain(&self) -> Result<String> {
+        Ok(self.to_dag()?.to_text())
+    }
+
+    /// The plan as a Graphviz DOT graph.
+    ///
+    /// # Errors
+    /// As [`to_dag`](Self::to_dag).
+    pub fn explain_dot(&self) -> Result<String> {
+        Ok(self.to_dag()?.to_dot())
+    }
+
+    /// Plans the pipeline and starts it on `executor`.
+    ///
+    /// # Errors
+    /// A planning error, or the runtime's refusal ([`weir_core::Error::InvalidDag`],
+    /// [`weir_core::Error::InitFailed`]); nothing has run in either case.
+    pub fn submit(&self, executor: &Executor, config: JobConfig) -> Result<Job> {
+        Ok(executor.submit(self.to_dag()?, config)?)
+    }
+
+    /// Runs the pipeline on the shared executor and waits for it to finish.
+    ///
+    /// # Errors
+    /// A planning error, or the job's failure, naming the vertex and the cause.
+    pub fn run(&self) -> Result<()> {
+        let job = self.submit(&Executor::shared(), JobConfig::default())?;
+        Ok(job.join()?)
+    }
+}
+
+/// A finite stage of items of type `T`. See the [module docs](self).
+pub struct BatchStage<T> {
+    graph: Rc<RefCell<Graph>>,
+    node: NodeId,
+    _item: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for BatchStage<T> {
+    fn clone(&self) -> Self {
+        BatchStage { graph: Rc::clone(&self.graph), node: self.node, _item: PhantomData }
+    }
+}
+
+impl<T> Debug for BatchStage<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchStage").field("name", &self.graph.borrow().nodes[self.node].name).finish()
+    }
+}
+
+/// Wraps a typed link constructor into the planner's erased form.
+fn wrap_with<T: Item, R: Item>(make: impl Fn(Box<dyn Link<R>>) -> Box<dyn Link<T>> + Send + Sync + 'static) -> WrapFn {
+    Arc::new(move |next: ErasedLink| erase::<T>(make(unerase::<R>(next))))
+}
+
+impl<T: Item> BatchStage<T> {
+    fn at(graph: Rc<RefCell<Graph>>, node: NodeId) -> Self {
+        BatchStage { graph, node, _item: PhantomData }
+    }
+
+    fn add<R: Item>(&self, name: &str, kind: NodeKind, inputs: Vec<NodeId>) -> BatchStage<R> {
+        let node = self.graph.borrow_mut().add(Node {
+            name: name.to_string(),
+            kind,
+            inputs,
+            output: Some(StageType::of::<R>()),
+            parallelism: None,
+        });
+        BatchStage::at(Rc::clone(&self.graph), node)
+    }
+
+    fn transform<R: Item>(&self, name: &str, wrap: WrapFn) -> BatchStage<R> {
+        self.add(name, NodeKind::Transform { wrap }, vec![self.node])
+    }
+
+    /// Records a misuse if `other` is from another pipeline; returns whether it is usable.
+    fn check_same_pipeline<U>(&self, other: &BatchStage<U>, consumer: &str) -> bool {
+        if Rc::ptr_eq(&self.graph, &other.graph) {
+            return true;
+        }
+        let stage = other.graph.borrow().nodes[other.node].name.clone();
+        self.graph.borrow_mut().errors.push(Error::ForeignStage { stage, consumer: consumer.to_string() });
+        false
+    }
+
+    /// Renames the stage, as it appears in plans and errors.
+    pub fn named(self, name: impl Into<String>) -> Self {
+        self.graph.borrow_mut().nodes[self.node].name = name.into();
+        self
+    }
+
+    /// Sets the number of instances of this stage's vertex on each member.
+    pub fn local_parallelism(self, n: usize) -> Self {
+        self.graph.borrow_mut().nodes[self.node].parallelism = Some(n);
+        self
+    }
+
+    /// Applies `f` to every item.
+    pub fn map<R: Item>(&self, f: impl Fn(T) -> R + Send + Sync + 'static) -> BatchStage<R> {
+        let f = Arc::new(f);
+        self.transform("map", wrap_with::<T, R>(move |next| Box::new(MapLink { f: Arc::clone(&f), next })))
+    }
+
+    /// Keeps the items for which `f` is true.
+    pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> BatchStage<T> {
+        let f = Arc::new(f);
+        self.transform("filter", wrap_with::<T, T>(move |next| Box::new(FilterLink { f: Arc::clone(&f), next })))
+    }
+
+    /// Replaces every item by the items of what `f` returns: a `Vec`, an `Option`, any
+    /// iterator, or a [`Traverser`](weir_core::Traverser) through its `into_iter()`.
+    pub fn flat_map<R, I>(&self, f: impl Fn(T) -> I + Send + Sync + 'static) -> BatchStage<R>
+    where
+        R: Item,
+        I: IntoIterator<Item = R>,
+    {
+        let f = Arc::new(f);
+        self.transform("flat-map", wrap_with::<T, R>(move |next| Box::new(FlatMapLink { f: Arc::clone(&f), next })))
+    }
+
+    /// Maps with state kept per processor instance: `create` makes each instance's state,
+    /// `f` may update it and emits `Some(result)` or nothing.
+    pub fn map_stateful<S, R>(
+        &self,
+        create: impl Fn() -> S + Send + Sync + 'static,
+        f: impl Fn(&mut S, T) -> Option<R> + Send + Sync + 'static,
+    ) -> BatchStage<R>
+    where
+        S: Send + 'static,
+        R: Item,
+    {
+        let f = Arc::new(f);
+        self.transform(
+            "map-stateful",
+            wrap_with::<T, R>(move |next| Box::new(StatefulLink { state: create(), f: Arc::clone(&f), next })),
+        )
+    }
+
+    /// Logs every item at `info` level, passing it on unchanged.
+    pub fn peek(&self) -> BatchStage<T>
+    where
+        T: Debug,
+    {
+        self.peek_with(|item: &T| tracing::info!(?item, "peek"))
+    }
+
+    /// Calls `f` on every item, passing it on unchanged.
+    pub fn peek_with(&self, f: impl Fn(&T) + Send + Sync + 'static) -> BatchStage<T> {
+        let f = Arc::new(f);
+        self.transform("peek", wrap_with::<T, T>(move |next| Box::new(PeekLink { f: Arc::clone(&f), next })))
+    }
+
+    /// Spreads the items round-robin over the next stage's instances: a vertex boundary that
+    /// lets a slow stage after a single-instance one use every core.
+    pub fn rebalance(&self) -> BatchStage<T> {
+        self.add("rebalance", NodeKind::Rebalance { route: None }, vec![self.node])
+    }
+
+    /// Sends each item to the instance that owns its key's partition.
+    pub fn rebalance_by<K: PartitionKey + 'static>(&self, key: impl Fn(&T) -> K + Send + Sync + 'static) -> BatchStage<T> {
+        let route = route_by::<T, K>(Arc::new(key));
+        self.add("rebalance", NodeKind::Rebalance { route: Some(route) }, vec![self.node])
+    }
+
+    /// The items of this stage and of `other`, in no particular order.
+    pub fn merge(&self, other: &BatchStage<T>) -> BatchStage<T> {
+        if self.check_same_pipeline(other, "merge") && self.node == other.node {
+            let stage = self.graph.borrow().nodes[self.node].name.clone();
+            self.graph.borrow_mut().errors.push(Error::StageUsedTwice { stage, consumer: "merge".into() });
+        }
+        self.add("merge", NodeKind::Merge, vec![self.node, other.node])
+    }
+
+    /// Groups the items by `key` for a keyed aggregation or a keyed stateful map.
+    pub fn grouping_key<K>(&self, key: impl Fn(&T) -> K + Send + Sync + 'static) -> KeyedBatchStage<T, K>
+    where
+        K: Item + Hash + Eq + PartitionKey,
+    {
+        KeyedBatchStage { stage: self.clone(), key: Arc::new(key) }
+    }
+
+    /// Aggregates every item into one result.
+    pub fn aggregate<Op: AggregateOperation<T>>(&self, op: Op) -> BatchStage<Op::Output> {
+        let op = Arc::new(op);
+        let acc_op = Arc::clone(&op);
+        let accumulate: TerminalFn = Arc::new(move || erase::<T>(Box::new(AccumulateAll::new(Arc::clone(&acc_op)))));
+        let combine: HeadFn = Arc::new(move |chain| {
+            Box::new(CombineAll::<T, Op>::new(Arc::clone(&op), unerase::<Op::Output>(chain)))
+        });
+        let kind = NodeKind::Aggregate { accumulate, partial: StageType::of::<Op::Acc>(), route: None, combine };
+        self.add("aggregate", kind, vec![self.node])
+    }
+
+    /// Joins every item with the items of `build` whose key matches, as a left outer join:
+    /// `merge` is called once per match, or once with `None` when nothing matches. The build
+    /// side is read completely first and copied to every instance.
+    pub fn hash_join<K, B, R>(
+        &self,
+        build: &BatchStage<B>,
+        on: JoinClause<T, B, K>,
+        merge: impl Fn(&T, Option<&B>) -> R + Send + Sync + 'static,
+    ) -> BatchStage<R>
+    where
+        K: Item + Hash + Eq,
+        B: Item,
+        R: Item,
+    {
+        let merge: Merge1<T, B, R> = Arc::new(move |t, b| Some(merge(t, b)));
+        self.join1("hash-join", build, on, merge)
+    }
+
+    /// Like [`hash_join`](Self::hash_join), but an item without a match is dropped.
+    pub fn inner_hash_join<K, B, R>(
+        &self,
+        build: &BatchStage<B>,
+        on: JoinClause<T, B, K>,
+        merge: impl Fn(&T, &B) -> R + Send + Sync + 'static,
+    ) -> BatchStage<R>
+    where
+        K: Item + Hash + Eq,
+        B: Item,
+        R: Item,
+    {
+        let merge: Merge1<T, B, R> = Arc::new(move |t, b| b.map(|b| merge(t, b)));
+        self.join1("inner-hash-join", build, on, merge)
+    }
+
+    fn join1<K, B, R>(&self, name: &str, build: &BatchStage<B>, on: JoinClause<T, B, K>, merge: Merge1<T, B, R>) -> BatchStage<R>
+    where
+        K: Item + Hash + Eq,
+        B: Item,
+        R: Item,
+    {
+        self.check_same_pipeline(build, name);
+        let JoinClause { probe_key, build_key } = on;
+        let head: HeadFn = Arc::new(move |chain| {
+            Box::new(HashJoin1::new(
+                Arc::clone(&probe_key),
+                BuildTable::new(Arc::clone(&build_key)),
+                Arc::clone(&merge),
+                unerase::<R>(chain),
+            ))
+        });
+        self.add(name, NodeKind::Join { head }, vec![self.node, build.node])
+    }
+
+    /// Joins every item with two build sides at once, as a left outer join on each: `merge` is
+    /// called for every combination of matches, with `None` for a side without a match.
+    pub fn hash_join2<K1, B1, K2, B2, R>(
+        &self,
+        build1: &BatchStage<B1>,
+        on1: JoinClause<T, B1, K1>,
+        build2: &BatchStage<B2>,
+        on2: JoinClause<T, B2, K2>,
+        merge: impl Fn(&T, Option<&B1>, Option<&B2>) -> R + Send + Sync + 'static,
+    ) -> BatchStage<R>
+    where
+        K1: Item + Hash + Eq,
+        B1: Item,
+        K2: Item + Hash + Eq,
+        B2: Item,
+        R: Item,
+    {
+        self.check_same_pipeline(build1, "hash-join2");
+        self.check_same_pipeline(build2, "hash-join2");
+        let merge: Merge2<T, B1, B2, R> = Arc::new(move |t, b1, b2| Some(merge(t, b1, b2)));
+        let head: HeadFn = Arc::new(move |chain| {
+            Box::new(HashJoin2::new(
+                (Arc::clone(&on1.probe_key), Arc::clone(&on2.probe_key)),
+                (BuildTable::new(Arc::clone(&on1.build_key)), BuildTable::new(Arc::clone(&on2.build_key))),
+                Arc::clone(&merge),
+                unerase::<R>(chain),
+            ))
+        });
+        self.add("hash-join2", NodeKind::Join { head }, vec![self.node, build1.node, build2.node])
+    }
+
+    /// Removes duplicate items.
+    pub fn distinct(&self) -> BatchStage<T>
+    where
+        T: Hash + Eq + PartitionKey,
+    {
+        self.grouping_key(|t: &T| t.clone()).distinct()
+    }
+
+    /// Sorts all items (stable). Runs in one instance after the whole input has arrived.
+    pub fn sort(&self) -> BatchStage<T>
+    where
+        T: Ord,
+    {
+        self.sort_by(|a: &T, b: &T| a.cmp(b))
+    }
+
+    /// Sorts all items by `key` (stable).
+    pub fn sort_by_key<K: Ord>(&self, key: impl Fn(&T) -> K + Send + Sync + 'static) -> BatchStage<T> {
+        self.sort_by(move |a: &T, b: &T| key(a).cmp(&key(b)))
+    }
+
+    /// Sorts all items with a comparator (stable).
+    pub fn sort_by(&self, compare: impl Fn(&T, &T) -> std::cmp::Ordering + Send + Sync + 'static) -> BatchStage<T> {
+        let compare: Compare<T> = Arc::new(compare);
+        let head: HeadFn = Arc::new(move |chain| Box::new(SortHead::new(Arc::clone(&compare), unerase::<T>(chain))));
+        self.add("sort", NodeKind::Sort { head }, vec![self.node])
+    }
+
+    /// Writes every item to `sink`. Every branch of a pipeline ends here.
+    pub fn write_to(&self, sink: Sink<T>) {
+        self.graph.borrow_mut().add(Node {
+            name: sink.name.clone(),
+            kind: NodeKind::Sink { terminal: sink.terminal },
+            inputs: vec![self.node],
+            output: None,
+            parallelism: sink.parallelism,
+        });
+    }
+}
+
+/// How two stages join: a key taken from each side. See [`join_on`].
+pub struct JoinClause<T, B, K> {
+    probe_key: Arc<dyn Fn(&T) -> K + Send + Sync>,
+    build_key: Arc<dyn Fn(&B) -> K + Send + Sync>,
+}
+
+/// Joins where `probe_key(item)` equals `build_key(build_item)`.
+pub fn join_on<T, B, K>(
+    probe_key: impl Fn(&T) -> K + Send + Sync + 'static,
+    build_key: impl Fn(&B) -> K + Send + Sync + 'static,
+) -> JoinClause<T, B, K> {
+    JoinClause { probe_key: Arc::new(probe_key), build_key: Arc::new(build_key) }
+}
+
+/// A partitioned-edge route by `key`.
+fn route_by<T: Item, K: PartitionKey + 'static>(key: Arc<dyn Fn(&T) -> K + Send + Sync>) -> RouteFn {
+    Arc::new(move |edge: Edge| {
+        let key = Arc::clone(&key);
+        edge.partitioned(move |t: &T| key(t))
+    })
+}
+
+/// A stage whose items are grouped by a key. See [`BatchStage::grouping_key`].
+pub struct KeyedBatchStage<T, K> {
+    stage: BatchStage<T>,
+    key: Arc<dyn Fn(&T) -> K + Send + Sync>,
+}
+
+impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedBatchStage<T, K> {
+    /// Aggregates each key's items into one `(key, result)` pair.
+    pub fn aggregate<Op: AggregateOperation<T>>(&self, op: Op) -> BatchStage<(K, Op::Output)> {
+        let op = Arc::new(op);
+        let key = Arc::clone(&self.key);
+        let acc_op = Arc::clone(&op);
+        let accumulate: TerminalFn = Arc::new(move || {
+            erase::<T>(Box::new(AccumulateByKey::<T, K, _, Op>::new(Arc::clone(&key), Arc::clone(&acc_op))))
+        });
+        let combine: HeadFn = Arc::new(move |chain| {
+            Box::new(CombineByKey::<T, K, Op>::new(Arc::clone(&op), unerase::<(K, Op::Output)>(chain)))
+        });
+        let route = route_by::<(K, Op::Acc), K>(Arc::new(|pair: &(K, Op::Acc)| pair.0.clone()));
+        let kind =
+            NodeKind::Aggregate { accumulate, partial: StageType::of::<(K, Op::Acc)>(), route: Some(route), combine };
+        self.stage.add("aggregate", kind, vec![self.stage.node])
+    }
+
+    /// Maps with state kept per key: `create` makes a key's state on its first item, `f` may
+    /// update it and emits `Some(result)` or nothing. Every key's items meet in one instance.
+    pub fn map_stateful<S, R>(
+        &self,
+        create: impl Fn() -> S + Send + Sync + 'static,
+        f: impl Fn(&mut S, &K, T) -> Option<R> + Send + Sync + 'static,
+    ) -> BatchStage<R>
+    where
+        S: Send + 'static,
+        R: Item,
+    {
+        let key = Arc::clone(&self.key);
+        let (create, f) = (Arc::new(create), Arc::new(f));
+        let wrap = wrap_with::<T, R>(move |next| {
+            Box::new(KeyedStatefulLink {
+                states: FxHashMap::default(),
+                key: Arc::clone(&key),
+                create: Arc::clone(&create),
+                f: Arc::clone(&f),
+                next,
+            })
+        });
+        let route = route_by::<T, K>(Arc::clone(&self.key));
+        self.stage.add("map-stateful", NodeKind::Keyed { wrap, route }, vec![self.stage.node])
+    }
+
+    /// Keeps the first item of each key.
+    pub fn distinct(&self) -> BatchStage<T> {
+        self.map_stateful(|| false, |seen: &mut bool, _key: &K, item: T| (!std::mem::replace(seen, true)).then_some(item))
+            .named("distinct")
+    }
+}

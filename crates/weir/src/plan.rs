@@ -1,0 +1,449 @@
+//! The planner: pipeline DAG in, core DAG out.
+//!
+//! It walks the stages in order and grows *vertices*. A vertex is a head (a source, an inbox,
+//! a combine step, a join, a sort), a chain of fused links, and a terminal (emit to the
+//! outbox, accumulate, or a sink). The rules:
+//!
+//! - A stateless stage is fused into the vertex of its input when that input has no other
+//!   consumer, the vertex is still open (no terminal yet), and the vertex runs at the default
+//!   parallelism. Otherwise it starts a new vertex fed by a unicast edge.
+//! - A grouped aggregation becomes an *accumulate* terminal (fused like a stateless stage) and
+//!   a *combine* vertex behind a partitioned edge; without a key, an all-to-one edge into a
+//!   single combine instance.
+//! - A stage with per-key state starts a vertex behind an edge partitioned by its key.
+//! - A hash join starts a vertex: the probe side arrives on ordinal 0, each build side on a
+//!   broadcast edge of higher priority (a lower value), drained first.
+//! - A sort starts a single-instance vertex behind an all-to-one edge.
+//! - A sink is fused like a stateless stage when its parallelism fits the vertex.
+//!
+//! So word count, `read → flat_map → grouping_key → aggregate → write`, plans into a fused
+//! `read + flat_map + accumulate` vertex, a `combine` vertex and a sink vertex.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use weir_core::{Dag, Edge, ItemType, Processor, ProcessorContext, Vertex};
+
+use crate::error::{Error, Result};
+use crate::exec::link::ErasedLink;
+use crate::graph::{Graph, HeadFn, NodeId, NodeKind, RouteFn, StageType, TerminalFn, WrapFn};
+use crate::sinks::SinkTerminalFactory;
+use crate::sources::SourceHeadFactory;
+
+#[derive(Clone)]
+enum Head {
+    Source(SourceHeadFactory),
+    Inbox(StageType),
+    Custom(HeadFn),
+}
+
+#[derive(Clone)]
+enum Terminal {
+    Emit(StageType),
+    Accumulate(TerminalFn),
+    Sink(SinkTerminalFactory),
+}
+
+#[derive(Clone)]
+enum Route {
+    Unicast,
+    Partitioned(RouteFn),
+    Broadcast,
+    AllToOne,
+}
+
+struct PlannedVertex {
+    stages: Vec<String>,
+    head: Head,
+    links: Vec<WrapFn>,
+    terminal: Option<Terminal>,
+    parallelism: Option<usize>,
+    /// The stage whose output leaves this vertex.
+    last_node: NodeId,
+    inputs: Vec<ItemType>,
+    output: Option<ItemType>,
+    outputs: usize,
+}
+
+struct PlannedEdge {
+    from: usize,
+    from_ordinal: usize,
+    to: usize,
+    to_ordinal: usize,
+    route: Route,
+    priority: i32,
+}
+
+/// The result of planning: the core DAG and, per vertex, the stages fused into it.
+pub(crate) struct Plan {
+    pub dag: Dag,
+}
+
+struct Planner<'g> {
+    graph: &'g Graph,
+    consumers: Vec<Vec<NodeId>>,
+    node_vertex: Vec<usize>,
+    vertices: Vec<PlannedVertex>,
+    edges: Vec<PlannedEdge>,
+}
+
+/// Plans `graph`, or reports the first misuse.
+pub(crate) fn plan(graph: &Graph) -> Result<Plan> {
+    validate(graph)?;
+    let mut consumers = vec![Vec::new(); graph.nodes.len()];
+    for (id, node) in graph.nodes.iter().enumerate() {
+        for &input in &node.inputs {
+            consumers[input].push(id);
+        }
+    }
+    let mut planner = Planner {
+        graph,
+        consumers,
+        node_vertex: vec![usize::MAX; graph.nodes.len()],
+        vertices: Vec::new(),
+        edges: Vec::new(),
+    };
+    for id in 0..graph.nodes.len() {
+        planner.place(id);
+    }
+    Ok(Plan { dag: planner.into_dag() })
+}
+
+fn validate(graph: &Graph) -> Result<()> {
+    if let Some(first) = graph.errors.first() {
+        return Err(match first {
+            Error::ForeignStage { stage, consumer } => {
+                Error::ForeignStage { stage: stage.clone(), consumer: consumer.clone() }
+            }
+            Error::StageUsedTwice { stage, consumer } => {
+                Error::StageUsedTwice { stage: stage.clone(), consumer: consumer.clone() }
+            }
+            Error::ZeroParallelism { stage } => Error::ZeroParallelism { stage: stage.clone() },
+            _ => unreachable!("only misuse errors are recorded while building"),
+        });
+    }
+    if graph.nodes.is_empty() {
+        return Err(Error::Empty);
+    }
+    if !graph.nodes.iter().any(|n| matches!(n.kind, NodeKind::Sink { .. })) {
+        return Err(Error::NoSink);
+    }
+    let used: HashSet<NodeId> = graph.nodes.iter().flat_map(|n| n.inputs.iter().copied()).collect();
+    for (id, node) in graph.nodes.iter().enumerate() {
+        if !matches!(node.kind, NodeKind::Sink { .. }) && !used.contains(&id) {
+            return Err(Error::DanglingStage { stage: node.name.clone() });
+        }
+        if node.parallelism == Some(0) {
+            return Err(Error::ZeroParallelism { stage: node.name.clone() });
+        }
+    }
+    Ok(())
+}
+
+impl Planner<'_> {
+    fn output_of(&self, node: NodeId) -> StageType {
+        self.graph.nodes[node].output.expect("only sinks lack an output, and sinks feed nothing")
+    }
+
+    /// The vertex `input`'s consumer can join, if any.
+    fn fusable(&self, input: NodeId, parallelism: Option<usize>) -> Option<usize> {
+        let v = self.node_vertex[input];
+        let vertex = &self.vertices[v];
+        let fits = match parallelism {
+            None => vertex.parallelism.is_none(),
+            Some(p) => vertex.parallelism == Some(p),
+        };
+        (self.consumers[input].len() == 1 && vertex.terminal.is_none() && vertex.last_node == input && fits)
+            .then_some(v)
+    }
+
+    fn new_vertex(&mut self, node: NodeId, head: Head, parallelism: Option<usize>) -> usize {
+        self.vertices.push(PlannedVertex {
+            stages: vec![self.graph.nodes[node].name.clone()],
+            head,
+            links: Vec::new(),
+            terminal: None,
+            parallelism,
+            last_node: node,
+            inputs: Vec::new(),
+            output: None,
+            outputs: 0,
+        });
+        self.vertices.len() - 1
+    }
+
+    /// Adds an edge from the vertex holding `input`'s output to input `ordinal` of `to`.
+    fn connect(&mut self, input: NodeId, to: usize, ordinal: usize, route: Route, priority: i32) {
+        let from = self.node_vertex[input];
+        let stage_type = self.output_of(input);
+        let vertex = &mut self.vertices[from];
+        if vertex.terminal.is_none() {
+            vertex.terminal = Some(Terminal::Emit(stage_type));
+            vertex.output = Some(stage_type.item);
+        }
+        let from_ordinal = vertex.outputs;
+        vertex.outputs += 1;
+        let inputs = &mut self.vertices[to].inputs;
+        if inputs.len() <= ordinal {
+            inputs.resize(ordinal + 1, stage_type.item);
+        }
+        inputs[ordinal] = stage_type.item;
+        self.edges.push(PlannedEdge { from, from_ordinal, to, to_ordinal: ordinal, route, priority });
+    }
+
+    /// A new vertex that reads `input` from its inbox.
+    fn inbox_vertex(&mut self, node: NodeId, input: NodeId, route: Route, parallelism: Option<usize>) -> usize {
+        let v = self.new_vertex(node, Head::Inbox(self.output_of(input)), parallelism);
+        self.connect(input, v, 0, route, 0);
+        v
+    }
+
+    /// Adds `node` to vertex `v`'s chain.
+    fn fuse(&mut self, v: usize, node: NodeId) {
+        let vertex = &mut self.vertices[v];
+        if vertex.last_node != node {
+            vertex.stages.push(self.graph.nodes[node].name.clone());
+        }
+        vertex.last_node = node;
+    }
+
+    fn place(&mut self, id: NodeId) {
+        let node = &self.graph.nodes[id];
+        let v = match &node.kind {
+            NodeKind::Source { head } => self.new_vertex(id, Head::Source(Arc::clone(head)), node.parallelism),
+            NodeKind::Transform { wrap } => {
+                let input = node.inputs[0];
+                let v = match self.fusable(input, node.parallelism) {
+                    Some(v) => v,
+                    None => self.inbox_vertex(id, input, Route::Unicast, node.parallelism),
+                };
+                self.vertices[v].links.push(Arc::clone(wrap));
+                v
+            }
+            NodeKind::Keyed { wrap, route } => {
+                let v = self.inbox_vertex(id, node.inputs[0], Route::Partitioned(Arc::clone(route)), node.parallelism);
+                self.vertices[v].links.push(Arc::clone(wrap));
+                v
+            }
+            NodeKind::Rebalance { route } => {
+                let route = route.as_ref().map_or(Route::Unicast, |r| Route::Partitioned(Arc::clone(r)));
+                self.inbox_vertex(id, node.inputs[0], route, node.parallelism)
+            }
+            NodeKind::Merge => {
+                let v = self.new_vertex(id, Head::Inbox(self.output_of(node.inputs[0])), node.parallelism);
+                for (ordinal, &input) in node.inputs.iter().enumerate() {
+                    self.connect(input, v, ordinal, Route::Unicast, 0);
+                }
+                v
+            }
+            NodeKind::Aggregate { accumulate, partial, route, combine } => {
+                let input = node.inputs[0];
+                let acc = match self.fusable(input, None) {
+                    Some(v) => v,
+                    None => self.inbox_vertex(id, input, Route::Unicast, None),
+                };
+                let accumulate_vertex = &mut self.vertices[acc];
+                accumulate_vertex.stages.push("accumulate".to_string());
+                accumulate_vertex.terminal = Some(Terminal::Accumulate(Arc::clone(accumulate)));
+                accumulate_vertex.output = Some(partial.item);
+                accumulate_vertex.outputs = 1;
+                let (edge_route, parallelism) = match route {
+                    Some(r) => (Route::Partitioned(Arc::clone(r)), node.parallelism),
+                    None => (Route::AllToOne, Some(1)),
+                };
+                let combine_vertex = self.new_vertex(id, Head::Custom(Arc::clone(combine)), parallelism);
+                self.vertices[combine_vertex].stages = vec!["combine".to_string()];
+                self.vertices[combine_vertex].inputs = vec![partial.item];
+                self.edges.push(PlannedEdge {
+                    from: acc,
+                    from_ordinal: 0,
+                    to: combine_vertex,
+                    to_ordinal: 0,
+                    route: edge_route,
+                    priority: 0,
+                });
+                combine_vertex
+            }
+            NodeKind::Join { head } => {
+                let v = self.new_vertex(id, Head::Custom(Arc::clone(head)), node.parallelism);
+                self.connect(node.inputs[0], v, 0, Route::Unicast, 0);
+                for (ordinal, &build) in node.inputs.iter().enumerate().skip(1) {
+                    self.connect(build, v, ordinal, Route::Broadcast, -1);
+                }
+                v
+            }
+            NodeKind::Sort { head } => {
+                let v = self.new_vertex(id, Head::Custom(Arc::clone(head)), Some(1));
+                self.connect(node.inputs[0], v, 0, Route::AllToOne, 0);
+                v
+            }
+            NodeKind::Sink { terminal } => {
+                let input = node.inputs[0];
+                let v = match self.fusable(input, node.parallelism) {
+                    Some(v) => v,
+                    None => self.inbox_vertex(id, input, Route::Unicast, node.parallelism),
+                };
+                self.vertices[v].terminal = Some(Terminal::Sink(Arc::clone(terminal)));
+                v
+            }
+        };
+        self.fuse(v, id);
+        self.node_vertex[id] = v;
+    }
+
+    fn into_dag(self) -> Dag {
+        let mut dag = Dag::new();
+        let mut names = HashSet::new();
+        let mut ids = Vec::new();
+        for vertex in self.vertices {
+            let base = if vertex.stages.len() == 1 {
+                vertex.stages[0].clone()
+            } else {
+                format!("fused({})", vertex.stages.join(", "))
+            };
+            let mut name = base.clone();
+            let mut n = 2;
+            while !names.insert(name.clone()) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            let head = vertex.head;
+            let links = vertex.links;
+            let terminal = vertex.terminal.expect("every vertex ends in a terminal: sinks close branches");
+            let supplier = move |ctx: &ProcessorContext| -> Box<dyn Processor> {
+                let mut chain: ErasedLink = match &terminal {
+                    Terminal::Emit(t) => (t.emit)(),
+                    Terminal::Accumulate(f) => f(),
+                    Terminal::Sink(f) => f(ctx),
+                };
+                for wrap in links.iter().rev() {
+                    chain = wrap(chain);
+                }
+                match &head {
+                    Head::Source(f) => f(ctx, chain),
+                    Head::Inbox(t) => (t.inbox_head)(chain),
+                    Head::Custom(f) => f(chain),
+                }
+            };
+            let mut v = Vertex::new(name, supplier);
+            for (ordinal, t) in vertex.inputs.iter().enumerate() {
+                v = v.accepts_type_on(ordinal, *t);
+            }
+            if let Some(out) = vertex.output {
+                v = v.emits_type(out);
+            }
+            if let Some(p) = vertex.parallelism {
+                v = v.local_parallelism(p);
+            }
+            ids.push(dag.vertex(v));
+        }
+        for e in self.edges {
+            let edge = Edge::between(ids[e.from], ids[e.to])
+                .from_ordinal(e.from_ordinal)
+                .to_ordinal(e.to_ordinal)
+                .priority(e.priority);
+            let edge = match e.route {
+                Route::Unicast => edge,
+                Route::Partitioned(r) => r(edge),
+                Route::Broadcast => edge.broadcast(),
+                Route::AllToOne => edge.all_to_one(),
+            };
+            dag.edge(edge);
+        }
+        dag
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_core::BoxError;
+
+    use crate::aggregate::counting;
+    use crate::jobs::wordcount::{self, Word};
+    use crate::{BatchSource, Pipeline, Sink, SinkWriter, SourceReader};
+
+    struct Nothing;
+    impl SourceReader for Nothing {
+        type Item = String;
+        fn read(&mut self, _emit: &mut dyn FnMut(String) -> bool) -> Result<bool, BoxError> {
+            Ok(true)
+        }
+    }
+    struct Discard<T>(std::marker::PhantomData<fn(T)>);
+    impl<T: weir_core::Item> SinkWriter for Discard<T> {
+        type Item = T;
+        fn write(&mut self, _item: T) -> Result<(), BoxError> {
+            Ok(())
+        }
+    }
+    fn source(parallelism: Option<usize>) -> BatchSource<String> {
+        BatchSource::new("read", parallelism, |_| Nothing)
+    }
+    fn sink<T: weir_core::Item>(parallelism: Option<usize>) -> Sink<T> {
+        Sink::new("write", parallelism, |_| Discard(std::marker::PhantomData))
+    }
+
+    fn shape(p: &Pipeline) -> (Vec<String>, Vec<String>) {
+        let dag = p.to_dag().unwrap();
+        let names = dag.vertices().iter().map(|v| v.name().to_string()).collect();
+        let edges = dag
+            .edges()
+            .iter()
+            .map(|e| format!("{:?}", e.routing()))
+            .collect();
+        (names, edges)
+    }
+
+    #[test]
+    fn word_count_fuses_source_tokenizer_and_accumulator() {
+        let p = wordcount::pipeline(source(None), sink::<(Word, u64)>(Some(1)));
+        let (names, edges) = shape(&p);
+        assert_eq!(names, ["fused(read, flat-map, accumulate)", "combine", "fused(sort, write)"]);
+        assert_eq!(edges, ["partitioned", "all-to-one"]);
+        let text = p.explain().unwrap();
+        assert!(text.contains("'fused(read, flat-map, accumulate)':0 -> 'combine':0 [partitioned"), "{text}");
+        assert!(p.explain_dot().unwrap().starts_with("digraph"));
+    }
+
+    #[test]
+    fn single_instance_source_is_not_fused_with_parallel_work() {
+        let p = Pipeline::new();
+        p.read_from(source(Some(1))).map(|s| s.len()).filter(|n| *n > 0).write_to(sink(None));
+        let (names, edges) = shape(&p);
+        assert_eq!(names, ["read", "fused(map, filter, write)"]);
+        assert_eq!(edges, ["unicast"]);
+    }
+
+    #[test]
+    fn fan_out_ends_the_chain() {
+        let p = Pipeline::new();
+        let s = p.read_from(source(None)).map(|s| s.len());
+        s.write_to(sink(None));
+        s.filter(|n| *n > 3).write_to(sink(None));
+        let (names, edges) = shape(&p);
+        assert_eq!(names, ["fused(read, map)", "write", "fused(filter, write)"]);
+        assert_eq!(edges, ["unicast", "unicast"]);
+    }
+
+    #[test]
+    fn global_aggregate_and_join_shapes() {
+        let p = Pipeline::new();
+        let build = p.read_from(source(None)).grouping_key(|s: &String| s.len()).aggregate(counting());
+        p.read_from(source(None))
+            .hash_join(&build, crate::join_on(|s: &String| s.len(), |b: &(usize, u64)| b.0), |s, b| (s.clone(), b.map(|b| b.1)))
+            .aggregate(counting())
+            .write_to(sink(None));
+        let dag = p.to_dag().unwrap();
+        let names: Vec<&str> = dag.vertices().iter().map(|v| v.name()).collect();
+        // The single-instance combine is not fused with the default-parallelism sink.
+        assert_eq!(
+            names,
+            ["fused(read, accumulate)", "combine", "read", "fused(hash-join, accumulate)", "combine-2", "write"]
+        );
+        let routes: Vec<String> = dag.edges().iter().map(|e| format!("{:?}", e.routing())).collect();
+        assert_eq!(routes, ["partitioned", "unicast", "broadcast", "all-to-one", "unicast"]);
+        let build_edge = &dag.edges()[2];
+        assert!(format!("{:?}", build_edge).contains("priority: -1"), "{build_edge:?}");
+        dag.validate().unwrap();
+    }
+}
