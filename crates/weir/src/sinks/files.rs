@@ -1,1 +1,589 @@
-//! To be written.
+//! Text files: a single file, or one part file per sink instance in a directory.
+//!
+//! [`text`] and [`text_with`] write one file from a single instance; [`parts`] and
+//! [`parts_with`] write `part-00000`, `part-00001`, ... in a directory, one per instance, so
+//! every worker writes in parallel. Each record is one item formatted as text.
+//!
+//! ```ignore
+//! use weir::sinks;
+//!
+//! let p = Pipeline::new();
+//! p.read_from(sources::files::text("books/")?)
+//!     // ... count the words into (String, u64) pairs ...
+//!     .write_to(sinks::files::parts_with("counts/", |(word, n): &(String, u64), out: &mut Vec<u8>| {
+//!         out.extend_from_slice(word.as_bytes());
+//!         out.push(b'\t');
+//!         out.extend_from_slice(n.to_string().as_bytes());
+//!         out.push(b'\n');
+//!     }));
+//! ```
+//!
+//! # Atomic output
+//!
+//! An instance writes into a temporary file next to its target (`<name>.tmp`, or
+//! `.part-NNNNN.tmp` in the directory) and renames it to the final name when it closes, at
+//! the end of the input. A job that fails leaves nothing under the final name (and removes
+//! its temporary file), and a rerun replaces the old output whole. The files are not
+//! fsync'ed: this guards against a failed job, not against a machine crash.
+//!
+//! The writer here is shared by every file sink, the [`json`](super::json) and
+//! [`csv`](super::csv) ones included, and so is the error type [`SinkError`].
+
+use std::fmt::{self, Display};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use weir_core::{BoxError, Item, ProcessorContext};
+
+use super::{Sink, SinkWriter};
+
+/// Why a sink failed. Each variant names the file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The output directory cannot be created.
+    #[error("cannot create directory {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The temporary output file cannot be created.
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        /// The temporary file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// Writing the temporary output file failed (a full disk, for example).
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The temporary file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The finished temporary file cannot be renamed to its final name.
+    #[error("cannot rename {} to {}: {source}", from.display(), to.display())]
+    Rename {
+        /// The temporary file.
+        from: PathBuf,
+        /// The final name.
+        to: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// An item cannot be encoded (a `Display` impl that fails, a JSON map with non-string
+    /// keys, a nested CSV field...).
+    #[error("cannot encode a record for {}: {source}", path.display())]
+    Encode {
+        /// The output file.
+        path: PathBuf,
+        /// What went wrong.
+        source: BoxError,
+    },
+    /// Writing to standard output failed (a closed pipe, for example).
+    #[error("cannot write to standard output: {source}")]
+    Stdout {
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
+/// Creates a sink that writes each item as a line of text, `{item}\n`, into the file `path`.
+///
+/// One instance writes the whole file (parallelism `Some(1)`), in the order it receives the
+/// items. Missing parent directories are created. The file appears, complete, when the job
+/// ends; see [atomic output](self#atomic-output).
+///
+/// Cost: one `Display::fmt` per item into a 256 KiB buffer; one `write` syscall per 256 KiB.
+/// The instance is non-cooperative.
+///
+/// # Errors
+/// The job fails with a [`SinkError`] naming the file if it cannot be created, written or
+/// renamed, or if an item's `Display` fails.
+pub fn text<T: Item + Display>(path: impl AsRef<Path>) -> Sink<T> {
+    let path = path.as_ref();
+    file_sink(
+        format!("text({})", path.display()),
+        Target::File(path.to_owned()),
+        display_line::<T>,
+    )
+}
+
+/// Creates a sink that writes each item, formatted by `format`, into the file `path`.
+///
+/// `format` appends the bytes of one whole record to the buffer, its line terminator
+/// included: the sink adds nothing, so a record may be `word\tcount\n`, end with `\r\n`, or
+/// be binary. Otherwise as [`text`].
+pub fn text_with<T: Item>(
+    path: impl AsRef<Path>,
+    format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
+) -> Sink<T> {
+    let path = path.as_ref();
+    file_sink(
+        format!("text({})", path.display()),
+        Target::File(path.to_owned()),
+        infallible(format),
+    )
+}
+
+/// Creates a sink that writes each item as a line of text, `{item}\n`, into one part file per
+/// instance in the directory `dir`.
+///
+/// The sink runs one instance per worker (parallelism `None`); instance `i` writes
+/// `dir/part-{i:05}` (`part-00000`, `part-00001`, ...) with the items it receives, in order,
+/// and writes an empty file if it receives none. `dir` and its parents are created. Other
+/// files in `dir` are left alone, including part files from an earlier run with more
+/// instances. Each part file appears, complete, when its instance finishes; see
+/// [atomic output](self#atomic-output).
+///
+/// Cost: as [`text`], per instance. Instances are non-cooperative.
+///
+/// # Errors
+/// The job fails with a [`SinkError`] naming the file or directory at fault.
+pub fn parts<T: Item + Display>(dir: impl AsRef<Path>) -> Sink<T> {
+    let dir = dir.as_ref();
+    file_sink(
+        format!("parts({})", dir.display()),
+        Target::Parts(dir.to_owned()),
+        display_line::<T>,
+    )
+}
+
+/// Creates a sink that writes each item, formatted by `format`, into one part file per
+/// instance in the directory `dir`.
+///
+/// `format` appends one whole record, its terminator included, as in [`text_with`].
+/// Otherwise as [`parts`].
+pub fn parts_with<T: Item>(
+    dir: impl AsRef<Path>,
+    format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
+) -> Sink<T> {
+    let dir = dir.as_ref();
+    file_sink(
+        format!("parts({})", dir.display()),
+        Target::Parts(dir.to_owned()),
+        infallible(format),
+    )
+}
+
+/// Formats `{item}\n`.
+pub(crate) fn display_line<T: Display>(item: &T, out: &mut Vec<u8>) -> Result<(), BoxError> {
+    /// `fmt::Write` for the buffer: unlike `io::Write`, it reports a failing `Display` as an
+    /// error instead of panicking.
+    struct Bytes<'a>(&'a mut Vec<u8>);
+    impl fmt::Write for Bytes<'_> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            self.0.extend_from_slice(s.as_bytes());
+            Ok(())
+        }
+    }
+    fmt::Write::write_fmt(&mut Bytes(out), format_args!("{item}\n"))?;
+    Ok(())
+}
+
+fn infallible<T>(
+    format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
+) -> impl Fn(&T, &mut Vec<u8>) -> Result<(), BoxError> + Send + Sync + 'static {
+    move |item, out| {
+        format(item, out);
+        Ok(())
+    }
+}
+
+/// Where a file sink writes.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// One file, from one instance.
+    File(PathBuf),
+    /// One part file per instance in a directory.
+    Parts(PathBuf),
+}
+
+impl Target {
+    /// The parallelism this target allows.
+    fn parallelism(&self) -> Option<usize> {
+        match self {
+            Target::File(_) => Some(1),
+            Target::Parts(_) => None,
+        }
+    }
+
+    /// The final and the temporary path of instance `index`.
+    pub(crate) fn paths(&self, index: usize) -> (PathBuf, PathBuf) {
+        match self {
+            Target::File(path) => {
+                let mut tmp = path.clone().into_os_string();
+                tmp.push(".tmp");
+                (path.clone(), tmp.into())
+            }
+            Target::Parts(dir) => (
+                dir.join(format!("part-{index:05}")),
+                dir.join(format!(".part-{index:05}.tmp")),
+            ),
+        }
+    }
+}
+
+/// Builds a file sink named `name` that encodes each item with `format`, which appends one
+/// whole record. The text and JSON Lines sinks are this with different formats.
+pub(crate) fn file_sink<T, F>(name: String, target: Target, format: F) -> Sink<T>
+where
+    T: Item,
+    F: Fn(&T, &mut Vec<u8>) -> Result<(), BoxError> + Send + Sync + 'static,
+{
+    let format = Arc::new(format);
+    Sink::new(name, target.parallelism(), move |ctx: &ProcessorContext| {
+        FileWriter::new(target.paths(ctx.global_index()), Arc::clone(&format))
+    })
+}
+
+/// The buffer of a [`TempFileWriter`].
+const WRITE_BUFFER: usize = 256 * 1024;
+
+/// Buffered bytes at which a [`TempFileWriter`] writes them out: a little under the buffer
+/// size, so a record that crosses it rarely makes the buffer grow.
+const SPILL_AT: usize = WRITE_BUFFER - 16 * 1024;
+
+/// A file written under a temporary name and renamed to its final name on
+/// [`commit`](Self::commit). Dropped without a commit, it removes the temporary file.
+///
+/// It buffers in a plain `Vec<u8>` that formats append to directly, so a record is copied
+/// once, into the buffer, and written out with one syscall per ~256 KiB.
+pub(crate) struct TempFileWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<File>,
+    buf: Vec<u8>,
+    committed: bool,
+}
+
+impl TempFileWriter {
+    /// Creates (or truncates) `tmp`, creating its parent directories, to become `path`.
+    pub(crate) fn create(path: PathBuf, tmp: PathBuf) -> Result<Self, SinkError> {
+        if let Some(dir) = tmp.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(|source| SinkError::CreateDir {
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        let file = File::create(&tmp).map_err(|source| SinkError::Create {
+            path: tmp.clone(),
+            source,
+        })?;
+        Ok(TempFileWriter {
+            path,
+            tmp,
+            file: Some(file),
+            buf: Vec::with_capacity(WRITE_BUFFER),
+            committed: false,
+        })
+    }
+
+    /// The temporary file's path, for error messages.
+    pub(crate) fn tmp_path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// The buffer to append records to. Call [`spill_if_full`](Self::spill_if_full) after.
+    pub(crate) fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// Writes the buffer out if it is nearly full.
+    #[inline]
+    pub(crate) fn spill_if_full(&mut self) -> Result<(), SinkError> {
+        if self.buf.len() >= SPILL_AT {
+            self.spill().map_err(|source| SinkError::Write {
+                path: self.tmp.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self) -> io::Result<()> {
+        if let Some(file) = &mut self.file {
+            file.write_all(&self.buf)?;
+        }
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes out the buffer, closes the file and renames it to its final name.
+    pub(crate) fn commit(mut self) -> Result<(), SinkError> {
+        self.spill().map_err(|source| SinkError::Write {
+            path: self.tmp.clone(),
+            source,
+        })?;
+        drop(self.file.take());
+        fs::rename(&self.tmp, &self.path).map_err(|source| SinkError::Rename {
+            from: self.tmp.clone(),
+            to: self.path.clone(),
+            source,
+        })?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+/// For writers that want an `io::Write`, such as `csv::Writer`: appends to the buffer.
+impl Write for TempFileWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= SPILL_AT {
+            self.spill()?;
+        }
+        Ok(data.len())
+    }
+
+    /// Does nothing: the buffer is written out when full and at [`commit`](Self::commit).
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TempFileWriter {
+    fn drop(&mut self) {
+        if !self.committed {
+            drop(self.file.take());
+            // Best effort: the job already failed for a better reason.
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// The writer of [`file_sink`]: formats each item into a [`TempFileWriter`].
+pub(crate) struct FileWriter<T, F> {
+    paths: Option<(PathBuf, PathBuf)>,
+    format: Arc<F>,
+    out: Option<TempFileWriter>,
+    _item: PhantomData<fn(T)>,
+}
+
+impl<T, F> FileWriter<T, F> {
+    /// A writer of the final and temporary paths `paths`; it creates the file in `open`.
+    pub(crate) fn new(paths: (PathBuf, PathBuf), format: Arc<F>) -> Self {
+        FileWriter {
+            paths: Some(paths),
+            format,
+            out: None,
+            _item: PhantomData,
+        }
+    }
+}
+
+impl<T, F> SinkWriter for FileWriter<T, F>
+where
+    T: Item,
+    F: Fn(&T, &mut Vec<u8>) -> Result<(), BoxError> + Send + Sync + 'static,
+{
+    type Item = T;
+
+    fn open(&mut self, _ctx: &ProcessorContext) -> Result<(), BoxError> {
+        if let Some((path, tmp)) = self.paths.take() {
+            self.out = Some(TempFileWriter::create(path, tmp)?);
+        }
+        Ok(())
+    }
+
+    /// # Panics
+    /// If called before `open`: the runtime never does.
+    #[inline]
+    fn write(&mut self, item: T) -> Result<(), BoxError> {
+        let out = self
+            .out
+            .as_mut()
+            .expect("SinkWriter::write called before open");
+        (self.format)(&item, out.buffer()).map_err(|source| SinkError::Encode {
+            path: out.tmp_path().to_owned(),
+            source,
+        })?;
+        Ok(out.spill_if_full()?)
+    }
+
+    fn close(&mut self) -> Result<(), BoxError> {
+        match self.out.take() {
+            Some(out) => Ok(out.commit()?),
+            None => Ok(()),
+        }
+    }
+
+    fn is_cooperative(&self) -> bool {
+        false
+    }
+}
+
+/// Drives sink writers the way the runtime does, for the tests of every sink.
+#[cfg(test)]
+pub(crate) mod testing {
+    use weir_core::ProcessorContext;
+
+    use crate::sinks::SinkWriter;
+
+    /// Runs instance `index` of `parallelism`: opens, writes `items`, closes.
+    pub(crate) fn run<W: SinkWriter>(
+        mut writer: W,
+        items: impl IntoIterator<Item = W::Item>,
+        index: usize,
+        parallelism: usize,
+    ) -> Result<(), weir_core::BoxError> {
+        let ctx = ProcessorContext::new("test", index, parallelism, 0);
+        writer.open(&ctx)?;
+        for item in items {
+            writer.write(item)?;
+        }
+        writer.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::run;
+    use super::*;
+
+    fn text_writer<T: Item + Display>(target: &Target, index: usize) -> impl SinkWriter<Item = T> {
+        FileWriter::new(target.paths(index), Arc::new(display_line::<T>))
+    }
+
+    #[test]
+    fn writes_a_single_file_and_renames_it_at_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/out.txt");
+        let target = Target::File(path.clone());
+        let mut w = text_writer::<u32>(&target, 0);
+        w.open(&ProcessorContext::new("test", 0, 1, 0)).unwrap();
+        w.write(1).unwrap();
+        w.write(2).unwrap();
+        assert!(!path.exists(), "the final name appears only at close");
+        assert!(dir.path().join("sub/out.txt.tmp").exists());
+        w.close().unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "1\n2\n");
+        assert!(!dir.path().join("sub/out.txt.tmp").exists());
+    }
+
+    #[test]
+    fn large_output_is_written_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        let items: Vec<u64> = (0..200_000).collect();
+        run(
+            text_writer::<u64>(&Target::File(path.clone()), 0),
+            items.clone(),
+            0,
+            1,
+        )
+        .unwrap();
+        let expected: String = items.iter().map(|i| format!("{i}\n")).collect();
+        assert_eq!(fs::read_to_string(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_failed_job_leaves_no_file_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        fs::write(&path, "old\n").unwrap();
+        {
+            let mut w = text_writer::<u32>(&Target::File(path.clone()), 0);
+            w.open(&ProcessorContext::new("test", 0, 1, 0)).unwrap();
+            w.write(1).unwrap();
+            // Dropped without close, as when the job fails.
+        }
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "old\n",
+            "the previous output is intact"
+        );
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary file is left"
+        );
+    }
+
+    #[test]
+    fn parts_write_one_file_per_instance() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let target = Target::Parts(out.clone());
+        let format = Arc::new(infallible(|(w, n): &(String, u64), out: &mut Vec<u8>| {
+            out.extend_from_slice(w.as_bytes());
+            out.push(b'\t');
+            out.extend_from_slice(n.to_string().as_bytes());
+            out.push(b'\n');
+        }));
+        for index in 0..3 {
+            let items = (0..index as u64).map(|n| (format!("w{index}"), n));
+            run(
+                FileWriter::new(target.paths(index), Arc::clone(&format)),
+                items,
+                index,
+                3,
+            )
+            .unwrap();
+        }
+        let mut names: Vec<String> = fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["part-00000", "part-00001", "part-00002"]);
+        assert_eq!(fs::read_to_string(out.join("part-00000")).unwrap(), "");
+        assert_eq!(
+            fs::read_to_string(out.join("part-00002")).unwrap(),
+            "w2\t0\nw2\t1\n"
+        );
+    }
+
+    #[test]
+    fn sink_parallelism_follows_the_target() {
+        assert_eq!(text::<u32>("x").parallelism, Some(1));
+        assert_eq!(parts::<u32>("x").parallelism, None);
+        assert_eq!(
+            parts_with("x", |_: &u32, _: &mut Vec<u8>| {}).name(),
+            "parts(x)"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        fs::write(&blocker, "").unwrap();
+        // A directory cannot be created under a regular file.
+        let target = Target::Parts(blocker.join("out"));
+        let err = run(text_writer::<u32>(&target, 0), [1], 0, 1).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&*blocker.join("out").to_string_lossy()),
+            "{err}"
+        );
+
+        struct Failing;
+        impl Display for Failing {
+            fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                Err(std::fmt::Error)
+            }
+        }
+        impl Clone for Failing {
+            fn clone(&self) -> Self {
+                Failing
+            }
+        }
+        let path = dir.path().join("out.txt");
+        let err = run(
+            text_writer::<Failing>(&Target::File(path.clone()), 0),
+            [Failing],
+            0,
+            1,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("out.txt"), "{err}");
+        assert!(!path.exists());
+    }
+}

@@ -1,1 +1,857 @@
-//! To be written.
+//! Text files as lines: one file, every file in a directory, or a glob pattern.
+//!
+//! [`text`] reads the lines of its files in parallel. It splits the bytes of all the files
+//! into one contiguous range per source instance; each instance reads the lines that *start*
+//! in its range, so every line is read by exactly one instance and none is lost, however the
+//! ranges fall. Lines come without their `\n` or `\r\n`.
+//!
+//! ```ignore
+//! use weir::sources;
+//!
+//! let p = Pipeline::new();
+//! p.read_from(sources::files::text("data/*.txt")?)
+//!     .flat_map(|line: String| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+//!     .write_to(sinks::stdout::lines());
+//! ```
+//!
+//! This module also holds what the file-based sources share: the path resolution and the
+//! error type [`SourceError`], the byte-range line reader behind [`text`] and
+//! [`json::lines`](super::json::lines), and the warning log of malformed records used by the
+//! JSON and CSV sources.
+//!
+//! # Counters
+//!
+//! A text source instance registers `lines` (lines read), `bytes` (bytes of those lines,
+//! terminators included) and `invalid_utf8_lines` (lines that were not valid UTF-8 and were
+//! decoded lossily). Summed over the instances, `lines` and `bytes` cover every file exactly.
+
+use std::borrow::Cow;
+use std::fmt::Display;
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Take};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use weir_core::{BoxError, Counter, ProcessorContext};
+
+use super::{BatchSource, SourceReader};
+
+/// Why a file-based source could not be built or failed while reading.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The path names neither a file nor a directory.
+    #[error("input path {} does not exist", path.display())]
+    NotFound {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// The glob pattern matched no regular file.
+    #[error("glob pattern `{pattern}` matches no file")]
+    NoMatch {
+        /// The pattern as given.
+        pattern: String,
+    },
+    /// The glob pattern is not valid (for example an unclosed `[`).
+    #[error("invalid glob pattern `{pattern}`: {source}")]
+    BadPattern {
+        /// The pattern as given.
+        pattern: String,
+        /// What is wrong with it.
+        source: glob::PatternError,
+    },
+    /// Listing, opening or reading an input failed.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file or directory at fault.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// Reading a CSV file failed: an I/O error, or a header row that cannot be read.
+    #[error("cannot read CSV file {}: {source}", path.display())]
+    Csv {
+        /// The file at fault.
+        path: PathBuf,
+        /// The underlying error.
+        source: csv::Error,
+    },
+}
+
+/// Creates a source that reads the lines of the text files at `path`.
+///
+/// `path` is a file, a directory (every regular file directly in it, sorted by name;
+/// subdirectories are not read) or, if it contains `*`, `?` or `[`, a glob pattern (every
+/// regular file it matches, sorted by path). The file list and the file sizes are taken once,
+/// here: bytes appended to a file later are not read.
+///
+/// The source runs one instance per worker (parallelism `None`), each reading the lines that
+/// start in its share of the bytes; see the [module docs](self). Within an instance, lines
+/// come in file order. A line is stripped of its trailing `\n` and of a `\r` just before it.
+/// Invalid UTF-8 is decoded lossily (U+FFFD) and counted, never an error. An empty file, or
+/// an empty directory, yields nothing.
+///
+/// Cost: one `String` allocation per line; file reads of up to 256 KiB. Each `read` call
+/// handles at most about 64 KiB. Instances are non-cooperative: a file read may block.
+///
+/// # Errors
+/// [`SourceError::NotFound`] if `path` does not exist, [`SourceError::NoMatch`] if a glob
+/// matches no file, [`SourceError::BadPattern`] for an invalid glob and [`SourceError::Io`]
+/// if a directory cannot be listed or a file examined. A read failure while the job runs
+/// fails the job with a [`SourceError::Io`] naming the file.
+pub fn text(path: impl AsRef<Path>) -> Result<BatchSource<String>, SourceError> {
+    let path = path.as_ref();
+    let files = Arc::new(InputFiles::resolve(path)?);
+    Ok(BatchSource::new(
+        format!("text({})", path.display()),
+        None,
+        move |_| TextReader::new(Arc::clone(&files)),
+    ))
+}
+
+/// The buffer of a file reader.
+const READ_BUFFER: usize = 256 * 1024;
+
+/// About how many bytes of lines a reader handles per `read` call.
+const READ_BUDGET: u64 = 64 * 1024;
+
+/// How many bytes a numbered reader may scan per `read` call to count the lines before its
+/// range. Counting newlines is far cheaper than handling lines, hence the larger budget.
+const SCAN_BUDGET: u64 = 4 * 1024 * 1024;
+
+/// One input file, with its size when the source was built.
+#[derive(Debug, Clone)]
+pub(crate) struct InputFile {
+    pub(crate) path: PathBuf,
+    len: u64,
+    /// Where the file starts in the concatenation of all the files.
+    offset: u64,
+}
+
+/// The resolved, sized inputs of a file-based source, shared by its instances.
+#[derive(Debug, Clone)]
+pub(crate) struct InputFiles {
+    pub(crate) files: Vec<InputFile>,
+    total: u64,
+}
+
+impl InputFiles {
+    /// Resolves a file, a directory or a glob pattern to its regular files, and sizes them.
+    pub(crate) fn resolve(path: &Path) -> Result<Self, SourceError> {
+        let paths = match path.to_str() {
+            Some(pattern) if pattern.contains(['*', '?', '[']) => Self::glob(pattern)?,
+            _ => Self::file_or_dir(path)?,
+        };
+        let mut files = Vec::with_capacity(paths.len());
+        let mut total = 0;
+        for (path, len) in paths {
+            files.push(InputFile {
+                path,
+                len,
+                offset: total,
+            });
+            total += len;
+        }
+        Ok(InputFiles { files, total })
+    }
+
+    fn glob(pattern: &str) -> Result<Vec<(PathBuf, u64)>, SourceError> {
+        let matches = glob::glob(pattern).map_err(|source| SourceError::BadPattern {
+            pattern: pattern.to_owned(),
+            source,
+        })?;
+        let mut files = Vec::new();
+        for entry in matches {
+            let path = entry.map_err(|e| SourceError::Io {
+                path: e.path().to_owned(),
+                source: e.into(),
+            })?;
+            let meta = fs::metadata(&path).map_err(|source| SourceError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            if meta.is_file() {
+                files.push((path, meta.len()));
+            }
+        }
+        if files.is_empty() {
+            return Err(SourceError::NoMatch {
+                pattern: pattern.to_owned(),
+            });
+        }
+        files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(files)
+    }
+
+    fn file_or_dir(path: &Path) -> Result<Vec<(PathBuf, u64)>, SourceError> {
+        let io = |source: io::Error, at: &Path| match source.kind() {
+            io::ErrorKind::NotFound if at == path => SourceError::NotFound {
+                path: path.to_owned(),
+            },
+            _ => SourceError::Io {
+                path: at.to_owned(),
+                source,
+            },
+        };
+        let meta = fs::metadata(path).map_err(|e| io(e, path))?;
+        if !meta.is_dir() {
+            return Ok(vec![(path.to_owned(), meta.len())]);
+        }
+        let mut files = Vec::new();
+        for entry in fs::read_dir(path).map_err(|e| io(e, path))? {
+            let file = entry.map_err(|e| io(e, path))?.path();
+            // Follows symbolic links, so a link to a file counts as a file.
+            let meta = fs::metadata(&file).map_err(|e| io(e, &file))?;
+            if meta.is_file() {
+                files.push((file, meta.len()));
+            }
+        }
+        files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(files)
+    }
+
+    /// The byte ranges of instance `index` of `count`: its share of the concatenated files,
+    /// cut at file boundaries.
+    fn split(&self, index: usize, count: usize) -> Vec<Segment> {
+        let count = count.max(1) as u128;
+        let bound = |i: u128| (u128::from(self.total) * i / count) as u64;
+        let (lo, hi) = (bound(index as u128), bound(index as u128 + 1));
+        self.files
+            .iter()
+            .enumerate()
+            .filter_map(|(file, f)| {
+                let (start, end) = (lo.max(f.offset), hi.min(f.offset + f.len));
+                (start < end).then(|| Segment {
+                    file,
+                    start: start - f.offset,
+                    end: end - f.offset,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The part of one file an instance reads: the lines that start in `[start, end)`.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    file: usize,
+    start: u64,
+    end: u64,
+}
+
+/// One line handed out by a [`LineReader`].
+pub(crate) struct Line<'a> {
+    /// The line without its `\n` or `\r\n`.
+    pub(crate) bytes: &'a [u8],
+    /// The bytes the line took in the file, terminator included.
+    pub(crate) raw_len: usize,
+    /// The file it comes from.
+    pub(crate) path: &'a Path,
+    /// Its 1-based line number in the file; 0 unless the reader is numbered.
+    pub(crate) number: u64,
+}
+
+/// The segment being read.
+struct OpenSegment {
+    file: usize,
+    reader: BufReader<Take<File>>,
+    /// The file offset the reader is at: the start of the next line once `skip_partial` is done.
+    pos: u64,
+    end: u64,
+    /// Bytes still to scan for newlines before the range (numbered readers only).
+    prefix_left: u64,
+    /// Whether the range starts after byte 0, so the line running into it belongs to the
+    /// previous instance and must be skipped.
+    skip_partial: bool,
+    /// The number of the line at `pos`.
+    line_no: u64,
+}
+
+/// Reads the lines that start in one instance's byte ranges, in bounded steps. The text and
+/// JSON Lines sources both read through it.
+///
+/// Cost per line: one `memchr` scan and one copy into a reused buffer; no allocation.
+pub(crate) struct LineReader {
+    files: Arc<InputFiles>,
+    numbered: bool,
+    segments: Vec<Segment>,
+    next_segment: usize,
+    current: Option<OpenSegment>,
+    buf: Vec<u8>,
+}
+
+impl LineReader {
+    /// A reader over `files`. A `numbered` reader gives each line its number in its file,
+    /// which costs a scan of the bytes before the instance's range when it starts mid-file.
+    pub(crate) fn new(files: Arc<InputFiles>, numbered: bool) -> Self {
+        LineReader {
+            files,
+            numbered,
+            segments: Vec::new(),
+            next_segment: 0,
+            current: None,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Takes the share of instance `index` of `count`.
+    pub(crate) fn open(&mut self, index: usize, count: usize) {
+        self.segments = self.files.split(index, count);
+        self.next_segment = 0;
+        self.current = None;
+    }
+
+    /// Passes lines to `on_line` until about 64 KiB were read or `on_line` returns false.
+    /// Returns true when every line of the share was passed.
+    pub(crate) fn read(
+        &mut self,
+        mut on_line: impl FnMut(Line<'_>) -> bool,
+    ) -> Result<bool, SourceError> {
+        let mut budget = READ_BUDGET;
+        let mut scan_budget = SCAN_BUDGET;
+        loop {
+            let seg = match self.current {
+                Some(ref mut seg) => seg,
+                None => match self.segments.get(self.next_segment) {
+                    None => return Ok(true),
+                    Some(&segment) => {
+                        self.next_segment += 1;
+                        self.current
+                            .insert(open_segment(&self.files, segment, self.numbered)?)
+                    }
+                },
+            };
+            let path = &self.files.files[seg.file].path;
+            let io = |source| SourceError::Io {
+                path: path.clone(),
+                source,
+            };
+            if seg.prefix_left > 0 {
+                scan_prefix(seg, &mut scan_budget).map_err(io)?;
+                if seg.prefix_left > 0 {
+                    return Ok(false);
+                }
+            }
+            if seg.skip_partial {
+                // The line running into the range belongs to the previous instance.
+                seg.skip_partial = false;
+                let n = seg.reader.skip_until(b'\n').map_err(io)?;
+                seg.pos += n as u64;
+                // Lines follow only if it ended in a newline, and then it counts as one.
+                seg.line_no += 1;
+                budget = budget.saturating_sub(n as u64);
+            }
+            while seg.pos < seg.end {
+                if budget == 0 {
+                    return Ok(false);
+                }
+                self.buf.clear();
+                let n = seg.reader.read_until(b'\n', &mut self.buf).map_err(io)?;
+                if n == 0 {
+                    break; // the file shrank since it was sized
+                }
+                seg.pos += n as u64;
+                budget = budget.saturating_sub(n as u64);
+                let number = if self.numbered { seg.line_no } else { 0 };
+                let mut bytes = &self.buf[..];
+                if let [rest @ .., b'\n'] = bytes {
+                    bytes = rest.strip_suffix(b"\r").unwrap_or(rest);
+                    seg.line_no += 1;
+                }
+                if !on_line(Line {
+                    bytes,
+                    raw_len: n,
+                    path,
+                    number,
+                }) {
+                    return Ok(false);
+                }
+            }
+            self.current = None;
+        }
+    }
+}
+
+fn open_segment(
+    files: &InputFiles,
+    segment: Segment,
+    numbered: bool,
+) -> Result<OpenSegment, SourceError> {
+    let input = &files.files[segment.file];
+    let io = |source| SourceError::Io {
+        path: input.path.clone(),
+        source,
+    };
+    // Start one byte early to see whether a line starts exactly at `start`; a numbered
+    // reader starts at 0 and counts the lines on the way.
+    let from = if numbered {
+        0
+    } else {
+        segment.start.saturating_sub(1)
+    };
+    let mut file = File::open(&input.path).map_err(io)?;
+    if from > 0 {
+        file.seek(SeekFrom::Start(from)).map_err(io)?;
+    }
+    let left = input.len - from;
+    let capacity = usize::try_from(left)
+        .unwrap_or(usize::MAX)
+        .clamp(1, READ_BUFFER);
+    Ok(OpenSegment {
+        file: segment.file,
+        reader: BufReader::with_capacity(capacity, file.take(left)),
+        pos: from,
+        end: segment.end,
+        prefix_left: segment.start.saturating_sub(1) - from,
+        skip_partial: segment.start > 0,
+        line_no: 1,
+    })
+}
+
+/// Counts the newlines before the segment's range, at most `budget` bytes of them.
+fn scan_prefix(seg: &mut OpenSegment, budget: &mut u64) -> io::Result<()> {
+    while seg.prefix_left > 0 && *budget > 0 {
+        let available = seg.reader.fill_buf()?;
+        if available.is_empty() {
+            seg.prefix_left = 0; // the file shrank since it was sized
+            break;
+        }
+        let n = (available.len() as u64).min(seg.prefix_left).min(*budget) as usize;
+        seg.line_no += available[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        seg.reader.consume(n);
+        seg.pos += n as u64;
+        seg.prefix_left -= n as u64;
+        *budget -= n as u64;
+    }
+    Ok(())
+}
+
+/// The reader behind [`text`].
+struct TextReader {
+    lines: LineReader,
+    line_count: Counter,
+    byte_count: Counter,
+    invalid_utf8: Counter,
+}
+
+impl TextReader {
+    fn new(files: Arc<InputFiles>) -> Self {
+        TextReader {
+            lines: LineReader::new(files, false),
+            line_count: Counter::default(),
+            byte_count: Counter::default(),
+            invalid_utf8: Counter::default(),
+        }
+    }
+}
+
+impl SourceReader for TextReader {
+    type Item = String;
+
+    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+        self.lines.open(ctx.global_index(), ctx.total_parallelism());
+        self.line_count = ctx.metrics().counter("lines");
+        self.byte_count = ctx.metrics().counter("bytes");
+        self.invalid_utf8 = ctx.metrics().counter("invalid_utf8_lines");
+        Ok(())
+    }
+
+    fn read(&mut self, emit: &mut dyn FnMut(String) -> bool) -> Result<bool, BoxError> {
+        let (mut lines, mut bytes, mut invalid) = (0, 0, 0);
+        let done = self.lines.read(|line| {
+            lines += 1;
+            bytes += line.raw_len as u64;
+            let text = match String::from_utf8_lossy(line.bytes) {
+                Cow::Borrowed(text) => text.to_owned(),
+                Cow::Owned(text) => {
+                    invalid += 1;
+                    text
+                }
+            };
+            emit(text)
+        });
+        self.line_count.add(lines);
+        self.byte_count.add(bytes);
+        self.invalid_utf8.add(invalid);
+        Ok(done?)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        false
+    }
+}
+
+/// How many malformed records an instance logs one by one before it only counts them.
+const MALFORMED_WARNINGS: u64 = 20;
+
+/// Counts the malformed records of a source instance in `malformed_records` and logs the
+/// first few of them with their file and line, then a summary at close.
+pub(crate) struct MalformedLog {
+    counter: Counter,
+    vertex: String,
+    count: u64,
+    /// What was logged, for the tests.
+    #[cfg(test)]
+    pub(crate) logged: Vec<(PathBuf, u64)>,
+}
+
+impl MalformedLog {
+    /// A log that counts nothing until [`open`](Self::open).
+    pub(crate) fn new() -> Self {
+        MalformedLog {
+            counter: Counter::default(),
+            vertex: String::new(),
+            count: 0,
+            #[cfg(test)]
+            logged: Vec::new(),
+        }
+    }
+
+    /// Registers the counter.
+    pub(crate) fn open(&mut self, ctx: &ProcessorContext) {
+        self.counter = ctx.metrics().counter("malformed_records");
+        self.vertex = ctx.vertex().to_owned();
+    }
+
+    /// Counts one malformed record at `line` of `path`, and logs it if it is among the first.
+    pub(crate) fn record(&mut self, path: &Path, line: u64, error: &dyn Display) {
+        self.counter.increment();
+        self.count += 1;
+        if self.count <= MALFORMED_WARNINGS {
+            tracing::warn!(vertex = %self.vertex, "skipped a malformed record at {}:{line}: {error}", path.display());
+            #[cfg(test)]
+            self.logged.push((path.to_owned(), line));
+        }
+    }
+
+    /// Logs how many malformed records were not logged one by one.
+    pub(crate) fn close(&mut self) {
+        if self.count > MALFORMED_WARNINGS {
+            tracing::warn!(
+                vertex = %self.vertex,
+                "skipped {} malformed records in all; only the first {MALFORMED_WARNINGS} were logged",
+                self.count,
+            );
+        }
+        self.count = 0;
+    }
+}
+
+/// Drives source readers the way the runtime does, for the tests of every source.
+#[cfg(test)]
+pub(crate) mod testing {
+    use weir_core::ProcessorContext;
+
+    use crate::sources::SourceReader;
+
+    /// Runs instance `index` of `parallelism` to the end; returns its items and its context.
+    pub(crate) fn run<R: SourceReader>(
+        mut reader: R,
+        index: usize,
+        parallelism: usize,
+    ) -> (Vec<R::Item>, ProcessorContext) {
+        let ctx = ProcessorContext::new("test", index, parallelism, 0);
+        reader.open(&ctx).unwrap();
+        let mut out = Vec::new();
+        while !reader
+            .read(&mut |item| {
+                out.push(item);
+                true
+            })
+            .unwrap()
+        {}
+        reader.close().unwrap();
+        (out, ctx)
+    }
+
+    /// Runs every instance of `parallelism`; returns their items in instance order.
+    pub(crate) fn run_all<R: SourceReader>(
+        make: impl Fn() -> R,
+        parallelism: usize,
+    ) -> Vec<R::Item> {
+        (0..parallelism)
+            .flat_map(|i| run(make(), i, parallelism).0)
+            .collect()
+    }
+
+    /// Runs a single instance whose `emit` refuses (returns false) every `k`-th item of a
+    /// call, and checks that `read` stops right there.
+    pub(crate) fn run_throttled<R: SourceReader>(mut reader: R, k: usize) -> Vec<R::Item> {
+        let ctx = ProcessorContext::new("test", 0, 1, 0);
+        reader.open(&ctx).unwrap();
+        let mut out = Vec::new();
+        loop {
+            let mut taken = 0;
+            let done = reader
+                .read(&mut |item| {
+                    out.push(item);
+                    taken += 1;
+                    taken < k
+                })
+                .unwrap();
+            assert!(taken <= k, "read went on after emit returned false");
+            if done {
+                break;
+            }
+        }
+        reader.close().unwrap();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use proptest::prelude::*;
+
+    use super::testing::{run, run_all, run_throttled};
+    use super::*;
+
+    fn text_reader(path: &Path) -> impl Fn() -> TextReader {
+        let files = Arc::new(InputFiles::resolve(path).unwrap());
+        move || TextReader::new(Arc::clone(&files))
+    }
+
+    /// The lines of `content` by the rule the source promises.
+    fn expected_lines(content: &[u8]) -> Vec<String> {
+        let mut lines: Vec<&[u8]> = content.split(|&b| b == b'\n').collect();
+        if lines.last().is_some_and(|l| l.is_empty()) {
+            lines.pop(); // nothing after the last newline, or an empty file
+        }
+        let ended = lines.len().saturating_sub(1);
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                // A `\r` goes only before a `\n`: the last line keeps it if nothing follows.
+                let l = if i < ended || content.ends_with(b"\n") {
+                    l.strip_suffix(b"\r").unwrap_or(l)
+                } else {
+                    l
+                };
+                String::from_utf8_lossy(l).into_owned()
+            })
+            .collect()
+    }
+
+    fn write(dir: &Path, name: &str, content: &[u8]) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, content).unwrap();
+        path
+    }
+
+    #[test]
+    fn reads_a_file_with_crlf_and_no_final_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "a.txt", b"one\r\ntwo\n\nthree\r");
+        let (lines, ctx) = run(text_reader(&path)(), 0, 1);
+        assert_eq!(lines, ["one", "two", "", "three\r"]);
+        let metrics = ctx.metrics().snapshot();
+        assert_eq!(metrics.counter("lines"), 4);
+        assert_eq!(metrics.counter("bytes"), 16);
+        assert_eq!(metrics.counter("invalid_utf8_lines"), 0);
+    }
+
+    #[test]
+    fn empty_file_and_empty_directory_yield_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(run_all(text_reader(dir.path()), 3).is_empty());
+        let path = write(dir.path(), "empty.txt", b"");
+        assert!(run_all(text_reader(&path), 2).is_empty());
+    }
+
+    #[test]
+    fn invalid_utf8_is_decoded_lossily_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "a.txt", b"ok\nbad \xff\xfe\nfine \xc3\xa9\n");
+        let (lines, ctx) = run(text_reader(&path)(), 0, 1);
+        assert_eq!(lines, ["ok", "bad \u{fffd}\u{fffd}", "fine é"]);
+        assert_eq!(ctx.metrics().snapshot().counter("invalid_utf8_lines"), 1);
+    }
+
+    #[test]
+    fn directory_reads_regular_files_sorted_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "b.txt", b"b1\nb2\n");
+        write(dir.path(), "a.txt", b"a1\n");
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        write(&dir.path().join("sub"), "c.txt", b"c1\n");
+        assert_eq!(run_all(text_reader(dir.path()), 1), ["a1", "b1", "b2"]);
+        assert_eq!(run_all(text_reader(dir.path()), 4), ["a1", "b1", "b2"]);
+    }
+
+    #[test]
+    fn glob_reads_matching_files_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "x2.log", b"2\n");
+        write(dir.path(), "x1.log", b"1\n");
+        write(dir.path(), "y.txt", b"no\n");
+        let pattern = dir.path().join("x?.log");
+        assert_eq!(run_all(text_reader(&pattern), 2), ["1", "2"]);
+    }
+
+    #[test]
+    fn missing_path_and_empty_glob_are_typed_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.txt");
+        match text(&missing) {
+            Err(SourceError::NotFound { path }) => assert_eq!(path, missing),
+            other => panic!("expected NotFound, got {:?}", other.err()),
+        }
+        let pattern = dir.path().join("*.csv");
+        match text(&pattern) {
+            Err(e @ SourceError::NoMatch { .. }) => assert!(e.to_string().contains("*.csv"), "{e}"),
+            other => panic!("expected NoMatch, got {:?}", other.err()),
+        }
+        let bad = dir.path().join("[a");
+        assert!(matches!(text(&bad), Err(SourceError::BadPattern { .. })));
+    }
+
+    #[test]
+    fn backpressure_stops_and_resumes_without_loss() {
+        let dir = tempfile::tempdir().unwrap();
+        let content: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
+        let path = write(dir.path(), "a.txt", content.as_bytes());
+        for k in [1, 2, 7, 1000] {
+            assert_eq!(
+                run_throttled(text_reader(&path)(), k),
+                expected_lines(content.as_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn read_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let content = "x".repeat(99) + "\n";
+        let path = write(dir.path(), "a.txt", content.repeat(10_000).as_bytes());
+        let mut reader = text_reader(&path)();
+        reader
+            .open(&ProcessorContext::new("test", 0, 1, 0))
+            .unwrap();
+        let mut n = 0;
+        assert!(
+            !reader
+                .read(&mut |_| {
+                    n += 1;
+                    true
+                })
+                .unwrap()
+        );
+        assert!(n <= READ_BUDGET as usize / 100 + 1, "{n} lines in one call");
+    }
+
+    #[test]
+    fn numbered_reader_counts_lines_before_its_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let content: String = (1..=5000).map(|i| format!("{i}\n")).collect();
+        let path = write(dir.path(), "a.txt", content.as_bytes());
+        let files = Arc::new(InputFiles::resolve(&path).unwrap());
+        for count in 1..=4 {
+            let mut seen = 0;
+            for index in 0..count {
+                let mut reader = LineReader::new(Arc::clone(&files), true);
+                reader.open(index, count);
+                while !reader
+                    .read(|line| {
+                        assert_eq!(
+                            std::str::from_utf8(line.bytes).unwrap(),
+                            line.number.to_string()
+                        );
+                        seen += 1;
+                        true
+                    })
+                    .unwrap()
+                {}
+            }
+            assert_eq!(seen, 5000);
+        }
+    }
+
+    #[test]
+    fn numbered_reader_counts_a_long_prefix_in_bounded_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        // 10,000 lines of 1,000 bytes: the second half starts well past one scan budget.
+        let content: String = (1..=10_000).map(|i| format!("{i:<999}\n")).collect();
+        let path = write(dir.path(), "a.txt", content.as_bytes());
+        let files = Arc::new(InputFiles::resolve(&path).unwrap());
+        let mut reader = LineReader::new(files, true);
+        reader.open(1, 2);
+        let mut numbers = Vec::new();
+        let mut calls = 0;
+        while !reader
+            .read(|line| {
+                let text = std::str::from_utf8(line.bytes).unwrap();
+                assert_eq!(text.trim_end(), line.number.to_string());
+                numbers.push(line.number);
+                true
+            })
+            .unwrap()
+        {
+            calls += 1;
+        }
+        assert_eq!(numbers, (5001..=10_000).collect::<Vec<u64>>());
+        assert!(calls > 2, "the prefix scan took {calls} calls");
+    }
+
+    fn file_content() -> impl Strategy<Value = Vec<u8>> {
+        let line = "[aé日 \r]{0,12}";
+        (
+            prop::collection::vec(line, 0..40),
+            prop::bool::ANY,
+            prop::bool::ANY,
+            prop::option::of(0..200usize),
+        )
+            .prop_map(|(lines, crlf, trailing, invalid_at)| {
+                let mut bytes = lines.join(if crlf { "\r\n" } else { "\n" }).into_bytes();
+                if trailing && !lines.is_empty() {
+                    bytes.push(b'\n');
+                }
+                if let Some(at) = invalid_at.filter(|&at| at < bytes.len()) {
+                    bytes.insert(at, 0xff);
+                }
+                bytes
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Every line is read by exactly one instance, in order, with the right number.
+        #[test]
+        fn instances_read_every_line_exactly_once(
+            contents in prop::collection::vec(file_content(), 1..=3),
+            parallelism in 1..=4usize,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut expected = Vec::new();
+            for (i, content) in contents.iter().enumerate() {
+                write(dir.path(), &format!("f{i}.txt"), content);
+                expected.extend(expected_lines(content));
+            }
+            let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+            let mut lines = Vec::new();
+            let (mut line_count, mut byte_count) = (0, 0);
+            for index in 0..parallelism {
+                let (out, ctx) = run(TextReader::new(Arc::clone(&files)), index, parallelism);
+                lines.extend(out);
+                line_count += ctx.metrics().snapshot().counter("lines");
+                byte_count += ctx.metrics().snapshot().counter("bytes");
+            }
+            prop_assert_eq!(&lines, &expected);
+            prop_assert_eq!(line_count, expected.len() as u64);
+            prop_assert_eq!(byte_count, contents.iter().map(|c| c.len() as u64).sum::<u64>());
+
+            // A numbered reader numbers each line by its place in its file.
+            let mut numbers = Vec::new();
+            for index in 0..parallelism {
+                let mut reader = LineReader::new(Arc::clone(&files), true);
+                reader.open(index, parallelism);
+                while !reader.read(|line| { numbers.push(line.number); true }).unwrap() {}
+            }
+            let expected_numbers: Vec<u64> =
+                contents.iter().flat_map(|c| 1..=expected_lines(c).len() as u64).collect();
+            prop_assert_eq!(numbers, expected_numbers);
+        }
+    }
+}
