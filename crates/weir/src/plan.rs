@@ -13,7 +13,8 @@
 //! - A stage with per-key state starts a vertex behind an edge partitioned by its key.
 //! - A hash join starts a vertex: the probe side arrives on ordinal 0, each build side on a
 //!   broadcast edge of higher priority (a lower value), drained first.
-//! - A sort starts a single-instance vertex behind an all-to-one edge.
+//! - A sort starts a single-instance vertex behind an all-to-one edge; the stateless stages
+//!   and sinks after it stay in that vertex, so its order reaches the sink.
 //! - A sink is fused like a stateless stage when its parallelism fits the vertex.
 //!
 //! So word count, `read → flat_map → grouping_key → aggregate → write`, plans into a fused
@@ -63,6 +64,8 @@ struct PlannedVertex {
     inputs: Vec<ItemType>,
     output: Option<ItemType>,
     outputs: usize,
+    /// Its output is in a meaningful order (a sort): stages after it stay in this vertex.
+    ordered: bool,
 }
 
 struct PlannedEdge {
@@ -150,7 +153,7 @@ impl Planner<'_> {
         let v = self.node_vertex[input];
         let vertex = &self.vertices[v];
         let fits = match parallelism {
-            None => vertex.parallelism.is_none(),
+            None => vertex.parallelism.is_none() || vertex.ordered,
             Some(p) => vertex.parallelism == Some(p),
         };
         (self.consumers[input].len() == 1 && vertex.terminal.is_none() && vertex.last_node == input && fits)
@@ -168,6 +171,7 @@ impl Planner<'_> {
             inputs: Vec::new(),
             output: None,
             outputs: 0,
+            ordered: false,
         });
         self.vertices.len() - 1
     }
@@ -274,6 +278,7 @@ impl Planner<'_> {
             }
             NodeKind::Sort { head } => {
                 let v = self.new_vertex(id, Head::Custom(Arc::clone(head)), Some(1));
+                self.vertices[v].ordered = true;
                 self.connect(node.inputs[0], v, 0, Route::AllToOne, 0);
                 v
             }

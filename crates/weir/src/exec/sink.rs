@@ -1,6 +1,7 @@
-//! The terminal link of a sink: hands each item to a [`SinkWriter`].
+//! The terminal link of a sink: hands each item to a [`SinkWriter`] and counts them in the
+//! `records_written` counter of the instance's metrics.
 
-use weir_core::{BoxError, Outbox, ProcessorContext, ProcessorResult};
+use weir_core::{BoxError, Counter, Outbox, ProcessorContext, ProcessorResult};
 
 use crate::exec::link::{ErasedLink, Link, erase};
 use crate::sinks::SinkWriter;
@@ -10,14 +11,17 @@ pub(crate) struct SinkTerminal<W: SinkWriter> {
     /// A write error, raised at the next flush: `push` cannot return it.
     failed: Option<BoxError>,
     closed: bool,
+    written: u64,
+    counter: Counter,
 }
 
 pub(crate) fn sink_terminal<W: SinkWriter>(writer: W) -> ErasedLink {
-    erase::<W::Item>(Box::new(SinkTerminal { writer, failed: None, closed: false }))
+    erase::<W::Item>(Box::new(SinkTerminal { writer, failed: None, closed: false, written: 0, counter: Counter::default() }))
 }
 
 impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.counter = ctx.metrics().counter("records_written");
         self.writer.open(ctx)
     }
 
@@ -27,7 +31,10 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
             return false;
         }
         match self.writer.write(item) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.written += 1;
+                true
+            }
             Err(e) => {
                 self.failed = Some(e);
                 false
@@ -36,6 +43,8 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
     }
 
     fn flush(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // Published once per call, not per item.
+        self.counter.add(std::mem::take(&mut self.written));
         match self.failed.take() {
             Some(e) => Err(e),
             None => Ok(true),

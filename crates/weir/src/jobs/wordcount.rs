@@ -114,11 +114,11 @@ impl<S: AsRef<str>> Iterator for Words<S> {
     }
 }
 
-/// Writes one output line, `word<TAB>count`.
+/// Writes one output line, `word<TAB>count<LF>`.
 pub fn format_line(entry: &(Word, u64), out: &mut Vec<u8>) {
-    out.extend_from_slice(entry.0.as_bytes());
-    out.push(b'\t');
-    out.extend_from_slice(entry.1.to_string().as_bytes());
+    use std::io::Write;
+    // Writing into a Vec cannot fail.
+    let _ = writeln!(out, "{}\t{}", entry.0, entry.1);
 }
 
 /// The word-count pipeline: lines from `source`, `(word, count)` pairs to `sink`, most
@@ -132,6 +132,12 @@ pub fn pipeline(source: BatchSource<String>, sink: Sink<(Word, u64)>) -> Pipelin
         .sort_by(|a: &(Word, u64), b: &(Word, u64)| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)))
         .write_to(sink);
     p
+}
+
+/// The word-count pipeline over placeholder input and output, for `weir explain`: it plans
+/// exactly like a real run and touches no file.
+pub fn preview() -> Pipeline {
+    pipeline(crate::sources::files::text_placeholder("INPUT"), crate::sinks::files::text_with("OUTPUT", format_line))
 }
 
 #[cfg(test)]

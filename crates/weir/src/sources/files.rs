@@ -100,12 +100,20 @@ pub enum SourceError {
 /// fails the job with a [`SourceError::Io`] naming the file.
 pub fn text(path: impl AsRef<Path>) -> Result<BatchSource<String>, SourceError> {
     let path = path.as_ref();
-    let files = Arc::new(InputFiles::resolve(path)?);
-    Ok(BatchSource::new(
-        format!("text({})", path.display()),
-        None,
-        move |_| TextReader::new(Arc::clone(&files)),
-    ))
+    Ok(text_source(format!("text({})", path.display()), InputFiles::resolve(path)?))
+}
+
+/// A text source over already resolved files, named `name`.
+fn text_source(name: String, files: InputFiles) -> BatchSource<String> {
+    let total = files.total;
+    let files = Arc::new(files);
+    BatchSource::new(name, None, move |_| TextReader::new(Arc::clone(&files))).with_size_hint(total)
+}
+
+/// A text source over no files, labelled `text(label)`: it plans exactly like [`text`] and
+/// reads nothing. For showing a job's plan before its input exists.
+pub(crate) fn text_placeholder(label: &str) -> BatchSource<String> {
+    text_source(format!("text({label})"), InputFiles { files: Vec::new(), total: 0 })
 }
 
 /// The buffer of a file reader.

@@ -66,6 +66,7 @@ pub struct BatchSource<T> {
     pub(crate) name: String,
     pub(crate) parallelism: Option<usize>,
     pub(crate) head: SourceHeadFactory,
+    size_hint: Option<u64>,
     _item: std::marker::PhantomData<fn() -> T>,
 }
 
@@ -80,7 +81,18 @@ impl<T: Item> BatchSource<T> {
         F: Fn(&ProcessorContext) -> R + Send + Sync + 'static,
     {
         let head: SourceHeadFactory = Arc::new(move |ctx, chain| source_head(factory(ctx), chain));
-        BatchSource { name: name.into(), parallelism, head, _item: std::marker::PhantomData }
+        BatchSource { name: name.into(), parallelism, head, size_hint: None, _item: std::marker::PhantomData }
+    }
+
+    /// Records how many bytes the source will read, for progress reporting.
+    pub fn with_size_hint(mut self, bytes: u64) -> Self {
+        self.size_hint = Some(bytes);
+        self
+    }
+
+    /// How many bytes the source will read, when it knows.
+    pub fn size_hint(&self) -> Option<u64> {
+        self.size_hint
     }
 
     /// The source's name, as it appears in the plan.

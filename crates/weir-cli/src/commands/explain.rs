@@ -1,0 +1,31 @@
+//! `weir explain JOB`: prints a built-in job's plan.
+
+use clap::{Args, Subcommand};
+use weir::jobs::wordcount;
+
+/// The jobs `weir explain` knows.
+#[derive(Debug, Subcommand)]
+pub enum Job {
+    /// The word-count job.
+    Wordcount(ExplainArgs),
+}
+
+/// Arguments of `weir explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Print Graphviz DOT instead of text.
+    #[arg(long)]
+    pub dot: bool,
+}
+
+/// Prints the plan of `job`.
+pub fn explain(job: Job) -> anyhow::Result<()> {
+    match job {
+        Job::Wordcount(args) => {
+            let pipeline = wordcount::preview();
+            let plan = if args.dot { pipeline.explain_dot()? } else { pipeline.explain()? };
+            print!("{plan}");
+            Ok(())
+        }
+    }
+}

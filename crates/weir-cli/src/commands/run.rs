@@ -1,0 +1,75 @@
+//! `weir run JOB`: runs a built-in job and prints a one-line summary.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use weir::jobs::wordcount;
+use weir::{Executor, ExecutorConfig, JobConfig, sinks, sources};
+
+use crate::progress;
+
+/// The jobs `weir run` knows.
+#[derive(Debug, Subcommand)]
+pub enum Job {
+    /// Count the words of text files: one `word<TAB>count` line per distinct word, most
+    /// frequent first.
+    Wordcount(WordcountArgs),
+}
+
+/// Arguments of `weir run wordcount`.
+#[derive(Debug, Args)]
+pub struct WordcountArgs {
+    /// A text file, a directory of text files, or a glob pattern.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// The file to write the counts to.
+    #[arg(long)]
+    pub output: PathBuf,
+    /// Worker threads, and instances of each parallel vertex [default: every core].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallelism: Option<u16>,
+}
+
+/// Runs `job`.
+pub fn run(job: Job) -> anyhow::Result<()> {
+    match job {
+        Job::Wordcount(args) => run_wordcount(args),
+    }
+}
+
+fn executor(parallelism: Option<u16>) -> anyhow::Result<(Executor, usize)> {
+    let mut config = ExecutorConfig::default();
+    if let Some(p) = parallelism {
+        config.workers = usize::from(p);
+    }
+    let workers = config.workers;
+    Ok((Executor::new(config).context("cannot start the worker threads")?, workers))
+}
+
+fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
+    let input = sources::files::text(&args.input).with_context(|| format!("input '{}'", args.input.display()))?;
+    let total_bytes = input.size_hint().unwrap_or(0);
+    let sink = sinks::files::text_with(&args.output, wordcount::format_line);
+    let pipeline = wordcount::pipeline(input, sink);
+    let (executor, parallelism) = executor(args.parallelism)?;
+    let started = Instant::now();
+    let job = pipeline
+        .submit(&executor, JobConfig { name: "wordcount".into(), default_parallelism: Some(parallelism), ..Default::default() })
+        .context("cannot start word count")?;
+    let metrics = progress::watch(&job, total_bytes, "bytes");
+    job.join().context("word count failed")?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let lines = progress::counter(&metrics, "lines");
+    let bytes = progress::counter(&metrics, "bytes");
+    let invalid = progress::counter(&metrics, "invalid_utf8_lines");
+    let words = progress::counter(&metrics, "records_written");
+    println!(
+        "wordcount: {lines} lines, {:.1} MB in {elapsed:.2} s ({:.1} MB/s, {:.0} lines/s); {words} distinct words; {invalid} lines with invalid UTF-8; parallelism {parallelism}",
+        bytes as f64 / 1e6,
+        bytes as f64 / 1e6 / elapsed.max(1e-9),
+        lines as f64 / elapsed.max(1e-9),
+    );
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! `weir`: run and explain Weir jobs from the command line.
+//!
+//! ```text
+//! weir run wordcount --input data/sample --output counts.tsv [--parallelism N]
+//! weir explain wordcount [--dot]
+//! ```
+//!
+//! Exit code 0 on success; otherwise a one-line cause on standard error and a non-zero code
+//! (2 for a bad command line, 1 for anything else).
+//!
+//! The binary itself is the workspace's root package (`src/main.rs`), so that `cargo run`
+//! from the repository root runs it and the root end-to-end tests can find it.
+
+mod commands;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Weir: typed batch and streaming pipelines on every core.
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a built-in job.
+    Run {
+        #[command(subcommand)]
+        job: commands::run::Job,
+    },
+    /// Print the plan of a built-in job: its vertices, fused stages and edges.
+    Explain {
+        #[command(subcommand)]
+        job: commands::explain::Job,
+    },
+}
+
+/// Parses the command line, runs the command and reports the outcome.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Run { job } => commands::run::run(job),
+        Command::Explain { job } => commands::explain::explain(job),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes on one line, skipping a cause whose text the message already holds
+/// (many errors repeat their source in their own message).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+    }
+    line.replace('\n', " ")
+}
