@@ -1,0 +1,161 @@
+//! The `weir` command as a user runs it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn weir(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weir")).args(args).output().expect("weir runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn read_counts(path: &Path) -> Vec<(String, u64)> {
+    std::fs::read_to_string(path)
+        .expect("output exists")
+        .lines()
+        .map(|l| {
+            let (w, c) = l.split_once('\t').expect("word<TAB>count");
+            (w.to_string(), c.parse().expect("count"))
+        })
+        .collect()
+}
+
+/// What the output must be, computed the plain way.
+fn reference_counts(text: &str) -> Vec<(String, u64)> {
+    let mut counts = std::collections::HashMap::<String, u64>::new();
+    for w in text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()) {
+        *counts.entry(w.chars().flat_map(char::to_lowercase).collect()).or_default() += 1;
+    }
+    let mut v: Vec<_> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
+#[test]
+fn wordcount_on_the_bundled_sample_matches_a_reference_at_every_parallelism() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = String::new();
+    let mut files: Vec<_> = std::fs::read_dir("data/sample").unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for f in files {
+        all.push_str(&std::fs::read_to_string(f).unwrap());
+        all.push('\n');
+    }
+    let expected = reference_counts(&all);
+    for p in ["1", "2", "4"] {
+        let out = dir.path().join(format!("counts-{p}.tsv"));
+        let o = weir(&["run", "wordcount", "--input", "data/sample", "--output", out.to_str().unwrap(), "--parallelism", p]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(read_counts(&out), expected, "parallelism {p}");
+        let summary = String::from_utf8_lossy(&o.stdout);
+        assert!(summary.starts_with("wordcount: 25 lines"), "{summary}");
+        assert!(summary.contains(&format!("{} distinct words", expected.len())), "{summary}");
+    }
+}
+
+#[test]
+fn invalid_utf8_is_decoded_lossily_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bad.txt");
+    std::fs::write(&input, b"good line\nbad \xff\xfe bytes\nmore good\n").unwrap();
+    let out = dir.path().join("out.tsv");
+    let o = weir(&["run", "wordcount", "--input", input.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let counts = read_counts(&out);
+    assert!(counts.contains(&("good".into(), 2)));
+    assert!(counts.contains(&("bytes".into(), 1)));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("1 lines with invalid UTF-8"));
+}
+
+#[test]
+fn empty_input_gives_empty_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("empty.txt");
+    std::fs::write(&input, b"").unwrap();
+    let out = dir.path().join("out.tsv");
+    let o = weir(&["run", "wordcount", "--input", input.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), b"");
+}
+
+#[test]
+fn a_glob_selects_the_input_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "x y").unwrap();
+    std::fs::write(dir.path().join("b.txt"), "y").unwrap();
+    std::fs::write(dir.path().join("c.md"), "z").unwrap();
+    let out = dir.path().join("out.tsv");
+    let pattern = dir.path().join("*.txt");
+    let o = weir(&["run", "wordcount", "--input", pattern.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_counts(&out), [("y".to_string(), 2), ("x".to_string(), 1)]);
+}
+
+#[test]
+fn bad_input_and_bad_flags_fail_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.tsv");
+    let out = out.to_str().unwrap();
+
+    let o = weir(&["run", "wordcount", "--input", "no/such/path", "--output", out]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("no/such/path") && e.contains("does not exist"), "{e}");
+    assert!(!Path::new(out).exists(), "nothing ran");
+
+    let o = weir(&["run", "wordcount", "--input", "data/sample", "--output", out, "--parallelism", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--parallelism"));
+
+    let o = weir(&["run", "wordcount", "--input", "data/sample"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--output"));
+
+    let o = weir(&["run", "nosuchjob"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    // An output that cannot be created fails before anything runs, naming the path.
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "").unwrap();
+    let under_file = blocker.join("out.tsv");
+    let o = weir(&["run", "wordcount", "--input", "data/sample", "--output", under_file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("file"), "{}", stderr(&o));
+}
+
+#[test]
+fn explain_prints_the_fused_plan() {
+    let o = weir(&["explain", "wordcount"]);
+    assert!(o.status.success());
+    let plan = String::from_utf8_lossy(&o.stdout);
+    let vertices: Vec<&str> = plan.lines().filter(|l| l.starts_with("vertex")).collect();
+    assert_eq!(
+        vertices,
+        [
+            "vertex 'fused(text(INPUT), flat-map, accumulate)' (parallelism default)",
+            "vertex 'combine' (parallelism default)",
+            "vertex 'fused(sort, text(OUTPUT))' (parallelism 1)",
+        ]
+    );
+    assert!(plan.contains("-> 'combine':0 [partitioned"), "{plan}");
+
+    let o = weir(&["explain", "wordcount", "--dot"]);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("digraph"));
+}
+
+#[test]
+fn the_example_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("example.tsv");
+    let o = Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--example", "wordcount", "--", "data/sample"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected_top = read_counts(&out)[0].clone();
+    assert_eq!(expected_top, ("the".to_string(), 32));
+}
