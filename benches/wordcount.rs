@@ -32,7 +32,12 @@ fn main() {
         hand_loop(Path::new(&args[3]), Path::new(&args[4]), threads).expect("hand loop");
         return;
     }
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
     let corpus = PathBuf::from(flag("--corpus").unwrap_or_else(|| DEFAULT_CORPUS.to_string()));
     let runs: usize = flag("--runs").map_or(3, |r| r.parse().expect("--runs N"));
     if !corpus.exists() {
@@ -49,13 +54,22 @@ fn main() {
     let weir = env!("CARGO_BIN_EXE_weir");
     let me = std::env::current_exe().expect("own path");
 
-    println!("word count, {} ({:.1} MB), best of {runs}", corpus.display(), bytes as f64 / 1e6);
+    println!(
+        "word count, {} ({:.1} MB), best of {runs}",
+        corpus.display(),
+        bytes as f64 / 1e6
+    );
     let mut results = Vec::new();
     let mut reference: Option<Vec<u8>> = None;
-    for (name, threads, is_weir) in
-        [("hand loop", 1, false), ("hand loop", 2, false), ("weir", 1, true), ("weir", 2, true)]
-    {
-        let output = out_dir.path().join(format!("{}-{threads}.tsv", name.replace(' ', "-")));
+    for (name, threads, is_weir) in [
+        ("hand loop", 1, false),
+        ("hand loop", 2, false),
+        ("weir", 1, true),
+        ("weir", 2, true),
+    ] {
+        let output = out_dir
+            .path()
+            .join(format!("{}-{threads}.tsv", name.replace(' ', "-")));
         let mut best = (Duration::MAX, 0u64);
         for _ in 0..runs {
             let mut cmd = if is_weir {
@@ -68,10 +82,12 @@ fn main() {
                 c
             } else {
                 let mut c = Command::new(&me);
-                c.args(["--hand-loop", &threads.to_string()]).arg(&corpus).arg(&output);
+                c.args(["--hand-loop", &threads.to_string()])
+                    .arg(&corpus)
+                    .arg(&output);
                 c
             };
-            let (elapsed, rss) = time_child(&mut cmd);
+            let (elapsed, rss) = time_child(cmd.stdout(std::process::Stdio::null()));
             if elapsed < best.0 {
                 best = (elapsed, rss);
             }
@@ -79,13 +95,23 @@ fn main() {
         let produced = std::fs::read(&output).expect("output written");
         match &reference {
             None => reference = Some(produced),
-            Some(r) => assert!(*r == produced, "{name} at {threads} thread(s) produced different output"),
+            Some(r) => assert!(
+                *r == produced,
+                "{name} at {threads} thread(s) produced different output"
+            ),
         }
         results.push((name, threads, best.0, best.1));
     }
-    println!("{:<10} {:>7} {:>9} {:>9} {:>13} {:>15}", "run", "threads", "seconds", "MB/s", "peak RSS MiB", "vs hand loop");
+    println!(
+        "{:<10} {:>7} {:>9} {:>9} {:>13} {:>15}",
+        "run", "threads", "seconds", "MB/s", "peak RSS MiB", "vs hand loop"
+    );
     for &(name, threads, time, rss) in &results {
-        let hand = results.iter().find(|r| r.0 == "hand loop" && r.1 == threads).expect("hand loop ran").2;
+        let hand = results
+            .iter()
+            .find(|r| r.0 == "hand loop" && r.1 == threads)
+            .expect("hand loop ran")
+            .2;
         println!(
             "{:<10} {:>7} {:>9.3} {:>9.1} {:>13.1} {:>14.2}x",
             name,
@@ -99,6 +125,7 @@ fn main() {
 }
 
 /// Runs `cmd` to completion; returns its wall time and peak RSS in KiB.
+#[allow(clippy::zombie_processes)] // the child is reaped by wait4, which also reports its peak RSS
 fn time_child(cmd: &mut Command) -> (Duration, u64) {
     let start = Instant::now();
     let child = cmd.spawn().expect("spawn");
@@ -110,7 +137,10 @@ fn time_child(cmd: &mut Command) -> (Duration, u64) {
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let elapsed = start.elapsed();
     assert_eq!(waited, pid, "wait4 failed");
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{cmd:?} failed with status {status}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed with status {status}"
+    );
     (elapsed, usage.ru_maxrss as u64)
 }
 
@@ -126,7 +156,10 @@ fn hand_loop(input: &Path, output: &Path, threads: usize) -> std::io::Result<()>
                 s.spawn(move || count_range(input, start, end))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("thread")).collect::<std::io::Result<_>>()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect::<std::io::Result<_>>()
     })?;
     let mut total: FxHashMap<Word, u64> = FxHashMap::default();
     for map in maps {

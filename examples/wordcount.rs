@@ -33,9 +33,12 @@ fn main() -> ExitCode {
         .aggregate(aggregate::counting())
         // Most frequent first.
         .sort_by(|a: &(Word, u64), b: &(Word, u64)| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)))
-        .write_to(sinks::files::text_with(&output, |(word, count): &(Word, u64), out: &mut Vec<u8>| {
-            out.extend_from_slice(format!("{word}\t{count}\n").as_bytes())
-        }));
+        .write_to(sinks::files::text_with(
+            &output,
+            |(word, count): &(Word, u64), out: &mut Vec<u8>| {
+                out.extend_from_slice(format!("{word}\t{count}\n").as_bytes())
+            },
+        ));
 
     println!("{}", p.explain().expect("the pipeline is valid"));
     match p.run() {

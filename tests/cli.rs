@@ -4,7 +4,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn weir(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weir")).args(args).output().expect("weir runs")
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .output()
+        .expect("weir runs")
 }
 
 fn stderr(o: &Output) -> String {
@@ -25,8 +28,13 @@ fn read_counts(path: &Path) -> Vec<(String, u64)> {
 /// What the output must be, computed the plain way.
 fn reference_counts(text: &str) -> Vec<(String, u64)> {
     let mut counts = std::collections::HashMap::<String, u64>::new();
-    for w in text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()) {
-        *counts.entry(w.chars().flat_map(char::to_lowercase).collect()).or_default() += 1;
+    for w in text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+    {
+        *counts
+            .entry(w.chars().flat_map(char::to_lowercase).collect())
+            .or_default() += 1;
     }
     let mut v: Vec<_> = counts.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -37,7 +45,10 @@ fn reference_counts(text: &str) -> Vec<(String, u64)> {
 fn wordcount_on_the_bundled_sample_matches_a_reference_at_every_parallelism() {
     let dir = tempfile::tempdir().unwrap();
     let mut all = String::new();
-    let mut files: Vec<_> = std::fs::read_dir("data/sample").unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir("data/sample")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     for f in files {
         all.push_str(&std::fs::read_to_string(f).unwrap());
@@ -46,12 +57,24 @@ fn wordcount_on_the_bundled_sample_matches_a_reference_at_every_parallelism() {
     let expected = reference_counts(&all);
     for p in ["1", "2", "4"] {
         let out = dir.path().join(format!("counts-{p}.tsv"));
-        let o = weir(&["run", "wordcount", "--input", "data/sample", "--output", out.to_str().unwrap(), "--parallelism", p]);
+        let o = weir(&[
+            "run",
+            "wordcount",
+            "--input",
+            "data/sample",
+            "--output",
+            out.to_str().unwrap(),
+            "--parallelism",
+            p,
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(read_counts(&out), expected, "parallelism {p}");
         let summary = String::from_utf8_lossy(&o.stdout);
         assert!(summary.starts_with("wordcount: 25 lines"), "{summary}");
-        assert!(summary.contains(&format!("{} distinct words", expected.len())), "{summary}");
+        assert!(
+            summary.contains(&format!("{} distinct words", expected.len())),
+            "{summary}"
+        );
     }
 }
 
@@ -61,7 +84,14 @@ fn invalid_utf8_is_decoded_lossily_and_counted() {
     let input = dir.path().join("bad.txt");
     std::fs::write(&input, b"good line\nbad \xff\xfe bytes\nmore good\n").unwrap();
     let out = dir.path().join("out.tsv");
-    let o = weir(&["run", "wordcount", "--input", input.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    let o = weir(&[
+        "run",
+        "wordcount",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let counts = read_counts(&out);
     assert!(counts.contains(&("good".into(), 2)));
@@ -75,7 +105,14 @@ fn empty_input_gives_empty_output() {
     let input = dir.path().join("empty.txt");
     std::fs::write(&input, b"").unwrap();
     let out = dir.path().join("out.tsv");
-    let o = weir(&["run", "wordcount", "--input", input.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    let o = weir(&[
+        "run",
+        "wordcount",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&out).unwrap(), b"");
 }
@@ -88,9 +125,19 @@ fn a_glob_selects_the_input_files() {
     std::fs::write(dir.path().join("c.md"), "z").unwrap();
     let out = dir.path().join("out.tsv");
     let pattern = dir.path().join("*.txt");
-    let o = weir(&["run", "wordcount", "--input", pattern.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    let o = weir(&[
+        "run",
+        "wordcount",
+        "--input",
+        pattern.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(read_counts(&out), [("y".to_string(), 2), ("x".to_string(), 1)]);
+    assert_eq!(
+        read_counts(&out),
+        [("y".to_string(), 2), ("x".to_string(), 1)]
+    );
 }
 
 #[test]
@@ -99,14 +146,33 @@ fn bad_input_and_bad_flags_fail_with_one_line() {
     let out = dir.path().join("out.tsv");
     let out = out.to_str().unwrap();
 
-    let o = weir(&["run", "wordcount", "--input", "no/such/path", "--output", out]);
+    let o = weir(&[
+        "run",
+        "wordcount",
+        "--input",
+        "no/such/path",
+        "--output",
+        out,
+    ]);
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
     assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.contains("no/such/path") && e.contains("does not exist"), "{e}");
+    assert!(
+        e.contains("no/such/path") && e.contains("does not exist"),
+        "{e}"
+    );
     assert!(!Path::new(out).exists(), "nothing ran");
 
-    let o = weir(&["run", "wordcount", "--input", "data/sample", "--output", out, "--parallelism", "0"]);
+    let o = weir(&[
+        "run",
+        "wordcount",
+        "--input",
+        "data/sample",
+        "--output",
+        out,
+        "--parallelism",
+        "0",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--parallelism"));
 
@@ -121,7 +187,14 @@ fn bad_input_and_bad_flags_fail_with_one_line() {
     let blocker = dir.path().join("file");
     std::fs::write(&blocker, "").unwrap();
     let under_file = blocker.join("out.tsv");
-    let o = weir(&["run", "wordcount", "--input", "data/sample", "--output", under_file.to_str().unwrap()]);
+    let o = weir(&[
+        "run",
+        "wordcount",
+        "--input",
+        "data/sample",
+        "--output",
+        under_file.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("file"), "{}", stderr(&o));
 }
@@ -151,7 +224,14 @@ fn the_example_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("example.tsv");
     let o = Command::new(env!("CARGO"))
-        .args(["run", "--quiet", "--example", "wordcount", "--", "data/sample"])
+        .args([
+            "run",
+            "--quiet",
+            "--example",
+            "wordcount",
+            "--",
+            "data/sample",
+        ])
         .arg(&out)
         .output()
         .unwrap();

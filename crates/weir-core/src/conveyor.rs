@@ -72,7 +72,13 @@ pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     assert!(capacity > 0, "a conveyor needs a capacity of at least 1");
     let capacity = capacity.next_power_of_two();
     let (tx, rx) = rtrb::RingBuffer::new(capacity);
-    (Sender { inner: tx, capacity }, Receiver { inner: rx })
+    (
+        Sender {
+            inner: tx,
+            capacity,
+        },
+        Receiver { inner: rx },
+    )
 }
 
 impl<T> Sender<T> {
@@ -134,7 +140,10 @@ impl<T> Receiver<T> {
     /// Cost: one acquire load and one release store for the whole run, plus a move per item.
     pub fn drain_into(&mut self, out: &mut VecDeque<T>, limit: usize) -> Drained {
         let available = self.inner.slots().min(limit);
-        let mut drained = Drained { items: 0, signal: None };
+        let mut drained = Drained {
+            items: 0,
+            signal: None,
+        };
         if available == 0 {
             return drained;
         }
@@ -206,9 +215,21 @@ mod tests {
         tx.try_send(2).unwrap();
         let mut out = VecDeque::new();
         let d = rx.drain_into(&mut out, 10);
-        assert_eq!(d, Drained { items: 1, signal: Some(Signal::Watermark(Watermark(5))) });
+        assert_eq!(
+            d,
+            Drained {
+                items: 1,
+                signal: Some(Signal::Watermark(Watermark(5)))
+            }
+        );
         let d = rx.drain_into(&mut out, 10);
-        assert_eq!(d, Drained { items: 1, signal: None });
+        assert_eq!(
+            d,
+            Drained {
+                items: 1,
+                signal: None
+            }
+        );
         assert_eq!(out, [1, 2]);
     }
 

@@ -230,7 +230,10 @@ impl Edge {
 
     /// Routes each item by `key`, over 271 partitions mapped onto the consumer instances.
     /// The partition of a key is the same in every process and run (see `weir_partition`).
-    pub fn partitioned<T: Item, K: PartitionKey>(self, key: impl Fn(&T) -> K + Send + Sync + 'static) -> Self {
+    pub fn partitioned<T: Item, K: PartitionKey>(
+        self,
+        key: impl Fn(&T) -> K + Send + Sync + 'static,
+    ) -> Self {
         self.partitioned_with(Partitioner::default(), key)
     }
 
@@ -315,13 +318,20 @@ impl fmt::Debug for Dag {
 impl Dag {
     /// An empty DAG.
     pub fn new() -> Self {
-        Dag { id: NEXT_DAG_ID.fetch_add(1, Ordering::Relaxed), vertices: Vec::new(), edges: Vec::new() }
+        Dag {
+            id: NEXT_DAG_ID.fetch_add(1, Ordering::Relaxed),
+            vertices: Vec::new(),
+            edges: Vec::new(),
+        }
     }
 
     /// Adds a vertex.
     pub fn vertex(&mut self, vertex: Vertex) -> VertexId {
         self.vertices.push(vertex);
-        VertexId { dag: self.id, index: self.vertices.len() - 1 }
+        VertexId {
+            dag: self.id,
+            index: self.vertices.len() - 1,
+        }
     }
 
     /// Adds an edge. It is checked by [`validate`](Self::validate), not here.
@@ -341,7 +351,10 @@ impl Dag {
     }
 
     fn name_of(&self, id: VertexId) -> &str {
-        self.vertices.get(id.index).filter(|_| id.dag == self.id).map_or("?", |v| v.name.as_str())
+        self.vertices
+            .get(id.index)
+            .filter(|_| id.dag == self.id)
+            .map_or("?", |v| v.name.as_str())
     }
 
     fn describe(&self, e: &Edge) -> String {
@@ -364,10 +377,14 @@ impl Dag {
         let mut names = HashSet::new();
         for v in &self.vertices {
             if !names.insert(v.name.as_str()) {
-                return Err(DagError::DuplicateVertex { vertex: v.name.clone() });
+                return Err(DagError::DuplicateVertex {
+                    vertex: v.name.clone(),
+                });
             }
             if v.parallelism == Some(0) {
-                return Err(DagError::ZeroParallelism { vertex: v.name.clone() });
+                return Err(DagError::ZeroParallelism {
+                    vertex: v.name.clone(),
+                });
             }
         }
         let n = self.vertices.len();
@@ -376,10 +393,14 @@ impl Dag {
         for e in &self.edges {
             let inside = |id: VertexId| id.dag == self.id && id.index < n;
             if !inside(e.from) || !inside(e.to) {
-                return Err(DagError::DanglingEdge { edge: self.describe(e) });
+                return Err(DagError::DanglingEdge {
+                    edge: self.describe(e),
+                });
             }
             if e.distributed {
-                return Err(DagError::DistributedWithoutCluster { edge: self.describe(e) });
+                return Err(DagError::DistributedWithoutCluster {
+                    edge: self.describe(e),
+                });
             }
             outs[e.from.index].push(e.from_ordinal);
             ins[e.to.index].push(e.to_ordinal);
@@ -391,16 +412,22 @@ impl Dag {
         for e in &self.edges {
             let from = &self.vertices[e.from.index];
             let to = &self.vertices[e.to.index];
-            let produced = from.outputs.get(e.from_ordinal).ok_or_else(|| DagError::UndeclaredOrdinal {
-                vertex: from.name.clone(),
-                ordinal: e.from_ordinal,
-                direction: Direction::Output,
-            })?;
-            let expected = to.inputs.get(e.to_ordinal).ok_or_else(|| DagError::UndeclaredOrdinal {
-                vertex: to.name.clone(),
-                ordinal: e.to_ordinal,
-                direction: Direction::Input,
-            })?;
+            let produced =
+                from.outputs
+                    .get(e.from_ordinal)
+                    .ok_or_else(|| DagError::UndeclaredOrdinal {
+                        vertex: from.name.clone(),
+                        ordinal: e.from_ordinal,
+                        direction: Direction::Output,
+                    })?;
+            let expected =
+                to.inputs
+                    .get(e.to_ordinal)
+                    .ok_or_else(|| DagError::UndeclaredOrdinal {
+                        vertex: to.name.clone(),
+                        ordinal: e.to_ordinal,
+                        direction: Direction::Input,
+                    })?;
             if produced != expected {
                 return Err(DagError::TypeMismatch {
                     edge: self.describe(e),
@@ -430,15 +457,23 @@ impl Dag {
         let placed: HashSet<usize> = order.into_iter().collect();
         // Report a vertex that is on the cycle itself: follow edges among unplaced vertices
         // until one repeats.
-        let mut current = (0..self.vertices.len()).find(|i| !placed.contains(i)).unwrap_or(0);
+        let mut current = (0..self.vertices.len())
+            .find(|i| !placed.contains(i))
+            .unwrap_or(0);
         let mut seen = HashSet::new();
         while seen.insert(current) {
-            match self.edges.iter().find(|e| e.from.index == current && !placed.contains(&e.to.index)) {
+            match self
+                .edges
+                .iter()
+                .find(|e| e.from.index == current && !placed.contains(&e.to.index))
+            {
                 Some(e) => current = e.to.index,
                 None => break,
             }
         }
-        Err(DagError::Cycle { vertex: self.vertices[current].name.clone() })
+        Err(DagError::Cycle {
+            vertex: self.vertices[current].name.clone(),
+        })
     }
 
     /// Vertex indices in an order where every edge goes forward. Vertices on a cycle are left out.
@@ -466,7 +501,9 @@ impl Dag {
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         for v in &self.vertices {
-            let par = v.parallelism.map_or("default".to_string(), |p| p.to_string());
+            let par = v
+                .parallelism
+                .map_or("default".to_string(), |p| p.to_string());
             s.push_str(&format!("vertex '{}' (parallelism {par})\n", v.name));
         }
         for e in &self.edges {
@@ -486,7 +523,10 @@ impl Dag {
         let mut s = String::from("digraph dag {\n");
         for (i, v) in self.vertices.iter().enumerate() {
             let par = v.parallelism.map_or(String::new(), |p| format!(" [{p}]"));
-            s.push_str(&format!("  v{i} [label=\"{}{par}\"];\n", v.name.replace('"', "\\\"")));
+            s.push_str(&format!(
+                "  v{i} [label=\"{}{par}\"];\n",
+                v.name.replace('"', "\\\"")
+            ));
         }
         for e in &self.edges {
             s.push_str(&format!(
@@ -499,14 +539,26 @@ impl Dag {
     }
 }
 
-fn check_ordinals(vertex: &str, ordinals: &mut [usize], direction: Direction) -> Result<(), DagError> {
+fn check_ordinals(
+    vertex: &str,
+    ordinals: &mut [usize],
+    direction: Direction,
+) -> Result<(), DagError> {
     ordinals.sort_unstable();
     if let Some(pair) = ordinals.windows(2).find(|pair| pair[0] == pair[1]) {
-        return Err(DagError::DuplicateOrdinal { vertex: vertex.to_string(), ordinal: pair[0], direction });
+        return Err(DagError::DuplicateOrdinal {
+            vertex: vertex.to_string(),
+            ordinal: pair[0],
+            direction,
+        });
     }
     for (expected, &ordinal) in ordinals.iter().enumerate() {
         if ordinal != expected {
-            return Err(DagError::OrdinalGap { vertex: vertex.to_string(), missing: expected, direction });
+            return Err(DagError::OrdinalGap {
+                vertex: vertex.to_string(),
+                missing: expected,
+                direction,
+            });
         }
     }
     Ok(())
@@ -521,7 +573,9 @@ mod tests {
         Vertex::new(name, |_| IterSource::new(0..1u64)).emits::<u64>()
     }
     fn map(name: &str) -> Vertex {
-        Vertex::new(name, |_| MapP::new(|x: u64| x)).accepts::<u64>().emits::<u64>()
+        Vertex::new(name, |_| MapP::new(|x: u64| x))
+            .accepts::<u64>()
+            .emits::<u64>()
     }
     fn sink(name: &str) -> Vertex {
         Vertex::new(name, CollectSink::<u64>::supplier().0).accepts::<u64>()
@@ -573,7 +627,11 @@ mod tests {
         dag.edge(Edge::between(a, c)).edge(Edge::between(b, c));
         assert_eq!(
             dag.validate(),
-            Err(DagError::DuplicateOrdinal { vertex: "c".into(), ordinal: 0, direction: Direction::Input })
+            Err(DagError::DuplicateOrdinal {
+                vertex: "c".into(),
+                ordinal: 0,
+                direction: Direction::Input
+            })
         );
     }
 
@@ -583,24 +641,35 @@ mod tests {
         let a = dag.vertex(source("a"));
         let c = dag.vertex(sink("c"));
         dag.edge(Edge::between(a, c).to_ordinal(1));
-        assert!(matches!(dag.validate(), Err(DagError::OrdinalGap { missing: 0, .. })));
+        assert!(matches!(
+            dag.validate(),
+            Err(DagError::OrdinalGap { missing: 0, .. })
+        ));
     }
 
     #[test]
     fn zero_parallelism() {
         let mut dag = Dag::new();
         dag.vertex(source("a").local_parallelism(0));
-        assert_eq!(dag.validate(), Err(DagError::ZeroParallelism { vertex: "a".into() }));
+        assert_eq!(
+            dag.validate(),
+            Err(DagError::ZeroParallelism { vertex: "a".into() })
+        );
     }
 
     #[test]
     fn type_mismatch_names_the_edge_and_types() {
         let mut dag = Dag::new();
         let a = dag.vertex(source("a"));
-        let c = dag.vertex(Vertex::new("c", CollectSink::<String>::supplier().0).accepts::<String>());
+        let c =
+            dag.vertex(Vertex::new("c", CollectSink::<String>::supplier().0).accepts::<String>());
         dag.edge(Edge::between(a, c));
         match dag.validate() {
-            Err(DagError::TypeMismatch { edge, produced, expected }) => {
+            Err(DagError::TypeMismatch {
+                edge,
+                produced,
+                expected,
+            }) => {
                 assert_eq!(edge, "'a':0 -> 'c':0");
                 assert_eq!(produced, "u64");
                 assert!(expected.contains("String"));
@@ -624,7 +693,10 @@ mod tests {
         let a = dag.vertex(source("a"));
         let c = dag.vertex(sink("c"));
         dag.edge(Edge::between(a, c).distributed());
-        assert!(matches!(dag.validate(), Err(DagError::DistributedWithoutCluster { .. })));
+        assert!(matches!(
+            dag.validate(),
+            Err(DagError::DistributedWithoutCluster { .. })
+        ));
     }
 
     #[test]
@@ -635,7 +707,10 @@ mod tests {
         dag.edge(Edge::between(a, b));
         assert!(matches!(
             dag.validate(),
-            Err(DagError::UndeclaredOrdinal { direction: Direction::Input, .. })
+            Err(DagError::UndeclaredOrdinal {
+                direction: Direction::Input,
+                ..
+            })
         ));
     }
 }

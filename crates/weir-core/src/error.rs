@@ -64,7 +64,9 @@ pub enum DagError {
         direction: Direction,
     },
     /// A vertex's ordinals are not numbered `0..n`.
-    #[error("vertex '{vertex}' has no edge on {direction} ordinal {missing}, but one on a higher ordinal; ordinals must be 0..n")]
+    #[error(
+        "vertex '{vertex}' has no edge on {direction} ordinal {missing}, but one on a higher ordinal; ordinals must be 0..n"
+    )]
     OrdinalGap {
         /// The vertex.
         vertex: String,
@@ -110,7 +112,9 @@ pub enum DagError {
         to: usize,
     },
     /// A distributed edge was used, but this runtime has no cluster.
-    #[error("edge {edge} is distributed, but this job runs on a single member; distributed edges need a cluster")]
+    #[error(
+        "edge {edge} is distributed, but this job runs on a single member; distributed edges need a cluster"
+    )]
     DistributedWithoutCluster {
         /// The edge.
         edge: String,

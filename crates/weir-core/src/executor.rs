@@ -85,7 +85,12 @@ impl Drop for ExecutorInner {
                 t.unpark();
             }
         }
-        for h in self.handles.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for h in self
+            .handles
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             let _ = h.join();
         }
     }
@@ -100,7 +105,9 @@ pub struct Executor {
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Executor").field("workers", &self.inner.workers.len()).finish()
+        f.debug_struct("Executor")
+            .field("workers", &self.inner.workers.len())
+            .finish()
     }
 }
 
@@ -148,7 +155,9 @@ impl Executor {
     pub fn shared() -> Executor {
         static SHARED: OnceLock<Executor> = OnceLock::new();
         SHARED
-            .get_or_init(|| Executor::new(ExecutorConfig::default()).expect("cannot start the shared executor"))
+            .get_or_init(|| {
+                Executor::new(ExecutorConfig::default()).expect("cannot start the shared executor")
+            })
             .clone()
     }
 
@@ -175,22 +184,32 @@ impl Executor {
         let job = JobShared::new(config.name.clone(), tasklets.len(), metrics);
         for (tasklet, _) in tasklets {
             if tasklet.is_cooperative() {
-                let w = self.inner.next_worker.fetch_add(1, Ordering::Relaxed) % self.inner.workers.len();
+                let w = self.inner.next_worker.fetch_add(1, Ordering::Relaxed)
+                    % self.inner.workers.len();
                 let worker = &self.inner.workers[w];
                 worker
                     .incoming
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push(Scheduled { tasklet, job: Arc::clone(&job) });
+                    .push(Scheduled {
+                        tasklet,
+                        job: Arc::clone(&job),
+                    });
                 worker.has_incoming.store(true, Ordering::Release);
                 if let Some(t) = worker.thread.get() {
                     t.unpark();
                 }
             } else {
                 let name = format!("weir-blocking-{}-{}", tasklet.vertex(), tasklet.instance());
-                let scheduled = Scheduled { tasklet, job: Arc::clone(&job) };
+                let scheduled = Scheduled {
+                    tasklet,
+                    job: Arc::clone(&job),
+                };
                 let (min, max) = (self.inner.config.min_park, self.inner.config.max_park);
-                match thread::Builder::new().name(name).spawn(move || blocking_loop(scheduled, min, max)) {
+                match thread::Builder::new()
+                    .name(name)
+                    .spawn(move || blocking_loop(scheduled, min, max))
+                {
                     Ok(handle) => job.add_blocking_thread(handle),
                     Err(e) => {
                         job.fail(Error::Thread(e));
@@ -299,6 +318,9 @@ fn blocking_loop(mut s: Scheduled, min_park: Duration, max_park: Duration) {
     }
 }
 
+/// One vertex instance's output ports, by ordinal, filled in as the edges are wired.
+type PortSlots = Vec<Option<Box<dyn ErasedPort>>>;
+
 /// Turns a validated DAG into tasklets: one per vertex instance, with conveyors for every
 /// edge. Processors are created and initialised here, before anything runs.
 fn build_tasklets(
@@ -306,7 +328,11 @@ fn build_tasklets(
     config: &JobConfig,
     default_parallelism: usize,
 ) -> Result<Vec<(ProcessorTasklet, Arc<InstanceMetrics>)>> {
-    let parallelism: Vec<usize> = dag.vertices.iter().map(|v| v.parallelism.unwrap_or(default_parallelism)).collect();
+    let parallelism: Vec<usize> = dag
+        .vertices
+        .iter()
+        .map(|v| v.parallelism.unwrap_or(default_parallelism))
+        .collect();
     for e in &dag.edges {
         let (from, to) = (parallelism[e.from.index()], parallelism[e.to.index()]);
         if matches!(e.routing, Routing::Isolated) && from != to {
@@ -325,23 +351,32 @@ fn build_tasklets(
         }
     }
     // ports[vertex][instance][ordinal], streams[vertex][instance]
-    let mut ports: Vec<Vec<Vec<Option<Box<dyn ErasedPort>>>>> = Vec::new();
+    let mut ports: Vec<Vec<PortSlots>> = Vec::new();
     let mut streams: Vec<Vec<Vec<Box<dyn InboundStream>>>> = Vec::new();
     for (v, p) in parallelism.iter().enumerate() {
         let outputs = dag.edges.iter().filter(|e| e.from.index() == v).count();
-        ports.push((0..*p).map(|_| (0..outputs).map(|_| None).collect()).collect());
+        ports.push(
+            (0..*p)
+                .map(|_| (0..outputs).map(|_| None).collect())
+                .collect(),
+        );
         streams.push((0..*p).map(|_| Vec::new()).collect());
     }
     for e in &dag.edges {
         let (from, to) = (e.from.index(), e.to.index());
-        let item_type = dag.vertices[from].outputs.get(e.from_ordinal).expect("validated: output type declared");
+        let item_type = dag.vertices[from]
+            .outputs
+            .get(e.from_ordinal)
+            .expect("validated: output type declared");
         let (n_from, n_to) = (parallelism[from], parallelism[to]);
         let mut senders: Vec<Vec<ErasedEnd>> = (0..n_from).map(|_| Vec::new()).collect();
         let mut receivers: Vec<Vec<ErasedEnd>> = (0..n_to).map(|_| Vec::new()).collect();
         let pairs: Vec<(usize, usize)> = match e.routing {
             Routing::Isolated => (0..n_from).map(|i| (i, i)).collect(),
             Routing::AllToOne => (0..n_from).map(|i| (i, 0)).collect(),
-            _ => (0..n_from).flat_map(|i| (0..n_to).map(move |j| (i, j))).collect(),
+            _ => (0..n_from)
+                .flat_map(|i| (0..n_to).map(move |j| (i, j)))
+                .collect(),
         };
         for (i, j) in pairs {
             let (tx, rx) = item_type.conveyor(e.capacity);
@@ -367,26 +402,46 @@ fn build_tasklets(
     for (v, vertex) in dag.vertices.iter().enumerate() {
         let name: Arc<str> = Arc::from(vertex.name.as_str());
         let inputs = dag.edges.iter().filter(|e| e.to.index() == v).count();
-        for (i, (vertex_ports, vertex_streams)) in
-            std::mem::take(&mut ports[v]).into_iter().zip(std::mem::take(&mut streams[v])).enumerate()
+        for (i, (vertex_ports, vertex_streams)) in std::mem::take(&mut ports[v])
+            .into_iter()
+            .zip(std::mem::take(&mut streams[v]))
+            .enumerate()
         {
             let metrics = Arc::new(InstanceMetrics::new(Arc::clone(&name), i, inputs));
-            let ctx = ProcessorContext::for_instance(Arc::clone(&name), i, parallelism[v], Arc::clone(&metrics));
-            let mut processor = vertex.supplier.create(&ctx);
-            processor.init(&ctx).map_err(|source| Error::InitFailed { vertex: vertex.name.clone(), instance: i, source })?;
-            let inboxes = (0..inputs)
-                .map(|o| vertex.inputs.get(o).expect("validated: input type declared").inbox())
-                .collect();
-            let outbox = Outbox::new(vertex_ports.into_iter().map(|p| p.expect("validated: ordinals are 0..n")).collect());
-            let tasklet = ProcessorTasklet::new(
+            let ctx = ProcessorContext::for_instance(
                 Arc::clone(&name),
                 i,
+                parallelism[v],
+                Arc::clone(&metrics),
+            );
+            let mut processor = vertex.supplier.create(&ctx);
+            processor.init(&ctx).map_err(|source| Error::InitFailed {
+                vertex: vertex.name.clone(),
+                instance: i,
+                source,
+            })?;
+            let inboxes = (0..inputs)
+                .map(|o| {
+                    vertex
+                        .inputs
+                        .get(o)
+                        .expect("validated: input type declared")
+                        .inbox()
+                })
+                .collect();
+            let outbox = Outbox::new(
+                vertex_ports
+                    .into_iter()
+                    .map(|p| p.expect("validated: ordinals are 0..n"))
+                    .collect(),
+            );
+            let tasklet = ProcessorTasklet::new(
+                &ctx,
                 processor,
                 vertex_streams,
                 inboxes,
                 outbox,
                 config.inbox_batch,
-                Arc::clone(&metrics),
             );
             tasklets.push((tasklet, metrics));
         }

@@ -26,7 +26,7 @@ impl<T: Send + Clone + 'static> Item for T {}
 pub struct ItemType {
     id: TypeId,
     name: &'static str,
-    new_conveyor: fn(usize) -> (Box<dyn Any + Send>, Box<dyn Any + Send>),
+    new_conveyor: fn(usize) -> (ErasedEnd, ErasedEnd),
     new_inbox: fn() -> Inbox,
     new_port: fn(Vec<ErasedEnd>, ErasedRoute, usize) -> Box<dyn ErasedPort>,
     new_inbound: fn(Vec<ErasedEnd>, usize, i32) -> Box<dyn InboundStream>,
@@ -40,7 +40,10 @@ pub(crate) enum ErasedRoute {
     RoundRobin,
     Broadcast,
     /// `partition_fn` holds a `PartitionFn<T>`; `owners[p]` is the target of partition `p`.
-    Partitioned { partition_fn: std::sync::Arc<dyn Any + Send + Sync>, owners: std::sync::Arc<[u32]> },
+    Partitioned {
+        partition_fn: std::sync::Arc<dyn Any + Send + Sync>,
+        owners: std::sync::Arc<[u32]>,
+    },
 }
 
 fn new_conveyor<T: Item>(capacity: usize) -> (Box<dyn Any + Send>, Box<dyn Any + Send>) {
@@ -48,23 +51,36 @@ fn new_conveyor<T: Item>(capacity: usize) -> (Box<dyn Any + Send>, Box<dyn Any +
     (Box::new(tx), Box::new(rx))
 }
 
-fn new_port<T: Item>(senders: Vec<ErasedEnd>, route: ErasedRoute, batch_limit: usize) -> Box<dyn ErasedPort> {
+fn new_port<T: Item>(
+    senders: Vec<ErasedEnd>,
+    route: ErasedRoute,
+    batch_limit: usize,
+) -> Box<dyn ErasedPort> {
     let senders: Vec<Sender<T>> = senders.into_iter().map(downcast_end).collect();
     let route = match route {
         ErasedRoute::RoundRobin => Route::RoundRobin,
         ErasedRoute::Broadcast => Route::Broadcast,
-        ErasedRoute::Partitioned { partition_fn, owners } => {
+        ErasedRoute::Partitioned {
+            partition_fn,
+            owners,
+        } => {
             let Some(partition_of) = partition_fn.downcast_ref::<PartitionFn<T>>() else {
                 unreachable!("the partition function's type was validated with the DAG")
             };
             let partition_of = std::sync::Arc::clone(partition_of);
-            Route::Partitioned(std::sync::Arc::new(move |item: &T| owners[partition_of(item) as usize] as usize))
+            Route::Partitioned(std::sync::Arc::new(move |item: &T| {
+                owners[partition_of(item) as usize] as usize
+            }))
         }
     };
     Box::new(OutPort::new(senders, route, batch_limit))
 }
 
-fn new_inbound<T: Item>(receivers: Vec<ErasedEnd>, ordinal: usize, priority: i32) -> Box<dyn InboundStream> {
+fn new_inbound<T: Item>(
+    receivers: Vec<ErasedEnd>,
+    ordinal: usize,
+    priority: i32,
+) -> Box<dyn InboundStream> {
     let receivers: Vec<Receiver<T>> = receivers.into_iter().map(downcast_end).collect();
     Box::new(ConveyorStream::new(receivers, ordinal, priority))
 }
@@ -107,12 +123,22 @@ impl ItemType {
     }
 
     /// An output port over erased senders of this type.
-    pub(crate) fn port(&self, senders: Vec<ErasedEnd>, route: ErasedRoute, batch_limit: usize) -> Box<dyn ErasedPort> {
+    pub(crate) fn port(
+        &self,
+        senders: Vec<ErasedEnd>,
+        route: ErasedRoute,
+        batch_limit: usize,
+    ) -> Box<dyn ErasedPort> {
         (self.new_port)(senders, route, batch_limit)
     }
 
     /// An inbound stream over erased receivers of this type.
-    pub(crate) fn inbound(&self, receivers: Vec<ErasedEnd>, ordinal: usize, priority: i32) -> Box<dyn InboundStream> {
+    pub(crate) fn inbound(
+        &self,
+        receivers: Vec<ErasedEnd>,
+        ordinal: usize,
+        priority: i32,
+    ) -> Box<dyn InboundStream> {
         (self.new_inbound)(receivers, ordinal, priority)
     }
 }
@@ -147,4 +173,3 @@ pub(crate) fn downcast_end<E: 'static>(end: Box<dyn Any + Send>) -> E {
         ),
     }
 }
-

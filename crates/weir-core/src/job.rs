@@ -74,7 +74,11 @@ pub(crate) struct JobShared {
 }
 
 impl JobShared {
-    pub(crate) fn new(name: String, tasklets: usize, metrics: Vec<Arc<InstanceMetrics>>) -> Arc<Self> {
+    pub(crate) fn new(
+        name: String,
+        tasklets: usize,
+        metrics: Vec<Arc<InstanceMetrics>>,
+    ) -> Arc<Self> {
         Arc::new(JobShared {
             id: NEXT_JOB_ID.fetch_add(1, Ordering::Relaxed),
             name,
@@ -130,7 +134,10 @@ impl JobShared {
     }
 
     pub(crate) fn add_blocking_thread(&self, handle: JoinHandle<()>) {
-        self.blocking_threads.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
+        self.blocking_threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(handle);
     }
 }
 
@@ -182,7 +189,9 @@ impl Job {
 
     /// A cloneable handle that can cancel this job.
     pub fn cancel_handle(&self) -> CancelHandle {
-        CancelHandle { shared: Arc::clone(&self.shared) }
+        CancelHandle {
+            shared: Arc::clone(&self.shared),
+        }
     }
 
     /// A copy of every processor instance's counters, in vertex order.
@@ -216,12 +225,22 @@ impl Job {
     pub fn join(self) -> Result<(), Error> {
         let mut outcome = self.shared.lock();
         while !outcome.status.is_terminal() {
-            outcome = self.shared.finished.wait(outcome).unwrap_or_else(|e| e.into_inner());
+            outcome = self
+                .shared
+                .finished
+                .wait(outcome)
+                .unwrap_or_else(|e| e.into_inner());
         }
         let status = outcome.status;
         let error = outcome.error.take();
         drop(outcome);
-        let threads = std::mem::take(&mut *self.shared.blocking_threads.lock().unwrap_or_else(|e| e.into_inner()));
+        let threads = std::mem::take(
+            &mut *self
+                .shared
+                .blocking_threads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         for t in threads {
             let _ = t.join();
         }
@@ -235,6 +254,10 @@ impl Job {
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job").field("id", &self.id()).field("name", &self.name()).field("status", &self.status()).finish()
+        f.debug_struct("Job")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("status", &self.status())
+            .finish()
     }
 }

@@ -76,7 +76,14 @@ impl InstanceMetrics {
         c
     }
 
-    pub(crate) fn record_call(&self, items_in: u64, items_out: u64, refusals: u64, elapsed: Duration, progress: bool) {
+    pub(crate) fn record_call(
+        &self,
+        items_in: u64,
+        items_out: u64,
+        refusals: u64,
+        elapsed: Duration,
+        progress: bool,
+    ) {
         if items_in > 0 {
             self.items_in.fetch_add(items_in, Ordering::Relaxed);
         }
@@ -108,7 +115,11 @@ impl InstanceMetrics {
             backpressure_refusals: self.refusals.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
             idle: Duration::from_nanos(self.idle_ns.load(Ordering::Relaxed)),
-            queue_fill: self.queue_fill.iter().map(|f| f.load(Ordering::Relaxed)).collect(),
+            queue_fill: self
+                .queue_fill
+                .iter()
+                .map(|f| f.load(Ordering::Relaxed))
+                .collect(),
             counters: self
                 .user
                 .lock()
@@ -146,6 +157,9 @@ pub struct MetricsSnapshot {
 impl MetricsSnapshot {
     /// The value of the processor counter `name`, or 0.
     pub fn counter(&self, name: &str) -> u64 {
-        self.counters.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
+        self.counters
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, v)| *v)
     }
 }

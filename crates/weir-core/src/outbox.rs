@@ -217,7 +217,10 @@ pub struct Outbox {
 
 impl Outbox {
     pub(crate) fn new(ports: Vec<Box<dyn ErasedPort>>) -> Self {
-        Outbox { ports, progress_reported: false }
+        Outbox {
+            ports,
+            progress_reported: false,
+        }
     }
 
     /// Tells the runtime that this call did useful work although it emitted nothing and took
@@ -241,7 +244,11 @@ impl Outbox {
         let mut drains = Vec::new();
         for _ in 0..ordinals {
             let (tx, rx) = conveyor::channel::<T>(capacity);
-            ports.push(Box::new(OutPort::new(vec![tx], Route::RoundRobin, usize::MAX)));
+            ports.push(Box::new(OutPort::new(
+                vec![tx],
+                Route::RoundRobin,
+                usize::MAX,
+            )));
             drains.push(TestDrain { rx });
         }
         (Outbox::new(ports), drains)
@@ -338,7 +345,9 @@ impl Outbox {
 
 impl std::fmt::Debug for Outbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Outbox").field("ordinals", &self.ports.len()).finish()
+        f.debug_struct("Outbox")
+            .field("ordinals", &self.ports.len())
+            .finish()
     }
 }
 
@@ -369,7 +378,12 @@ impl<T> TestDrain<T> {
 mod tests {
     use super::*;
 
-    fn port(targets: usize, cap: usize, route: Route<u32>, limit: usize) -> (OutPort<u32>, Vec<Receiver<u32>>) {
+    fn port(
+        targets: usize,
+        cap: usize,
+        route: Route<u32>,
+        limit: usize,
+    ) -> (OutPort<u32>, Vec<Receiver<u32>>) {
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..targets).map(|_| conveyor::channel(cap)).unzip();
         (OutPort::new(txs, route, limit), rxs)
     }
@@ -413,7 +427,12 @@ mod tests {
 
     #[test]
     fn partitioned_routes_by_key() {
-        let (mut p, mut rxs) = port(2, 8, Route::Partitioned(Arc::new(|x: &u32| (*x % 2) as usize)), 100);
+        let (mut p, mut rxs) = port(
+            2,
+            8,
+            Route::Partitioned(Arc::new(|x: &u32| (*x % 2) as usize)),
+            100,
+        );
         for i in 0..4 {
             p.offer(i).unwrap();
         }

@@ -60,7 +60,12 @@ pub trait Processor: Send + 'static {
     /// the inbox (when the outbox is full); they are offered again on the next call.
     ///
     /// Must return promptly and never block.
-    fn process(&mut self, _ordinal: usize, _inbox: &mut Inbox, _outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        _inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         Ok(())
     }
 
@@ -73,7 +78,11 @@ pub trait Processor: Send + 'static {
     /// The coalesced input watermark advanced to `wm`. Returns true when done with it; false
     /// to be called again with the same watermark (for example when the outbox is full).
     /// The default forwards it to every output.
-    fn try_process_watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
         Ok(outbox.offer_watermark(wm))
     }
 
@@ -115,13 +124,22 @@ impl Processor for Box<dyn Processor> {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         (**self).init(ctx)
     }
-    fn process(&mut self, ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        ordinal: usize,
+        inbox: &mut Inbox,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         (**self).process(ordinal, inbox, outbox)
     }
     fn try_process(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         (**self).try_process(outbox)
     }
-    fn try_process_watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
         (**self).try_process_watermark(wm, outbox)
     }
     fn complete_edge(&mut self, ordinal: usize, outbox: &mut Outbox) -> ProcessorResult<bool> {
@@ -159,7 +177,11 @@ impl ProcessorContext {
     /// A context; the runtime builds these, tests may too.
     pub fn new(vertex: &str, local_index: usize, local_parallelism: usize, inputs: usize) -> Self {
         let vertex: Arc<str> = Arc::from(vertex);
-        let metrics = Arc::new(InstanceMetrics::new(Arc::clone(&vertex), local_index, inputs));
+        let metrics = Arc::new(InstanceMetrics::new(
+            Arc::clone(&vertex),
+            local_index,
+            inputs,
+        ));
         ProcessorContext {
             vertex,
             global_index: local_index,
@@ -184,6 +206,10 @@ impl ProcessorContext {
             total_parallelism: local_parallelism,
             metrics,
         }
+    }
+
+    pub(crate) fn vertex_arc(&self) -> Arc<str> {
+        Arc::clone(&self.vertex)
     }
 
     /// The vertex name.

@@ -24,7 +24,10 @@ pub struct IterSource<I: Iterator> {
 impl<I: Iterator> IterSource<I> {
     /// A source over `iter`.
     pub fn new(iter: impl IntoIterator<IntoIter = I>) -> Self {
-        IterSource { iter: iter.into_iter(), pending: None }
+        IterSource {
+            iter: iter.into_iter(),
+            pending: None,
+        }
     }
 }
 
@@ -55,12 +58,21 @@ pub struct MapP<T, R, F> {
 impl<T, R, F: FnMut(T) -> R> MapP<T, R, F> {
     /// A map processor.
     pub fn new(f: F) -> Self {
-        MapP { f, pending: None, _types: PhantomData }
+        MapP {
+            f,
+            pending: None,
+            _types: PhantomData,
+        }
     }
 }
 
 impl<T: Item, R: Item, F: FnMut(T) -> R + Send + 'static> Processor for MapP<T, R, F> {
-    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         let items = inbox.items::<T>();
         let port = outbox.port::<R>(0);
         loop {
@@ -101,12 +113,20 @@ pub struct FilterP<T, F> {
 impl<T, F: FnMut(&T) -> bool> FilterP<T, F> {
     /// A filter processor.
     pub fn new(f: F) -> Self {
-        FilterP { f, _types: PhantomData }
+        FilterP {
+            f,
+            _types: PhantomData,
+        }
     }
 }
 
 impl<T: Item, F: FnMut(&T) -> bool + Send + 'static> Processor for FilterP<T, F> {
-    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         let items = inbox.items::<T>();
         let port = outbox.port::<T>(0);
         while let Some(item) = items.front() {
@@ -134,15 +154,29 @@ pub struct CollectSink<T> {
 impl<T: Item> CollectSink<T> {
     /// A supplier whose instances all append to the returned `Vec`. Takes the lock once per
     /// inbox batch.
-    pub fn supplier() -> (impl Fn(&ProcessorContext) -> CollectSink<T> + Send + Sync + 'static, Arc<Mutex<Vec<T>>>) {
+    #[allow(clippy::type_complexity)] // the supplier is an unnameable closure
+    pub fn supplier() -> (
+        impl Fn(&ProcessorContext) -> CollectSink<T> + Send + Sync + 'static,
+        Arc<Mutex<Vec<T>>>,
+    ) {
         let target = Arc::new(Mutex::new(Vec::new()));
         let handle = Arc::clone(&target);
-        (move |_: &ProcessorContext| CollectSink { target: Arc::clone(&target) }, handle)
+        (
+            move |_: &ProcessorContext| CollectSink {
+                target: Arc::clone(&target),
+            },
+            handle,
+        )
     }
 }
 
 impl<T: Item> Processor for CollectSink<T> {
-    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, _outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         let mut target = self.target.lock().unwrap_or_else(|e| e.into_inner());
         target.extend(inbox.items::<T>().drain(..));
         Ok(())
@@ -157,15 +191,30 @@ pub struct CountSink<T> {
 
 impl<T: Item> CountSink<T> {
     /// A supplier whose instances all add to the returned counter, once per batch.
-    pub fn supplier() -> (impl Fn(&ProcessorContext) -> CountSink<T> + Send + Sync + 'static, Arc<AtomicU64>) {
+    #[allow(clippy::type_complexity)] // the supplier is an unnameable closure
+    pub fn supplier() -> (
+        impl Fn(&ProcessorContext) -> CountSink<T> + Send + Sync + 'static,
+        Arc<AtomicU64>,
+    ) {
         let count = Arc::new(AtomicU64::new(0));
         let handle = Arc::clone(&count);
-        (move |_: &ProcessorContext| CountSink { count: Arc::clone(&count), _types: PhantomData }, handle)
+        (
+            move |_: &ProcessorContext| CountSink {
+                count: Arc::clone(&count),
+                _types: PhantomData,
+            },
+            handle,
+        )
     }
 }
 
 impl<T: Item> Processor for CountSink<T> {
-    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, _outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         let items = inbox.items::<T>();
         self.count.fetch_add(items.len() as u64, Ordering::Relaxed);
         items.clear();
@@ -192,15 +241,17 @@ mod tests {
 
     #[test]
     fn filter() {
-        verify_processor(|_| FilterP::new(|x: &u32| x % 3 == 0))
+        verify_processor(|_| FilterP::new(|x: &u32| x.is_multiple_of(3)))
             .input((0..30u32).collect())
-            .expect_output((0..30u32).filter(|x| x % 3 == 0).collect());
+            .expect_output((0..30u32).filter(|x| x.is_multiple_of(3)).collect());
     }
 
     #[test]
     fn collect_sink() {
         let (supplier, target) = CollectSink::<u32>::supplier();
-        verify_processor(supplier).input((0..10u32).collect()).expect_output::<()>(vec![]);
+        verify_processor(supplier)
+            .input((0..10u32).collect())
+            .expect_output::<()>(vec![]);
         // Four runs of the harness, each collecting all ten.
         assert_eq!(target.lock().unwrap().len(), 40);
     }
@@ -208,7 +259,9 @@ mod tests {
     #[test]
     fn count_sink() {
         let (supplier, count) = CountSink::<u32>::supplier();
-        verify_processor(supplier).input((0..10u32).collect()).expect_output::<()>(vec![]);
+        verify_processor(supplier)
+            .input((0..10u32).collect())
+            .expect_output::<()>(vec![]);
         assert_eq!(count.load(Ordering::Relaxed), 40);
     }
 }

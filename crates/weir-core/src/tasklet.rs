@@ -20,7 +20,7 @@ use crate::inbox::Inbox;
 use crate::item::Item;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
-use crate::processor::Processor;
+use crate::processor::{Processor, ProcessorContext};
 use crate::watermark::{Watermark, WatermarkCoalescer};
 
 /// What one tasklet call achieved.
@@ -177,15 +177,18 @@ pub(crate) struct ProcessorTasklet {
 
 impl ProcessorTasklet {
     pub(crate) fn new(
-        vertex: Arc<str>,
-        instance: usize,
+        ctx: &ProcessorContext,
         processor: Box<dyn Processor>,
         mut streams: Vec<Box<dyn InboundStream>>,
         inboxes: Vec<Inbox>,
         outbox: Outbox,
         inbox_limit: usize,
-        metrics: Arc<InstanceMetrics>,
     ) -> Self {
+        let (vertex, instance, metrics) = (
+            ctx.vertex_arc(),
+            ctx.global_index(),
+            Arc::clone(ctx.metrics()),
+        );
         streams.sort_by_key(|s| (s.priority(), s.ordinal()));
         let n = streams.len();
         let cooperative = processor.is_cooperative();
@@ -266,7 +269,9 @@ impl ProcessorTasklet {
     }
 
     fn process_active(&mut self) -> ProcessorResult<(bool, bool)> {
-        let Some(s) = self.active else { return Ok((false, true)) };
+        let Some(s) = self.active else {
+            return Ok((false, true));
+        };
         let ordinal = self.streams[s].ordinal();
         let inbox = &mut self.inboxes[ordinal];
         let before = inbox.len();

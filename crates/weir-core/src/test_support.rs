@@ -61,7 +61,9 @@ impl<T: Item> Feed for TypedFeed<T> {
         Inbox::of::<T>()
     }
     fn fill(&self, inbox: &mut Inbox, from: usize, n: usize) {
-        inbox.items::<T>().extend(self.0[from..from + n].iter().cloned());
+        inbox
+            .items::<T>()
+            .extend(self.0[from..from + n].iter().cloned());
     }
 }
 
@@ -131,7 +133,10 @@ impl<S: ProcessorSupplier> Verifier<S> {
 
     fn check<O: Item + PartialEq + Debug>(self, expected: Vec<O>, ordered: bool) {
         for (i, actual) in self.run::<O>().into_iter().enumerate() {
-            let (cap, batch) = (if i < 2 { 1 } else { 1024 }, if i % 2 == 0 { "1" } else { "all" });
+            let (cap, batch) = (
+                if i < 2 { 1 } else { 1024 },
+                if i % 2 == 0 { "1" } else { "all" },
+            );
             let context = format!("outbox capacity {cap}, inbox batch {batch}");
             if ordered {
                 assert_eq!(actual, expected, "output differs ({context})");
@@ -142,10 +147,15 @@ impl<S: ProcessorSupplier> Verifier<S> {
                         Some(p) => {
                             missing.swap_remove(p);
                         }
-                        None => panic!("unexpected output item {item:?} ({context})\nactual: {actual:?}"),
+                        None => panic!(
+                            "unexpected output item {item:?} ({context})\nactual: {actual:?}"
+                        ),
                     }
                 }
-                assert!(missing.is_empty(), "missing output items {missing:?} ({context})");
+                assert!(
+                    missing.is_empty(),
+                    "missing output items {missing:?} ({context})"
+                );
             }
         }
     }
@@ -156,7 +166,10 @@ impl<S: ProcessorSupplier> Verifier<S> {
         let elapsed = start.elapsed();
         if cooperative && elapsed > self.time_limit {
             self.slow_calls += 1;
-            eprintln!("weir test harness: cooperative {what}() took {elapsed:?}, over {:?}", self.time_limit);
+            eprintln!(
+                "weir test harness: cooperative {what}() took {elapsed:?}, over {:?}",
+                self.time_limit
+            );
         }
         r
     }
@@ -164,7 +177,8 @@ impl<S: ProcessorSupplier> Verifier<S> {
     fn run_once<O: Item>(&mut self, capacity: usize, batch: usize) -> Vec<O> {
         let ctx = ProcessorContext::new("verified", 0, 1, self.inputs.len());
         let mut p = self.supplier.create(&ctx);
-        p.init(&ctx).unwrap_or_else(|e| panic!("init() failed: {e}"));
+        p.init(&ctx)
+            .unwrap_or_else(|e| panic!("init() failed: {e}"));
         let cooperative = p.is_cooperative();
         let (mut outbox, mut drains) = Outbox::for_test::<O>(1, capacity);
         let mut output = Vec::new();
@@ -183,26 +197,50 @@ impl<S: ProcessorSupplier> Verifier<S> {
                 }
                 outbox.begin_call();
                 let before = inbox.len();
-                self.timed("process", || p.process(ordinal, &mut inbox, &mut outbox), cooperative)
-                    .unwrap_or_else(|e| panic!("process() failed: {e}"));
+                self.timed(
+                    "process",
+                    || p.process(ordinal, &mut inbox, &mut outbox),
+                    cooperative,
+                )
+                .unwrap_or_else(|e| panic!("process() failed: {e}"));
                 let consumed = before - inbox.len();
                 if self.assert_progress && consumed == 0 && !outbox.progress_in_call() {
-                    panic!("process() on ordinal {ordinal} took no item and emitted nothing, though the outbox had room");
+                    panic!(
+                        "process() on ordinal {ordinal} took no item and emitted nothing, though the outbox had room"
+                    );
                 }
                 if !outbox.has_room_all() {
                     // Called again with a full outbox, the processor must keep its place.
                     outbox.begin_call();
-                    self.timed("process", || p.process(ordinal, &mut inbox, &mut outbox), cooperative)
-                        .unwrap_or_else(|e| panic!("process() with a full outbox failed: {e}"));
+                    self.timed(
+                        "process",
+                        || p.process(ordinal, &mut inbox, &mut outbox),
+                        cooperative,
+                    )
+                    .unwrap_or_else(|e| panic!("process() with a full outbox failed: {e}"));
                 }
                 output.extend(drains[0].drain());
             }
-            self.drive("complete_edge", &mut p, &mut outbox, &mut drains[0], &mut output, cooperative, |p, o| {
-                p.complete_edge(ordinal, o)
-            });
+            self.drive(
+                "complete_edge",
+                &mut p,
+                &mut outbox,
+                &mut drains[0],
+                &mut output,
+                cooperative,
+                |p, o| p.complete_edge(ordinal, o),
+            );
         }
         self.inputs = inputs;
-        self.drive("complete", &mut p, &mut outbox, &mut drains[0], &mut output, cooperative, |p, o| p.complete(o));
+        self.drive(
+            "complete",
+            &mut p,
+            &mut outbox,
+            &mut drains[0],
+            &mut output,
+            cooperative,
+            |p, o| p.complete(o),
+        );
         p.close().unwrap_or_else(|e| panic!("close() failed: {e}"));
         output
     }
@@ -216,7 +254,10 @@ impl<S: ProcessorSupplier> Verifier<S> {
         drain: &mut crate::outbox::TestDrain<O>,
         output: &mut Vec<O>,
         cooperative: bool,
-        mut call: impl FnMut(&mut Box<dyn Processor>, &mut Outbox) -> crate::error::ProcessorResult<bool>,
+        mut call: impl FnMut(
+            &mut Box<dyn Processor>,
+            &mut Outbox,
+        ) -> crate::error::ProcessorResult<bool>,
     ) {
         loop {
             outbox.begin_call();
@@ -229,7 +270,9 @@ impl<S: ProcessorSupplier> Verifier<S> {
                 return;
             }
             if self.assert_progress && !progressed {
-                panic!("{what}() returned false but emitted nothing and reported no progress, though the outbox had room");
+                panic!(
+                    "{what}() returned false but emitted nothing and reported no progress, though the outbox had room"
+                );
             }
         }
     }

@@ -50,7 +50,11 @@ pub trait Traverser {
     where
         Self: Sized,
     {
-        FlatMap { inner: self, current: None, f }
+        FlatMap {
+            inner: self,
+            current: None,
+            f,
+        }
     }
 
     /// Yields `item` after this traverser is exhausted.
@@ -58,7 +62,10 @@ pub trait Traverser {
     where
         Self: Sized,
     {
-        Append { inner: self, last: Some(item) }
+        Append {
+            inner: self,
+            last: Some(item),
+        }
     }
 
     /// Runs `action` once, the first time this traverser returns `None`.
@@ -66,7 +73,10 @@ pub trait Traverser {
     where
         Self: Sized,
     {
-        OnFirstNull { inner: self, action: Some(action) }
+        OnFirstNull {
+            inner: self,
+            action: Some(action),
+        }
     }
 
     /// Adapts the traverser into an [`Iterator`].
@@ -216,7 +226,10 @@ pub struct Resumable<T: Traverser> {
 impl<T: Traverser> Resumable<T> {
     /// Wraps `inner`.
     pub fn new(inner: T) -> Self {
-        Resumable { inner, pending: None }
+        Resumable {
+            inner,
+            pending: None,
+        }
     }
 
     /// Puts `item` back; the next `next()` returns it.
@@ -224,7 +237,10 @@ impl<T: Traverser> Resumable<T> {
     /// # Panics
     /// If an item is already waiting: only one can be put back.
     pub fn push_back(&mut self, item: T::Item) {
-        assert!(self.pending.is_none(), "Resumable holds one pushed-back item at most");
+        assert!(
+            self.pending.is_none(),
+            "Resumable holds one pushed-back item at most"
+        );
         self.pending = Some(item);
     }
 

@@ -185,7 +185,9 @@ pub struct Partitioner {
 
 impl Default for Partitioner {
     fn default() -> Self {
-        Self { count: DEFAULT_PARTITION_COUNT }
+        Self {
+            count: DEFAULT_PARTITION_COUNT,
+        }
     }
 }
 
@@ -223,7 +225,9 @@ impl Partitioner {
     /// If `owners` is zero.
     pub fn owner_table(&self, owners: usize) -> Vec<u32> {
         assert!(owners > 0, "at least one owner is needed");
-        (0..self.count).map(|p| (p as usize % owners) as u32).collect()
+        (0..self.count)
+            .map(|p| (p as usize % owners) as u32)
+            .collect()
     }
 }
 

@@ -162,7 +162,11 @@ where
         acc.1 += other.1;
     }
     fn finish(&self, acc: (u64, f64)) -> f64 {
-        if acc.0 == 0 { f64::NAN } else { acc.1 / acc.0 as f64 }
+        if acc.0 == 0 {
+            f64::NAN
+        } else {
+            acc.1 / acc.0 as f64
+        }
     }
     fn has_deduct(&self) -> bool {
         true
@@ -182,12 +186,20 @@ pub struct Extreme<F, K> {
 
 /// The item with the smallest `key(item)` (the first one on ties), or `None` for no items.
 pub fn min_by<T, K: Ord, F: Fn(&T) -> K + Send + Sync + 'static>(key: F) -> Extreme<F, K> {
-    Extreme { key, keep_greater: false, _k: PhantomData }
+    Extreme {
+        key,
+        keep_greater: false,
+        _k: PhantomData,
+    }
 }
 
 /// The item with the largest `key(item)` (the first one on ties), or `None` for no items.
 pub fn max_by<T, K: Ord, F: Fn(&T) -> K + Send + Sync + 'static>(key: F) -> Extreme<F, K> {
-    Extreme { key, keep_greater: true, _k: PhantomData }
+    Extreme {
+        key,
+        keep_greater: true,
+        _k: PhantomData,
+    }
 }
 
 impl<F, K> Extreme<F, K> {
@@ -294,7 +306,11 @@ pub struct TopN<F, K> {
 
 /// The `n` items with the largest `key(item)`, largest first. Ties keep the earlier item.
 pub fn top_n<T, K: Ord, F: Fn(&T) -> K + Send + Sync + 'static>(n: usize, key: F) -> TopN<F, K> {
-    TopN { n, key, _k: PhantomData }
+    TopN {
+        n,
+        key,
+        _k: PhantomData,
+    }
 }
 
 impl<F, K: Ord> TopN<F, K> {
@@ -382,8 +398,11 @@ pub struct Custom<C, Acc, Com, Fin, A> {
     accumulate: Acc,
     combine: Com,
     finish: Fin,
-    deduct: Option<Box<dyn Fn(&mut A, &A) + Send + Sync>>,
+    deduct: Option<DeductFn<A>>,
 }
+
+/// The optional inverse of `combine` of a [`Custom`] operation.
+type DeductFn<A> = Box<dyn Fn(&mut A, &A) + Send + Sync>;
 
 /// An operation from its primitives: `create` an accumulator `A`, `accumulate` an item into it,
 /// `combine` two accumulators, `finish` into the result.
@@ -399,7 +418,13 @@ where
     Com: Fn(&mut A, A) + Send + Sync + 'static,
     Fin: Fn(A) -> R + Send + Sync + 'static,
 {
-    Custom { create, accumulate, combine, finish, deduct: None }
+    Custom {
+        create,
+        accumulate,
+        combine,
+        finish,
+        deduct: None,
+    }
 }
 
 impl<C, Acc, Com, Fin, A> Custom<C, Acc, Com, Fin, A> {
@@ -459,11 +484,26 @@ mod tests {
     #[test]
     fn builtins() {
         let xs = [5i64, 3, 9, 1];
-        assert_eq!(AggregateOperation::<i64>::finish(&counting(), fold(&counting(), &xs)), 4);
-        assert_eq!(summing(|x: &i64| *x).finish(fold(&summing(|x: &i64| *x), &xs)), 18);
-        assert_eq!(min_by(|x: &i64| *x).finish(fold(&min_by(|x: &i64| *x), &xs)), Some(1));
-        assert_eq!(max_by(|x: &i64| *x).finish(fold(&max_by(|x: &i64| *x), &xs)), Some(9));
-        assert_eq!(top_n(2, |x: &i64| *x).finish(fold(&top_n(2, |x: &i64| *x), &xs)), vec![9, 5]);
+        assert_eq!(
+            AggregateOperation::<i64>::finish(&counting(), fold(&counting(), &xs)),
+            4
+        );
+        assert_eq!(
+            summing(|x: &i64| *x).finish(fold(&summing(|x: &i64| *x), &xs)),
+            18
+        );
+        assert_eq!(
+            min_by(|x: &i64| *x).finish(fold(&min_by(|x: &i64| *x), &xs)),
+            Some(1)
+        );
+        assert_eq!(
+            max_by(|x: &i64| *x).finish(fold(&max_by(|x: &i64| *x), &xs)),
+            Some(9)
+        );
+        assert_eq!(
+            top_n(2, |x: &i64| *x).finish(fold(&top_n(2, |x: &i64| *x), &xs)),
+            vec![9, 5]
+        );
         assert_eq!(ToList.finish(fold(&ToList, &xs)), xs.to_vec());
         assert_eq!(ToSet.finish(fold(&ToSet, &[1, 1, 2])).len(), 2);
         assert!(averaging(|x: &i64| *x as f64).finish((0, 0.0)).is_nan());
@@ -471,8 +511,13 @@ mod tests {
 
     #[test]
     fn custom_with_deduct() {
-        let op = aggregate_operation(|| 0i64, |a: &mut i64, x: &i64| *a += x, |a, b| *a += b, |a| a * 2)
-            .with_deduct(|a, b| *a -= b);
+        let op = aggregate_operation(
+            || 0i64,
+            |a: &mut i64, x: &i64| *a += x,
+            |a, b| *a += b,
+            |a| a * 2,
+        )
+        .with_deduct(|a, b| *a -= b);
         let mut acc = fold(&op, &[1, 2, 3]);
         assert!(op.has_deduct());
         op.deduct(&mut acc, &2);

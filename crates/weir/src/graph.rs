@@ -41,18 +41,31 @@ fn emit_terminal<T: Item>() -> ErasedLink {
 
 impl StageType {
     pub(crate) fn of<T: Item>() -> Self {
-        StageType { item: ItemType::of::<T>(), inbox_head: inbox_head::<T>, emit: emit_terminal::<T> }
+        StageType {
+            item: ItemType::of::<T>(),
+            inbox_head: inbox_head::<T>,
+            emit: emit_terminal::<T>,
+        }
     }
 }
 
 pub(crate) enum NodeKind {
-    Source { head: SourceHeadFactory },
+    Source {
+        head: SourceHeadFactory,
+    },
     /// A stateless (or per-instance stateful) transform: fusable.
-    Transform { wrap: WrapFn },
+    Transform {
+        wrap: WrapFn,
+    },
     /// A transform with per-key state: its input must be partitioned by key.
-    Keyed { wrap: WrapFn, route: RouteFn },
+    Keyed {
+        wrap: WrapFn,
+        route: RouteFn,
+    },
     /// A vertex boundary: round-robin, or by key.
-    Rebalance { route: Option<RouteFn> },
+    Rebalance {
+        route: Option<RouteFn>,
+    },
     Merge,
     Aggregate {
         accumulate: TerminalFn,
@@ -61,9 +74,15 @@ pub(crate) enum NodeKind {
         route: Option<RouteFn>,
         combine: HeadFn,
     },
-    Join { head: HeadFn },
-    Sort { head: HeadFn },
-    Sink { terminal: SinkTerminalFactory },
+    Join {
+        head: HeadFn,
+    },
+    Sort {
+        head: HeadFn,
+    },
+    Sink {
+        terminal: SinkTerminalFactory,
+    },
 }
 
 pub(crate) struct Node {
@@ -83,7 +102,10 @@ pub(crate) struct Graph {
 
 impl Graph {
     pub(crate) fn new() -> Self {
-        Graph { nodes: Vec::new(), errors: Vec::new() }
+        Graph {
+            nodes: Vec::new(),
+            errors: Vec::new(),
+        }
     }
 
     pub(crate) fn add(&mut self, node: Node) -> NodeId {

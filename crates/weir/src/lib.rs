@@ -51,7 +51,9 @@ pub use pipeline::{BatchStage, JoinClause, KeyedBatchStage, Pipeline, join_on};
 pub use sinks::{Sink, SinkWriter};
 pub use sources::{BatchSource, SourceReader};
 pub use weir_core as core;
-pub use weir_core::{BoxError, Executor, ExecutorConfig, Item, Job, JobConfig, JobStatus, ProcessorContext};
+pub use weir_core::{
+    BoxError, Executor, ExecutorConfig, Item, Job, JobConfig, JobStatus, ProcessorContext,
+};
 
 /// What most pipelines need: `use weir::prelude::*;`.
 pub mod prelude {

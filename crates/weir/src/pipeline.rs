@@ -34,10 +34,12 @@ use weir_core::{Dag, Edge, Executor, Item, Job, JobConfig, PartitionKey};
 use crate::aggregate::AggregateOperation;
 use crate::error::{Error, Result};
 use crate::exec::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
-use crate::exec::join::{BuildTable, HashJoin1, HashJoin2, Merge1, Merge2};
+use crate::exec::join::{BuildTable, HashJoin1, HashJoin2, KeyFn, Merge1, Merge2};
 use crate::exec::link::{ErasedLink, Link, erase, unerase};
 use crate::exec::sort::{Compare, SortHead};
-use crate::exec::transform::{FilterLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink};
+use crate::exec::transform::{
+    FilterLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink,
+};
 use crate::graph::{Graph, HeadFn, Node, NodeId, NodeKind, RouteFn, StageType, TerminalFn, WrapFn};
 use crate::plan::plan;
 use crate::sinks::Sink;
@@ -58,7 +60,9 @@ impl Default for Pipeline {
 impl Pipeline {
     /// An empty pipeline.
     pub fn new() -> Self {
-        Pipeline { graph: Rc::new(RefCell::new(Graph::new())) }
+        Pipeline {
+            graph: Rc::new(RefCell::new(Graph::new())),
+        }
     }
 
     /// Starts a branch that reads from `source`.
@@ -126,24 +130,36 @@ pub struct BatchStage<T> {
 
 impl<T> Clone for BatchStage<T> {
     fn clone(&self) -> Self {
-        BatchStage { graph: Rc::clone(&self.graph), node: self.node, _item: PhantomData }
+        BatchStage {
+            graph: Rc::clone(&self.graph),
+            node: self.node,
+            _item: PhantomData,
+        }
     }
 }
 
 impl<T> Debug for BatchStage<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BatchStage").field("name", &self.graph.borrow().nodes[self.node].name).finish()
+        f.debug_struct("BatchStage")
+            .field("name", &self.graph.borrow().nodes[self.node].name)
+            .finish()
     }
 }
 
 /// Wraps a typed link constructor into the planner's erased form.
-fn wrap_with<T: Item, R: Item>(make: impl Fn(Box<dyn Link<R>>) -> Box<dyn Link<T>> + Send + Sync + 'static) -> WrapFn {
+fn wrap_with<T: Item, R: Item>(
+    make: impl Fn(Box<dyn Link<R>>) -> Box<dyn Link<T>> + Send + Sync + 'static,
+) -> WrapFn {
     Arc::new(move |next: ErasedLink| erase::<T>(make(unerase::<R>(next))))
 }
 
 impl<T: Item> BatchStage<T> {
     fn at(graph: Rc<RefCell<Graph>>, node: NodeId) -> Self {
-        BatchStage { graph, node, _item: PhantomData }
+        BatchStage {
+            graph,
+            node,
+            _item: PhantomData,
+        }
     }
 
     fn add<R: Item>(&self, name: &str, kind: NodeKind, inputs: Vec<NodeId>) -> BatchStage<R> {
@@ -167,7 +183,10 @@ impl<T: Item> BatchStage<T> {
             return true;
         }
         let stage = other.graph.borrow().nodes[other.node].name.clone();
-        self.graph.borrow_mut().errors.push(Error::ForeignStage { stage, consumer: consumer.to_string() });
+        self.graph.borrow_mut().errors.push(Error::ForeignStage {
+            stage,
+            consumer: consumer.to_string(),
+        });
         false
     }
 
@@ -186,13 +205,29 @@ impl<T: Item> BatchStage<T> {
     /// Applies `f` to every item.
     pub fn map<R: Item>(&self, f: impl Fn(T) -> R + Send + Sync + 'static) -> BatchStage<R> {
         let f = Arc::new(f);
-        self.transform("map", wrap_with::<T, R>(move |next| Box::new(MapLink { f: Arc::clone(&f), next })))
+        self.transform(
+            "map",
+            wrap_with::<T, R>(move |next| {
+                Box::new(MapLink {
+                    f: Arc::clone(&f),
+                    next,
+                })
+            }),
+        )
     }
 
     /// Keeps the items for which `f` is true.
     pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> BatchStage<T> {
         let f = Arc::new(f);
-        self.transform("filter", wrap_with::<T, T>(move |next| Box::new(FilterLink { f: Arc::clone(&f), next })))
+        self.transform(
+            "filter",
+            wrap_with::<T, T>(move |next| {
+                Box::new(FilterLink {
+                    f: Arc::clone(&f),
+                    next,
+                })
+            }),
+        )
     }
 
     /// Replaces every item by the items of what `f` returns: a `Vec`, an `Option`, any
@@ -203,7 +238,15 @@ impl<T: Item> BatchStage<T> {
         I: IntoIterator<Item = R>,
     {
         let f = Arc::new(f);
-        self.transform("flat-map", wrap_with::<T, R>(move |next| Box::new(FlatMapLink { f: Arc::clone(&f), next })))
+        self.transform(
+            "flat-map",
+            wrap_with::<T, R>(move |next| {
+                Box::new(FlatMapLink {
+                    f: Arc::clone(&f),
+                    next,
+                })
+            }),
+        )
     }
 
     /// Maps with state kept per processor instance: `create` makes each instance's state,
@@ -220,7 +263,13 @@ impl<T: Item> BatchStage<T> {
         let f = Arc::new(f);
         self.transform(
             "map-stateful",
-            wrap_with::<T, R>(move |next| Box::new(StatefulLink { state: create(), f: Arc::clone(&f), next })),
+            wrap_with::<T, R>(move |next| {
+                Box::new(StatefulLink {
+                    state: create(),
+                    f: Arc::clone(&f),
+                    next,
+                })
+            }),
         )
     }
 
@@ -235,47 +284,84 @@ impl<T: Item> BatchStage<T> {
     /// Calls `f` on every item, passing it on unchanged.
     pub fn peek_with(&self, f: impl Fn(&T) + Send + Sync + 'static) -> BatchStage<T> {
         let f = Arc::new(f);
-        self.transform("peek", wrap_with::<T, T>(move |next| Box::new(PeekLink { f: Arc::clone(&f), next })))
+        self.transform(
+            "peek",
+            wrap_with::<T, T>(move |next| {
+                Box::new(PeekLink {
+                    f: Arc::clone(&f),
+                    next,
+                })
+            }),
+        )
     }
 
     /// Spreads the items round-robin over the next stage's instances: a vertex boundary that
     /// lets a slow stage after a single-instance one use every core.
     pub fn rebalance(&self) -> BatchStage<T> {
-        self.add("rebalance", NodeKind::Rebalance { route: None }, vec![self.node])
+        self.add(
+            "rebalance",
+            NodeKind::Rebalance { route: None },
+            vec![self.node],
+        )
     }
 
     /// Sends each item to the instance that owns its key's partition.
-    pub fn rebalance_by<K: PartitionKey + 'static>(&self, key: impl Fn(&T) -> K + Send + Sync + 'static) -> BatchStage<T> {
+    pub fn rebalance_by<K: PartitionKey + 'static>(
+        &self,
+        key: impl Fn(&T) -> K + Send + Sync + 'static,
+    ) -> BatchStage<T> {
         let route = route_by::<T, K>(Arc::new(key));
-        self.add("rebalance", NodeKind::Rebalance { route: Some(route) }, vec![self.node])
+        self.add(
+            "rebalance",
+            NodeKind::Rebalance { route: Some(route) },
+            vec![self.node],
+        )
     }
 
     /// The items of this stage and of `other`, in no particular order.
     pub fn merge(&self, other: &BatchStage<T>) -> BatchStage<T> {
         if self.check_same_pipeline(other, "merge") && self.node == other.node {
             let stage = self.graph.borrow().nodes[self.node].name.clone();
-            self.graph.borrow_mut().errors.push(Error::StageUsedTwice { stage, consumer: "merge".into() });
+            self.graph.borrow_mut().errors.push(Error::StageUsedTwice {
+                stage,
+                consumer: "merge".into(),
+            });
         }
         self.add("merge", NodeKind::Merge, vec![self.node, other.node])
     }
 
     /// Groups the items by `key` for a keyed aggregation or a keyed stateful map.
-    pub fn grouping_key<K>(&self, key: impl Fn(&T) -> K + Send + Sync + 'static) -> KeyedBatchStage<T, K>
+    pub fn grouping_key<K>(
+        &self,
+        key: impl Fn(&T) -> K + Send + Sync + 'static,
+    ) -> KeyedBatchStage<T, K>
     where
         K: Item + Hash + Eq + PartitionKey,
     {
-        KeyedBatchStage { stage: self.clone(), key: Arc::new(key) }
+        KeyedBatchStage {
+            stage: self.clone(),
+            key: Arc::new(key),
+        }
     }
 
     /// Aggregates every item into one result.
     pub fn aggregate<Op: AggregateOperation<T>>(&self, op: Op) -> BatchStage<Op::Output> {
         let op = Arc::new(op);
         let acc_op = Arc::clone(&op);
-        let accumulate: TerminalFn = Arc::new(move || erase::<T>(Box::new(AccumulateAll::new(Arc::clone(&acc_op)))));
+        let accumulate: TerminalFn =
+            Arc::new(move || erase::<T>(Box::new(AccumulateAll::new(Arc::clone(&acc_op)))));
         let combine: HeadFn = Arc::new(move |chain| {
-            Box::new(CombineAll::<T, Op>::new(Arc::clone(&op), unerase::<Op::Output>(chain)))
+            Box::new(CombineAll::<T, Op>::new(
+                Arc::clone(&op),
+                unerase::<Op::Output>(chain),
+            ))
         });
-        let kind = NodeKind::Aggregate { accumulate, partial: StageType::of::<Op::Acc>(), route: None, combine };
+        let kind = NodeKind::Aggregate {
+            accumulate,
+            partial: StageType::of::<Op::Acc>(),
+            route: None,
+            combine,
+        };
         self.add("aggregate", kind, vec![self.node])
     }
 
@@ -313,14 +399,23 @@ impl<T: Item> BatchStage<T> {
         self.join1("inner-hash-join", build, on, merge)
     }
 
-    fn join1<K, B, R>(&self, name: &str, build: &BatchStage<B>, on: JoinClause<T, B, K>, merge: Merge1<T, B, R>) -> BatchStage<R>
+    fn join1<K, B, R>(
+        &self,
+        name: &str,
+        build: &BatchStage<B>,
+        on: JoinClause<T, B, K>,
+        merge: Merge1<T, B, R>,
+    ) -> BatchStage<R>
     where
         K: Item + Hash + Eq,
         B: Item,
         R: Item,
     {
         self.check_same_pipeline(build, name);
-        let JoinClause { probe_key, build_key } = on;
+        let JoinClause {
+            probe_key,
+            build_key,
+        } = on;
         let head: HeadFn = Arc::new(move |chain| {
             Box::new(HashJoin1::new(
                 Arc::clone(&probe_key),
@@ -355,12 +450,19 @@ impl<T: Item> BatchStage<T> {
         let head: HeadFn = Arc::new(move |chain| {
             Box::new(HashJoin2::new(
                 (Arc::clone(&on1.probe_key), Arc::clone(&on2.probe_key)),
-                (BuildTable::new(Arc::clone(&on1.build_key)), BuildTable::new(Arc::clone(&on2.build_key))),
+                (
+                    BuildTable::new(Arc::clone(&on1.build_key)),
+                    BuildTable::new(Arc::clone(&on2.build_key)),
+                ),
                 Arc::clone(&merge),
                 unerase::<R>(chain),
             ))
         });
-        self.add("hash-join2", NodeKind::Join { head }, vec![self.node, build1.node, build2.node])
+        self.add(
+            "hash-join2",
+            NodeKind::Join { head },
+            vec![self.node, build1.node, build2.node],
+        )
     }
 
     /// Removes duplicate items.
@@ -380,14 +482,22 @@ impl<T: Item> BatchStage<T> {
     }
 
     /// Sorts all items by `key` (stable).
-    pub fn sort_by_key<K: Ord>(&self, key: impl Fn(&T) -> K + Send + Sync + 'static) -> BatchStage<T> {
+    pub fn sort_by_key<K: Ord>(
+        &self,
+        key: impl Fn(&T) -> K + Send + Sync + 'static,
+    ) -> BatchStage<T> {
         self.sort_by(move |a: &T, b: &T| key(a).cmp(&key(b)))
     }
 
     /// Sorts all items with a comparator (stable).
-    pub fn sort_by(&self, compare: impl Fn(&T, &T) -> std::cmp::Ordering + Send + Sync + 'static) -> BatchStage<T> {
+    pub fn sort_by(
+        &self,
+        compare: impl Fn(&T, &T) -> std::cmp::Ordering + Send + Sync + 'static,
+    ) -> BatchStage<T> {
         let compare: Compare<T> = Arc::new(compare);
-        let head: HeadFn = Arc::new(move |chain| Box::new(SortHead::new(Arc::clone(&compare), unerase::<T>(chain))));
+        let head: HeadFn = Arc::new(move |chain| {
+            Box::new(SortHead::new(Arc::clone(&compare), unerase::<T>(chain)))
+        });
         self.add("sort", NodeKind::Sort { head }, vec![self.node])
     }
 
@@ -395,7 +505,9 @@ impl<T: Item> BatchStage<T> {
     pub fn write_to(&self, sink: Sink<T>) {
         self.graph.borrow_mut().add(Node {
             name: sink.name.clone(),
-            kind: NodeKind::Sink { terminal: sink.terminal },
+            kind: NodeKind::Sink {
+                terminal: sink.terminal,
+            },
             inputs: vec![self.node],
             output: None,
             parallelism: sink.parallelism,
@@ -405,8 +517,8 @@ impl<T: Item> BatchStage<T> {
 
 /// How two stages join: a key taken from each side. See [`join_on`].
 pub struct JoinClause<T, B, K> {
-    probe_key: Arc<dyn Fn(&T) -> K + Send + Sync>,
-    build_key: Arc<dyn Fn(&B) -> K + Send + Sync>,
+    probe_key: KeyFn<T, K>,
+    build_key: KeyFn<B, K>,
 }
 
 /// Joins where `probe_key(item)` equals `build_key(build_item)`.
@@ -414,11 +526,14 @@ pub fn join_on<T, B, K>(
     probe_key: impl Fn(&T) -> K + Send + Sync + 'static,
     build_key: impl Fn(&B) -> K + Send + Sync + 'static,
 ) -> JoinClause<T, B, K> {
-    JoinClause { probe_key: Arc::new(probe_key), build_key: Arc::new(build_key) }
+    JoinClause {
+        probe_key: Arc::new(probe_key),
+        build_key: Arc::new(build_key),
+    }
 }
 
 /// A partitioned-edge route by `key`.
-fn route_by<T: Item, K: PartitionKey + 'static>(key: Arc<dyn Fn(&T) -> K + Send + Sync>) -> RouteFn {
+fn route_by<T: Item, K: PartitionKey + 'static>(key: KeyFn<T, K>) -> RouteFn {
     Arc::new(move |edge: Edge| {
         let key = Arc::clone(&key);
         edge.partitioned(move |t: &T| key(t))
@@ -428,7 +543,7 @@ fn route_by<T: Item, K: PartitionKey + 'static>(key: Arc<dyn Fn(&T) -> K + Send 
 /// A stage whose items are grouped by a key. See [`BatchStage::grouping_key`].
 pub struct KeyedBatchStage<T, K> {
     stage: BatchStage<T>,
-    key: Arc<dyn Fn(&T) -> K + Send + Sync>,
+    key: KeyFn<T, K>,
 }
 
 impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedBatchStage<T, K> {
@@ -438,14 +553,24 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedBatchStage<T, K> {
         let key = Arc::clone(&self.key);
         let acc_op = Arc::clone(&op);
         let accumulate: TerminalFn = Arc::new(move || {
-            erase::<T>(Box::new(AccumulateByKey::<T, K, _, Op>::new(Arc::clone(&key), Arc::clone(&acc_op))))
+            erase::<T>(Box::new(AccumulateByKey::<T, K, _, Op>::new(
+                Arc::clone(&key),
+                Arc::clone(&acc_op),
+            )))
         });
         let combine: HeadFn = Arc::new(move |chain| {
-            Box::new(CombineByKey::<T, K, Op>::new(Arc::clone(&op), unerase::<(K, Op::Output)>(chain)))
+            Box::new(CombineByKey::<T, K, Op>::new(
+                Arc::clone(&op),
+                unerase::<(K, Op::Output)>(chain),
+            ))
         });
         let route = route_by::<(K, Op::Acc), K>(Arc::new(|pair: &(K, Op::Acc)| pair.0.clone()));
-        let kind =
-            NodeKind::Aggregate { accumulate, partial: StageType::of::<(K, Op::Acc)>(), route: Some(route), combine };
+        let kind = NodeKind::Aggregate {
+            accumulate,
+            partial: StageType::of::<(K, Op::Acc)>(),
+            route: Some(route),
+            combine,
+        };
         self.stage.add("aggregate", kind, vec![self.stage.node])
     }
 
@@ -472,12 +597,19 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedBatchStage<T, K> {
             })
         });
         let route = route_by::<T, K>(Arc::clone(&self.key));
-        self.stage.add("map-stateful", NodeKind::Keyed { wrap, route }, vec![self.stage.node])
+        self.stage.add(
+            "map-stateful",
+            NodeKind::Keyed { wrap, route },
+            vec![self.stage.node],
+        )
     }
 
     /// Keeps the first item of each key.
     pub fn distinct(&self) -> BatchStage<T> {
-        self.map_stateful(|| false, |seen: &mut bool, _key: &K, item: T| (!std::mem::replace(seen, true)).then_some(item))
-            .named("distinct")
+        self.map_stateful(
+            || false,
+            |seen: &mut bool, _key: &K, item: T| (!std::mem::replace(seen, true)).then_some(item),
+        )
+        .named("distinct")
     }
 }

@@ -109,35 +109,53 @@ pub(crate) fn plan(graph: &Graph) -> Result<Plan> {
     for id in 0..graph.nodes.len() {
         planner.place(id);
     }
-    Ok(Plan { dag: planner.into_dag() })
+    Ok(Plan {
+        dag: planner.into_dag(),
+    })
 }
 
 fn validate(graph: &Graph) -> Result<()> {
     if let Some(first) = graph.errors.first() {
         return Err(match first {
-            Error::ForeignStage { stage, consumer } => {
-                Error::ForeignStage { stage: stage.clone(), consumer: consumer.clone() }
-            }
-            Error::StageUsedTwice { stage, consumer } => {
-                Error::StageUsedTwice { stage: stage.clone(), consumer: consumer.clone() }
-            }
-            Error::ZeroParallelism { stage } => Error::ZeroParallelism { stage: stage.clone() },
+            Error::ForeignStage { stage, consumer } => Error::ForeignStage {
+                stage: stage.clone(),
+                consumer: consumer.clone(),
+            },
+            Error::StageUsedTwice { stage, consumer } => Error::StageUsedTwice {
+                stage: stage.clone(),
+                consumer: consumer.clone(),
+            },
+            Error::ZeroParallelism { stage } => Error::ZeroParallelism {
+                stage: stage.clone(),
+            },
             _ => unreachable!("only misuse errors are recorded while building"),
         });
     }
     if graph.nodes.is_empty() {
         return Err(Error::Empty);
     }
-    if !graph.nodes.iter().any(|n| matches!(n.kind, NodeKind::Sink { .. })) {
+    if !graph
+        .nodes
+        .iter()
+        .any(|n| matches!(n.kind, NodeKind::Sink { .. }))
+    {
         return Err(Error::NoSink);
     }
-    let used: HashSet<NodeId> = graph.nodes.iter().flat_map(|n| n.inputs.iter().copied()).collect();
+    let used: HashSet<NodeId> = graph
+        .nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter().copied())
+        .collect();
     for (id, node) in graph.nodes.iter().enumerate() {
         if !matches!(node.kind, NodeKind::Sink { .. }) && !used.contains(&id) {
-            return Err(Error::DanglingStage { stage: node.name.clone() });
+            return Err(Error::DanglingStage {
+                stage: node.name.clone(),
+            });
         }
         if node.parallelism == Some(0) {
-            return Err(Error::ZeroParallelism { stage: node.name.clone() });
+            return Err(Error::ZeroParallelism {
+                stage: node.name.clone(),
+            });
         }
     }
     Ok(())
@@ -145,7 +163,9 @@ fn validate(graph: &Graph) -> Result<()> {
 
 impl Planner<'_> {
     fn output_of(&self, node: NodeId) -> StageType {
-        self.graph.nodes[node].output.expect("only sinks lack an output, and sinks feed nothing")
+        self.graph.nodes[node]
+            .output
+            .expect("only sinks lack an output, and sinks feed nothing")
     }
 
     /// The vertex `input`'s consumer can join, if any.
@@ -156,7 +176,10 @@ impl Planner<'_> {
             None => vertex.parallelism.is_none() || vertex.ordered,
             Some(p) => vertex.parallelism == Some(p),
         };
-        (self.consumers[input].len() == 1 && vertex.terminal.is_none() && vertex.last_node == input && fits)
+        (self.consumers[input].len() == 1
+            && vertex.terminal.is_none()
+            && vertex.last_node == input
+            && fits)
             .then_some(v)
     }
 
@@ -192,11 +215,24 @@ impl Planner<'_> {
             inputs.resize(ordinal + 1, stage_type.item);
         }
         inputs[ordinal] = stage_type.item;
-        self.edges.push(PlannedEdge { from, from_ordinal, to, to_ordinal: ordinal, route, priority });
+        self.edges.push(PlannedEdge {
+            from,
+            from_ordinal,
+            to,
+            to_ordinal: ordinal,
+            route,
+            priority,
+        });
     }
 
     /// A new vertex that reads `input` from its inbox.
-    fn inbox_vertex(&mut self, node: NodeId, input: NodeId, route: Route, parallelism: Option<usize>) -> usize {
+    fn inbox_vertex(
+        &mut self,
+        node: NodeId,
+        input: NodeId,
+        route: Route,
+        parallelism: Option<usize>,
+    ) -> usize {
         let v = self.new_vertex(node, Head::Inbox(self.output_of(input)), parallelism);
         self.connect(input, v, 0, route, 0);
         v
@@ -214,7 +250,9 @@ impl Planner<'_> {
     fn place(&mut self, id: NodeId) {
         let node = &self.graph.nodes[id];
         let v = match &node.kind {
-            NodeKind::Source { head } => self.new_vertex(id, Head::Source(Arc::clone(head)), node.parallelism),
+            NodeKind::Source { head } => {
+                self.new_vertex(id, Head::Source(Arc::clone(head)), node.parallelism)
+            }
             NodeKind::Transform { wrap } => {
                 let input = node.inputs[0];
                 let v = match self.fusable(input, node.parallelism) {
@@ -225,22 +263,38 @@ impl Planner<'_> {
                 v
             }
             NodeKind::Keyed { wrap, route } => {
-                let v = self.inbox_vertex(id, node.inputs[0], Route::Partitioned(Arc::clone(route)), node.parallelism);
+                let v = self.inbox_vertex(
+                    id,
+                    node.inputs[0],
+                    Route::Partitioned(Arc::clone(route)),
+                    node.parallelism,
+                );
                 self.vertices[v].links.push(Arc::clone(wrap));
                 v
             }
             NodeKind::Rebalance { route } => {
-                let route = route.as_ref().map_or(Route::Unicast, |r| Route::Partitioned(Arc::clone(r)));
+                let route = route
+                    .as_ref()
+                    .map_or(Route::Unicast, |r| Route::Partitioned(Arc::clone(r)));
                 self.inbox_vertex(id, node.inputs[0], route, node.parallelism)
             }
             NodeKind::Merge => {
-                let v = self.new_vertex(id, Head::Inbox(self.output_of(node.inputs[0])), node.parallelism);
+                let v = self.new_vertex(
+                    id,
+                    Head::Inbox(self.output_of(node.inputs[0])),
+                    node.parallelism,
+                );
                 for (ordinal, &input) in node.inputs.iter().enumerate() {
                     self.connect(input, v, ordinal, Route::Unicast, 0);
                 }
                 v
             }
-            NodeKind::Aggregate { accumulate, partial, route, combine } => {
+            NodeKind::Aggregate {
+                accumulate,
+                partial,
+                route,
+                combine,
+            } => {
                 let input = node.inputs[0];
                 let acc = match self.fusable(input, None) {
                     Some(v) => v,
@@ -255,7 +309,8 @@ impl Planner<'_> {
                     Some(r) => (Route::Partitioned(Arc::clone(r)), node.parallelism),
                     None => (Route::AllToOne, Some(1)),
                 };
-                let combine_vertex = self.new_vertex(id, Head::Custom(Arc::clone(combine)), parallelism);
+                let combine_vertex =
+                    self.new_vertex(id, Head::Custom(Arc::clone(combine)), parallelism);
                 self.vertices[combine_vertex].stages = vec!["combine".to_string()];
                 self.vertices[combine_vertex].inputs = vec![partial.item];
                 self.edges.push(PlannedEdge {
@@ -314,7 +369,9 @@ impl Planner<'_> {
             }
             let head = vertex.head;
             let links = vertex.links;
-            let terminal = vertex.terminal.expect("every vertex ends in a terminal: sinks close branches");
+            let terminal = vertex
+                .terminal
+                .expect("every vertex ends in a terminal: sinks close branches");
             let supplier = move |ctx: &ProcessorContext| -> Box<dyn Processor> {
                 let mut chain: ErasedLink = match &terminal {
                     Terminal::Emit(t) => (t.emit)(),
@@ -390,7 +447,11 @@ mod tests {
 
     fn shape(p: &Pipeline) -> (Vec<String>, Vec<String>) {
         let dag = p.to_dag().unwrap();
-        let names = dag.vertices().iter().map(|v| v.name().to_string()).collect();
+        let names = dag
+            .vertices()
+            .iter()
+            .map(|v| v.name().to_string())
+            .collect();
         let edges = dag
             .edges()
             .iter()
@@ -403,17 +464,30 @@ mod tests {
     fn word_count_fuses_source_tokenizer_and_accumulator() {
         let p = wordcount::pipeline(source(None), sink::<(Word, u64)>(Some(1)));
         let (names, edges) = shape(&p);
-        assert_eq!(names, ["fused(read, flat-map, accumulate)", "combine", "fused(sort, write)"]);
+        assert_eq!(
+            names,
+            [
+                "fused(read, flat-map, accumulate)",
+                "combine",
+                "fused(sort, write)"
+            ]
+        );
         assert_eq!(edges, ["partitioned", "all-to-one"]);
         let text = p.explain().unwrap();
-        assert!(text.contains("'fused(read, flat-map, accumulate)':0 -> 'combine':0 [partitioned"), "{text}");
+        assert!(
+            text.contains("'fused(read, flat-map, accumulate)':0 -> 'combine':0 [partitioned"),
+            "{text}"
+        );
         assert!(p.explain_dot().unwrap().starts_with("digraph"));
     }
 
     #[test]
     fn single_instance_source_is_not_fused_with_parallel_work() {
         let p = Pipeline::new();
-        p.read_from(source(Some(1))).map(|s| s.len()).filter(|n| *n > 0).write_to(sink(None));
+        p.read_from(source(Some(1)))
+            .map(|s| s.len())
+            .filter(|n| *n > 0)
+            .write_to(sink(None));
         let (names, edges) = shape(&p);
         assert_eq!(names, ["read", "fused(map, filter, write)"]);
         assert_eq!(edges, ["unicast"]);
@@ -433,9 +507,16 @@ mod tests {
     #[test]
     fn global_aggregate_and_join_shapes() {
         let p = Pipeline::new();
-        let build = p.read_from(source(None)).grouping_key(|s: &String| s.len()).aggregate(counting());
+        let build = p
+            .read_from(source(None))
+            .grouping_key(|s: &String| s.len())
+            .aggregate(counting());
         p.read_from(source(None))
-            .hash_join(&build, crate::join_on(|s: &String| s.len(), |b: &(usize, u64)| b.0), |s, b| (s.clone(), b.map(|b| b.1)))
+            .hash_join(
+                &build,
+                crate::join_on(|s: &String| s.len(), |b: &(usize, u64)| b.0),
+                |s, b| (s.clone(), b.map(|b| b.1)),
+            )
             .aggregate(counting())
             .write_to(sink(None));
         let dag = p.to_dag().unwrap();
@@ -443,12 +524,35 @@ mod tests {
         // The single-instance combine is not fused with the default-parallelism sink.
         assert_eq!(
             names,
-            ["fused(read, accumulate)", "combine", "read", "fused(hash-join, accumulate)", "combine-2", "write"]
+            [
+                "fused(read, accumulate)",
+                "combine",
+                "read",
+                "fused(hash-join, accumulate)",
+                "combine-2",
+                "write"
+            ]
         );
-        let routes: Vec<String> = dag.edges().iter().map(|e| format!("{:?}", e.routing())).collect();
-        assert_eq!(routes, ["partitioned", "unicast", "broadcast", "all-to-one", "unicast"]);
+        let routes: Vec<String> = dag
+            .edges()
+            .iter()
+            .map(|e| format!("{:?}", e.routing()))
+            .collect();
+        assert_eq!(
+            routes,
+            [
+                "partitioned",
+                "unicast",
+                "broadcast",
+                "all-to-one",
+                "unicast"
+            ]
+        );
         let build_edge = &dag.edges()[2];
-        assert!(format!("{:?}", build_edge).contains("priority: -1"), "{build_edge:?}");
+        assert!(
+            format!("{:?}", build_edge).contains("priority: -1"),
+            "{build_edge:?}"
+        );
         dag.validate().unwrap();
     }
 }

@@ -28,20 +28,31 @@ fn stateless_stages() {
             .flat_map(|x| vec![x, x + 1])
             .peek_with(|_| {})
     });
-    let expected: Vec<u64> = (0..1000u64).map(|x| x * 3).filter(|x| x % 2 == 0).flat_map(|x| [x, x + 1]).collect();
+    let expected: Vec<u64> = (0..1000u64)
+        .map(|x| x * 3)
+        .filter(|x| x % 2 == 0)
+        .flat_map(|x| [x, x + 1])
+        .collect();
     assert_eq!(sorted(out), sorted(expected));
 }
 
 #[test]
 fn stateless_stages_after_rebalance_run_in_parallel_and_lose_nothing() {
-    let out = run_to_vec(|p| p.read_from(sources::collection::items(0..100_000u64)).rebalance().map(|x| x + 1));
+    let out = run_to_vec(|p| {
+        p.read_from(sources::collection::items(0..100_000u64))
+            .rebalance()
+            .map(|x| x + 1)
+    });
     assert_eq!(out.len(), 100_000);
     assert_eq!(out.iter().sum::<u64>(), (1..=100_000u64).sum::<u64>());
 }
 
 #[test]
 fn global_aggregate_of_empty_input_is_the_empty_result() {
-    let out = run_to_vec(|p| p.read_from(sources::collection::items(Vec::<u64>::new())).aggregate(counting()));
+    let out = run_to_vec(|p| {
+        p.read_from(sources::collection::items(Vec::<u64>::new()))
+            .aggregate(counting())
+    });
     assert_eq!(out, [0]);
 }
 
@@ -51,7 +62,11 @@ fn keyed_aggregate_with_all_of() {
         p.read_from(sources::collection::items(0..10_000i64))
             .rebalance()
             .grouping_key(|x: &i64| x % 7)
-            .aggregate(all_of((counting(), summing(|x: &i64| *x), max_by(|x: &i64| *x))))
+            .aggregate(all_of((
+                counting(),
+                summing(|x: &i64| *x),
+                max_by(|x: &i64| *x),
+            )))
     });
     let mut expected: HashMap<i64, (u64, i64, Option<i64>)> = HashMap::new();
     for x in 0..10_000i64 {
@@ -70,10 +85,12 @@ fn keyed_aggregate_with_all_of() {
 fn word_count_through_the_api() {
     let lines = vec!["The cat", "the dog, the END", "Ünïcode ünïcode"];
     let out = run_to_vec(|p| {
-        p.read_from(sources::collection::items(lines.into_iter().map(String::from)))
-            .flat_map(weir::jobs::wordcount::words)
-            .grouping_key(|w: &Word| w.clone())
-            .aggregate(counting())
+        p.read_from(sources::collection::items(
+            lines.into_iter().map(String::from),
+        ))
+        .flat_map(weir::jobs::wordcount::words)
+        .grouping_key(|w: &Word| w.clone())
+        .aggregate(counting())
     });
     let got: HashMap<String, u64> = out.into_iter().map(|(w, c)| (w.to_string(), c)).collect();
     assert_eq!(got["the"], 3);
@@ -90,19 +107,39 @@ struct Person {
 #[test]
 fn hash_join_is_a_left_outer_join() {
     let out = run_to_vec(|p| {
-        let ages = p.read_from(sources::collection::items(vec![(30u32, "thirties"), (40, "forties"), (40, "middle")]));
+        let ages = p.read_from(sources::collection::items(vec![
+            (30u32, "thirties"),
+            (40, "forties"),
+            (40, "middle"),
+        ]));
         p.read_from(sources::collection::items(vec![
-            Person { name: "ann", age: 30 },
-            Person { name: "bob", age: 40 },
-            Person { name: "cid", age: 50 },
+            Person {
+                name: "ann",
+                age: 30,
+            },
+            Person {
+                name: "bob",
+                age: 40,
+            },
+            Person {
+                name: "cid",
+                age: 50,
+            },
         ]))
-        .hash_join(&ages, join_on(|p: &Person| p.age, |a: &(u32, &str)| a.0), |p, a| {
-            (p.name, a.map(|a| a.1))
-        })
+        .hash_join(
+            &ages,
+            join_on(|p: &Person| p.age, |a: &(u32, &str)| a.0),
+            |p, a| (p.name, a.map(|a| a.1)),
+        )
     });
     assert_eq!(
         sorted(out),
-        [("ann", Some("thirties")), ("bob", Some("forties")), ("bob", Some("middle")), ("cid", None)]
+        [
+            ("ann", Some("thirties")),
+            ("bob", Some("forties")),
+            ("bob", Some("middle")),
+            ("cid", None)
+        ]
     );
 }
 
@@ -111,22 +148,30 @@ fn inner_hash_join_drops_misses_and_hash_join2_combines_two_sides() {
     let inner = run_to_vec(|p| {
         let build = p.read_from(sources::collection::items(vec![(1u32, 'a')]));
         p.read_from(sources::collection::items(vec![1u32, 2]))
-            .inner_hash_join(&build, join_on(|x: &u32| *x, |b: &(u32, char)| b.0), |x, b| (*x, b.1))
+            .inner_hash_join(
+                &build,
+                join_on(|x: &u32| *x, |b: &(u32, char)| b.0),
+                |x, b| (*x, b.1),
+            )
     });
     assert_eq!(inner, [(1, 'a')]);
 
     let two = run_to_vec(|p| {
         let letters = p.read_from(sources::collection::items(vec![(1u32, 'a'), (2, 'b')]));
         let words = p.read_from(sources::collection::items(vec![(1u32, "one")]));
-        p.read_from(sources::collection::items(vec![1u32, 2])).hash_join2(
-            &letters,
-            join_on(|x: &u32| *x, |b: &(u32, char)| b.0),
-            &words,
-            join_on(|x: &u32| *x, |b: &(u32, &str)| b.0),
-            |x, l, w| (*x, l.map(|l| l.1), w.map(|w| w.1)),
-        )
+        p.read_from(sources::collection::items(vec![1u32, 2]))
+            .hash_join2(
+                &letters,
+                join_on(|x: &u32| *x, |b: &(u32, char)| b.0),
+                &words,
+                join_on(|x: &u32| *x, |b: &(u32, &str)| b.0),
+                |x, l, w| (*x, l.map(|l| l.1), w.map(|w| w.1)),
+            )
     });
-    assert_eq!(sorted(two), [(1, Some('a'), Some("one")), (2, Some('b'), None)]);
+    assert_eq!(
+        sorted(two),
+        [(1, Some('a'), Some("one")), (2, Some('b'), None)]
+    );
 }
 
 #[test]
@@ -136,9 +181,20 @@ fn distinct_sort_and_merge() {
         let b = p.read_from(sources::collection::items(vec![3u32, 9]));
         a.merge(&b).distinct().sort()
     });
-    assert_eq!(out, [1, 3, 5, 9], "sorted output keeps its order through the sink");
+    assert_eq!(
+        out,
+        [1, 3, 5, 9],
+        "sorted output keeps its order through the sink"
+    );
 
-    let by_key = run_to_vec(|p| p.read_from(sources::collection::items(vec![(2, 'b'), (1, 'a'), (3, 'c')])).sort_by_key(|x: &(i32, char)| -x.0));
+    let by_key = run_to_vec(|p| {
+        p.read_from(sources::collection::items(vec![
+            (2, 'b'),
+            (1, 'a'),
+            (3, 'c'),
+        ]))
+        .sort_by_key(|x: &(i32, char)| -x.0)
+    });
     assert_eq!(by_key, [(3, 'c'), (2, 'b'), (1, 'a')]);
 }
 
@@ -149,7 +205,9 @@ fn fan_out_feeds_every_branch() {
     let (evens_sink, evens) = sinks::collection::list();
     let (total_sink, total) = sinks::collection::list();
     numbers.filter(|x| x % 2 == 0).write_to(evens_sink);
-    numbers.aggregate(summing(|x: &u32| u64::from(*x))).write_to(total_sink);
+    numbers
+        .aggregate(summing(|x: &u32| u64::from(*x)))
+        .write_to(total_sink);
     p.run().unwrap();
     assert_eq!(evens.take().len(), 50);
     assert_eq!(total.take(), [5050]);
@@ -161,23 +219,29 @@ fn stateful_maps_per_instance_and_per_key() {
     let out = run_to_vec(|p| {
         p.read_from(sources::collection::items((0..300u32).map(|i| (i % 3, i))))
             .grouping_key(|x: &(u32, u32)| x.0)
-            .map_stateful(|| 0u32, |count, key, _item| {
-                *count += 1;
-                (*count == 100).then_some(*key)
-            })
+            .map_stateful(
+                || 0u32,
+                |count, key, _item| {
+                    *count += 1;
+                    (*count == 100).then_some(*key)
+                },
+            )
     });
     assert_eq!(sorted(out), [0, 1, 2]);
 
     let firsts = run_to_vec(|p| {
         p.read_from(sources::collection::items(0..10u32))
-            .map_stateful(|| None, |seen: &mut Option<u32>, x| {
-                if seen.is_none() {
-                    *seen = Some(x);
-                    Some(x)
-                } else {
-                    None
-                }
-            })
+            .map_stateful(
+                || None,
+                |seen: &mut Option<u32>, x| {
+                    if seen.is_none() {
+                        *seen = Some(x);
+                        Some(x)
+                    } else {
+                        None
+                    }
+                },
+            )
             .local_parallelism(1)
     });
     assert_eq!(firsts, [0], "a single instance holds a single state");
@@ -185,14 +249,19 @@ fn stateful_maps_per_instance_and_per_key() {
 
 #[test]
 fn to_list_collects_every_item() {
-    let out = run_to_vec(|p| p.read_from(sources::collection::items(0..50u8)).rebalance().aggregate(to_list()));
+    let out = run_to_vec(|p| {
+        p.read_from(sources::collection::items(0..50u8))
+            .rebalance()
+            .aggregate(to_list())
+    });
     assert_eq!(sorted(out[0].clone()), (0..50u8).collect::<Vec<_>>());
 }
 
 #[test]
 fn misuse_is_reported_before_running() {
     let p = Pipeline::new();
-    p.read_from(sources::collection::items(0..3u8)).map(|x| x + 1);
+    p.read_from(sources::collection::items(0..3u8))
+        .map(|x| x + 1);
     assert!(matches!(p.run(), Err(Error::NoSink)));
 
     let p = Pipeline::new();
@@ -207,7 +276,9 @@ fn misuse_is_reported_before_running() {
     let p = Pipeline::new();
     let other = Pipeline::new();
     let foreign = other.read_from(sources::collection::items(0..3u8));
-    p.read_from(sources::collection::items(0..3u8)).merge(&foreign).write_to(sinks::collection::list().0);
+    p.read_from(sources::collection::items(0..3u8))
+        .merge(&foreign)
+        .write_to(sinks::collection::list().0);
     assert!(matches!(p.run(), Err(Error::ForeignStage { .. })));
 
     let p = Pipeline::new();
@@ -227,7 +298,9 @@ fn a_panicking_stage_fails_the_job_naming_its_vertex() {
         .named("fragile")
         .write_to(sinks::collection::list().0);
     match p.run() {
-        Err(Error::Runtime(core::Error::ProcessorPanicked { vertex, message, .. })) => {
+        Err(Error::Runtime(core::Error::ProcessorPanicked {
+            vertex, message, ..
+        })) => {
             assert!(vertex.contains("fragile"), "{vertex}");
             assert!(message.contains("bad item 42"), "{message}");
         }

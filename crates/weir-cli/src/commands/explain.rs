@@ -23,7 +23,11 @@ pub fn explain(job: Job) -> anyhow::Result<()> {
     match job {
         Job::Wordcount(args) => {
             let pipeline = wordcount::preview();
-            let plan = if args.dot { pipeline.explain_dot()? } else { pipeline.explain()? };
+            let plan = if args.dot {
+                pipeline.explain_dot()?
+            } else {
+                pipeline.explain()?
+            };
             print!("{plan}");
             Ok(())
         }

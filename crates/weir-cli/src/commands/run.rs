@@ -45,18 +45,29 @@ fn executor(parallelism: Option<u16>) -> anyhow::Result<(Executor, usize)> {
         config.workers = usize::from(p);
     }
     let workers = config.workers;
-    Ok((Executor::new(config).context("cannot start the worker threads")?, workers))
+    Ok((
+        Executor::new(config).context("cannot start the worker threads")?,
+        workers,
+    ))
 }
 
 fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
-    let input = sources::files::text(&args.input).with_context(|| format!("input '{}'", args.input.display()))?;
+    let input = sources::files::text(&args.input)
+        .with_context(|| format!("input '{}'", args.input.display()))?;
     let total_bytes = input.size_hint().unwrap_or(0);
     let sink = sinks::files::text_with(&args.output, wordcount::format_line);
     let pipeline = wordcount::pipeline(input, sink);
     let (executor, parallelism) = executor(args.parallelism)?;
     let started = Instant::now();
     let job = pipeline
-        .submit(&executor, JobConfig { name: "wordcount".into(), default_parallelism: Some(parallelism), ..Default::default() })
+        .submit(
+            &executor,
+            JobConfig {
+                name: "wordcount".into(),
+                default_parallelism: Some(parallelism),
+                ..Default::default()
+            },
+        )
         .context("cannot start word count")?;
     let metrics = progress::watch(&job, total_bytes, "bytes");
     job.join().context("word count failed")?;

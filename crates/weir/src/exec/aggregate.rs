@@ -69,7 +69,9 @@ where
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        let draining = self.draining.get_or_insert_with(|| std::mem::take(&mut self.groups).into_iter());
+        let draining = self
+            .draining
+            .get_or_insert_with(|| std::mem::take(&mut self.groups).into_iter());
         let port = outbox.port::<(K, Op::Acc)>(0);
         while let Some(pair) = self.pending.take().or_else(|| draining.next()) {
             if let Err(pair) = port.offer(pair) {
@@ -95,7 +97,11 @@ pub(crate) struct AccumulateAll<T, Op: AggregateOperation<T>> {
 impl<T, Op: AggregateOperation<T>> AccumulateAll<T, Op> {
     pub(crate) fn new(op: Arc<Op>) -> Self {
         let acc = Some(op.create());
-        AccumulateAll { op, acc, _t: PhantomData }
+        AccumulateAll {
+            op,
+            acc,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -142,7 +148,13 @@ pub(crate) struct CombineByKey<T, K, Op: AggregateOperation<T>> {
 
 impl<T, K, Op: AggregateOperation<T>> CombineByKey<T, K, Op> {
     pub(crate) fn new(op: Arc<Op>, chain: Box<dyn Link<(K, Op::Output)>>) -> Self {
-        CombineByKey { op, groups: FxHashMap::default(), draining: None, chain, _t: PhantomData }
+        CombineByKey {
+            op,
+            groups: FxHashMap::default(),
+            draining: None,
+            chain,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -156,7 +168,12 @@ where
         self.chain.init(ctx)
     }
 
-    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, _outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         for (key, partial) in inbox.items::<(K, Op::Acc)>().drain(..) {
             match self.groups.get_mut(&key) {
                 Some(acc) => self.op.combine(acc, partial),
@@ -172,7 +189,9 @@ where
         if !self.chain.flush(outbox)? {
             return Ok(false);
         }
-        let draining = self.draining.get_or_insert_with(|| std::mem::take(&mut self.groups).into_iter());
+        let draining = self
+            .draining
+            .get_or_insert_with(|| std::mem::take(&mut self.groups).into_iter());
         let mut room = true;
         while room {
             match draining.next() {
@@ -204,7 +223,13 @@ pub(crate) struct CombineAll<T, Op: AggregateOperation<T>> {
 impl<T, Op: AggregateOperation<T>> CombineAll<T, Op> {
     pub(crate) fn new(op: Arc<Op>, chain: Box<dyn Link<Op::Output>>) -> Self {
         let acc = Some(op.create());
-        CombineAll { op, acc, emitted: false, chain, _t: PhantomData }
+        CombineAll {
+            op,
+            acc,
+            emitted: false,
+            chain,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -213,7 +238,12 @@ impl<T: 'static, Op: AggregateOperation<T>> Processor for CombineAll<T, Op> {
         self.chain.init(ctx)
     }
 
-    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, _outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         let acc = self.acc.as_mut().expect("combined before the end of input");
         for partial in inbox.items::<Op::Acc>().drain(..) {
             self.op.combine(acc, partial);

@@ -13,15 +13,21 @@ use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResul
 
 use crate::exec::link::Link;
 
+/// A join key function, shared by every instance.
+pub(crate) type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
+
 /// The rows of one build side, by join key.
 pub(crate) struct BuildTable<K, B> {
     rows: FxHashMap<K, Vec<B>>,
-    key: Arc<dyn Fn(&B) -> K + Send + Sync>,
+    key: KeyFn<B, K>,
 }
 
 impl<K: Hash + Eq, B> BuildTable<K, B> {
-    pub(crate) fn new(key: Arc<dyn Fn(&B) -> K + Send + Sync>) -> Self {
-        BuildTable { rows: FxHashMap::default(), key }
+    pub(crate) fn new(key: KeyFn<B, K>) -> Self {
+        BuildTable {
+            rows: FxHashMap::default(),
+            key,
+        }
     }
 
     fn fill(&mut self, items: &mut VecDeque<B>) {
@@ -38,11 +44,12 @@ impl<K: Hash + Eq, B> BuildTable<K, B> {
 /// Merge function of a one-sided join: `None` result drops the row (inner join on a miss).
 pub(crate) type Merge1<T, B, R> = Arc<dyn Fn(&T, Option<&B>) -> Option<R> + Send + Sync>;
 /// Merge function of a two-sided join.
-pub(crate) type Merge2<T, B1, B2, R> = Arc<dyn Fn(&T, Option<&B1>, Option<&B2>) -> Option<R> + Send + Sync>;
+pub(crate) type Merge2<T, B1, B2, R> =
+    Arc<dyn Fn(&T, Option<&B1>, Option<&B2>) -> Option<R> + Send + Sync>;
 
 /// Joins the probe side with one build side.
 pub(crate) struct HashJoin1<T, K, B, R> {
-    probe_key: Arc<dyn Fn(&T) -> K + Send + Sync>,
+    probe_key: KeyFn<T, K>,
     table: BuildTable<K, B>,
     merge: Merge1<T, B, R>,
     chain: Box<dyn Link<R>>,
@@ -50,12 +57,17 @@ pub(crate) struct HashJoin1<T, K, B, R> {
 
 impl<T, K: Hash + Eq, B, R> HashJoin1<T, K, B, R> {
     pub(crate) fn new(
-        probe_key: Arc<dyn Fn(&T) -> K + Send + Sync>,
+        probe_key: KeyFn<T, K>,
         table: BuildTable<K, B>,
         merge: Merge1<T, B, R>,
         chain: Box<dyn Link<R>>,
     ) -> Self {
-        HashJoin1 { probe_key, table, merge, chain }
+        HashJoin1 {
+            probe_key,
+            table,
+            merge,
+            chain,
+        }
     }
 }
 
@@ -64,7 +76,12 @@ impl<T: Item, K: Item + Hash + Eq, B: Item, R: Item> Processor for HashJoin1<T, 
         self.chain.init(ctx)
     }
 
-    fn process(&mut self, ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        ordinal: usize,
+        inbox: &mut Inbox,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         if ordinal == 1 {
             self.table.fill(inbox.items::<B>());
             return Ok(());
@@ -110,8 +127,8 @@ impl<T: Item, K: Item + Hash + Eq, B: Item, R: Item> Processor for HashJoin1<T, 
 
 /// Joins the probe side with two build sides.
 pub(crate) struct HashJoin2<T, K1, B1, K2, B2, R> {
-    probe_key1: Arc<dyn Fn(&T) -> K1 + Send + Sync>,
-    probe_key2: Arc<dyn Fn(&T) -> K2 + Send + Sync>,
+    probe_key1: KeyFn<T, K1>,
+    probe_key2: KeyFn<T, K2>,
     table1: BuildTable<K1, B1>,
     table2: BuildTable<K2, B2>,
     merge: Merge2<T, B1, B2, R>,
@@ -120,7 +137,7 @@ pub(crate) struct HashJoin2<T, K1, B1, K2, B2, R> {
 
 impl<T, K1: Hash + Eq, B1, K2: Hash + Eq, B2, R> HashJoin2<T, K1, B1, K2, B2, R> {
     pub(crate) fn new(
-        probe_keys: (Arc<dyn Fn(&T) -> K1 + Send + Sync>, Arc<dyn Fn(&T) -> K2 + Send + Sync>),
+        probe_keys: (KeyFn<T, K1>, KeyFn<T, K2>),
         tables: (BuildTable<K1, B1>, BuildTable<K2, B2>),
         merge: Merge2<T, B1, B2, R>,
         chain: Box<dyn Link<R>>,
@@ -155,10 +172,21 @@ where
         self.chain.init(ctx)
     }
 
-    fn process(&mut self, ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        ordinal: usize,
+        inbox: &mut Inbox,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         match ordinal {
-            1 => return Ok(self.table1.fill(inbox.items::<B1>())),
-            2 => return Ok(self.table2.fill(inbox.items::<B2>())),
+            1 => {
+                self.table1.fill(inbox.items::<B1>());
+                return Ok(());
+            }
+            2 => {
+                self.table2.fill(inbox.items::<B2>());
+                return Ok(());
+            }
             _ => {}
         }
         if !self.chain.flush(outbox)? {

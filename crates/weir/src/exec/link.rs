@@ -42,7 +42,10 @@ pub(crate) fn erase<T: Item>(link: Box<dyn Link<T>>) -> ErasedLink {
 pub(crate) fn unerase<T: Item>(link: ErasedLink) -> Box<dyn Link<T>> {
     match link.downcast::<Box<dyn Link<T>>>() {
         Ok(l) => *l,
-        Err(_) => unreachable!("planner joined a link that does not take `{}`", type_name::<T>()),
+        Err(_) => unreachable!(
+            "planner joined a link that does not take `{}`",
+            type_name::<T>()
+        ),
     }
 }
 
@@ -73,7 +76,10 @@ pub(crate) const EMIT_BACKLOG: usize = 1024;
 
 impl<T> Emit<T> {
     pub(crate) fn new() -> Self {
-        Emit { backlog: VecDeque::new(), limit: EMIT_BACKLOG }
+        Emit {
+            backlog: VecDeque::new(),
+            limit: EMIT_BACKLOG,
+        }
     }
 }
 
@@ -133,7 +139,12 @@ impl<T: Item> Processor for InboxHead<T> {
         self.chain.init(ctx)
     }
 
-    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         if !self.chain.flush(outbox)? {
             return Ok(());
         }

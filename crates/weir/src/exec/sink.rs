@@ -16,7 +16,13 @@ pub(crate) struct SinkTerminal<W: SinkWriter> {
 }
 
 pub(crate) fn sink_terminal<W: SinkWriter>(writer: W) -> ErasedLink {
-    erase::<W::Item>(Box::new(SinkTerminal { writer, failed: None, closed: false, written: 0, counter: Counter::default() }))
+    erase::<W::Item>(Box::new(SinkTerminal {
+        writer,
+        failed: None,
+        closed: false,
+        written: 0,
+        counter: Counter::default(),
+    }))
 }
 
 impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {

@@ -18,7 +18,12 @@ pub(crate) struct SortHead<T> {
 
 impl<T: Item> SortHead<T> {
     pub(crate) fn new(compare: Compare<T>, chain: Box<dyn Link<T>>) -> Self {
-        SortHead { items: Vec::new(), compare, draining: None, chain }
+        SortHead {
+            items: Vec::new(),
+            compare,
+            draining: None,
+            chain,
+        }
     }
 }
 
@@ -27,7 +32,12 @@ impl<T: Item> Processor for SortHead<T> {
         self.chain.init(ctx)
     }
 
-    fn process(&mut self, _ordinal: usize, inbox: &mut Inbox, _outbox: &mut Outbox) -> ProcessorResult<()> {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
         self.items.extend(inbox.items::<T>().drain(..));
         Ok(())
     }

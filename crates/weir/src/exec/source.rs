@@ -12,7 +12,11 @@ pub(crate) struct SourceHead<R: SourceReader> {
 }
 
 pub(crate) fn source_head<R: SourceReader>(reader: R, chain: ErasedLink) -> Box<dyn Processor> {
-    Box::new(SourceHead { reader, chain: unerase::<R::Item>(chain), exhausted: false })
+    Box::new(SourceHead {
+        reader,
+        chain: unerase::<R::Item>(chain),
+        exhausted: false,
+    })
 }
 
 impl<R: SourceReader> Processor for SourceHead<R> {

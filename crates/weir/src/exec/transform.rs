@@ -35,7 +35,11 @@ impl<T: Item, F: Fn(&T) -> bool + Send + Sync> Link<T> for FilterLink<F, T> {
     }
     #[inline]
     fn push(&mut self, item: T) -> bool {
-        if (self.f)(&item) { self.next.push(item) } else { true }
+        if (self.f)(&item) {
+            self.next.push(item)
+        } else {
+            true
+        }
     }
     delegate_to_next!();
 }
@@ -45,7 +49,9 @@ pub(crate) struct FlatMapLink<F, R> {
     pub next: Box<dyn Link<R>>,
 }
 
-impl<T, R: Item, I: IntoIterator<Item = R>, F: Fn(T) -> I + Send + Sync> Link<T> for FlatMapLink<F, R> {
+impl<T, R: Item, I: IntoIterator<Item = R>, F: Fn(T) -> I + Send + Sync> Link<T>
+    for FlatMapLink<F, R>
+{
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.next.init(ctx)
     }
@@ -85,7 +91,9 @@ pub(crate) struct StatefulLink<F, S, R> {
     pub next: Box<dyn Link<R>>,
 }
 
-impl<T, S: Send, R: Item, F: Fn(&mut S, T) -> Option<R> + Send + Sync> Link<T> for StatefulLink<F, S, R> {
+impl<T, S: Send, R: Item, F: Fn(&mut S, T) -> Option<R> + Send + Sync> Link<T>
+    for StatefulLink<F, S, R>
+{
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.next.init(ctx)
     }

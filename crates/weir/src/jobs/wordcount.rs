@@ -137,7 +137,10 @@ pub fn pipeline(source: BatchSource<String>, sink: Sink<(Word, u64)>) -> Pipelin
 /// The word-count pipeline over placeholder input and output, for `weir explain`: it plans
 /// exactly like a real run and touches no file.
 pub fn preview() -> Pipeline {
-    pipeline(crate::sources::files::text_placeholder("INPUT"), crate::sinks::files::text_with("OUTPUT", format_line))
+    pipeline(
+        crate::sources::files::text_placeholder("INPUT"),
+        crate::sinks::files::text_with("OUTPUT", format_line),
+    )
 }
 
 #[cfg(test)]

@@ -78,7 +78,12 @@ impl<T: Item> Sink<T> {
         F: Fn(&ProcessorContext) -> W + Send + Sync + 'static,
     {
         let terminal: SinkTerminalFactory = Arc::new(move |ctx| sink_terminal(factory(ctx)));
-        Sink { name: name.into(), parallelism, terminal, _item: std::marker::PhantomData }
+        Sink {
+            name: name.into(),
+            parallelism,
+            terminal,
+            _item: std::marker::PhantomData,
+        }
     }
 
     /// The sink's name, as it appears in the plan.

@@ -100,7 +100,10 @@ pub enum SourceError {
 /// fails the job with a [`SourceError::Io`] naming the file.
 pub fn text(path: impl AsRef<Path>) -> Result<BatchSource<String>, SourceError> {
     let path = path.as_ref();
-    Ok(text_source(format!("text({})", path.display()), InputFiles::resolve(path)?))
+    Ok(text_source(
+        format!("text({})", path.display()),
+        InputFiles::resolve(path)?,
+    ))
 }
 
 /// A text source over already resolved files, named `name`.
@@ -113,7 +116,13 @@ fn text_source(name: String, files: InputFiles) -> BatchSource<String> {
 /// A text source over no files, labelled `text(label)`: it plans exactly like [`text`] and
 /// reads nothing. For showing a job's plan before its input exists.
 pub(crate) fn text_placeholder(label: &str) -> BatchSource<String> {
-    text_source(format!("text({label})"), InputFiles { files: Vec::new(), total: 0 })
+    text_source(
+        format!("text({label})"),
+        InputFiles {
+            files: Vec::new(),
+            total: 0,
+        },
+    )
 }
 
 /// The buffer of a file reader.

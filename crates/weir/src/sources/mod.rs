@@ -59,7 +59,8 @@ pub trait SourceReader: Send + 'static {
 }
 
 /// Builds the head processor of a source vertex around the chain that follows it.
-pub(crate) type SourceHeadFactory = Arc<dyn Fn(&ProcessorContext, ErasedLink) -> Box<dyn Processor> + Send + Sync>;
+pub(crate) type SourceHeadFactory =
+    Arc<dyn Fn(&ProcessorContext, ErasedLink) -> Box<dyn Processor> + Send + Sync>;
 
 /// A finite source of `T`s. Pass it to [`Pipeline::read_from`](crate::Pipeline::read_from).
 pub struct BatchSource<T> {
@@ -81,7 +82,13 @@ impl<T: Item> BatchSource<T> {
         F: Fn(&ProcessorContext) -> R + Send + Sync + 'static,
     {
         let head: SourceHeadFactory = Arc::new(move |ctx, chain| source_head(factory(ctx), chain));
-        BatchSource { name: name.into(), parallelism, head, size_hint: None, _item: std::marker::PhantomData }
+        BatchSource {
+            name: name.into(),
+            parallelism,
+            head,
+            size_hint: None,
+            _item: std::marker::PhantomData,
+        }
     }
 
     /// Records how many bytes the source will read, for progress reporting.
