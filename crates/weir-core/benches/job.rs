@@ -13,8 +13,12 @@
 //! the hand loop's, so the numbers cannot come from a job that dropped items.
 //!
 //! After criterion's report, one line per job variant gives items/s (source items, i.e. `N`
-//! per run) and the ratio job / hand loop. Target: the job at parallelism 1 reaches >= 0.5 of
-//! the hand loop.
+//! per run) and the ratio job / hand loop.
+//!
+//! This is the core DAG *unfused*: every item crosses two conveyors, so it measures the cost
+//! of a queue hop, not of the computation. The issue's target (a fused job at parallelism 1
+//! reaching 0.5 of the hand loop) is measured by the root `benches/fused_job.rs`, where the
+//! planner fuses source, map, filter and sink into one vertex.
 //!
 //! Run: `cargo bench -p weir-core --bench job`
 
@@ -317,7 +321,7 @@ fn main() {
     }
     let ratio = items_per_second(&jobs[0].1).mean / hand.mean;
     println!(
-        "job summary: target job(parallelism 1)/hand loop >= 0.5: {} ({ratio:.3})",
-        if ratio >= 0.5 { "met" } else { "MISSED" }
+        "job summary: unfused, two hops per item; job(parallelism 1)/hand loop = {ratio:.3} \
+         (the fused target is checked by benches/fused_job.rs)"
     );
 }

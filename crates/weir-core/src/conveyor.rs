@@ -92,6 +92,21 @@ impl<T> Sender<T> {
         }
     }
 
+    /// Moves as many items as fit, at most `max`, from the front of `items`. Returns how many
+    /// moved.
+    ///
+    /// Cost: one release store for the whole run, plus a move per item.
+    pub fn send_from(&mut self, items: &mut VecDeque<T>, max: usize) -> usize {
+        let n = self.inner.slots().min(items.len()).min(max);
+        if n == 0 {
+            return 0;
+        }
+        let Ok(chunk) = self.inner.write_chunk_uninit(n) else {
+            unreachable!("slots() promised {n} free slots")
+        };
+        chunk.fill_from_iter(items.drain(..n).map(Message::Item))
+    }
+
     /// Sends a watermark if there is room. Returns whether it was sent.
     pub fn send_watermark(&mut self, wm: Watermark) -> bool {
         self.inner.push(Message::Watermark(wm)).is_ok()
@@ -231,6 +246,18 @@ mod tests {
             }
         );
         assert_eq!(out, [1, 2]);
+    }
+
+    #[test]
+    fn send_from_moves_what_fits() {
+        let (mut tx, mut rx) = channel::<u32>(4);
+        let mut items: VecDeque<u32> = (0..10).collect();
+        assert_eq!(tx.send_from(&mut items, 3), 3);
+        assert_eq!(tx.send_from(&mut items, 100), 1, "one slot left");
+        assert_eq!(items.front(), Some(&4));
+        let mut out = VecDeque::new();
+        assert_eq!(rx.drain_into(&mut out, 10).items, 4);
+        assert_eq!(out, [0, 1, 2, 3]);
     }
 
     #[test]

@@ -218,7 +218,7 @@ impl Executor {
                 }
             }
         }
-        Ok(Job::new(job))
+        Ok(Job::new(job, self.clone()))
     }
 }
 
@@ -266,6 +266,7 @@ fn end(mut s: Scheduled) {
 fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
     let mut tasklets: Vec<Scheduled> = Vec::new();
     let mut park = min_park;
+    let mut idle_passes = 0;
     loop {
         if me.has_incoming.swap(false, Ordering::Acquire) {
             tasklets.append(&mut me.incoming.lock().unwrap_or_else(|e| e.into_inner()));
@@ -294,12 +295,21 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
         }
         if progress {
             park = min_park;
+            idle_passes = 0;
+        } else if idle_passes < IDLE_YIELDS {
+            // A producer on another core usually refills a queue within microseconds: give
+            // the core away briefly before paying for a timed park.
+            idle_passes += 1;
+            thread::yield_now();
         } else {
             thread::park_timeout(park);
             park = (park * 2).min(max_park);
         }
     }
 }
+
+/// Idle passes a worker yields through before it starts parking.
+const IDLE_YIELDS: u32 = 64;
 
 fn blocking_loop(mut s: Scheduled, min_park: Duration, max_park: Duration) {
     let mut park = min_park;

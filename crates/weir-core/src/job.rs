@@ -6,6 +6,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
+use crate::executor::Executor;
 use crate::metrics::{InstanceMetrics, MetricsSnapshot};
 
 static NEXT_JOB_ID: AtomicU64 = AtomicU64::new(1);
@@ -143,9 +144,13 @@ impl JobShared {
 
 /// A handle to a running job.
 ///
-/// Dropping the handle does not stop the job; call [`cancel`](Self::cancel) for that.
+/// Dropping the handle does not stop the job; call [`cancel`](Self::cancel) for that. The
+/// handle keeps its executor's threads alive, so `Executor::new(..)?.submit(..)` on a
+/// temporary executor is safe.
 pub struct Job {
     shared: Arc<JobShared>,
+    /// Keeps the worker threads alive while anyone holds the handle.
+    _executor: Executor,
 }
 
 /// Cancels a job from anywhere: another thread, a signal handler, an iterator's `Drop`.
@@ -162,8 +167,11 @@ impl CancelHandle {
 }
 
 impl Job {
-    pub(crate) fn new(shared: Arc<JobShared>) -> Self {
-        Job { shared }
+    pub(crate) fn new(shared: Arc<JobShared>, executor: Executor) -> Self {
+        Job {
+            shared,
+            _executor: executor,
+        }
     }
 
     /// The job's id, unique in this process.

@@ -22,6 +22,7 @@
 //! syscall. A broadcast clones the item once per extra target.
 
 use std::any::{Any, type_name};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::conveyor::{self, Message, Receiver, Sender};
@@ -113,6 +114,42 @@ impl<T: Item> OutPort<T> {
                 Err(item)
             }
         }
+    }
+
+    /// Offers items from the front of `items` until one is refused or `items` is empty;
+    /// returns how many were taken. Same routing and limits as [`offer`](Self::offer), but a
+    /// round-robin port moves whole runs into one target at a time, with one release store per
+    /// run instead of per item.
+    pub fn offer_from(&mut self, items: &mut VecDeque<T>) -> usize {
+        if !matches!(self.route, Route::RoundRobin) {
+            let mut taken = 0;
+            while let Some(item) = items.pop_front() {
+                if let Err(item) = self.offer(item) {
+                    items.push_front(item);
+                    break;
+                }
+                taken += 1;
+            }
+            return taken;
+        }
+        let mut taken = 0;
+        let n = self.targets.len();
+        for _ in 0..n {
+            let room = self.batch_limit - self.accepted_in_call;
+            if items.is_empty() || room == 0 {
+                break;
+            }
+            let i = self.next;
+            self.next = if i + 1 == n { 0 } else { i + 1 };
+            let moved = self.targets[i].send_from(items, room);
+            self.accepted_in_call += moved;
+            taken += moved;
+        }
+        self.accepted_total += taken as u64;
+        if !items.is_empty() {
+            self.refused_total += 1;
+        }
+        taken
     }
 
     /// Tries each target once, starting after the last one used.
@@ -398,6 +435,23 @@ mod tests {
         p.offer(3).unwrap();
         assert_eq!(rxs[0].try_recv(), Some(Message::Item(3)));
         assert_eq!(rxs[1].try_recv(), Some(Message::Item(2)));
+    }
+
+    #[test]
+    fn offer_from_moves_runs_round_robin_within_the_limit() {
+        let (mut p, mut rxs) = port(2, 4, Route::RoundRobin, 6);
+        let mut items: VecDeque<u32> = (0..10).collect();
+        assert_eq!(p.offer_from(&mut items), 6, "the batch limit stops it");
+        assert_eq!(rxs[0].len() + rxs[1].len(), 6);
+        assert_eq!(items.front(), Some(&6));
+        ErasedPort::begin_call(&mut p);
+        assert_eq!(p.offer_from(&mut items), 2, "then the queues are full");
+        assert_eq!(p.accepted(), 8);
+        let mut out = VecDeque::new();
+        rxs[0].drain_into(&mut out, 10);
+        rxs[1].drain_into(&mut out, 10);
+        out.make_contiguous().sort();
+        assert_eq!(out, (0..8).collect::<Vec<_>>());
     }
 
     #[test]

@@ -242,10 +242,12 @@ impl ProcessorTasklet {
                 }
             }
             State::EmittingDone => {
-                if self.outbox.offer_done() {
+                // A full downstream queue is not progress: let the worker back off.
+                let sent = self.outbox.offer_done();
+                if sent {
                     self.state = State::Finished;
                 }
-                true
+                sent
             }
             State::Finished => return Ok(Progress::Done),
         };

@@ -211,6 +211,7 @@ impl<T: Item> BatchStage<T> {
                 Box::new(MapLink {
                     f: Arc::clone(&f),
                     next,
+                    out: Vec::new(),
                 })
             }),
         )
@@ -244,6 +245,7 @@ impl<T: Item> BatchStage<T> {
                 Box::new(FlatMapLink {
                     f: Arc::clone(&f),
                     next,
+                    out: Vec::new(),
                 })
             }),
         )
@@ -268,6 +270,7 @@ impl<T: Item> BatchStage<T> {
                     state: create(),
                     f: Arc::clone(&f),
                     next,
+                    out: Vec::new(),
                 })
             }),
         )

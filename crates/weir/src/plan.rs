@@ -427,7 +427,10 @@ mod tests {
     struct Nothing;
     impl SourceReader for Nothing {
         type Item = String;
-        fn read(&mut self, _emit: &mut dyn FnMut(String) -> bool) -> Result<bool, BoxError> {
+        fn read(
+            &mut self,
+            _out: &mut crate::sources::Emitter<'_, String>,
+        ) -> Result<bool, BoxError> {
             Ok(true)
         }
     }

@@ -48,6 +48,26 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
         }
     }
 
+    fn push_batch(&mut self, items: &mut Vec<W::Item>) -> bool {
+        if self.failed.is_some() {
+            items.clear();
+            return false;
+        }
+        let before = items.len();
+        let mut drained = items.drain(..);
+        for item in drained.by_ref() {
+            if let Err(e) = self.writer.write(item) {
+                // The job fails at the next flush; what is left of the batch goes with it.
+                self.failed = Some(e);
+                break;
+            }
+        }
+        let unwritten = drained.len();
+        drop(drained);
+        self.written += (before - unwritten - usize::from(self.failed.is_some())) as u64;
+        self.failed.is_none()
+    }
+
     fn flush(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
         // Published once per call, not per item.
         self.counter.add(std::mem::take(&mut self.written));

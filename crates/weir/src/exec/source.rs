@@ -3,18 +3,23 @@
 use weir_core::{Outbox, Processor, ProcessorContext, ProcessorResult};
 
 use crate::exec::link::{ErasedLink, Link, unerase};
-use crate::sources::SourceReader;
+use crate::sources::{Emitter, SourceReader};
 
 pub(crate) struct SourceHead<R: SourceReader> {
     reader: R,
     chain: Box<dyn Link<R::Item>>,
+    batch: Vec<R::Item>,
     exhausted: bool,
 }
+
+/// The most items a source hands to its chain at once.
+const SOURCE_BATCH: usize = 1024;
 
 pub(crate) fn source_head<R: SourceReader>(reader: R, chain: ErasedLink) -> Box<dyn Processor> {
     Box::new(SourceHead {
         reader,
         chain: unerase::<R::Item>(chain),
+        batch: Vec::with_capacity(SOURCE_BATCH),
         exhausted: false,
     })
 }
@@ -30,16 +35,14 @@ impl<R: SourceReader> Processor for SourceHead<R> {
             return Ok(false);
         }
         if !self.exhausted {
-            let chain = &mut self.chain;
-            let mut fed = false;
-            self.exhausted = self.reader.read(&mut |item| {
-                fed = true;
-                chain.push(item)
-            })?;
-            if fed || self.exhausted {
+            self.exhausted = self
+                .reader
+                .read(&mut Emitter::new(&mut self.batch, SOURCE_BATCH))?;
+            if !self.batch.is_empty() || self.exhausted {
                 // The chain may have only accumulated: still real work.
                 outbox.report_progress();
             }
+            self.chain.push_batch(&mut self.batch);
             if !self.chain.flush(outbox)? || !self.exhausted {
                 return Ok(false);
             }

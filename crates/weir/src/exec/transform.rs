@@ -11,6 +11,8 @@ use crate::exec::link::{Link, delegate_to_next};
 pub(crate) struct MapLink<F, R> {
     pub f: Arc<F>,
     pub next: Box<dyn Link<R>>,
+    /// Reused output batch.
+    pub out: Vec<R>,
 }
 
 impl<T, R: Item, F: Fn(T) -> R + Send + Sync> Link<T> for MapLink<F, R> {
@@ -20,6 +22,11 @@ impl<T, R: Item, F: Fn(T) -> R + Send + Sync> Link<T> for MapLink<F, R> {
     #[inline]
     fn push(&mut self, item: T) -> bool {
         self.next.push((self.f)(item))
+    }
+    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+        let f = &*self.f;
+        self.out.extend(items.drain(..).map(f));
+        self.next.push_batch(&mut self.out)
     }
     delegate_to_next!();
 }
@@ -41,12 +48,19 @@ impl<T: Item, F: Fn(&T) -> bool + Send + Sync> Link<T> for FilterLink<F, T> {
             true
         }
     }
+    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+        let f = &*self.f;
+        items.retain(|item| f(item));
+        self.next.push_batch(items)
+    }
     delegate_to_next!();
 }
 
 pub(crate) struct FlatMapLink<F, R> {
     pub f: Arc<F>,
     pub next: Box<dyn Link<R>>,
+    /// Reused output batch.
+    pub out: Vec<R>,
 }
 
 impl<T, R: Item, I: IntoIterator<Item = R>, F: Fn(T) -> I + Send + Sync> Link<T>
@@ -63,6 +77,11 @@ impl<T, R: Item, I: IntoIterator<Item = R>, F: Fn(T) -> I + Send + Sync> Link<T>
             room = self.next.push(r);
         }
         room
+    }
+    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+        let f = &*self.f;
+        self.out.extend(items.drain(..).flat_map(f));
+        self.next.push_batch(&mut self.out)
     }
     delegate_to_next!();
 }
@@ -81,6 +100,10 @@ impl<T: Item, F: Fn(&T) + Send + Sync> Link<T> for PeekLink<F, T> {
         (self.f)(&item);
         self.next.push(item)
     }
+    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+        items.iter().for_each(|item| (self.f)(item));
+        self.next.push_batch(items)
+    }
     delegate_to_next!();
 }
 
@@ -89,6 +112,8 @@ pub(crate) struct StatefulLink<F, S, R> {
     pub state: S,
     pub f: Arc<F>,
     pub next: Box<dyn Link<R>>,
+    /// Reused output batch.
+    pub out: Vec<R>,
 }
 
 impl<T, S: Send, R: Item, F: Fn(&mut S, T) -> Option<R> + Send + Sync> Link<T>
@@ -103,6 +128,12 @@ impl<T, S: Send, R: Item, F: Fn(&mut S, T) -> Option<R> + Send + Sync> Link<T>
             Some(r) => self.next.push(r),
             None => true,
         }
+    }
+    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+        let (f, state) = (&*self.f, &mut self.state);
+        self.out
+            .extend(items.drain(..).filter_map(|item| f(state, item)));
+        self.next.push_batch(&mut self.out)
     }
     delegate_to_next!();
 }

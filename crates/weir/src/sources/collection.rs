@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use weir_core::{BoxError, Item};
 
-use super::{BatchSource, SourceReader};
+use super::{BatchSource, Emitter, SourceReader};
 
 /// Creates a source that emits `items`, in order.
 ///
@@ -44,9 +44,9 @@ struct ItemsReader<T> {
 impl<T: Item> SourceReader for ItemsReader<T> {
     type Item = T;
 
-    fn read(&mut self, emit: &mut dyn FnMut(T) -> bool) -> Result<bool, BoxError> {
+    fn read(&mut self, out: &mut Emitter<'_, T>) -> Result<bool, BoxError> {
         for item in self.items.by_ref().take(STEP) {
-            if !emit(item) {
+            if !out.emit(item) {
                 break;
             }
         }
@@ -69,15 +69,9 @@ mod tests {
     fn emits_all_items_in_order_in_bounded_steps() {
         let items: Vec<u32> = (0..10_000).collect();
         let mut r = reader(items.clone());
-        let mut first = 0;
-        assert!(
-            !r.read(&mut |_| {
-                first += 1;
-                true
-            })
-            .unwrap()
-        );
-        assert_eq!(first, STEP);
+        let mut first = Vec::new();
+        assert!(!r.read(&mut Emitter::unbounded(&mut first)).unwrap());
+        assert_eq!(first.len(), STEP);
         assert_eq!(run(reader(items.clone()), 0, 1).0, items);
     }
 

@@ -35,7 +35,7 @@ use serde::de::DeserializeOwned;
 use weir_core::{BoxError, Item, ProcessorContext};
 
 use super::files::{InputFiles, MalformedLog, SourceError};
-use super::{BatchSource, SourceReader};
+use super::{BatchSource, Emitter, SourceReader};
 
 /// Creates a source that reads the CSV files at `path`, one `T` per row.
 ///
@@ -142,7 +142,7 @@ impl<T: DeserializeOwned + Item> SourceReader for CsvReader<T> {
         Ok(())
     }
 
-    fn read(&mut self, emit: &mut dyn FnMut(T) -> bool) -> Result<bool, BoxError> {
+    fn read(&mut self, out: &mut Emitter<'_, T>) -> Result<bool, BoxError> {
         let mut budget = READ_BUDGET;
         loop {
             let open = match self.current {
@@ -161,7 +161,7 @@ impl<T: DeserializeOwned + Item> SourceReader for CsvReader<T> {
                     Ok(false) => break,
                     Ok(true) => match self.record.deserialize::<T>(Some(&open.headers)) {
                         Ok(item) => {
-                            if !emit(item) {
+                            if !out.emit(item) {
                                 return Ok(false);
                             }
                         }
@@ -248,13 +248,7 @@ mod tests {
         let ctx = ProcessorContext::new("test", 0, 1, 0);
         r.open(&ctx).unwrap();
         let mut out = Vec::new();
-        while !r
-            .read(&mut |item| {
-                out.push(item);
-                true
-            })
-            .unwrap()
-        {}
+        while !r.read(&mut Emitter::unbounded(&mut out)).unwrap() {}
         r.close().unwrap();
         assert_eq!(
             out,

@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use weir_core::{BoxError, Counter, ProcessorContext};
 
-use super::{BatchSource, SourceReader};
+use super::{BatchSource, Emitter, SourceReader};
 
 /// Why a file-based source could not be built or failed while reading.
 #[derive(Debug, thiserror::Error)]
@@ -472,7 +472,7 @@ impl SourceReader for TextReader {
         Ok(())
     }
 
-    fn read(&mut self, emit: &mut dyn FnMut(String) -> bool) -> Result<bool, BoxError> {
+    fn read(&mut self, out: &mut Emitter<'_, String>) -> Result<bool, BoxError> {
         let (mut lines, mut bytes, mut invalid) = (0, 0, 0);
         let done = self.lines.read(|line| {
             lines += 1;
@@ -484,7 +484,7 @@ impl SourceReader for TextReader {
                     text
                 }
             };
-            emit(text)
+            out.emit(text)
         });
         self.line_count.add(lines);
         self.byte_count.add(bytes);
@@ -558,7 +558,7 @@ impl MalformedLog {
 pub(crate) mod testing {
     use weir_core::ProcessorContext;
 
-    use crate::sources::SourceReader;
+    use crate::sources::{Emitter, SourceReader};
 
     /// Runs instance `index` of `parallelism` to the end; returns its items and its context.
     pub(crate) fn run<R: SourceReader>(
@@ -569,13 +569,7 @@ pub(crate) mod testing {
         let ctx = ProcessorContext::new("test", index, parallelism, 0);
         reader.open(&ctx).unwrap();
         let mut out = Vec::new();
-        while !reader
-            .read(&mut |item| {
-                out.push(item);
-                true
-            })
-            .unwrap()
-        {}
+        while !reader.read(&mut Emitter::unbounded(&mut out)).unwrap() {}
         reader.close().unwrap();
         (out, ctx)
     }
@@ -597,15 +591,10 @@ pub(crate) mod testing {
         reader.open(&ctx).unwrap();
         let mut out = Vec::new();
         loop {
-            let mut taken = 0;
-            let done = reader
-                .read(&mut |item| {
-                    out.push(item);
-                    taken += 1;
-                    taken < k
-                })
-                .unwrap();
-            assert!(taken <= k, "read went on after emit returned false");
+            let mut batch = Vec::new();
+            let done = reader.read(&mut Emitter::new(&mut batch, k)).unwrap();
+            assert!(batch.len() <= k, "read went on after emit returned false");
+            out.append(&mut batch);
             if done {
                 break;
             }
@@ -746,15 +735,9 @@ mod tests {
         reader
             .open(&ProcessorContext::new("test", 0, 1, 0))
             .unwrap();
-        let mut n = 0;
-        assert!(
-            !reader
-                .read(&mut |_| {
-                    n += 1;
-                    true
-                })
-                .unwrap()
-        );
+        let mut lines = Vec::new();
+        assert!(!reader.read(&mut Emitter::unbounded(&mut lines)).unwrap());
+        let n = lines.len();
         assert!(n <= READ_BUDGET as usize / 100 + 1, "{n} lines in one call");
     }
 

@@ -33,7 +33,7 @@ use serde::de::DeserializeOwned;
 use weir_core::{BoxError, Item, ProcessorContext};
 
 use super::files::{InputFiles, LineReader, MalformedLog, SourceError};
-use super::{BatchSource, SourceReader};
+use super::{BatchSource, Emitter, SourceReader};
 
 /// Creates a source that reads the JSON Lines files at `path`, one `T` per line.
 ///
@@ -91,12 +91,12 @@ impl<T: DeserializeOwned + Item> SourceReader for JsonReader<T> {
         Ok(())
     }
 
-    fn read(&mut self, emit: &mut dyn FnMut(T) -> bool) -> Result<bool, BoxError> {
+    fn read(&mut self, out: &mut Emitter<'_, T>) -> Result<bool, BoxError> {
         let malformed = &mut self.malformed;
         Ok(self
             .lines
             .read(|line| match serde_json::from_slice::<T>(line.bytes) {
-                Ok(item) => emit(item),
+                Ok(item) => out.emit(item),
                 Err(e) => {
                     if !line.bytes.iter().all(u8::is_ascii_whitespace) {
                         malformed.record(line.path, line.number, &e);
@@ -162,13 +162,7 @@ mod tests {
         let ctx = ProcessorContext::new("test", 0, 1, 0);
         r.open(&ctx).unwrap();
         let mut out = Vec::new();
-        while !r
-            .read(&mut |item| {
-                out.push(item);
-                true
-            })
-            .unwrap()
-        {}
+        while !r.read(&mut Emitter::unbounded(&mut out)).unwrap() {}
         r.close().unwrap();
         assert_eq!(out, [rec("a", 1), rec("d", 4)]);
         assert_eq!(ctx.metrics().snapshot().counter("malformed_records"), 3);
@@ -200,14 +194,12 @@ mod tests {
                 let mut r = reader(&path)();
                 let ctx = ProcessorContext::new("test", index, parallelism, 0);
                 r.open(&ctx).unwrap();
-                while !r
-                    .read(&mut |item| {
-                        assert_eq!(item.name, format!("r{}", item.n));
-                        good += 1;
-                        true
-                    })
-                    .unwrap()
-                {}
+                let mut batch = Vec::new();
+                while !r.read(&mut Emitter::unbounded(&mut batch)).unwrap() {}
+                for item in batch.drain(..) {
+                    assert_eq!(item.name, format!("r{}", item.n));
+                    good += 1;
+                }
                 r.close().unwrap();
                 logged.append(&mut r.malformed.logged);
                 malformed += ctx.metrics().snapshot().counter("malformed_records");
@@ -227,7 +219,7 @@ mod tests {
         let mut r = reader(&path)();
         let ctx = ProcessorContext::new("test", 0, 1, 0);
         r.open(&ctx).unwrap();
-        while !r.read(&mut |_| true).unwrap() {}
+        while !r.read(&mut Emitter::unbounded(&mut Vec::new())).unwrap() {}
         r.close().unwrap();
         assert_eq!(ctx.metrics().snapshot().counter("malformed_records"), 50);
         assert_eq!(r.malformed.logged.len(), 20);

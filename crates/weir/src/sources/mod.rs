@@ -2,18 +2,21 @@
 //!
 //! A [`BatchSource`] describes a source; each of its processor instances runs its own
 //! [`SourceReader`], which reads its share of the input in bounded steps and feeds the items to
-//! the fused chain behind it. Backpressure reaches the reader as `emit` returning false.
+//! the fused chain behind it. Backpressure reaches the reader as [`Emitter::emit`] returning
+//! false.
 //!
 //! | source | module |
 //! |---|---|
 //! | an in-memory collection | [`collection`] |
 //! | text files as lines (a file, a directory or a glob) | [`files`] |
+//! | generated numbers | [`generator`] |
 //! | JSON Lines | [`json`] |
 //! | CSV | [`csv`] |
 
 pub mod collection;
 pub mod csv;
 pub mod files;
+pub mod generator;
 pub mod json;
 
 use std::sync::Arc;
@@ -38,13 +41,13 @@ pub trait SourceReader: Send + 'static {
         Ok(())
     }
 
-    /// Reads a bounded amount (about a millisecond of work at most), passing each item to
-    /// `emit`. Stops early when `emit` returns false: downstream is full, call again later.
-    /// Returns true when the input is exhausted.
+    /// Reads a bounded amount (about a millisecond of work at most), handing each item to
+    /// [`Emitter::emit`]. Stops early when `emit` returns false: the batch is full, call again
+    /// later. Returns true when the input is exhausted.
     ///
     /// # Errors
     /// An I/O failure fails the job. A malformed record is not an error: count it and skip it.
-    fn read(&mut self, emit: &mut dyn FnMut(Self::Item) -> bool) -> Result<bool, BoxError>;
+    fn read(&mut self, out: &mut Emitter<'_, Self::Item>) -> Result<bool, BoxError>;
 
     /// Whether `read` may run on a cooperative worker. A reader that can block for long (a
     /// file on a slow disk, a socket) returns false and gets a thread of its own.
@@ -55,6 +58,60 @@ pub trait SourceReader: Send + 'static {
     /// Releases the input.
     fn close(&mut self) -> Result<(), BoxError> {
         Ok(())
+    }
+}
+
+/// Where a [`SourceReader`] puts what it reads: a batch that the runtime hands to the fused
+/// chain behind the source in one call.
+///
+/// ```
+/// use weir::sources::Emitter;
+///
+/// let mut batch = Vec::new();
+/// let mut out = Emitter::new(&mut batch, 2);
+/// assert!(out.emit(1));
+/// assert!(!out.emit(2)); // full: stop reading, you will be called again
+/// assert_eq!(batch, [1, 2]);
+/// ```
+///
+/// Cost: a `Vec` push per item, inlined into the reader's loop.
+pub struct Emitter<'a, T> {
+    items: &'a mut Vec<T>,
+    limit: usize,
+}
+
+impl<'a, T> Emitter<'a, T> {
+    /// An emitter appending to `items` that reports full once it holds `limit` items.
+    pub fn new(items: &'a mut Vec<T>, limit: usize) -> Self {
+        Emitter { items, limit }
+    }
+
+    /// An emitter that never reports full (for tests and tools that drain a reader).
+    pub fn unbounded(items: &'a mut Vec<T>) -> Self {
+        Emitter {
+            items,
+            limit: usize::MAX,
+        }
+    }
+
+    /// Adds `item`; returns whether there is room for more. The item is taken either way.
+    #[inline]
+    pub fn emit(&mut self, item: T) -> bool {
+        self.items.push(item);
+        self.items.len() < self.limit
+    }
+
+    /// Adds every item of `items`; returns whether there is room for more.
+    #[inline]
+    pub fn extend(&mut self, items: impl IntoIterator<Item = T>) -> bool {
+        self.items.extend(items);
+        self.items.len() < self.limit
+    }
+
+    /// How many more items fit before the batch is full.
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.limit.saturating_sub(self.items.len())
     }
 }
 
