@@ -56,6 +56,9 @@ impl<T: Item, F: Fn(&T) -> bool + Send + Sync> Link<T> for FilterLink<F, T> {
     delegate_to_next!();
 }
 
+/// Results a flat map collects before handing them on.
+const FLAT_MAP_RUN: usize = 1024;
+
 pub(crate) struct FlatMapLink<F, R> {
     pub f: Arc<F>,
     pub next: Box<dyn Link<R>>,
@@ -79,9 +82,19 @@ impl<T, R: Item, I: IntoIterator<Item = R>, F: Fn(T) -> I + Send + Sync> Link<T>
         room
     }
     fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
-        let f = &*self.f;
-        self.out.extend(items.drain(..).flat_map(f));
-        self.next.push_batch(&mut self.out)
+        // Hand results on in runs of about FLAT_MAP_RUN, so the intermediate batch stays in
+        // cache however much each item expands.
+        let mut room = true;
+        for item in items.drain(..) {
+            self.out.extend((self.f)(item));
+            if self.out.len() >= FLAT_MAP_RUN {
+                room = self.next.push_batch(&mut self.out);
+            }
+        }
+        if !self.out.is_empty() {
+            room = self.next.push_batch(&mut self.out);
+        }
+        room
     }
     delegate_to_next!();
 }
