@@ -13,8 +13,12 @@
 //! and then 1024, and with inbox batches of one item and then all of them. On every run it:
 //!
 //! - calls `process` again while the outbox is full, to check the processor keeps its place;
-//! - checks that each call made progress (took input or emitted) or that the outbox was full,
-//!   unless [`Verifier::disable_progress_assertion`] is set;
+//! - checks that each call made progress (took input, emitted, or reported progress) or that
+//!   the outbox was full, unless [`Verifier::disable_progress_assertion`] is set;
+//! - delivers watermarks given with [`Verifier::input_events`] after the items before them,
+//!   calling `try_process_watermark` until it returns true;
+//! - optionally saves the processor's state whenever its inbox empties and continues with a
+//!   fresh instance restored from it ([`Verifier::snapshot_restore`]);
 //! - drives `complete_edge` and `complete` to the end;
 //! - warns about cooperative calls slower than the time limit (5 ms by default);
 //! - compares the output with what was expected, in order or in any order.
@@ -24,10 +28,14 @@
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
+use crate::conveyor::Message;
+use crate::error::ProcessorResult;
 use crate::inbox::Inbox;
 use crate::item::Item;
-use crate::outbox::Outbox;
+use crate::outbox::{Outbox, TestDrain};
 use crate::processor::{Processor, ProcessorContext, ProcessorSupplier};
+use crate::snapshot::SnapshotWriter;
+use crate::watermark::Watermark;
 
 /// Starts verifying the processors `supplier` creates.
 pub fn verify_processor<P, S>(supplier: S) -> Verifier<S>
@@ -38,20 +46,24 @@ where
     Verifier {
         supplier,
         inputs: Vec::new(),
+        order: None,
         assert_progress: true,
+        snapshot_restore: false,
         time_limit: Duration::from_millis(5),
-        outbox_capacities: vec![1, 1024],
         slow_calls: 0,
     }
 }
 
+/// The events of one input ordinal, without their item type.
 trait Feed {
     fn len(&self) -> usize;
     fn new_inbox(&self) -> Inbox;
-    fn fill(&self, inbox: &mut Inbox, from: usize, n: usize);
+    /// Moves up to `n` items from `from` into `inbox`, stopping before a watermark. Returns
+    /// the new position and the watermark found there, if any (then consumed).
+    fn fill(&self, inbox: &mut Inbox, from: usize, n: usize) -> (usize, Option<Watermark>);
 }
 
-struct TypedFeed<T>(Vec<T>);
+struct TypedFeed<T>(Vec<Message<T>>);
 
 impl<T: Item> Feed for TypedFeed<T> {
     fn len(&self) -> usize {
@@ -60,10 +72,19 @@ impl<T: Item> Feed for TypedFeed<T> {
     fn new_inbox(&self) -> Inbox {
         Inbox::of::<T>()
     }
-    fn fill(&self, inbox: &mut Inbox, from: usize, n: usize) {
-        inbox
-            .items::<T>()
-            .extend(self.0[from..from + n].iter().cloned());
+    fn fill(&self, inbox: &mut Inbox, from: usize, n: usize) -> (usize, Option<Watermark>) {
+        let items = inbox.items::<T>();
+        let mut at = from;
+        while at < self.0.len() && items.len() < n {
+            match &self.0[at] {
+                Message::Item(t) => items.push_back(t.clone()),
+                Message::Watermark(wm) if items.is_empty() => return (at + 1, Some(*wm)),
+                Message::Watermark(_) => break,
+                Message::Done => {}
+            }
+            at += 1;
+        }
+        (at, None)
     }
 }
 
@@ -71,16 +92,33 @@ impl<T: Item> Feed for TypedFeed<T> {
 pub struct Verifier<S> {
     supplier: S,
     inputs: Vec<Box<dyn Feed>>,
+    order: Option<Vec<usize>>,
     assert_progress: bool,
+    snapshot_restore: bool,
     time_limit: Duration,
-    outbox_capacities: Vec<usize>,
     slow_calls: usize,
 }
 
+/// Outbox capacities and inbox batch sizes every run combines.
+const OUTBOX_CAPACITIES: [usize; 2] = [1, 1024];
+const INBOX_BATCHES: [usize; 2] = [1, usize::MAX];
+
 impl<S: ProcessorSupplier> Verifier<S> {
     /// Adds the items of the next input ordinal (the first call is ordinal 0).
-    pub fn input<T: Item>(mut self, items: Vec<T>) -> Self {
-        self.inputs.push(Box::new(TypedFeed(items)));
+    pub fn input<T: Item>(self, items: Vec<T>) -> Self {
+        self.input_events(items.into_iter().map(Message::Item).collect())
+    }
+
+    /// Adds the items and watermarks of the next input ordinal, in order.
+    pub fn input_events<T: Item>(mut self, events: Vec<Message<T>>) -> Self {
+        self.inputs.push(Box::new(TypedFeed(events)));
+        self
+    }
+
+    /// Feeds the input ordinals in this order (default `0, 1, ...`), as edge priorities would:
+    /// for example `[1, 0]` when ordinal 1 is a join's build side.
+    pub fn feed_order(mut self, order: Vec<usize>) -> Self {
+        self.order = Some(order);
         self
     }
 
@@ -91,35 +129,75 @@ impl<S: ProcessorSupplier> Verifier<S> {
         self
     }
 
+    /// Whenever the inbox empties, saves the processor's state, drops it, and goes on with a
+    /// fresh instance restored from that state: the output must not change.
+    pub fn snapshot_restore(mut self) -> Self {
+        self.snapshot_restore = true;
+        self
+    }
+
     /// Sets the time above which a cooperative call is reported as too slow.
     pub fn cooperative_time_limit(mut self, limit: Duration) -> Self {
         self.time_limit = limit;
         self
     }
 
-    /// Runs the processor and checks that output ordinal 0 equals `expected`, in order.
+    /// Runs the processor and checks that output ordinal 0 holds `expected` items, in order.
     ///
     /// # Panics
     /// On any failure, describing it.
     pub fn expect_output<O: Item + PartialEq + Debug>(self, expected: Vec<O>) {
-        self.check(expected, true)
+        self.check(
+            expected.into_iter().map(Message::Item).collect(),
+            true,
+            false,
+        )
     }
 
-    /// Runs the processor and checks that output ordinal 0 holds exactly `expected`, in any order.
+    /// Runs the processor and checks that output ordinal 0 holds exactly `expected` items, in
+    /// any order.
     ///
     /// # Panics
     /// On any failure, describing it.
     pub fn expect_output_unordered<O: Item + PartialEq + Debug>(self, expected: Vec<O>) {
-        self.check(expected, false)
+        self.check(
+            expected.into_iter().map(Message::Item).collect(),
+            false,
+            false,
+        )
     }
 
-    /// Runs the processor through every configuration and returns the output of each run, for
+    /// Runs the processor and checks that output ordinal 0 emits exactly `expected`, items
+    /// and watermarks, in order.
+    ///
+    /// # Panics
+    /// On any failure, describing it.
+    pub fn expect_messages<O: Item + PartialEq + Debug>(self, expected: Vec<Message<O>>) {
+        self.check(expected, true, true)
+    }
+
+    /// Runs the processor through every configuration and returns the items of each run, for
     /// checks of your own. Panics on a contract failure.
-    pub fn run<O: Item>(mut self) -> Vec<Vec<O>> {
+    pub fn run<O: Item>(self) -> Vec<Vec<O>> {
+        self.run_messages::<O>()
+            .into_iter()
+            .map(|run| {
+                run.into_iter()
+                    .filter_map(|m| match m {
+                        Message::Item(t) => Some(t),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Like [`run`](Self::run), with watermarks kept in the output.
+    pub fn run_messages<O: Item>(mut self) -> Vec<Vec<Message<O>>> {
         let mut runs = Vec::new();
-        for cap in self.outbox_capacities.clone() {
-            for batch in [1, usize::MAX] {
-                runs.push(self.run_once::<O>(cap, batch));
+        for capacity in OUTBOX_CAPACITIES {
+            for batch in INBOX_BATCHES {
+                runs.push(self.run_once::<O>(capacity, batch));
             }
         }
         if self.slow_calls > 0 {
@@ -131,36 +209,87 @@ impl<S: ProcessorSupplier> Verifier<S> {
         runs
     }
 
-    fn check<O: Item + PartialEq + Debug>(self, expected: Vec<O>, ordered: bool) {
-        for (i, actual) in self.run::<O>().into_iter().enumerate() {
-            let (cap, batch) = (
-                if i < 2 { 1 } else { 1024 },
-                if i % 2 == 0 { "1" } else { "all" },
+    fn check<O: Item + PartialEq + Debug>(
+        self,
+        expected: Vec<Message<O>>,
+        ordered: bool,
+        markers: bool,
+    ) {
+        for (i, actual) in self.run_messages::<O>().into_iter().enumerate() {
+            let actual: Vec<Message<O>> = actual
+                .into_iter()
+                .filter(|m| markers || matches!(m, Message::Item(_)))
+                .collect();
+            let context = format!(
+                "outbox capacity {}, inbox batch {}",
+                OUTBOX_CAPACITIES[i / 2],
+                if i % 2 == 0 { "1" } else { "all" }
             );
-            let context = format!("outbox capacity {cap}, inbox batch {batch}");
             if ordered {
                 assert_eq!(actual, expected, "output differs ({context})");
-            } else {
-                let mut missing: Vec<&O> = expected.iter().collect();
-                for item in &actual {
-                    match missing.iter().position(|e| *e == item) {
-                        Some(p) => {
-                            missing.swap_remove(p);
-                        }
-                        None => panic!(
-                            "unexpected output item {item:?} ({context})\nactual: {actual:?}"
-                        ),
-                    }
-                }
-                assert!(
-                    missing.is_empty(),
-                    "missing output items {missing:?} ({context})"
-                );
+                continue;
             }
+            let mut missing: Vec<&Message<O>> = expected.iter().collect();
+            for item in &actual {
+                match missing.iter().position(|e| *e == item) {
+                    Some(p) => {
+                        missing.swap_remove(p);
+                    }
+                    None => panic!("unexpected output {item:?} ({context})\nactual: {actual:?}"),
+                }
+            }
+            assert!(missing.is_empty(), "missing output {missing:?} ({context})");
         }
     }
 
-    fn timed<R>(&mut self, what: &str, f: impl FnOnce() -> R, cooperative: bool) -> R {
+    fn run_once<O: Item>(&mut self, capacity: usize, batch: usize) -> Vec<Message<O>> {
+        let ctx = ProcessorContext::new("verified", 0, 1, self.inputs.len());
+        let mut p = self.supplier.create(&ctx);
+        p.init(&ctx)
+            .unwrap_or_else(|e| panic!("init() failed: {e}"));
+        let (outbox, mut drains) = Outbox::for_test::<O>(1, capacity);
+        let mut run = Run {
+            p,
+            ctx,
+            outbox,
+            drain: drains.remove(0),
+            output: Vec::new(),
+            cooperative: true,
+            verifier: self,
+        };
+        run.cooperative = run.p.is_cooperative();
+        let inputs = std::mem::take(&mut run.verifier.inputs);
+        let order = run
+            .verifier
+            .order
+            .clone()
+            .unwrap_or_else(|| (0..inputs.len()).collect());
+        for ordinal in order {
+            let feed = &inputs[ordinal];
+            let mut inbox = feed.new_inbox();
+            let mut position = 0;
+            while position < feed.len() {
+                let (next, watermark) = feed.fill(&mut inbox, position, batch);
+                position = next;
+                run.process_inbox(ordinal, &mut inbox);
+                if let Some(wm) = watermark {
+                    run.drive("try_process_watermark", |p, o| {
+                        p.try_process_watermark(wm, o)
+                    });
+                }
+                run.maybe_restore();
+            }
+            run.drive("complete_edge", |p, o| p.complete_edge(ordinal, o));
+        }
+        run.verifier.inputs = inputs;
+        run.drive("complete", |p, o| p.complete(o));
+        run.p
+            .close()
+            .unwrap_or_else(|e| panic!("close() failed: {e}"));
+        run.output
+    }
+
+    fn timed<R>(&mut self, what: &str, cooperative: bool, f: impl FnOnce() -> R) -> R {
         let start = Instant::now();
         let r = f();
         let elapsed = start.elapsed();
@@ -173,107 +302,149 @@ impl<S: ProcessorSupplier> Verifier<S> {
         }
         r
     }
+}
 
-    fn run_once<O: Item>(&mut self, capacity: usize, batch: usize) -> Vec<O> {
-        let ctx = ProcessorContext::new("verified", 0, 1, self.inputs.len());
-        let mut p = self.supplier.create(&ctx);
-        p.init(&ctx)
-            .unwrap_or_else(|e| panic!("init() failed: {e}"));
-        let cooperative = p.is_cooperative();
-        let (mut outbox, mut drains) = Outbox::for_test::<O>(1, capacity);
-        let mut output = Vec::new();
-        let inputs = std::mem::take(&mut self.inputs);
-        for (ordinal, feed) in inputs.iter().enumerate() {
-            let mut inbox = feed.new_inbox();
-            let mut position = 0;
-            loop {
-                if inbox.is_empty() {
-                    if position >= feed.len() {
-                        break;
-                    }
-                    let n = batch.min(feed.len() - position);
-                    feed.fill(&mut inbox, position, n);
-                    position += n;
-                }
-                outbox.begin_call();
-                let before = inbox.len();
-                self.timed(
-                    "process",
-                    || p.process(ordinal, &mut inbox, &mut outbox),
-                    cooperative,
-                )
-                .unwrap_or_else(|e| panic!("process() failed: {e}"));
-                let consumed = before - inbox.len();
-                if self.assert_progress && consumed == 0 && !outbox.progress_in_call() {
-                    panic!(
-                        "process() on ordinal {ordinal} took no item and emitted nothing, though the outbox had room"
-                    );
-                }
-                if !outbox.has_room_all() {
-                    // Called again with a full outbox, the processor must keep its place.
-                    outbox.begin_call();
-                    self.timed(
-                        "process",
-                        || p.process(ordinal, &mut inbox, &mut outbox),
-                        cooperative,
-                    )
-                    .unwrap_or_else(|e| panic!("process() with a full outbox failed: {e}"));
-                }
-                output.extend(drains[0].drain());
-            }
-            self.drive(
-                "complete_edge",
-                &mut p,
-                &mut outbox,
-                &mut drains[0],
-                &mut output,
-                cooperative,
-                |p, o| p.complete_edge(ordinal, o),
-            );
-        }
-        self.inputs = inputs;
-        self.drive(
-            "complete",
-            &mut p,
-            &mut outbox,
-            &mut drains[0],
-            &mut output,
-            cooperative,
-            |p, o| p.complete(o),
-        );
-        p.close().unwrap_or_else(|e| panic!("close() failed: {e}"));
-        output
+/// One run of the harness: the processor under test and what it emitted.
+struct Run<'v, S, O> {
+    p: Box<dyn Processor>,
+    ctx: ProcessorContext,
+    outbox: Outbox,
+    drain: TestDrain<O>,
+    output: Vec<Message<O>>,
+    cooperative: bool,
+    verifier: &'v mut Verifier<S>,
+}
+
+impl<S: ProcessorSupplier, O: Item> Run<'_, S, O> {
+    fn collect(&mut self) {
+        self.output.extend(self.drain.drain_messages());
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn drive<O: Item>(
+    /// Calls `process` until the inbox is empty, checking progress and the full-outbox case.
+    fn process_inbox(&mut self, ordinal: usize, inbox: &mut Inbox) {
+        while !inbox.is_empty() {
+            self.outbox.begin_call();
+            let before = inbox.len();
+            let (p, outbox, cooperative) = (&mut self.p, &mut self.outbox, self.cooperative);
+            self.verifier
+                .timed("process", cooperative, || p.process(ordinal, inbox, outbox))
+                .unwrap_or_else(|e| panic!("process() failed: {e}"));
+            let consumed = before - inbox.len();
+            if self.verifier.assert_progress && consumed == 0 && !self.outbox.progress_in_call() {
+                panic!(
+                    "process() on ordinal {ordinal} took no item and emitted nothing, though the outbox had room"
+                );
+            }
+            if !self.outbox.has_room_all() {
+                // Called again with a full outbox, the processor must keep its place.
+                self.outbox.begin_call();
+                let (p, outbox) = (&mut self.p, &mut self.outbox);
+                self.verifier
+                    .timed("process", cooperative, || p.process(ordinal, inbox, outbox))
+                    .unwrap_or_else(|e| panic!("process() with a full outbox failed: {e}"));
+            }
+            self.collect();
+        }
+    }
+
+    /// Calls a hook until it returns true, collecting output and checking progress.
+    fn drive(
         &mut self,
         what: &str,
-        p: &mut Box<dyn Processor>,
-        outbox: &mut Outbox,
-        drain: &mut crate::outbox::TestDrain<O>,
-        output: &mut Vec<O>,
-        cooperative: bool,
-        mut call: impl FnMut(
-            &mut Box<dyn Processor>,
-            &mut Outbox,
-        ) -> crate::error::ProcessorResult<bool>,
+        mut call: impl FnMut(&mut Box<dyn Processor>, &mut Outbox) -> ProcessorResult<bool>,
     ) {
         loop {
-            outbox.begin_call();
+            self.outbox.begin_call();
+            let (p, outbox, cooperative) = (&mut self.p, &mut self.outbox, self.cooperative);
             let done = self
-                .timed(what, || call(p, outbox), cooperative)
+                .verifier
+                .timed(what, cooperative, || call(p, outbox))
                 .unwrap_or_else(|e| panic!("{what}() failed: {e}"));
-            let progressed = outbox.progress_in_call();
-            output.extend(drain.drain());
+            let progressed = self.outbox.progress_in_call();
+            self.collect();
             if done {
                 return;
             }
-            if self.assert_progress && !progressed {
+            if self.verifier.assert_progress && !progressed {
                 panic!(
                     "{what}() returned false but emitted nothing and reported no progress, though the outbox had room"
                 );
             }
         }
+    }
+
+    /// With [`Verifier::snapshot_restore`], replaces the processor by a fresh one restored from
+    /// its saved state.
+    fn maybe_restore(&mut self) {
+        if !self.verifier.snapshot_restore {
+            return;
+        }
+        let mut writer = SnapshotWriter::new();
+        while !self
+            .p
+            .save_to_snapshot(&mut writer)
+            .unwrap_or_else(|e| panic!("save_to_snapshot() failed: {e}"))
+        {}
+        self.p
+            .close()
+            .unwrap_or_else(|e| panic!("close() failed: {e}"));
+        let mut fresh = self.verifier.supplier.create(&self.ctx);
+        fresh
+            .init(&self.ctx)
+            .unwrap_or_else(|e| panic!("init() failed: {e}"));
+        fresh
+            .restore_from_snapshot(writer.into_entries())
+            .unwrap_or_else(|e| panic!("restore_from_snapshot() failed: {e}"));
+        self.p = fresh;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::processors::MapP;
+
+    #[test]
+    fn watermarks_pass_through_in_order() {
+        verify_processor(|_| MapP::new(|x: u32| x * 10))
+            .input_events(vec![
+                Message::Item(1u32),
+                Message::Watermark(Watermark(5)),
+                Message::Item(2),
+            ])
+            .expect_messages(vec![
+                Message::Item(10u32),
+                Message::Watermark(Watermark(5)),
+                Message::Item(20),
+            ]);
+    }
+
+    #[test]
+    #[should_panic(expected = "output differs")]
+    fn a_wrong_expectation_fails() {
+        verify_processor(|_| MapP::new(|x: u32| x))
+            .input(vec![1u32])
+            .expect_output(vec![2u32]);
+    }
+
+    /// Never takes its input: the harness must call that out.
+    struct Lazy;
+    impl Processor for Lazy {
+        fn process(
+            &mut self,
+            _o: usize,
+            _inbox: &mut Inbox,
+            _outbox: &mut Outbox,
+        ) -> ProcessorResult<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "took no item and emitted nothing")]
+    fn a_processor_that_ignores_its_inbox_fails() {
+        verify_processor(|_| Lazy)
+            .input(vec![1u32])
+            .expect_output::<u32>(vec![]);
     }
 }
