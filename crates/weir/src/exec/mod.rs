@@ -8,3 +8,6 @@ pub(crate) mod sink;
 pub(crate) mod sort;
 pub(crate) mod source;
 pub(crate) mod transform;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,196 @@
+//! Every processor a plan runs, through the processor test harness.
+
+use std::sync::Arc;
+
+use weir_core::test_support::verify_processor;
+use weir_core::{Item, Processor};
+
+use crate::aggregate::{AggregateOperation, counting, summing};
+use crate::exec::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
+use crate::exec::join::{BuildTable, HashJoin1, HashJoin2};
+use crate::exec::link::{Emit, Link, inbox_head};
+use crate::exec::sort::SortHead;
+use crate::exec::transform::{FilterLink, FlatMapLink, KeyedStatefulLink, MapLink};
+
+fn emit<T: Item>() -> Box<dyn Link<T>> {
+    Box::new(Emit::new())
+}
+
+fn erased<T: Item>(link: Box<dyn Link<T>>) -> crate::exec::link::ErasedLink {
+    crate::exec::link::erase(link)
+}
+
+#[test]
+fn fused_chain_behind_an_inbox() {
+    verify_processor(|_| {
+        let filter: Box<dyn Link<u32>> = Box::new(FilterLink {
+            f: Arc::new(|x: &u32| !x.is_multiple_of(3)),
+            next: emit::<u32>(),
+        });
+        let flat: Box<dyn Link<u32>> = Box::new(FlatMapLink {
+            f: Arc::new(|x: u32| [x, x + 100]),
+            next: filter,
+            out: Vec::new(),
+        });
+        let map: Box<dyn Link<u32>> = Box::new(MapLink {
+            f: Arc::new(|x: u32| x * 2),
+            next: flat,
+            out: Vec::new(),
+        });
+        inbox_head::<u32>(erased(map))
+    })
+    .input((0..50u32).collect())
+    .expect_output(
+        (0..50u32)
+            .flat_map(|x| [x * 2, x * 2 + 100])
+            .filter(|x| !x.is_multiple_of(3))
+            .collect(),
+    );
+}
+
+#[test]
+fn source_head_reads_to_the_end() {
+    verify_processor(|ctx| {
+        let reader = crate::sources::collection::items(0..5000u32);
+        (reader.head)(ctx, erased(emit::<u32>()))
+    })
+    .expect_output((0..5000u32).collect());
+}
+
+#[test]
+fn keyed_accumulate_then_combine() {
+    let op = Arc::new(counting());
+    let key: Arc<dyn Fn(&u32) -> u32 + Send + Sync> = Arc::new(|x: &u32| x % 4);
+    let acc_op = Arc::clone(&op);
+    let partials = verify_processor(move |_| {
+        inbox_head::<u32>(erased(Box::new(AccumulateByKey::<u32, u32, _, _>::new(
+            Arc::clone(&key),
+            Arc::clone(&acc_op),
+        ))))
+    })
+    .input((0..100u32).collect())
+    .run::<(u32, u64)>();
+    for run in &partials {
+        let mut run = run.clone();
+        run.sort();
+        assert_eq!(run, [(0, 25), (1, 25), (2, 25), (3, 25)]);
+    }
+    // Combine two instances' partials of key 1 and one of key 2.
+    verify_processor(move |_| -> Box<dyn Processor> {
+        Box::new(CombineByKey::<u32, u32, _>::new(
+            Arc::clone(&op),
+            emit::<(u32, u64)>(),
+        ))
+    })
+    .input(vec![(1u32, 10u64), (2, 5), (1, 7)])
+    .expect_output_unordered(vec![(1u32, 17u64), (2, 5)]);
+}
+
+#[test]
+fn global_accumulate_then_combine() {
+    let op = Arc::new(summing(|x: &u64| *x));
+    let acc_op = Arc::clone(&op);
+    verify_processor(move |_| {
+        inbox_head::<u64>(erased(Box::new(AccumulateAll::<u64, _>::new(Arc::clone(
+            &acc_op,
+        )))))
+    })
+    .input((1..=10u64).collect())
+    .expect_output(vec![55u64]);
+    verify_processor(move |_| -> Box<dyn Processor> {
+        Box::new(CombineAll::<u64, _>::new(Arc::clone(&op), emit::<u64>()))
+    })
+    .input(vec![55u64, 45])
+    .expect_output(vec![100u64]);
+    // No input at all still gives the empty result.
+    let empty = Arc::new(counting());
+    verify_processor(move |_| -> Box<dyn Processor> {
+        Box::new(CombineAll::<u8, _>::new(Arc::clone(&empty), emit::<u64>()))
+    })
+    .input(Vec::<u64>::new())
+    .expect_output(vec![0u64]);
+    let _ = AggregateOperation::<u8>::create(&counting());
+}
+
+#[test]
+fn sort_head() {
+    verify_processor(|_| -> Box<dyn Processor> {
+        Box::new(SortHead::new(
+            Arc::new(|a: &i32, b: &i32| b.cmp(a)),
+            emit::<i32>(),
+        ))
+    })
+    .input(vec![3, 1, 4, 1, 5, 9, 2, 6])
+    .expect_output(vec![9, 6, 5, 4, 3, 2, 1, 1]);
+}
+
+#[test]
+fn hash_join_reads_the_build_side_first() {
+    verify_processor(|_| -> Box<dyn Processor> {
+        Box::new(HashJoin1::new(
+            Arc::new(|t: &u32| *t % 10),
+            BuildTable::new(Arc::new(|b: &(u32, char)| b.0)),
+            Arc::new(|t: &u32, b: Option<&(u32, char)>| Some((*t, b.map(|b| b.1)))),
+            emit::<(u32, Option<char>)>(),
+        ))
+    })
+    .input(vec![11u32, 12, 13])
+    .input(vec![(1u32, 'a'), (2, 'b'), (2, 'B')])
+    .feed_order(vec![1, 0])
+    .expect_output(vec![
+        (11u32, Some('a')),
+        (12, Some('b')),
+        (12, Some('B')),
+        (13, None),
+    ]);
+}
+
+#[test]
+fn hash_join_with_two_build_sides() {
+    verify_processor(|_| -> Box<dyn Processor> {
+        Box::new(HashJoin2::new(
+            (Arc::new(|t: &u32| *t), Arc::new(|t: &u32| *t)),
+            (
+                BuildTable::new(Arc::new(|b: &(u32, char)| b.0)),
+                BuildTable::new(Arc::new(|b: &(u32, u8)| b.0)),
+            ),
+            Arc::new(|t: &u32, a: Option<&(u32, char)>, b: Option<&(u32, u8)>| {
+                Some((*t, a.map(|a| a.1), b.map(|b| b.1)))
+            }),
+            emit::<(u32, Option<char>, Option<u8>)>(),
+        ))
+    })
+    .input(vec![1u32, 2])
+    .input(vec![(1u32, 'x')])
+    .input(vec![(2u32, 7u8)])
+    .feed_order(vec![1, 2, 0])
+    .expect_output(vec![(1u32, Some('x'), None), (2, None, Some(7u8))]);
+}
+
+#[test]
+fn keyed_state_keeps_the_first_item_of_each_key() {
+    verify_processor(|_| {
+        let distinct: Box<dyn Link<(u8, u32)>> = Box::new(KeyedStatefulLink {
+            states: Default::default(),
+            key: Arc::new(|x: &(u8, u32)| x.0),
+            create: Arc::new(|| false),
+            f: Arc::new(|seen: &mut bool, _k: &u8, x: (u8, u32)| {
+                (!std::mem::replace(seen, true)).then_some(x)
+            }),
+            next: emit::<(u8, u32)>(),
+        });
+        inbox_head::<(u8, u32)>(erased(distinct))
+    })
+    .input(vec![(1u8, 1u32), (2, 2), (1, 3), (3, 4), (2, 5)])
+    .expect_output(vec![(1u8, 1u32), (2, 2), (3, 4)]);
+}
+
+#[test]
+fn sink_terminal_writes_everything() {
+    let (sink, collected) = crate::sinks::collection::list::<u32>();
+    verify_processor(move |ctx| inbox_head::<u32>((sink.terminal)(ctx)))
+        .input((0..100u32).collect())
+        .expect_output::<()>(vec![]);
+    // Four harness runs, each writing all 100 items.
+    assert_eq!(collected.take().len(), 400);
+}
