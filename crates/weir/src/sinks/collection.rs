@@ -1,7 +1,7 @@
 //! An in-memory list as a sink: for tests and for small results read back by the caller.
 //!
-//! ```ignore
-//! use weir::{sinks, sources};
+//! ```
+//! use weir::prelude::*;
 //!
 //! let (sink, collected) = sinks::collection::list::<u64>();
 //! let p = Pipeline::new();
@@ -10,6 +10,7 @@
 //! let mut out = collected.take();
 //! out.sort();
 //! assert_eq!(out, [2, 4, 6]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use std::sync::{Arc, Mutex, MutexGuard};

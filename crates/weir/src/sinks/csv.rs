@@ -1,15 +1,18 @@
 //! CSV files: each item serialized as one row, under a header row.
 //!
-//! ```ignore
+//! ```no_run
+//! use weir::prelude::*;
 //! use serde::Serialize;
-//! use weir::sinks;
 //!
 //! #[derive(Clone, Serialize)]
 //! struct Person { name: String, age: u32 }
 //!
+//! let people = vec![Person { name: "ann".into(), age: 31 }];
 //! let p = Pipeline::new();
 //! p.read_from(sources::collection::items(people))
 //!     .write_to(sinks::csv::records::<Person>("people.csv"));
+//! p.run()?;
+//! # Ok::<(), weir::Error>(())
 //! ```
 
 use std::io;

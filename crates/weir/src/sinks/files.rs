@@ -4,18 +4,19 @@
 //! [`parts_with`] write `part-00000`, `part-00001`, ... in a directory, one per instance, so
 //! every worker writes in parallel. Each record is one item formatted as text.
 //!
-//! ```ignore
-//! use weir::sinks;
+//! ```no_run
+//! use weir::prelude::*;
 //!
 //! let p = Pipeline::new();
 //! p.read_from(sources::files::text("books/")?)
-//!     // ... count the words into (String, u64) pairs ...
-//!     .write_to(sinks::files::parts_with("counts/", |(word, n): &(String, u64), out: &mut Vec<u8>| {
-//!         out.extend_from_slice(word.as_bytes());
-//!         out.push(b'\t');
-//!         out.extend_from_slice(n.to_string().as_bytes());
-//!         out.push(b'\n');
+//!     .flat_map(weir::jobs::wordcount::words)
+//!     .grouping_key(|word: &Word| word.clone())
+//!     .aggregate(aggregate::counting())
+//!     .write_to(sinks::files::parts_with("counts/", |(word, n): &(Word, u64), out: &mut Vec<u8>| {
+//!         out.extend_from_slice(format!("{word}\t{n}\n").as_bytes());
 //!     }));
+//! p.run()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Atomic output

@@ -1,15 +1,18 @@
 //! JSON Lines files: each item serialized as one line of JSON.
 //!
-//! ```ignore
+//! ```no_run
+//! use weir::prelude::*;
 //! use serde::Serialize;
-//! use weir::sinks;
 //!
 //! #[derive(Clone, Serialize)]
 //! struct Total { symbol: String, volume: u64 }
 //!
+//! let totals = vec![Total { symbol: "WEIR".into(), volume: 100 }];
 //! let p = Pipeline::new();
 //! p.read_from(sources::collection::items(totals))
 //!     .write_to(sinks::json::lines::<Total>("totals.jsonl"));
+//! p.run()?;
+//! # Ok::<(), weir::Error>(())
 //! ```
 
 use std::path::Path;

@@ -1,11 +1,13 @@
 //! Standard output and the log as sinks: for examples, debugging and small results.
 //!
-//! ```ignore
-//! use weir::sinks;
+//! ```
+//! use weir::prelude::*;
 //!
 //! let p = Pipeline::new();
 //! p.read_from(sources::collection::items(["a", "b"]))
 //!     .write_to(sinks::stdout::lines()); // prints "a" and "b", one per line
+//! p.run()?;
+//! # Ok::<(), weir::Error>(())
 //! ```
 
 use std::fmt::{Debug, Display};

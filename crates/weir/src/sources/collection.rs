@@ -1,12 +1,14 @@
 //! An in-memory collection as a source: for tests, examples and small lookup tables.
 //!
-//! ```ignore
-//! use weir::sources;
+//! ```
+//! use weir::prelude::*;
 //!
 //! let p = Pipeline::new();
 //! p.read_from(sources::collection::items(vec![1u64, 2, 3]))
 //!     .map(|x: u64| x * 10)
 //!     .write_to(sinks::stdout::lines());
+//! p.run()?;
+//! # Ok::<(), weir::Error>(())
 //! ```
 
 use std::sync::{Arc, Mutex};

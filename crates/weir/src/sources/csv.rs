@@ -5,17 +5,18 @@
 //! so files are not split by byte range: instance `i` of `n` reads files `i`, `i + n`, ...
 //! A row that does not fit `T` is skipped and counted, never an error.
 //!
-//! ```ignore
+//! ```no_run
+//! use weir::prelude::*;
 //! use serde::Deserialize;
-//! use weir::sources;
 //!
-//! #[derive(Clone, Deserialize)]
+//! #[derive(Clone, Debug, Deserialize)]
 //! struct Person { name: String, age: u32 }
 //!
 //! let p = Pipeline::new();
 //! p.read_from(sources::csv::records::<Person>("people.csv")?)
 //!     .filter(|p: &Person| p.age >= 18)
 //!     .write_to(sinks::stdout::logger());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Counters

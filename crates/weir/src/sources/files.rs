@@ -5,13 +5,14 @@
 //! in its range, so every line is read by exactly one instance and none is lost, however the
 //! ranges fall. Lines come without their `\n` or `\r\n`.
 //!
-//! ```ignore
-//! use weir::sources;
+//! ```no_run
+//! use weir::prelude::*;
 //!
 //! let p = Pipeline::new();
 //! p.read_from(sources::files::text("data/*.txt")?)
 //!     .flat_map(|line: String| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
 //!     .write_to(sinks::stdout::lines());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! This module also holds what the file-based sources share: the path resolution and the

@@ -5,17 +5,18 @@
 //! through the same line reader. A line that does not parse as a `T` is skipped and counted,
 //! never an error.
 //!
-//! ```ignore
+//! ```no_run
+//! use weir::prelude::*;
 //! use serde::Deserialize;
-//! use weir::sources;
 //!
-//! #[derive(Clone, Deserialize)]
+//! #[derive(Clone, Debug, Deserialize)]
 //! struct Trade { symbol: String, price: f64 }
 //!
 //! let p = Pipeline::new();
 //! p.read_from(sources::json::lines::<Trade>("trades/*.jsonl")?)
 //!     .filter(|t: &Trade| t.price > 100.0)
 //!     .write_to(sinks::stdout::logger());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Counters
