@@ -451,7 +451,7 @@ fn build_tasklets(
                 vertex_streams,
                 inboxes,
                 outbox,
-                config.inbox_batch,
+                (config.inbox_batch, config.idle_timeout),
             );
             tasklets.push((tasklet, metrics));
         }

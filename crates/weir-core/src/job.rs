@@ -42,6 +42,8 @@ pub struct JobConfig {
     pub inbox_batch: usize,
     /// The most items one output port accepts in one call.
     pub outbox_batch: usize,
+    /// How long an input may send nothing before it stops holding back the watermark.
+    pub idle_timeout: std::time::Duration,
 }
 
 impl Default for JobConfig {
@@ -51,6 +53,7 @@ impl Default for JobConfig {
             default_parallelism: None,
             inbox_batch: 1024,
             outbox_batch: crate::outbox::DEFAULT_BATCH_LIMIT,
+            idle_timeout: std::time::Duration::from_secs(60),
         }
     }
 }

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::conveyor::{Receiver, Signal};
 use crate::error::ProcessorResult;
@@ -49,8 +49,14 @@ pub(crate) trait InboundStream: Send {
     fn ordinal(&self) -> usize;
     fn priority(&self) -> i32;
     fn is_done(&self) -> bool;
-    /// Moves up to `limit` items into `inbox`, visiting the upstream queues fairly.
-    fn drain_into(&mut self, inbox: &mut Inbox, limit: usize) -> StreamDrain;
+    /// Moves up to `limit` items into `inbox`, visiting the upstream queues fairly. `now` dates
+    /// the activity of the queues that delivered something.
+    fn drain_into(&mut self, inbox: &mut Inbox, limit: usize, now: Instant) -> StreamDrain;
+    /// Marks the queues that delivered nothing for `timeout` idle. Returns the stream's
+    /// coalesced watermark if that advanced it.
+    fn check_idle(&mut self, now: Instant, timeout: Duration) -> Option<Watermark>;
+    /// Whether every unfinished queue is idle.
+    fn is_idle(&self) -> bool;
     /// Items waiting in the conveyors right now.
     fn fill(&self) -> usize;
 }
@@ -64,6 +70,8 @@ pub(crate) struct ConveyorStream<T> {
     ordinal: usize,
     priority: i32,
     coalescer: WatermarkCoalescer,
+    /// When each queue last delivered anything.
+    last_seen: Vec<Instant>,
 }
 
 impl<T: Item> ConveyorStream<T> {
@@ -77,6 +85,7 @@ impl<T: Item> ConveyorStream<T> {
             ordinal,
             priority,
             coalescer: WatermarkCoalescer::new(n),
+            last_seen: vec![Instant::now(); n],
         }
     }
 }
@@ -92,7 +101,7 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
         self.live == 0
     }
 
-    fn drain_into(&mut self, inbox: &mut Inbox, limit: usize) -> StreamDrain {
+    fn drain_into(&mut self, inbox: &mut Inbox, limit: usize, now: Instant) -> StreamDrain {
         let mut result = StreamDrain::default();
         if self.live == 0 {
             return result;
@@ -114,6 +123,10 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
                 }
                 let d = self.receivers[i].drain_into(queue, room);
                 result.items += d.items;
+                if d.items > 0 || d.signal.is_some() {
+                    self.last_seen[i] = now;
+                    self.coalescer.activate(i);
+                }
                 match d.signal {
                     Some(Signal::Watermark(wm)) => {
                         if let Some(advanced) = self.coalescer.observe(i, wm) {
@@ -141,6 +154,24 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
 
     fn fill(&self) -> usize {
         self.receivers.iter().map(Receiver::len).sum()
+    }
+
+    fn check_idle(&mut self, now: Instant, timeout: Duration) -> Option<Watermark> {
+        let mut advanced = None;
+        for i in 0..self.receivers.len() {
+            if !self.done[i]
+                && !self.coalescer.is_idle(i)
+                && now.duration_since(self.last_seen[i]) >= timeout
+            {
+                advanced = self.coalescer.queue_idle(i).or(advanced);
+            }
+        }
+        advanced
+    }
+
+    fn is_idle(&self) -> bool {
+        self.live > 0
+            && (0..self.receivers.len()).all(|i| self.done[i] || self.coalescer.is_idle(i))
     }
 }
 
@@ -170,6 +201,8 @@ pub(crate) struct ProcessorTasklet {
     next_stream: usize,
     state: State,
     inbox_limit: usize,
+    idle_timeout: Duration,
+    last_idle_check: Instant,
     metrics: Arc<InstanceMetrics>,
     cooperative: bool,
     closed: bool,
@@ -182,7 +215,7 @@ impl ProcessorTasklet {
         mut streams: Vec<Box<dyn InboundStream>>,
         inboxes: Vec<Inbox>,
         outbox: Outbox,
-        inbox_limit: usize,
+        (inbox_limit, idle_timeout): (usize, Duration),
     ) -> Self {
         let (vertex, instance, metrics) = (
             ctx.vertex_arc(),
@@ -206,6 +239,8 @@ impl ProcessorTasklet {
             next_stream: 0,
             state: State::Running,
             inbox_limit: inbox_limit.max(1),
+            idle_timeout,
+            last_idle_check: Instant::now(),
             metrics,
             cooperative,
             closed: false,
@@ -232,7 +267,7 @@ impl ProcessorTasklet {
         self.outbox.begin_call();
         let mut items_in = 0u64;
         let progress = match self.state {
-            State::Running => self.run_inputs(&mut items_in)?,
+            State::Running => self.run_inputs(&mut items_in, started)?,
             State::Completing => {
                 if self.processor.complete(&mut self.outbox)? {
                     self.state = State::EmittingDone;
@@ -285,7 +320,29 @@ impl ProcessorTasklet {
         Ok((after < before, after == 0))
     }
 
-    fn run_inputs(&mut self, items_in: &mut u64) -> ProcessorResult<bool> {
+    /// Lets inputs that sent nothing for the idle timeout stop holding the watermark back.
+    /// Checked a few times per timeout, not on every call.
+    fn check_idle_inputs(&mut self, now: Instant) {
+        if now.duration_since(self.last_idle_check) < self.idle_timeout / 8 {
+            return;
+        }
+        self.last_idle_check = now;
+        for s in 0..self.streams.len() {
+            let stream = &mut self.streams[s];
+            let mut advanced = stream
+                .check_idle(now, self.idle_timeout)
+                .and_then(|wm| self.coalescer.observe(s, wm));
+            if stream.is_idle() {
+                advanced = self.coalescer.queue_idle(s).or(advanced);
+            }
+            if let Some(wm) = advanced {
+                self.pending_watermark = Some(wm);
+            }
+        }
+    }
+
+    fn run_inputs(&mut self, items_in: &mut u64, now: Instant) -> ProcessorResult<bool> {
+        self.check_idle_inputs(now);
         // 1. Items already in an inbox come first.
         let (mut progress, drained) = self.process_active()?;
         if !drained {
@@ -332,7 +389,10 @@ impl ProcessorTasklet {
                 continue;
             }
             let ordinal = stream.ordinal();
-            let d = stream.drain_into(&mut self.inboxes[ordinal], self.inbox_limit);
+            let d = stream.drain_into(&mut self.inboxes[ordinal], self.inbox_limit, now);
+            if d.items > 0 || d.watermark.is_some() {
+                self.coalescer.activate(s);
+            }
             if let Some(wm) = d.watermark
                 && let Some(advanced) = self.coalescer.observe(s, wm)
             {

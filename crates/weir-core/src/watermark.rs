@@ -22,14 +22,28 @@ impl Watermark {
     }
 }
 
+/// How one input of a [`WatermarkCoalescer`] stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QueueState {
+    /// Holds the minimum back with its last watermark.
+    Active,
+    /// Sent nothing for the idle timeout: ignored until it sends again.
+    Idle,
+    /// Finished: ignored for good.
+    Done,
+}
+
 /// Tracks the watermark of several input queues and reports when their minimum advances.
 ///
-/// A queue that finished (its producer sent the done marker) no longer holds the minimum back.
-/// Cost: `observe` is O(1) unless it changes the minimum, then O(queues).
+/// A queue that finished, or that went idle (nothing received for the idle timeout), no
+/// longer holds the minimum back; an idle queue counts again as soon as it sends something.
+/// The coalesced watermark never goes back.
+///
+/// Cost: `observe` is O(1) unless it may change the minimum, then O(queues).
 #[derive(Debug, Clone)]
 pub struct WatermarkCoalescer {
     per_queue: Vec<i64>,
-    done: Vec<bool>,
+    state: Vec<QueueState>,
     emitted: i64,
 }
 
@@ -38,13 +52,14 @@ impl WatermarkCoalescer {
     pub fn new(queues: usize) -> Self {
         WatermarkCoalescer {
             per_queue: vec![i64::MIN; queues],
-            done: vec![false; queues],
+            state: vec![QueueState::Active; queues],
             emitted: i64::MIN,
         }
     }
 
     /// Records that `queue` sent `wm`. Returns the new coalesced watermark when it advanced.
     pub fn observe(&mut self, queue: usize, wm: Watermark) -> Option<Watermark> {
+        self.activate(queue);
         if wm.0 <= self.per_queue[queue] {
             return None;
         }
@@ -53,13 +68,35 @@ impl WatermarkCoalescer {
         if was_min { self.advance() } else { None }
     }
 
-    /// Records that `queue` finished. Returns the new coalesced watermark when it advanced.
-    pub fn queue_done(&mut self, queue: usize) -> Option<Watermark> {
-        if self.done[queue] {
+    /// Records that `queue` sent an item: an idle queue counts again.
+    #[inline]
+    pub fn activate(&mut self, queue: usize) {
+        if self.state[queue] == QueueState::Idle {
+            self.state[queue] = QueueState::Active;
+        }
+    }
+
+    /// Records that `queue` went idle. Returns the new coalesced watermark when it advanced.
+    pub fn queue_idle(&mut self, queue: usize) -> Option<Watermark> {
+        if self.state[queue] != QueueState::Active {
             return None;
         }
-        self.done[queue] = true;
+        self.state[queue] = QueueState::Idle;
         self.advance()
+    }
+
+    /// Records that `queue` finished. Returns the new coalesced watermark when it advanced.
+    pub fn queue_done(&mut self, queue: usize) -> Option<Watermark> {
+        if self.state[queue] == QueueState::Done {
+            return None;
+        }
+        self.state[queue] = QueueState::Done;
+        self.advance()
+    }
+
+    /// Whether `queue` is idle.
+    pub fn is_idle(&self, queue: usize) -> bool {
+        self.state[queue] == QueueState::Idle
     }
 
     /// The last coalesced watermark reported.
@@ -71,8 +108,8 @@ impl WatermarkCoalescer {
         let min = self
             .per_queue
             .iter()
-            .zip(&self.done)
-            .filter(|(_, done)| !**done)
+            .zip(&self.state)
+            .filter(|(_, state)| **state == QueueState::Active)
             .map(|(wm, _)| *wm)
             .min()?;
         if min > self.emitted {
@@ -81,6 +118,76 @@ impl WatermarkCoalescer {
         } else {
             None
         }
+    }
+}
+
+/// Generates a source's watermarks from the event times it sees: per partition, the highest
+/// timestamp seen minus the allowed lag; for the source, the minimum over its partitions that
+/// are not idle. An event behind the source's current watermark is late.
+///
+/// ```
+/// use weir_core::watermark::{EventTimeTracker, Watermark};
+///
+/// let mut t = EventTimeTracker::new(1, 100);
+/// assert!(t.accept(0, 1_000));
+/// assert_eq!(t.watermark(), Watermark(900));
+/// assert!(t.accept(0, 950), "behind the highest time, but within the lag");
+/// assert!(!t.accept(0, 899), "behind the watermark: late");
+/// ```
+#[derive(Debug, Clone)]
+pub struct EventTimeTracker {
+    lag: i64,
+    /// Highest timestamp seen per partition; `None` before the first.
+    highest: Vec<Option<i64>>,
+    idle: Vec<bool>,
+}
+
+impl EventTimeTracker {
+    /// A tracker of `partitions` partitions with `allowed_lag` (ms).
+    pub fn new(partitions: usize, allowed_lag: i64) -> Self {
+        EventTimeTracker {
+            lag: allowed_lag.max(0),
+            highest: vec![None; partitions.max(1)],
+            idle: vec![false; partitions.max(1)],
+        }
+    }
+
+    /// Sees an event of `partition` at `timestamp`. Returns false, changing nothing, when the
+    /// event is late (behind the current watermark).
+    #[inline]
+    pub fn accept(&mut self, partition: usize, timestamp: i64) -> bool {
+        if timestamp < self.watermark().0 {
+            return false;
+        }
+        self.idle[partition] = false;
+        let h = &mut self.highest[partition];
+        if h.is_none_or(|h| timestamp > h) {
+            *h = Some(timestamp);
+        }
+        true
+    }
+
+    /// Marks `partition` idle: it stops holding the watermark back until its next event.
+    pub fn mark_idle(&mut self, partition: usize) {
+        self.idle[partition] = true;
+    }
+
+    /// The source's watermark: the minimum over active partitions of highest − lag, or
+    /// [`Watermark::MIN`] before every active partition has seen an event.
+    pub fn watermark(&self) -> Watermark {
+        let mut min = i64::MAX;
+        let mut any = false;
+        for (h, idle) in self.highest.iter().zip(&self.idle) {
+            if *idle {
+                continue;
+            }
+            any = true;
+            match h {
+                Some(h) => min = min.min(h.saturating_sub(self.lag)),
+                None => return Watermark::MIN,
+            }
+        }
+        if any { Watermark(min) } else { Watermark::MIN }
     }
 }
 
@@ -96,6 +203,39 @@ mod tests {
         assert_eq!(c.observe(1, Watermark(20)), Some(Watermark(10)));
         assert_eq!(c.observe(0, Watermark(8)), None, "watermarks never go back");
         assert_eq!(c.observe(0, Watermark(30)), Some(Watermark(20)));
+    }
+
+    #[test]
+    fn idle_queue_stops_holding_back_until_it_sends_again() {
+        let mut c = WatermarkCoalescer::new(2);
+        assert_eq!(c.observe(0, Watermark(10)), None);
+        assert_eq!(c.queue_idle(1), Some(Watermark(10)));
+        assert_eq!(c.observe(0, Watermark(20)), Some(Watermark(20)));
+        c.activate(1);
+        assert_eq!(
+            c.observe(0, Watermark(30)),
+            None,
+            "queue 1 holds it back again"
+        );
+        assert_eq!(c.observe(1, Watermark(25)), Some(Watermark(25)));
+    }
+
+    #[test]
+    fn tracker_takes_the_minimum_over_active_partitions() {
+        let mut t = EventTimeTracker::new(2, 10);
+        assert!(t.accept(0, 100));
+        assert_eq!(
+            t.watermark(),
+            Watermark::MIN,
+            "partition 1 has seen nothing yet"
+        );
+        assert!(t.accept(1, 50));
+        assert_eq!(t.watermark(), Watermark(40));
+        t.mark_idle(1);
+        assert_eq!(t.watermark(), Watermark(90));
+        assert!(!t.accept(1, 60), "late against the source's watermark");
+        assert!(t.accept(1, 95));
+        assert_eq!(t.watermark(), Watermark(85));
     }
 
     #[test]

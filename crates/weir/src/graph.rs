@@ -77,6 +77,12 @@ pub(crate) enum NodeKind {
     Join {
         head: HeadFn,
     },
+    /// A two-stream join: each input partitioned by its side\'s key.
+    StreamJoin {
+        head: HeadFn,
+        left_route: RouteFn,
+        right_route: RouteFn,
+    },
     Sort {
         head: HeadFn,
     },

@@ -45,9 +45,10 @@ mod pipeline;
 pub(crate) mod plan;
 pub mod sinks;
 pub mod sources;
+pub mod stream;
 
 pub use error::{Error, Result};
-pub use pipeline::{BatchStage, JoinClause, KeyedBatchStage, Pipeline, join_on};
+pub use pipeline::{BatchStage, JoinClause, KeyedBatchStage, Pipeline, Source, join_on};
 pub use sinks::{Sink, SinkWriter};
 pub use sources::{BatchSource, SourceReader};
 pub use weir_core as core;
@@ -59,6 +60,7 @@ pub use weir_core::{
 pub mod prelude {
     pub use crate::aggregate::{self, AggregateOperation};
     pub use crate::jobs::wordcount::Word;
+    pub use crate::stream::{StreamSource, StreamStage, Timestamped, WindowDefinition};
     pub use crate::{BatchSource, BatchStage, Pipeline, Sink, join_on, sinks, sources};
     pub use weir_core::{Executor, JobConfig};
 }

@@ -65,14 +65,25 @@ impl Pipeline {
         }
     }
 
-    /// Starts a branch that reads from `source`.
-    pub fn read_from<T: Item>(&self, source: BatchSource<T>) -> BatchStage<T> {
+    /// Starts a branch that reads from `source`: a [`BatchSource`] gives a [`BatchStage`], a
+    /// [`StreamSource`](crate::stream::StreamSource) a
+    /// [`StreamSourceStage`](crate::stream::StreamSourceStage) whose event time you choose next.
+    pub fn read_from<S: Source>(&self, source: S) -> S::Stage {
+        source.read_into(self)
+    }
+
+    pub(crate) fn add_source_node<T: Item>(
+        &self,
+        name: String,
+        parallelism: Option<usize>,
+        head: crate::sources::SourceHeadFactory,
+    ) -> BatchStage<T> {
         let node = self.graph.borrow_mut().add(Node {
-            name: source.name.clone(),
-            kind: NodeKind::Source { head: source.head },
+            name,
+            kind: NodeKind::Source { head },
             inputs: Vec::new(),
             output: Some(StageType::of::<T>()),
-            parallelism: source.parallelism,
+            parallelism,
         });
         BatchStage::at(Rc::clone(&self.graph), node)
     }
@@ -121,6 +132,28 @@ impl Pipeline {
     }
 }
 
+/// Something [`Pipeline::read_from`] can read: a batch source or a stream source.
+pub trait Source {
+    /// The stage reading it gives.
+    type Stage;
+    /// Adds the source to `pipeline`.
+    fn read_into(self, pipeline: &Pipeline) -> Self::Stage;
+}
+
+impl<T: Item> Source for BatchSource<T> {
+    type Stage = BatchStage<T>;
+    fn read_into(self, pipeline: &Pipeline) -> BatchStage<T> {
+        pipeline.add_source_node(self.name, self.parallelism, self.head)
+    }
+}
+
+impl<T: Item> Source for crate::stream::StreamSource<T> {
+    type Stage = crate::stream::StreamSourceStage<T>;
+    fn read_into(self, pipeline: &Pipeline) -> Self::Stage {
+        crate::stream::StreamSourceStage::new(pipeline.clone(), self)
+    }
+}
+
 /// A finite stage of items of type `T`. See the [module docs](self).
 pub struct BatchStage<T> {
     graph: Rc<RefCell<Graph>>,
@@ -147,7 +180,7 @@ impl<T> Debug for BatchStage<T> {
 }
 
 /// Wraps a typed link constructor into the planner's erased form.
-fn wrap_with<T: Item, R: Item>(
+pub(crate) fn wrap_with<T: Item, R: Item>(
     make: impl Fn(Box<dyn Link<R>>) -> Box<dyn Link<T>> + Send + Sync + 'static,
 ) -> WrapFn {
     Arc::new(move |next: ErasedLink| erase::<T>(make(unerase::<R>(next))))
@@ -160,6 +193,23 @@ impl<T: Item> BatchStage<T> {
             node,
             _item: PhantomData,
         }
+    }
+
+    /// The stage's node in the pipeline graph.
+    pub(crate) fn node_id(&self) -> NodeId {
+        self.node
+    }
+
+    /// Adds a stage of kind `kind` fed by this stage and then `more_inputs`.
+    pub(crate) fn add_node<R: Item>(
+        &self,
+        name: &str,
+        kind: NodeKind,
+        more_inputs: Vec<NodeId>,
+    ) -> BatchStage<R> {
+        let mut inputs = vec![self.node];
+        inputs.extend(more_inputs);
+        self.add(name, kind, inputs)
     }
 
     fn add<R: Item>(&self, name: &str, kind: NodeKind, inputs: Vec<NodeId>) -> BatchStage<R> {
@@ -524,6 +574,13 @@ pub struct JoinClause<T, B, K> {
     build_key: KeyFn<B, K>,
 }
 
+impl<T, B, K> JoinClause<T, B, K> {
+    /// The two key functions.
+    pub(crate) fn into_keys(self) -> (KeyFn<T, K>, KeyFn<B, K>) {
+        (self.probe_key, self.build_key)
+    }
+}
+
 /// Joins where `probe_key(item)` equals `build_key(build_item)`.
 pub fn join_on<T, B, K>(
     probe_key: impl Fn(&T) -> K + Send + Sync + 'static,
@@ -536,7 +593,7 @@ pub fn join_on<T, B, K>(
 }
 
 /// A partitioned-edge route by `key`.
-fn route_by<T: Item, K: PartitionKey + 'static>(key: KeyFn<T, K>) -> RouteFn {
+pub(crate) fn route_by<T: Item, K: PartitionKey + 'static>(key: KeyFn<T, K>) -> RouteFn {
     Arc::new(move |edge: Edge| {
         let key = Arc::clone(&key);
         edge.partitioned(move |t: &T| key(t))

@@ -13,6 +13,8 @@
 //! - A stage with per-key state starts a vertex behind an edge partitioned by its key.
 //! - A hash join starts a vertex: the probe side arrives on ordinal 0, each build side on a
 //!   broadcast edge of higher priority (a lower value), drained first.
+//! - A stream–stream join starts a vertex fed by two edges, each partitioned by its side's
+//!   key, so matching items meet in one instance.
 //! - A sort starts a single-instance vertex behind an all-to-one edge; the stateless stages
 //!   and sinks after it stay in that vertex, so its order reaches the sink.
 //! - A sink is fused like a stateless stage when its parallelism fits the vertex.
@@ -329,6 +331,28 @@ impl Planner<'_> {
                 for (ordinal, &build) in node.inputs.iter().enumerate().skip(1) {
                     self.connect(build, v, ordinal, Route::Broadcast, -1);
                 }
+                v
+            }
+            NodeKind::StreamJoin {
+                head,
+                left_route,
+                right_route,
+            } => {
+                let v = self.new_vertex(id, Head::Custom(Arc::clone(head)), node.parallelism);
+                self.connect(
+                    node.inputs[0],
+                    v,
+                    0,
+                    Route::Partitioned(Arc::clone(left_route)),
+                    0,
+                );
+                self.connect(
+                    node.inputs[1],
+                    v,
+                    1,
+                    Route::Partitioned(Arc::clone(right_route)),
+                    0,
+                );
                 v
             }
             NodeKind::Sort { head } => {

@@ -11,10 +11,10 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
+use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
 
 use crate::aggregate::AggregateOperation;
-use crate::exec::link::Link;
+use crate::exec::link::{Link, chain_watermark};
 
 /// Accumulates items per key; emits `(key, accumulator)` pairs on output 0 at the end.
 pub(crate) struct AccumulateByKey<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
@@ -85,6 +85,11 @@ where
     fn is_cooperative(&self) -> bool {
         true
     }
+
+    fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // Partial accumulators go out only at the end of the input; the watermark goes on.
+        Ok(outbox.offer_watermark(wm))
+    }
 }
 
 /// Accumulates every item into one accumulator; emits it on output 0 at the end.
@@ -134,6 +139,11 @@ impl<T: 'static, Op: AggregateOperation<T>> Link<T> for AccumulateAll<T, Op> {
 
     fn is_cooperative(&self) -> bool {
         true
+    }
+
+    fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // Partial accumulators go out only at the end of the input; the watermark goes on.
+        Ok(outbox.offer_watermark(wm))
     }
 }
 
@@ -209,6 +219,14 @@ where
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
     }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        chain_watermark(&mut *self.chain, wm, outbox)
+    }
 }
 
 /// Combines every partial accumulator into one result and pushes it into its chain.
@@ -266,5 +284,13 @@ impl<T: 'static, Op: AggregateOperation<T>> Processor for CombineAll<T, Op> {
 
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
+    }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        chain_watermark(&mut *self.chain, wm, outbox)
     }
 }

@@ -9,9 +9,9 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
+use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
 
-use crate::exec::link::Link;
+use crate::exec::link::{Link, chain_watermark};
 
 /// A join key function, shared by every instance.
 pub(crate) type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
@@ -123,6 +123,14 @@ impl<T: Item, K: Item + Hash + Eq, B: Item, R: Item> Processor for HashJoin1<T, 
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
     }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        chain_watermark(&mut *self.chain, wm, outbox)
+    }
 }
 
 /// Joins the probe side with two build sides.
@@ -221,5 +229,13 @@ where
 
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
+    }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        chain_watermark(&mut *self.chain, wm, outbox)
     }
 }

@@ -13,7 +13,7 @@
 use std::any::{Any, type_name};
 use std::collections::VecDeque;
 
-use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
+use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
 
 /// One step of a fused chain. See the [module docs](self).
 pub(crate) trait Link<T>: Send {
@@ -37,6 +37,11 @@ pub(crate) trait Link<T>: Send {
     }
     /// Emits the terminal's backlog. Returns true when nothing is left waiting.
     fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool>;
+    /// The event-time watermark advanced to `wm`, after every item that arrived before it was
+    /// pushed: a window may close, keyed state may expire. The terminal passes it on after
+    /// what it emits because of it. Returns true when done; false to be called again with the
+    /// same watermark (the outbox was full).
+    fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool>;
     /// The input ended. Returns true when the chain is finished.
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool>;
     /// Whether the chain may run on a cooperative thread (false if a sink blocks).
@@ -74,6 +79,13 @@ macro_rules! delegate_to_next {
         }
         fn is_cooperative(&self) -> bool {
             self.next.is_cooperative()
+        }
+        fn watermark(
+            &mut self,
+            wm: weir_core::Watermark,
+            outbox: &mut weir_core::Outbox,
+        ) -> weir_core::ProcessorResult<bool> {
+            self.next.watermark(wm, outbox)
         }
     };
 }
@@ -134,6 +146,10 @@ impl<T: Item> Link<T> for Emit<T> {
         self.flush(outbox)
     }
 
+    fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(self.flush(outbox)? && outbox.offer_watermark(wm))
+    }
+
     fn is_cooperative(&self) -> bool {
         true
     }
@@ -183,9 +199,26 @@ impl<T: Item> Processor for InboxHead<T> {
         self.chain.complete(outbox)
     }
 
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        chain_watermark(&mut *self.chain, wm, outbox)
+    }
+
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
     }
+}
+
+/// How every head hands a watermark to its chain: after the backlog is out.
+pub(crate) fn chain_watermark<T>(
+    chain: &mut dyn Link<T>,
+    wm: Watermark,
+    outbox: &mut Outbox,
+) -> ProcessorResult<bool> {
+    Ok(chain.flush(outbox)? && chain.watermark(wm, outbox)?)
 }
 
 /// Makes the [`InboxHead`] processor for an erased chain taking `T`; stored as a plain `fn`

@@ -7,7 +7,10 @@ pub(crate) mod link;
 pub(crate) mod sink;
 pub(crate) mod sort;
 pub(crate) mod source;
+pub(crate) mod stream_join;
+pub(crate) mod stream_source;
 pub(crate) mod transform;
+pub(crate) mod window;
 
 #[cfg(test)]
 mod tests;

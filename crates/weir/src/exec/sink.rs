@@ -89,4 +89,12 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
     fn is_cooperative(&self) -> bool {
         self.writer.is_cooperative()
     }
+
+    fn watermark(
+        &mut self,
+        _wm: weir_core::Watermark,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        Ok(true)
+    }
 }

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
+use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
 
-use crate::exec::link::Link;
+use crate::exec::link::{Link, chain_watermark};
 
 /// A sort comparator shared by every instance.
 pub(crate) type Compare<T> = Arc<dyn Fn(&T, &T) -> std::cmp::Ordering + Send + Sync>;
@@ -69,5 +69,13 @@ impl<T: Item> Processor for SortHead<T> {
 
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
+    }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        chain_watermark(&mut *self.chain, wm, outbox)
     }
 }

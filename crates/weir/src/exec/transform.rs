@@ -4,7 +4,9 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use weir_core::{Item, ProcessorContext, ProcessorResult};
+use weir_core::{Item, Outbox, ProcessorContext, ProcessorResult, Watermark};
+
+use crate::stream::Timestamped;
 
 use crate::exec::link::{Link, delegate_to_next};
 
@@ -191,4 +193,67 @@ where
         }
     }
     delegate_to_next!();
+}
+
+/// A stream map with state per key that expires: a key's state is dropped once the watermark
+/// is more than `ttl` ms past the last event time that touched it.
+pub(crate) struct ExpiringKeyedLink<KF: ?Sized, C, F, K, S, R> {
+    pub states: FxHashMap<K, (S, i64)>,
+    pub ttl: i64,
+    pub evicted_at: i64,
+    pub key: Arc<KF>,
+    pub create: Arc<C>,
+    pub f: Arc<F>,
+    pub next: Box<dyn Link<Timestamped<R>>>,
+}
+
+impl<T, K, S, R, KF, C, F> Link<Timestamped<T>> for ExpiringKeyedLink<KF, C, F, K, S, R>
+where
+    K: Hash + Eq + Send,
+    S: Send,
+    R: Item,
+    KF: Fn(&T) -> K + Send + Sync + ?Sized,
+    C: Fn() -> S + Send + Sync,
+    F: Fn(&mut S, &K, T) -> Option<R> + Send + Sync,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.next.init(ctx)
+    }
+    fn push(&mut self, item: Timestamped<T>) -> bool {
+        let key = (self.key)(&item.item);
+        let timestamp = item.timestamp;
+        let result = match self.states.get_mut(&key) {
+            Some((state, seen)) => {
+                *seen = (*seen).max(timestamp);
+                (self.f)(state, &key, item.item)
+            }
+            None => {
+                let mut state = (self.create)();
+                let r = (self.f)(&mut state, &key, item.item);
+                self.states.insert(key, (state, timestamp));
+                r
+            }
+        };
+        match result {
+            Some(r) => self.next.push(Timestamped { timestamp, item: r }),
+            None => true,
+        }
+    }
+    fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if wm.0.saturating_sub(self.evicted_at) >= self.ttl / 4 {
+            self.evicted_at = wm.0;
+            let horizon = wm.0.saturating_sub(self.ttl);
+            self.states.retain(|_, (_, seen)| *seen >= horizon);
+        }
+        self.next.watermark(wm, outbox)
+    }
+    fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.next.flush(outbox)
+    }
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.next.complete(outbox)
+    }
+    fn is_cooperative(&self) -> bool {
+        self.next.is_cooperative()
+    }
 }

@@ -25,21 +25,28 @@ use super::{BatchSource, Emitter, SourceReader};
 /// Cost: every item is cloned once per job run, when the instance is created; after that
 /// items are moved out, at most 4096 per `read` call. The instance is cooperative.
 pub fn items<T: Item>(items: impl IntoIterator<Item = T>) -> BatchSource<T> {
+    BatchSource::new("items", Some(1), reader_factory(items))
+}
+
+/// A factory of readers that each emit a copy of `items`; shared with the stream form.
+pub(crate) fn reader_factory<T: Item>(
+    items: impl IntoIterator<Item = T>,
+) -> impl Fn(&weir_core::ProcessorContext) -> ItemsReader<T> + Send + Sync + 'static {
     // A `Mutex` makes the collection `Sync` for the factory, which an `Item` need not be.
     let items = Arc::new(Mutex::new(items.into_iter().collect::<Vec<T>>()));
-    BatchSource::new("items", Some(1), move |_| {
+    move |_| {
         let items = items.lock().unwrap_or_else(|e| e.into_inner()).clone();
         ItemsReader {
             items: items.into_iter(),
         }
-    })
+    }
 }
 
 /// How many items a reader emits per `read` call at most.
 const STEP: usize = 4096;
 
 /// The reader behind [`items`].
-struct ItemsReader<T> {
+pub(crate) struct ItemsReader<T> {
     items: std::vec::IntoIter<T>,
 }
 

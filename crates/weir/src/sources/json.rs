@@ -58,16 +58,27 @@ pub fn lines<T: DeserializeOwned + Item>(
     path: impl AsRef<Path>,
 ) -> Result<BatchSource<T>, SourceError> {
     let path = path.as_ref();
-    let files = Arc::new(InputFiles::resolve(path)?);
     Ok(BatchSource::new(
         format!("json({})", path.display()),
         None,
-        move |_| JsonReader::<T>::new(Arc::clone(&files)),
+        reader_factory::<T>(path)?,
     ))
 }
 
+/// Resolves `path` and returns a factory of JSON Lines readers over it, shared by the batch
+/// source and the stream replay source.
+pub(crate) fn reader_factory<T: DeserializeOwned + Item>(
+    path: &Path,
+) -> Result<
+    impl Fn(&weir_core::ProcessorContext) -> JsonReader<T> + Send + Sync + 'static,
+    SourceError,
+> {
+    let files = Arc::new(InputFiles::resolve(path)?);
+    Ok(move |_: &weir_core::ProcessorContext| JsonReader::<T>::new(Arc::clone(&files)))
+}
+
 /// The reader behind [`lines`].
-struct JsonReader<T> {
+pub(crate) struct JsonReader<T> {
     lines: LineReader,
     malformed: MalformedLog,
     _item: PhantomData<fn() -> T>,

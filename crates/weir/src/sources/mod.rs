@@ -10,6 +10,7 @@
 //! | an in-memory collection | [`collection`] |
 //! | text files as lines (a file, a directory or a glob) | [`files`] |
 //! | generated numbers | [`generator`] |
+//! | streams: a timed generator, a JSON Lines replay, a TCP socket | [`stream`] |
 //! | JSON Lines | [`json`] |
 //! | CSV | [`csv`] |
 
@@ -18,6 +19,7 @@ pub mod csv;
 pub mod files;
 pub mod generator;
 pub mod json;
+pub mod stream;
 
 use std::sync::Arc;
 

@@ -1,0 +1,194 @@
+//! Stream–stream joins: both sides partitioned by the join key into one instance, which keeps
+//! each side's items and matches every arrival against the other side's.
+//!
+//! In a *windowed* join two items match only within the same tumbling window; a window's
+//! state is dropped when the watermark passes its end. In an *unwindowed* join the state is
+//! kept for the whole input, or for `ttl` ms of event time when one is set. A match is emitted
+//! as soon as its second item arrives, stamped with the later of the two times.
+
+use std::hash::Hash;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use weir_core::{
+    Counter, Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark,
+};
+
+use crate::exec::join::KeyFn;
+use crate::exec::link::{Link, chain_watermark};
+use crate::exec::window::Frames;
+use crate::stream::{Timestamped, Window};
+
+/// Builds a match, or `None` to skip the pair.
+pub(crate) type StreamMerge<L, R, O> = Arc<dyn Fn(&Window, &L, &R) -> Option<O> + Send + Sync>;
+
+/// One side's kept items, by (window end, key).
+type SideState<K, T> = FxHashMap<(i64, K), Vec<Timestamped<T>>>;
+
+pub(crate) struct StreamJoin<L, R, K, O> {
+    left_key: KeyFn<L, K>,
+    right_key: KeyFn<R, K>,
+    window: Option<Frames>,
+    ttl: Option<i64>,
+    left: SideState<K, L>,
+    right: SideState<K, R>,
+    merge: StreamMerge<L, R, O>,
+    chain: Box<dyn Link<Timestamped<O>>>,
+    watermark: i64,
+    /// The watermark at the last eviction of expired state.
+    evicted_at: i64,
+    late: Counter,
+}
+
+impl<L, R, K, O> StreamJoin<L, R, K, O> {
+    pub(crate) fn new(
+        keys: (KeyFn<L, K>, KeyFn<R, K>),
+        window: Option<Frames>,
+        ttl: Option<i64>,
+        merge: StreamMerge<L, R, O>,
+        chain: Box<dyn Link<Timestamped<O>>>,
+    ) -> Self {
+        StreamJoin {
+            left_key: keys.0,
+            right_key: keys.1,
+            window,
+            ttl,
+            left: FxHashMap::default(),
+            right: FxHashMap::default(),
+            merge,
+            chain,
+            watermark: i64::MIN,
+            evicted_at: i64::MIN,
+            late: Counter::default(),
+        }
+    }
+
+    fn window_of(&self, timestamp: i64) -> Window {
+        match &self.window {
+            Some(frames) => {
+                let end = frames.frame_end(timestamp);
+                Window {
+                    start: frames.window_start(end),
+                    end,
+                }
+            }
+            None => Window {
+                start: i64::MIN,
+                end: i64::MAX,
+            },
+        }
+    }
+}
+
+impl<L, R, K, O> Processor for StreamJoin<L, R, K, O>
+where
+    L: Item,
+    R: Item,
+    K: Item + Hash + Eq,
+    O: Item,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.late = ctx.metrics().counter("late_events");
+        self.chain.init(ctx)
+    }
+
+    fn process(
+        &mut self,
+        ordinal: usize,
+        inbox: &mut Inbox,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
+        if !self.chain.flush(outbox)? {
+            return Ok(());
+        }
+        if ordinal == 0 {
+            let items = inbox.items::<Timestamped<L>>();
+            while let Some(l) = items.pop_front() {
+                if l.timestamp < self.watermark {
+                    self.late.increment();
+                    continue;
+                }
+                let window = self.window_of(l.timestamp);
+                let key = (window.end, (self.left_key)(&l.item));
+                let mut room = true;
+                for r in self.right.get(&key).map_or(&[][..], Vec::as_slice) {
+                    if let Some(o) = (self.merge)(&window, &l.item, &r.item) {
+                        room = self.chain.push(Timestamped {
+                            timestamp: l.timestamp.max(r.timestamp),
+                            item: o,
+                        });
+                    }
+                }
+                self.left.entry(key).or_default().push(l);
+                if !room {
+                    break;
+                }
+            }
+        } else {
+            let items = inbox.items::<Timestamped<R>>();
+            while let Some(r) = items.pop_front() {
+                if r.timestamp < self.watermark {
+                    self.late.increment();
+                    continue;
+                }
+                let window = self.window_of(r.timestamp);
+                let key = (window.end, (self.right_key)(&r.item));
+                let mut room = true;
+                for l in self.left.get(&key).map_or(&[][..], Vec::as_slice) {
+                    if let Some(o) = (self.merge)(&window, &l.item, &r.item) {
+                        room = self.chain.push(Timestamped {
+                            timestamp: l.timestamp.max(r.timestamp),
+                            item: o,
+                        });
+                    }
+                }
+                self.right.entry(key).or_default().push(r);
+                if !room {
+                    break;
+                }
+            }
+        }
+        self.chain.flush(outbox)?;
+        Ok(())
+    }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        self.watermark = self.watermark.max(wm.0);
+        let wm_now = self.watermark;
+        if self.window.is_some() {
+            // A window's state goes once the watermark passes its end.
+            self.left.retain(|(end, _), _| *end > wm_now);
+            self.right.retain(|(end, _), _| *end > wm_now);
+        } else if let Some(ttl) = self.ttl
+            && wm_now.saturating_sub(self.evicted_at) >= ttl / 4
+        {
+            // Expire items older than the TTL, a few times per TTL rather than per watermark.
+            self.evicted_at = wm_now;
+            let horizon = wm_now.saturating_sub(ttl);
+            self.left.retain(|_, items| {
+                items.retain(|i| i.timestamp >= horizon);
+                !items.is_empty()
+            });
+            self.right.retain(|_, items| {
+                items.retain(|i| i.timestamp >= horizon);
+                !items.is_empty()
+            });
+        }
+        chain_watermark(&mut *self.chain, wm, outbox)
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if !self.chain.flush(outbox)? {
+            return Ok(false);
+        }
+        self.chain.complete(outbox)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        self.chain.is_cooperative()
+    }
+}

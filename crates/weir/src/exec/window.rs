@@ -1,0 +1,540 @@
+//! Event-time windows: frame accumulation, combining frames into sliding windows, and
+//! session windows.
+//!
+//! A tumbling or sliding window of `size` sliding by `slide` is cut into *frames* of `slide`
+//! ms, aligned to the epoch: frame `[k*slide, (k+1)*slide)` is identified by its end. Stage
+//! one ([`FrameAccumulate`], a terminal fused behind the stream) folds each item into its
+//! frame's accumulator per key, and when the watermark passes a frame's end sends the frame's
+//! partial accumulators on, partitioned by key. Stage two ([`SlidingCombine`]) keeps each
+//! key's frames and, when the watermark passes a window's end, combines the frames inside it
+//! into the window's result. With an operation that can `deduct`, it slides a running
+//! accumulator instead: add the newest frame, deduct the one that left.
+//!
+//! Session windows ([`SessionLink`]) run in one stage after a partitioned edge: each key's
+//! sessions grow and merge as items arrive, and close when the watermark passes their end
+//! (the last item's time plus the gap).
+//!
+//! An item behind the watermark is late: it is dropped and counted in `late_events`.
+
+use std::collections::{BTreeMap, hash_map};
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use weir_core::{
+    Counter, Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark,
+};
+
+use crate::aggregate::AggregateOperation;
+use crate::exec::link::{Link, chain_watermark};
+use crate::stream::{KeyedWindowResult, Timestamped, WindowDefinition};
+
+/// The frame geometry of a tumbling, sliding or global window.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Frames {
+    size: i64,
+    slide: i64,
+    /// One window over all time, closed by the final watermark.
+    global: bool,
+}
+
+impl Frames {
+    pub(crate) fn of(def: &WindowDefinition) -> Self {
+        match *def {
+            WindowDefinition::Tumbling { size } => Frames {
+                size,
+                slide: size,
+                global: false,
+            },
+            WindowDefinition::Sliding { size, slide } => Frames {
+                size,
+                slide,
+                global: false,
+            },
+            WindowDefinition::Global => Frames {
+                size: i64::MAX,
+                slide: i64::MAX,
+                global: true,
+            },
+            WindowDefinition::Session { .. } => unreachable!("session windows have no frames"),
+        }
+    }
+
+    /// The end of the frame holding `timestamp`.
+    #[inline]
+    pub(crate) fn frame_end(&self, timestamp: i64) -> i64 {
+        if self.global {
+            i64::MAX
+        } else {
+            timestamp.div_euclid(self.slide) * self.slide + self.slide
+        }
+    }
+
+    pub(crate) fn window_start(&self, end: i64) -> i64 {
+        if self.global {
+            i64::MIN
+        } else {
+            end - self.size
+        }
+    }
+}
+
+/// One frame's partial accumulator of one key, on its way to the combine stage.
+#[derive(Debug, Clone)]
+pub(crate) struct Frame<K, A> {
+    pub key: K,
+    pub end: i64,
+    pub acc: A,
+}
+
+/// Stage one: accumulates items per frame and key; emits frames as the watermark passes them.
+pub(crate) struct FrameAccumulate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
+    frames: Frames,
+    key: Arc<KF>,
+    op: Arc<Op>,
+    open: BTreeMap<i64, FxHashMap<K, Op::Acc>>,
+    draining: Option<(i64, hash_map::IntoIter<K, Op::Acc>)>,
+    pending: Option<Frame<K, Op::Acc>>,
+    watermark: i64,
+    late: Counter,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> FrameAccumulate<T, K, KF, Op> {
+    pub(crate) fn new(def: &WindowDefinition, key: Arc<KF>, op: Arc<Op>) -> Self {
+        FrameAccumulate {
+            frames: Frames::of(def),
+            key,
+            op,
+            open: BTreeMap::new(),
+            draining: None,
+            pending: None,
+            watermark: i64::MIN,
+            late: Counter::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T, K, KF, Op> Link<Timestamped<T>> for FrameAccumulate<T, K, KF, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq,
+    KF: Fn(&T) -> K + Send + Sync + ?Sized,
+    Op: AggregateOperation<T>,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.late = ctx.metrics().counter("late_events");
+        Ok(())
+    }
+
+    #[inline]
+    fn push(&mut self, item: Timestamped<T>) -> bool {
+        if item.timestamp < self.watermark {
+            self.late.increment();
+            return true;
+        }
+        let frame = self
+            .open
+            .entry(self.frames.frame_end(item.timestamp))
+            .or_default();
+        let key = (self.key)(&item.item);
+        match frame.get_mut(&key) {
+            Some(acc) => self.op.accumulate(acc, &item.item),
+            None => {
+                let mut acc = self.op.create();
+                self.op.accumulate(&mut acc, &item.item);
+                frame.insert(key, acc);
+            }
+        }
+        true
+    }
+
+    fn flush(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.watermark = self.watermark.max(wm.0);
+        let port = outbox.port::<Frame<K, Op::Acc>>(0);
+        loop {
+            if let Some(frame) = self.pending.take()
+                && let Err(frame) = port.offer(frame)
+            {
+                self.pending = Some(frame);
+                return Ok(false);
+            }
+            match &mut self.draining {
+                Some((end, entries)) => match entries.next() {
+                    Some((key, acc)) => {
+                        self.pending = Some(Frame {
+                            key,
+                            end: *end,
+                            acc,
+                        })
+                    }
+                    None => self.draining = None,
+                },
+                None => match self.open.first_key_value() {
+                    Some((&end, _)) if end <= self.watermark => {
+                        let (end, entries) = self.open.pop_first().expect("first exists");
+                        self.draining = Some((end, entries.into_iter()));
+                    }
+                    _ => break,
+                },
+            }
+        }
+        Ok(outbox.offer_watermark(wm))
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // A finite input ends every window.
+        self.watermark(Watermark::MAX, outbox)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        true
+    }
+}
+
+/// Stage two: combines frames into windows and pushes `(window, key, result)` down its chain.
+pub(crate) struct SlidingCombine<T, K, Op: AggregateOperation<T>> {
+    frames: Frames,
+    op: Arc<Op>,
+    received: BTreeMap<i64, FxHashMap<K, Op::Acc>>,
+    /// Windows ending before this have been emitted.
+    next_end: i64,
+    /// With `deduct`: the running accumulator per key (and how many frames feed it) of the
+    /// window ending at `running_end`.
+    running: FxHashMap<K, (Op::Acc, u32)>,
+    running_end: Option<i64>,
+    chain: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
+    late: Counter,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T, K, Op: AggregateOperation<T>> SlidingCombine<T, K, Op> {
+    pub(crate) fn new(
+        def: &WindowDefinition,
+        op: Arc<Op>,
+        chain: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
+    ) -> Self {
+        SlidingCombine {
+            frames: Frames::of(def),
+            op,
+            received: BTreeMap::new(),
+            next_end: i64::MIN,
+            running: FxHashMap::default(),
+            running_end: None,
+            chain,
+            late: Counter::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T, K, Op> SlidingCombine<T, K, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq,
+    Op: AggregateOperation<T>,
+{
+    fn combine_into(&self, into: &mut FxHashMap<K, (Op::Acc, u32)>, frame: &FxHashMap<K, Op::Acc>) {
+        for (key, acc) in frame {
+            match into.get_mut(key) {
+                Some((running, n)) => {
+                    self.op.combine(running, acc.clone());
+                    *n += 1;
+                }
+                None => {
+                    into.insert(key.clone(), (acc.clone(), 1));
+                }
+            }
+        }
+    }
+
+    /// The accumulators of the window ending at `end`, per key.
+    fn window(&mut self, end: i64) -> Vec<(K, Op::Acc)> {
+        let (size, slide) = (self.frames.size, self.frames.slide);
+        if self.frames.global || size == slide {
+            // One frame is the whole window: hand it over without copying.
+            return self
+                .received
+                .remove(&end)
+                .map(|f| f.into_iter().collect())
+                .unwrap_or_default();
+        }
+        let first = end.saturating_sub(size).saturating_add(1);
+        if self.op.has_deduct() {
+            let mut running = std::mem::take(&mut self.running);
+            if self.running_end == Some(end - slide) {
+                if let Some(newest) = self.received.get(&end) {
+                    self.combine_into(&mut running, newest);
+                }
+                if let Some(oldest) = self.received.get(&(end - size)) {
+                    for (key, acc) in oldest {
+                        if let Some((r, n)) = running.get_mut(key) {
+                            self.op.deduct(r, acc);
+                            *n -= 1;
+                            if *n == 0 {
+                                running.remove(key);
+                            }
+                        }
+                    }
+                }
+            } else {
+                running.clear();
+                for (_, frame) in self.received.range(first..=end) {
+                    self.combine_into(&mut running, frame);
+                }
+            }
+            self.running_end = Some(end);
+            let out = running
+                .iter()
+                .map(|(k, (a, _))| (k.clone(), a.clone()))
+                .collect();
+            self.running = running;
+            out
+        } else {
+            let mut window = FxHashMap::default();
+            for (_, frame) in self.received.range(first..=end) {
+                self.combine_into(&mut window, frame);
+            }
+            window.into_iter().map(|(k, (a, _))| (k, a)).collect()
+        }
+    }
+
+    /// Emits every window ending at or before `wm` that holds data. Returns false when the
+    /// chain's backlog filled up; the next call goes on.
+    fn emit_windows(&mut self, wm: i64) -> bool {
+        let slide = self.frames.slide;
+        while let Some(&first) = self.received.keys().next() {
+            // The earliest window holding the earliest frame, unless it was already emitted.
+            let end = first.max(self.next_end);
+            if end > wm {
+                break;
+            }
+            let start = self.frames.window_start(end);
+            let mut room = true;
+            for (key, acc) in self.window(end) {
+                let value = KeyedWindowResult {
+                    start,
+                    end,
+                    key,
+                    value: self.op.finish(acc),
+                };
+                room = self.chain.push(Timestamped {
+                    timestamp: end.saturating_sub(1),
+                    item: value,
+                });
+            }
+            if self.frames.global {
+                self.received.clear();
+                self.next_end = i64::MAX;
+                return room;
+            }
+            self.next_end = end + slide;
+            // Keep the frame the next slide deducts; drop the older ones.
+            let keep_from = end + slide - self.frames.size;
+            while self
+                .received
+                .first_key_value()
+                .is_some_and(|(&fe, _)| fe < keep_from)
+            {
+                self.received.pop_first();
+            }
+            if !room {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl<T, K, Op> Processor for SlidingCombine<T, K, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq,
+    Op: AggregateOperation<T>,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.late = ctx.metrics().counter("late_events");
+        self.chain.init(ctx)
+    }
+
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
+        for frame in inbox.items::<Frame<K, Op::Acc>>().drain(..) {
+            if frame.end < self.next_end && !self.frames.global {
+                // Its windows were emitted: a frame from an upstream instance that lagged.
+                self.late.increment();
+                continue;
+            }
+            let accs = self.received.entry(frame.end).or_default();
+            match accs.get_mut(&frame.key) {
+                Some(acc) => self.op.combine(acc, frame.acc),
+                None => {
+                    accs.insert(frame.key, frame.acc);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        if !self.chain.flush(outbox)? {
+            return Ok(false);
+        }
+        let emitted = self.emit_windows(wm.0);
+        outbox.report_progress();
+        if !emitted {
+            self.chain.flush(outbox)?;
+            return Ok(false);
+        }
+        chain_watermark(&mut *self.chain, wm, outbox)
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if !self.try_process_watermark(Watermark::MAX, outbox)? {
+            return Ok(false);
+        }
+        self.chain.complete(outbox)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        self.chain.is_cooperative()
+    }
+}
+
+struct Session<A> {
+    start: i64,
+    end: i64,
+    acc: A,
+}
+
+/// Session windows per key, after a partitioned edge.
+pub(crate) struct SessionLink<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
+    gap: i64,
+    key: Arc<KF>,
+    op: Arc<Op>,
+    sessions: FxHashMap<K, Vec<Session<Op::Acc>>>,
+    watermark: i64,
+    late: Counter,
+    next: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> SessionLink<T, K, KF, Op> {
+    pub(crate) fn new(
+        gap: i64,
+        key: Arc<KF>,
+        op: Arc<Op>,
+        next: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
+    ) -> Self {
+        SessionLink {
+            gap,
+            key,
+            op,
+            sessions: FxHashMap::default(),
+            watermark: i64::MIN,
+            late: Counter::default(),
+            next,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T, K, KF, Op> Link<Timestamped<T>> for SessionLink<T, K, KF, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq,
+    KF: Fn(&T) -> K + Send + Sync + ?Sized,
+    Op: AggregateOperation<T>,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.late = ctx.metrics().counter("late_events");
+        self.next.init(ctx)
+    }
+
+    fn push(&mut self, item: Timestamped<T>) -> bool {
+        if item.timestamp < self.watermark {
+            self.late.increment();
+            return true;
+        }
+        let (start, end) = (item.timestamp, item.timestamp.saturating_add(self.gap));
+        let sessions = self.sessions.entry((self.key)(&item.item)).or_default();
+        let mut acc = self.op.create();
+        self.op.accumulate(&mut acc, &item.item);
+        let mut merged = Session { start, end, acc };
+        // Absorb every session this item's span touches.
+        let mut i = 0;
+        while i < sessions.len() {
+            let s = &sessions[i];
+            if s.start < merged.end && merged.start < s.end {
+                let s = sessions.swap_remove(i);
+                merged.start = merged.start.min(s.start);
+                merged.end = merged.end.max(s.end);
+                self.op.combine(&mut merged.acc, s.acc);
+            } else {
+                i += 1;
+            }
+        }
+        sessions.push(merged);
+        true
+    }
+
+    fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if wm.0 > self.watermark {
+            self.watermark = wm.0;
+            let mut closed = Vec::new();
+            self.sessions.retain(|key, sessions| {
+                let mut i = 0;
+                while i < sessions.len() {
+                    if sessions[i].end <= wm.0 {
+                        closed.push((key.clone(), sessions.swap_remove(i)));
+                    } else {
+                        i += 1;
+                    }
+                }
+                !sessions.is_empty()
+            });
+            for (key, s) in closed {
+                let value = KeyedWindowResult {
+                    start: s.start,
+                    end: s.end,
+                    key,
+                    value: self.op.finish(s.acc),
+                };
+                self.next.push(Timestamped {
+                    timestamp: s.end.saturating_sub(1),
+                    item: value,
+                });
+            }
+        }
+        chain_watermark(&mut *self.next, wm, outbox)
+    }
+
+    fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.next.flush(outbox)
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if !self.watermark(Watermark::MAX, outbox)? {
+            return Ok(false);
+        }
+        self.next.complete(outbox)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        self.next.is_cooperative()
+    }
+}

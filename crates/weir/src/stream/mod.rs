@@ -1,0 +1,675 @@
+//! Streams: infinite stages in event time, with watermarks, windows and stream joins.
+//!
+//! ```
+//! use weir::prelude::*;
+//! use weir::stream::{KeyedWindowResult, WindowDefinition};
+//!
+//! // Clicks (user, time in ms) arriving a little out of order.
+//! let clicks = vec![("ann", 1_000), ("bob", 1_500), ("ann", 1_200), ("ann", 2_100), ("bob", 3_000)];
+//! let p = Pipeline::new();
+//! let (sink, out) = sinks::collection::list();
+//! p.read_from(sources::stream::items(clicks))
+//!     .with_timestamps(|c: &(&str, i64)| c.1, 500) // allow 500 ms of disorder
+//!     .grouping_key(|c: &(&str, i64)| c.0.to_string())
+//!     .window(WindowDefinition::tumbling(2_000))
+//!     .aggregate(aggregate::counting())
+//!     .write_to(sink);
+//! p.run().unwrap();
+//! let mut counts: Vec<(i64, String, u64)> =
+//!     out.take().into_iter().map(|r: KeyedWindowResult<String, u64>| (r.start, r.key, r.value)).collect();
+//! counts.sort();
+//! assert_eq!(counts, [(0, "ann".into(), 2), (0, "bob".into(), 1), (2_000, "ann".into(), 1), (2_000, "bob".into(), 1)]);
+//! ```
+//!
+//! A stream source gives a [`StreamSourceStage`]; choosing how items get their event time
+//! ([`with_timestamps`](StreamSourceStage::with_timestamps),
+//! [`with_native_timestamps`](StreamSourceStage::with_native_timestamps) or
+//! [`with_ingestion_timestamps`](StreamSourceStage::with_ingestion_timestamps)) gives a
+//! [`StreamStage`]. Each source instance sends a watermark, `highest time seen − allowed lag`,
+//! after the items it covers; an item behind it is late, dropped and counted in the
+//! `late_events` counter. A finite stream source ends with a watermark of +∞, so every window
+//! closes. Every processor follows the minimum watermark of its inputs; an input silent for
+//! the job's idle timeout (60 s by default, [`JobConfig::idle_timeout`]) stops holding it back.
+//!
+//! Inside, a stream stage carries [`Timestamped`] items through the same fused chains as a
+//! batch stage: a `map` on a stream is a batch `map` that keeps the timestamp.
+//!
+//! [`JobConfig::idle_timeout`]: weir_core::JobConfig::idle_timeout
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use weir_core::{Item, PartitionKey, Processor, ProcessorContext};
+
+use crate::aggregate::AggregateOperation;
+use crate::exec::join::KeyFn;
+use crate::exec::link::{ErasedLink, Link, erase, unerase};
+use crate::exec::stream_join::{StreamJoin, StreamMerge};
+use crate::exec::stream_source::{EventTimePolicy, stream_source_head};
+use crate::exec::transform::ExpiringKeyedLink;
+use crate::exec::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
+use crate::graph::{HeadFn, NodeKind, StageType, TerminalFn};
+use crate::pipeline::{BatchStage, JoinClause, route_by, wrap_with};
+use crate::sinks::Sink;
+use crate::sources::SourceReader;
+
+/// An item with its event time, in ms since the Unix epoch.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamped<T> {
+    /// The event time.
+    pub timestamp: i64,
+    /// The item.
+    pub item: T,
+}
+
+/// A window's bounds: it holds times `start <= t < end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Window {
+    /// The first instant inside.
+    pub start: i64,
+    /// The first instant after.
+    pub end: i64,
+}
+
+/// How a stream is cut into windows. Tumbling and sliding windows are aligned to the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowDefinition {
+    /// Back-to-back windows `[k*size, (k+1)*size)`.
+    Tumbling {
+        /// Length in ms.
+        size: i64,
+    },
+    /// Windows `[k*slide, k*slide + size)`: each item is in `size / slide` of them.
+    Sliding {
+        /// Length in ms.
+        size: i64,
+        /// Distance between window starts in ms; divides `size`.
+        slide: i64,
+    },
+    /// Per key, a window that grows while items keep coming less than `gap` ms apart; it ends
+    /// `gap` ms after its last item.
+    Session {
+        /// Inactivity that closes a session, in ms.
+        gap: i64,
+    },
+    /// One window over all time, closed by the final watermark of a finite stream.
+    Global,
+}
+
+impl WindowDefinition {
+    /// Tumbling windows of `size` ms.
+    ///
+    /// # Panics
+    /// If `size` is not positive.
+    pub fn tumbling(size: i64) -> Self {
+        assert!(size > 0, "a window size must be positive");
+        WindowDefinition::Tumbling { size }
+    }
+
+    /// Sliding (hopping) windows of `size` ms every `slide` ms.
+    ///
+    /// # Panics
+    /// If either is not positive, or `slide` does not divide `size`.
+    pub fn sliding(size: i64, slide: i64) -> Self {
+        assert!(
+            size > 0 && slide > 0,
+            "window size and slide must be positive"
+        );
+        assert!(size % slide == 0, "the slide must divide the window size");
+        WindowDefinition::Sliding { size, slide }
+    }
+
+    /// Session windows closed by `gap` ms of inactivity per key.
+    ///
+    /// # Panics
+    /// If `gap` is not positive.
+    pub fn session(gap: i64) -> Self {
+        assert!(gap > 0, "a session gap must be positive");
+        WindowDefinition::Session { gap }
+    }
+
+    /// One window over the whole (finite) stream.
+    pub fn global() -> Self {
+        WindowDefinition::Global
+    }
+}
+
+/// The result of a non-keyed window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowResult<R> {
+    /// The window's first instant.
+    pub start: i64,
+    /// The first instant after the window.
+    pub end: i64,
+    /// The aggregated value.
+    pub value: R,
+}
+
+/// The result of a keyed window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyedWindowResult<K, R> {
+    /// The window's first instant.
+    pub start: i64,
+    /// The first instant after the window.
+    pub end: i64,
+    /// The grouping key.
+    pub key: K,
+    /// The aggregated value.
+    pub value: R,
+}
+
+/// Reads an item's event time.
+pub(crate) type TimestampFn<T> = Arc<dyn Fn(&T) -> i64 + Send + Sync>;
+
+/// Builds a stream source's head around its chain, with the chosen event-time policy.
+type StreamHeadFactory<T> = Arc<
+    dyn Fn(&ProcessorContext, ErasedLink, EventTimePolicy<T>) -> Box<dyn Processor> + Send + Sync,
+>;
+
+/// An infinite (or finite) source of `T`s in event time. Pass it to
+/// [`Pipeline::read_from`](crate::Pipeline::read_from).
+pub struct StreamSource<T> {
+    pub(crate) name: String,
+    pub(crate) parallelism: Option<usize>,
+    pub(crate) head: StreamHeadFactory<T>,
+    native: Option<TimestampFn<T>>,
+}
+
+impl<T: Item> StreamSource<T> {
+    /// A stream source named `name` whose instances each read with the reader `factory`
+    /// makes. A reader whose `read` never returns true makes an infinite stream.
+    pub fn new<R, F>(name: impl Into<String>, parallelism: Option<usize>, factory: F) -> Self
+    where
+        R: SourceReader<Item = T>,
+        F: Fn(&ProcessorContext) -> R + Send + Sync + 'static,
+    {
+        let head: StreamHeadFactory<T> =
+            Arc::new(move |ctx, chain, policy| stream_source_head(factory(ctx), policy, chain));
+        StreamSource {
+            name: name.into(),
+            parallelism,
+            head,
+            native: None,
+        }
+    }
+
+    /// Declares that items carry their own event time, read by `timestamp`; enables
+    /// [`StreamSourceStage::with_native_timestamps`].
+    pub fn with_native_timestamps(
+        mut self,
+        timestamp: impl Fn(&T) -> i64 + Send + Sync + 'static,
+    ) -> Self {
+        self.native = Some(Arc::new(timestamp));
+        self
+    }
+}
+
+/// A stream source just read, before its event time is chosen.
+pub struct StreamSourceStage<T> {
+    pipeline: crate::Pipeline,
+    source: StreamSource<T>,
+}
+
+impl<T: Item> StreamSourceStage<T> {
+    pub(crate) fn new(pipeline: crate::Pipeline, source: StreamSource<T>) -> Self {
+        StreamSourceStage { pipeline, source }
+    }
+
+    /// Takes each item's event time from `timestamp`, allowing items to arrive up to
+    /// `allowed_lag` ms behind the highest time seen.
+    pub fn with_timestamps(
+        self,
+        timestamp: impl Fn(&T) -> i64 + Send + Sync + 'static,
+        allowed_lag: i64,
+    ) -> StreamStage<T> {
+        self.attach(EventTimePolicy {
+            timestamp: Arc::new(timestamp),
+            allowed_lag,
+        })
+    }
+
+    /// Uses the time the source itself attaches to items (see
+    /// [`StreamSource::with_native_timestamps`]).
+    ///
+    /// # Panics
+    /// If the source has no native timestamps.
+    pub fn with_native_timestamps(self, allowed_lag: i64) -> StreamStage<T> {
+        let timestamp = self.source.native.clone().unwrap_or_else(|| {
+            panic!(
+                "stream source '{}' has no native timestamps",
+                self.source.name
+            )
+        });
+        self.attach(EventTimePolicy {
+            timestamp,
+            allowed_lag,
+        })
+    }
+
+    /// Stamps each item with the wall-clock time it is read.
+    pub fn with_ingestion_timestamps(self) -> StreamStage<T> {
+        self.attach(EventTimePolicy {
+            timestamp: Arc::new(|_: &T| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64)
+            }),
+            allowed_lag: 0,
+        })
+    }
+
+    fn attach(self, policy: EventTimePolicy<T>) -> StreamStage<T> {
+        let head = Arc::clone(&self.source.head);
+        let stage = self.pipeline.add_source_node::<Timestamped<T>>(
+            self.source.name,
+            self.source.parallelism,
+            Arc::new(move |ctx, chain| head(ctx, chain, policy.clone())),
+        );
+        StreamStage { inner: stage }
+    }
+}
+
+/// An infinite stage of items in event time. See the [module docs](self).
+pub struct StreamStage<T> {
+    inner: BatchStage<Timestamped<T>>,
+}
+
+impl<T> Clone for StreamStage<T> {
+    fn clone(&self) -> Self {
+        StreamStage {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<T> Debug for StreamStage<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamStage")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl<T: Item> StreamStage<T> {
+    fn wrap<R>(inner: BatchStage<Timestamped<R>>) -> StreamStage<R> {
+        StreamStage { inner }
+    }
+
+    /// Renames the stage, as it appears in plans and errors.
+    pub fn named(self, name: impl Into<String>) -> Self {
+        StreamStage {
+            inner: self.inner.named(name),
+        }
+    }
+
+    /// Sets the number of instances of this stage's vertex on each member.
+    pub fn local_parallelism(self, n: usize) -> Self {
+        StreamStage {
+            inner: self.inner.local_parallelism(n),
+        }
+    }
+
+    /// Applies `f` to every item; the event time stays.
+    pub fn map<R: Item>(&self, f: impl Fn(T) -> R + Send + Sync + 'static) -> StreamStage<R> {
+        Self::wrap(self.inner.map(move |t: Timestamped<T>| Timestamped {
+            timestamp: t.timestamp,
+            item: f(t.item),
+        }))
+    }
+
+    /// Keeps the items for which `f` is true.
+    pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> StreamStage<T> {
+        Self::wrap(self.inner.filter(move |t: &Timestamped<T>| f(&t.item)))
+    }
+
+    /// Replaces every item by the items `f` returns, all at the item's event time.
+    pub fn flat_map<R, I>(&self, f: impl Fn(T) -> I + Send + Sync + 'static) -> StreamStage<R>
+    where
+        R: Item,
+        I: IntoIterator<Item = R>,
+    {
+        Self::wrap(self.inner.flat_map(move |t: Timestamped<T>| {
+            let timestamp = t.timestamp;
+            f(t.item)
+                .into_iter()
+                .map(move |item| Timestamped { timestamp, item })
+        }))
+    }
+
+    /// Maps and filters in one step: `f` returns `Some(result)` or nothing.
+    pub fn filter_map<R: Item>(
+        &self,
+        f: impl Fn(T) -> Option<R> + Send + Sync + 'static,
+    ) -> StreamStage<R> {
+        self.flat_map(f)
+    }
+
+    /// Maps with state kept per processor instance (see [`BatchStage::map_stateful`]).
+    pub fn map_stateful<S, R>(
+        &self,
+        create: impl Fn() -> S + Send + Sync + 'static,
+        f: impl Fn(&mut S, T) -> Option<R> + Send + Sync + 'static,
+    ) -> StreamStage<R>
+    where
+        S: Send + 'static,
+        R: Item,
+    {
+        Self::wrap(
+            self.inner
+                .map_stateful(create, move |s: &mut S, t: Timestamped<T>| {
+                    let timestamp = t.timestamp;
+                    f(s, t.item).map(|item| Timestamped { timestamp, item })
+                }),
+        )
+    }
+
+    /// Calls `f` on every item, passing it on unchanged.
+    pub fn peek_with(&self, f: impl Fn(&T) + Send + Sync + 'static) -> StreamStage<T> {
+        Self::wrap(self.inner.peek_with(move |t: &Timestamped<T>| f(&t.item)))
+    }
+
+    /// Spreads the items round-robin over the next stage's instances.
+    pub fn rebalance(&self) -> StreamStage<T> {
+        Self::wrap(self.inner.rebalance())
+    }
+
+    /// The items of this stream and of `other`; the watermark is the lower of the two.
+    pub fn merge(&self, other: &StreamStage<T>) -> StreamStage<T> {
+        Self::wrap(self.inner.merge(&other.inner))
+    }
+
+    /// Groups the items by `key`: for keyed windows and keyed state.
+    pub fn grouping_key<K>(
+        &self,
+        key: impl Fn(&T) -> K + Send + Sync + 'static,
+    ) -> KeyedStreamStage<T, K>
+    where
+        K: Item + Hash + Eq + PartitionKey,
+    {
+        KeyedStreamStage {
+            stage: self.clone(),
+            key: Arc::new(key),
+        }
+    }
+
+    /// Cuts the stream into windows, for a non-keyed windowed aggregation.
+    pub fn window(&self, window: WindowDefinition) -> WindowedStage<T> {
+        WindowedStage {
+            keyed: self.grouping_key(|_: &T| 0u8).window(window),
+        }
+    }
+
+    /// Enriches each item from a batch stage read completely first (a lookup table): a left
+    /// outer join, as [`BatchStage::hash_join`]. The item keeps its event time.
+    pub fn hash_join<K, B, R>(
+        &self,
+        build: &BatchStage<B>,
+        on: JoinClause<T, B, K>,
+        merge: impl Fn(&T, Option<&B>) -> R + Send + Sync + 'static,
+    ) -> StreamStage<R>
+    where
+        K: Item + Hash + Eq,
+        B: Item,
+        R: Item,
+    {
+        let (probe_key, build_key) = on.into_keys();
+        let on = crate::join_on(
+            move |t: &Timestamped<T>| probe_key(&t.item),
+            move |b: &B| build_key(b),
+        );
+        Self::wrap(
+            self.inner
+                .hash_join(build, on, move |t: &Timestamped<T>, b| Timestamped {
+                    timestamp: t.timestamp,
+                    item: merge(&t.item, b),
+                }),
+        )
+    }
+
+    /// Joins with another stream: two items match when their keys are equal and they fall in
+    /// the same window (tumbling windows only). `merge` gets the window and both items.
+    ///
+    /// # Panics
+    /// If `window` is not tumbling.
+    pub fn join_windowed<U, K, R>(
+        &self,
+        other: &StreamStage<U>,
+        window: WindowDefinition,
+        on: JoinClause<T, U, K>,
+        merge: impl Fn(&Window, &T, &U) -> R + Send + Sync + 'static,
+    ) -> StreamStage<R>
+    where
+        U: Item,
+        K: Item + Hash + Eq + PartitionKey,
+        R: Item,
+    {
+        assert!(
+            matches!(window, WindowDefinition::Tumbling { .. }),
+            "a windowed stream join needs tumbling windows"
+        );
+        self.join_streams(
+            "join-windowed",
+            other,
+            Some(Frames::of(&window)),
+            None,
+            on,
+            merge,
+        )
+    }
+
+    /// Joins with another stream over all time: every pair with equal keys matches, whenever
+    /// each arrives. Each side's items are kept for `ttl` ms of event time (`None`: for ever,
+    /// which suits finite streams).
+    pub fn join<U, K, R>(
+        &self,
+        other: &StreamStage<U>,
+        on: JoinClause<T, U, K>,
+        ttl: Option<i64>,
+        merge: impl Fn(&T, &U) -> R + Send + Sync + 'static,
+    ) -> StreamStage<R>
+    where
+        U: Item,
+        K: Item + Hash + Eq + PartitionKey,
+        R: Item,
+    {
+        self.join_streams(
+            "join",
+            other,
+            None,
+            ttl,
+            on,
+            move |_: &Window, t: &T, u: &U| merge(t, u),
+        )
+    }
+
+    fn join_streams<U, K, R>(
+        &self,
+        name: &str,
+        other: &StreamStage<U>,
+        frames: Option<Frames>,
+        ttl: Option<i64>,
+        on: JoinClause<T, U, K>,
+        merge: impl Fn(&Window, &T, &U) -> R + Send + Sync + 'static,
+    ) -> StreamStage<R>
+    where
+        U: Item,
+        K: Item + Hash + Eq + PartitionKey,
+        R: Item,
+    {
+        let (left_key, right_key): (KeyFn<T, K>, KeyFn<U, K>) = on.into_keys();
+        let merge: StreamMerge<T, U, R> = Arc::new(move |w, t, u| Some(merge(w, t, u)));
+        let left_route = {
+            let k = Arc::clone(&left_key);
+            route_by::<Timestamped<T>, K>(Arc::new(move |t: &Timestamped<T>| k(&t.item)))
+        };
+        let right_route = {
+            let k = Arc::clone(&right_key);
+            route_by::<Timestamped<U>, K>(Arc::new(move |t: &Timestamped<U>| k(&t.item)))
+        };
+        let head: HeadFn = Arc::new(move |chain| {
+            Box::new(StreamJoin::new(
+                (Arc::clone(&left_key), Arc::clone(&right_key)),
+                frames,
+                ttl,
+                Arc::clone(&merge),
+                unerase::<Timestamped<R>>(chain),
+            ))
+        });
+        let kind = NodeKind::StreamJoin {
+            head,
+            left_route,
+            right_route,
+        };
+        Self::wrap(self.inner.add_node(name, kind, vec![other.inner.node_id()]))
+    }
+
+    /// Writes every item (without its timestamp) to `sink`.
+    pub fn write_to(&self, sink: Sink<T>) {
+        self.inner
+            .map(|t: Timestamped<T>| t.item)
+            .named("strip-timestamps")
+            .write_to(sink);
+    }
+
+    /// The same items with their event times, as a batch-typed stage of [`Timestamped`]
+    /// (for sinks that want the time).
+    pub fn with_timestamp_items(&self) -> BatchStage<Timestamped<T>> {
+        self.inner.clone()
+    }
+}
+
+/// A stream whose items are grouped by a key. See [`StreamStage::grouping_key`].
+pub struct KeyedStreamStage<T, K> {
+    stage: StreamStage<T>,
+    key: KeyFn<T, K>,
+}
+
+impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedStreamStage<T, K> {
+    /// Cuts each key's items into windows.
+    pub fn window(&self, window: WindowDefinition) -> KeyedWindowedStage<T, K> {
+        KeyedWindowedStage {
+            stage: self.stage.clone(),
+            key: Arc::clone(&self.key),
+            window,
+        }
+    }
+
+    /// Maps with state per key. With `ttl`, a key's state is dropped once the watermark is
+    /// `ttl` ms past the last item of that key; without, it lives for the whole stream.
+    pub fn map_stateful<S, R>(
+        &self,
+        ttl: Option<i64>,
+        create: impl Fn() -> S + Send + Sync + 'static,
+        f: impl Fn(&mut S, &K, T) -> Option<R> + Send + Sync + 'static,
+    ) -> StreamStage<R>
+    where
+        S: Send + 'static,
+        R: Item,
+    {
+        let key = Arc::clone(&self.key);
+        let (create, f) = (Arc::new(create), Arc::new(f));
+        let wrap = wrap_with::<Timestamped<T>, Timestamped<R>>(move |next| {
+            Box::new(ExpiringKeyedLink {
+                states: Default::default(),
+                ttl: ttl.unwrap_or(i64::MAX),
+                evicted_at: i64::MIN,
+                key: Arc::clone(&key),
+                create: Arc::clone(&create),
+                f: Arc::clone(&f),
+                next,
+            })
+        });
+        let k = Arc::clone(&self.key);
+        let route = route_by::<Timestamped<T>, K>(Arc::new(move |t: &Timestamped<T>| k(&t.item)));
+        StreamStage::<T>::wrap(self.stage.inner.add_node(
+            "map-stateful",
+            NodeKind::Keyed { wrap, route },
+            vec![],
+        ))
+    }
+}
+
+/// A keyed stream cut into windows. See [`KeyedStreamStage::window`].
+pub struct KeyedWindowedStage<T, K> {
+    stage: StreamStage<T>,
+    key: KeyFn<T, K>,
+    window: WindowDefinition,
+}
+
+impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
+    /// Aggregates each key's items per window. A window's result comes out when the watermark
+    /// passes its end, stamped with the window's last instant (`end - 1`).
+    pub fn aggregate<Op: AggregateOperation<T>>(
+        &self,
+        op: Op,
+    ) -> StreamStage<KeyedWindowResult<K, Op::Output>> {
+        let op = Arc::new(op);
+        let window = self.window;
+        if let WindowDefinition::Session { gap } = window {
+            let key = Arc::clone(&self.key);
+            let wrap = wrap_with::<Timestamped<T>, Timestamped<KeyedWindowResult<K, Op::Output>>>(
+                move |next| {
+                    Box::new(SessionLink::new(
+                        gap,
+                        Arc::clone(&key),
+                        Arc::clone(&op),
+                        next,
+                    ))
+                },
+            );
+            let k = Arc::clone(&self.key);
+            let route =
+                route_by::<Timestamped<T>, K>(Arc::new(move |t: &Timestamped<T>| k(&t.item)));
+            return StreamStage::<T>::wrap(self.stage.inner.add_node(
+                "session-window",
+                NodeKind::Keyed { wrap, route },
+                vec![],
+            ));
+        }
+        let key = Arc::clone(&self.key);
+        let acc_op = Arc::clone(&op);
+        let accumulate: TerminalFn = Arc::new(move || {
+            let link: Box<dyn Link<Timestamped<T>>> = Box::new(
+                FrameAccumulate::<T, K, _, Op>::new(&window, Arc::clone(&key), Arc::clone(&acc_op)),
+            );
+            erase(link)
+        });
+        let combine: HeadFn = Arc::new(move |chain| {
+            Box::new(SlidingCombine::<T, K, Op>::new(
+                &window,
+                Arc::clone(&op),
+                unerase(chain),
+            ))
+        });
+        let route =
+            route_by::<Frame<K, Op::Acc>, K>(Arc::new(|f: &Frame<K, Op::Acc>| f.key.clone()));
+        let kind = NodeKind::Aggregate {
+            accumulate,
+            partial: StageType::of::<Frame<K, Op::Acc>>(),
+            route: Some(route),
+            combine,
+        };
+        StreamStage::<T>::wrap(self.stage.inner.add_node("window", kind, vec![]))
+    }
+}
+
+/// A stream cut into windows, without a key. See [`StreamStage::window`].
+pub struct WindowedStage<T> {
+    keyed: KeyedWindowedStage<T, u8>,
+}
+
+impl<T: Item> WindowedStage<T> {
+    /// Aggregates all items per window. A window's result comes out when the watermark passes
+    /// its end. One instance combines them all.
+    pub fn aggregate<Op: AggregateOperation<T>>(
+        &self,
+        op: Op,
+    ) -> StreamStage<WindowResult<Op::Output>> {
+        self.keyed.aggregate(op).map(|r| WindowResult {
+            start: r.start,
+            end: r.end,
+            value: r.value,
+        })
+    }
+}
