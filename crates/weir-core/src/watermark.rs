@@ -37,7 +37,8 @@ enum QueueState {
 ///
 /// A queue that finished, or that went idle (nothing received for the idle timeout), no
 /// longer holds the minimum back; an idle queue counts again as soon as it sends something.
-/// The coalesced watermark never goes back.
+/// When every unfinished queue is idle, the highest watermark among them stands. The
+/// coalesced watermark never goes back.
 ///
 /// Cost: `observe` is O(1) unless it may change the minimum, then O(queues).
 #[derive(Debug, Clone)]
@@ -105,13 +106,19 @@ impl WatermarkCoalescer {
     }
 
     fn advance(&mut self) -> Option<Watermark> {
-        let min = self
-            .per_queue
-            .iter()
-            .zip(&self.state)
-            .filter(|(_, state)| **state == QueueState::Active)
-            .map(|(wm, _)| *wm)
-            .min()?;
+        let of = |wanted: QueueState| {
+            self.per_queue
+                .iter()
+                .zip(&self.state)
+                .filter(move |(_, state)| **state == wanted)
+                .map(|(wm, _)| *wm)
+        };
+        // Active inputs bound the watermark. When every unfinished input is idle, none does:
+        // the highest watermark any of them reached stands.
+        let min = match of(QueueState::Active).min() {
+            Some(min) => min,
+            None => of(QueueState::Idle).max()?,
+        };
         if min > self.emitted {
             self.emitted = min;
             Some(Watermark(min))
@@ -218,6 +225,18 @@ mod tests {
             "queue 1 holds it back again"
         );
         assert_eq!(c.observe(1, Watermark(25)), Some(Watermark(25)));
+    }
+
+    #[test]
+    fn when_every_input_is_idle_the_highest_watermark_stands() {
+        let mut c = WatermarkCoalescer::new(2);
+        assert_eq!(c.observe(0, Watermark(100)), None);
+        assert_eq!(
+            c.queue_idle(0),
+            None,
+            "queue 1 is active and has said nothing"
+        );
+        assert_eq!(c.queue_idle(1), Some(Watermark(100)));
     }
 
     #[test]

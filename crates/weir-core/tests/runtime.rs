@@ -1089,3 +1089,93 @@ fn metrics_count_what_flowed() {
         );
     }
 }
+
+/// Emits one item and a watermark, then stays alive without emitting anything else.
+struct OneWatermarkThenQuiet {
+    sent: bool,
+}
+
+impl Processor for OneWatermarkThenQuiet {
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if !self.sent && outbox.has_room(0) {
+            let _ = outbox.port::<u64>(0).offer(1);
+            self.sent = outbox.offer_watermark(weir_core::Watermark(100));
+        }
+        Ok(false)
+    }
+}
+
+/// Never emits, never finishes.
+struct Silent;
+
+impl Processor for Silent {
+    fn complete(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(false)
+    }
+}
+
+/// Reports every watermark it receives.
+struct WatermarkProbe {
+    seen: mpsc::Sender<i64>,
+}
+
+impl Processor for WatermarkProbe {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
+        inbox.items::<u64>().clear();
+        Ok(())
+    }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: weir_core::Watermark,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        let _ = self.seen.send(wm.0);
+        Ok(true)
+    }
+}
+
+#[test]
+fn an_idle_input_stops_holding_the_watermark_back() {
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let mut dag = Dag::new();
+    let talker = dag.vertex(
+        Vertex::new("talker", |_| OneWatermarkThenQuiet { sent: false })
+            .emits::<u64>()
+            .local_parallelism(1),
+    );
+    let silent = dag.vertex(
+        Vertex::new("silent", |_| Silent)
+            .emits::<u64>()
+            .local_parallelism(1),
+    );
+    let probe = dag.vertex(
+        Vertex::new("probe", move |_| WatermarkProbe {
+            seen: tx.lock().unwrap().clone(),
+        })
+        .accepts::<u64>()
+        .local_parallelism(1),
+    );
+    dag.edge(Edge::between(talker, probe));
+    dag.edge(Edge::between(silent, probe).to_ordinal(1));
+    let config = JobConfig {
+        idle_timeout: Duration::from_millis(100),
+        ..JobConfig::default()
+    };
+    let job = executor().submit(dag, config).unwrap();
+    // The silent input holds the watermark back until it has been idle for 100 ms; then the
+    // talker's watermark comes through.
+    let wm = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the watermark passes the idle input");
+    assert_eq!(wm, 100);
+    job.cancel();
+    assert!(job.wait_timeout(Duration::from_secs(30)));
+    assert!(matches!(job.join(), Err(Error::Cancelled)));
+}

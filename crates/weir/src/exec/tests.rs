@@ -194,3 +194,255 @@ fn sink_terminal_writes_everything() {
     // Four harness runs, each writing all 100 items.
     assert_eq!(collected.take().len(), 400);
 }
+
+mod streaming {
+    use std::sync::Arc;
+
+    use weir_core::conveyor::Message;
+    use weir_core::test_support::verify_processor;
+    use weir_core::{Processor, Watermark};
+
+    use super::{emit, erased};
+    use crate::aggregate::counting;
+    use crate::exec::link::{Link, inbox_head};
+    use crate::exec::stream_join::StreamJoin;
+    use crate::exec::transform::ExpiringKeyedLink;
+    use crate::exec::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
+    use crate::stream::{KeyedWindowResult, Timestamped, Window, WindowDefinition};
+
+    fn ts<T>(timestamp: i64, item: T) -> Message<Timestamped<T>> {
+        Message::Item(Timestamped { timestamp, item })
+    }
+
+    #[test]
+    fn frame_accumulate_emits_frames_as_the_watermark_passes() {
+        let def = WindowDefinition::tumbling(10);
+        let frames = verify_processor(move |_| {
+            let link: Box<dyn Link<Timestamped<u8>>> =
+                Box::new(FrameAccumulate::<u8, u8, _, _>::new(
+                    &def,
+                    Arc::new(|k: &u8| *k),
+                    Arc::new(counting()),
+                ));
+            inbox_head::<Timestamped<u8>>(erased(link))
+        })
+        .input_events(vec![
+            ts(1, 7u8),
+            ts(5, 7),
+            ts(12, 7),
+            Message::Watermark(Watermark(10)),
+            ts(3, 7),
+            ts(15, 8),
+        ])
+        .run_messages::<Frame<u8, u64>>();
+        for run in frames {
+            let summary: Vec<String> = run
+                .iter()
+                .map(|m| match m {
+                    Message::Item(f) => format!("{}@{}={}", f.key, f.end, f.acc),
+                    Message::Watermark(w) => format!("wm{}", w.0),
+                    Message::Done => "done".into(),
+                })
+                .collect();
+            // Frame 10 goes out before the watermark; the late item at 3 is dropped; the
+            // rest closes at the end of the input.
+            assert_eq!(summary[..2], ["7@10=2", "wm10"]);
+            let mut rest = summary[2..].to_vec();
+            rest.sort();
+            assert_eq!(rest, ["7@20=1", "8@20=1", "wm9223372036854775807"]);
+        }
+    }
+
+    #[test]
+    fn sliding_combine_emits_windows_on_the_watermark() {
+        let def = WindowDefinition::sliding(20, 10);
+        verify_processor(move |_| -> Box<dyn Processor> {
+            Box::new(SlidingCombine::<u8, u8, _>::new(
+                &def,
+                Arc::new(counting()),
+                emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
+            ))
+        })
+        .input_events(vec![
+            Message::Item(Frame {
+                key: 1u8,
+                end: 10,
+                acc: 2u64,
+            }),
+            Message::Item(Frame {
+                key: 1,
+                end: 20,
+                acc: 3,
+            }),
+            Message::Watermark(Watermark(20)),
+        ])
+        .expect_messages(vec![
+            Message::Item(Timestamped {
+                timestamp: 9,
+                item: KeyedWindowResult {
+                    start: -10,
+                    end: 10,
+                    key: 1u8,
+                    value: 2u64,
+                },
+            }),
+            Message::Item(Timestamped {
+                timestamp: 19,
+                item: KeyedWindowResult {
+                    start: 0,
+                    end: 20,
+                    key: 1,
+                    value: 5,
+                },
+            }),
+            Message::Watermark(Watermark(20)),
+            Message::Item(Timestamped {
+                timestamp: 29,
+                item: KeyedWindowResult {
+                    start: 10,
+                    end: 30,
+                    key: 1,
+                    value: 3,
+                },
+            }),
+            Message::Watermark(Watermark::MAX),
+        ]);
+        let _ = Frames::of(&WindowDefinition::tumbling(1));
+    }
+
+    #[test]
+    fn session_link_closes_sessions_on_the_watermark() {
+        verify_processor(|_| {
+            let link: Box<dyn Link<Timestamped<u8>>> = Box::new(SessionLink::<u8, u8, _, _>::new(
+                10,
+                Arc::new(|k: &u8| *k),
+                Arc::new(counting()),
+                emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
+            ));
+            inbox_head::<Timestamped<u8>>(erased(link))
+        })
+        .input_events(vec![
+            ts(0, 1u8),
+            ts(5, 1),
+            Message::Watermark(Watermark(20)),
+            ts(30, 1),
+        ])
+        .expect_messages(vec![
+            Message::Item(Timestamped {
+                timestamp: 14,
+                item: KeyedWindowResult {
+                    start: 0,
+                    end: 15,
+                    key: 1u8,
+                    value: 2u64,
+                },
+            }),
+            Message::Watermark(Watermark(20)),
+            Message::Item(Timestamped {
+                timestamp: 39,
+                item: KeyedWindowResult {
+                    start: 30,
+                    end: 40,
+                    key: 1,
+                    value: 1,
+                },
+            }),
+            Message::Watermark(Watermark::MAX),
+        ]);
+    }
+
+    #[test]
+    fn stream_join_matches_across_inputs() {
+        verify_processor(|_| -> Box<dyn Processor> {
+            Box::new(StreamJoin::new(
+                (
+                    Arc::new(|l: &(u8, char)| l.0),
+                    Arc::new(|r: &(u8, u32)| r.0),
+                ),
+                None,
+                None,
+                Arc::new(|_: &Window, l: &(u8, char), r: &(u8, u32)| Some((l.1, r.1))),
+                emit::<Timestamped<(char, u32)>>(),
+            ))
+        })
+        .input_events(vec![ts(1, (1u8, 'a')), ts(2, (2, 'b'))])
+        .input_events(vec![ts(3, (1u8, 10u32)), ts(4, (1, 11)), ts(5, (3, 12))])
+        .expect_output_unordered(vec![
+            Timestamped {
+                timestamp: 3,
+                item: ('a', 10u32),
+            },
+            Timestamped {
+                timestamp: 4,
+                item: ('a', 11),
+            },
+        ]);
+    }
+
+    #[test]
+    fn expiring_state_resets_after_the_ttl() {
+        verify_processor(|_| {
+            let link: Box<dyn Link<Timestamped<u8>>> = Box::new(ExpiringKeyedLink {
+                states: Default::default(),
+                ttl: 10,
+                evicted_at: i64::MIN,
+                key: Arc::new(|k: &u8| *k),
+                create: Arc::new(|| 0u32),
+                f: Arc::new(|n: &mut u32, _k: &u8, _x: u8| {
+                    *n += 1;
+                    Some(*n)
+                }),
+                next: emit::<Timestamped<u32>>(),
+            });
+            inbox_head::<Timestamped<u8>>(erased(link))
+        })
+        .input_events(vec![
+            ts(0, 1u8),
+            ts(5, 1),
+            Message::Watermark(Watermark(100)),
+            ts(100, 1),
+        ])
+        .expect_output(vec![
+            Timestamped {
+                timestamp: 0,
+                item: 1u32,
+            },
+            Timestamped {
+                timestamp: 5,
+                item: 2,
+            },
+            Timestamped {
+                timestamp: 100,
+                item: 1,
+            },
+        ]);
+    }
+
+    #[test]
+    fn stream_source_head_stamps_drops_late_items_and_ends_with_max() {
+        let source = crate::sources::stream::items(vec![10i64, 30, 15, 40]);
+        let policy = crate::exec::stream_source::EventTimePolicy {
+            timestamp: Arc::new(|x: &i64| *x),
+            allowed_lag: 10,
+        };
+        verify_processor(move |ctx| {
+            let head = std::sync::Arc::clone(&source.head);
+            head(ctx, erased(emit::<Timestamped<i64>>()), policy.clone())
+        })
+        .expect_messages(vec![
+            Message::Item(Timestamped {
+                timestamp: 10,
+                item: 10i64,
+            }),
+            Message::Item(Timestamped {
+                timestamp: 30,
+                item: 30,
+            }),
+            Message::Item(Timestamped {
+                timestamp: 40,
+                item: 40,
+            }),
+            Message::Watermark(Watermark::MAX),
+        ]);
+    }
+}

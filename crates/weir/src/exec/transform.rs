@@ -224,6 +224,10 @@ where
         let timestamp = item.timestamp;
         let result = match self.states.get_mut(&key) {
             Some((state, seen)) => {
+                if timestamp.saturating_sub(*seen) > self.ttl {
+                    // Expired in event time, even if no watermark has said so yet.
+                    *state = (self.create)();
+                }
                 *seen = (*seen).max(timestamp);
                 (self.f)(state, &key, item.item)
             }

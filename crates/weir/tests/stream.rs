@@ -1,0 +1,383 @@
+//! Streams end to end: event time, lateness, windows, joins, checked against plain-Rust
+//! references written here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use proptest::prelude::*;
+use weir::aggregate::{all_of, counting, max_by, summing, to_list};
+use weir::prelude::*;
+use weir::stream::{KeyedWindowResult, Window, WindowResult};
+use weir::{Executor, JobConfig};
+
+/// An event: (key, timestamp, value).
+type Ev = (u8, i64, i64);
+
+/// The events a single-instance source accepts, in order: an event behind `max seen − lag`
+/// is late.
+fn accepted(events: &[Ev], lag: i64) -> (Vec<Ev>, u64) {
+    let mut highest: Option<i64> = None;
+    let (mut ok, mut late) = (Vec::new(), 0);
+    for &e in events {
+        let wm = highest.map_or(i64::MIN, |h| h - lag);
+        if e.1 < wm {
+            late += 1;
+        } else {
+            highest = Some(highest.map_or(e.1, |h| h.max(e.1)));
+            ok.push(e);
+        }
+    }
+    (ok, late)
+}
+
+/// Reference sliding/tumbling window sums: (start, key) -> (count, sum).
+fn reference_windows(events: &[Ev], size: i64, slide: i64) -> BTreeMap<(i64, u8), (u64, i64)> {
+    let mut out = BTreeMap::new();
+    for &(k, t, v) in events {
+        let mut start = t.div_euclid(slide) * slide;
+        while start > t - size {
+            let e = out.entry((start, k)).or_insert((0, 0));
+            e.0 += 1;
+            e.1 += v;
+            start -= slide;
+        }
+    }
+    out
+}
+
+fn run_collect<T: weir::Item>(
+    p: &Pipeline,
+    out: &weir::sinks::collection::Collected<T>,
+) -> (Vec<T>, u64) {
+    let job = p.submit(&Executor::shared(), JobConfig::default()).unwrap();
+    assert!(
+        job.wait_timeout(std::time::Duration::from_secs(60)),
+        "job did not finish"
+    );
+    let late: u64 = job.metrics().iter().map(|m| m.counter("late_events")).sum();
+    job.join().unwrap();
+    (out.take(), late)
+}
+
+fn windowed_sums(
+    events: Vec<Ev>,
+    lag: i64,
+    window: WindowDefinition,
+) -> (BTreeMap<(i64, u8), (u64, i64)>, u64) {
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::items(events))
+        .with_timestamps(|e: &Ev| e.1, lag)
+        .grouping_key(|e: &Ev| e.0)
+        .window(window)
+        .aggregate(all_of((counting(), summing(|e: &Ev| e.2))))
+        .write_to(sink);
+    let (results, late) = run_collect(&p, &out);
+    let mut map = BTreeMap::new();
+    for r in results {
+        let r: KeyedWindowResult<u8, (u64, i64)> = r;
+        assert!(
+            map.insert((r.start, r.key), r.value).is_none(),
+            "window ({}, {}) twice",
+            r.start,
+            r.key
+        );
+    }
+    (map, late)
+}
+
+fn events_strategy() -> impl Strategy<Value = Vec<Ev>> {
+    // Mostly increasing times with jitter, so some events arrive out of order and a few late.
+    proptest::collection::vec((0u8..4, 0i64..50, -20i64..20, -100i64..100), 0..120).prop_map(|v| {
+        let mut t = 0;
+        v.into_iter()
+            .map(|(k, step, jitter, value)| {
+                t += step;
+                (k, (t + jitter * 10).max(0), value)
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    #[test]
+    fn tumbling_windows_match_the_reference(events in events_strategy(), lag in 0i64..300) {
+        let (ok, late) = accepted(&events, lag);
+        let (got, got_late) = windowed_sums(events, lag, WindowDefinition::tumbling(100));
+        prop_assert_eq!(got, reference_windows(&ok, 100, 100));
+        prop_assert_eq!(got_late, late);
+    }
+
+    #[test]
+    fn sliding_windows_with_deduct_match_the_reference(events in events_strategy(), lag in 0i64..300) {
+        let (ok, _) = accepted(&events, lag);
+        // counting and summing can deduct: the running accumulator slides.
+        let (got, _) = windowed_sums(events, lag, WindowDefinition::sliding(200, 50));
+        prop_assert_eq!(got, reference_windows(&ok, 200, 50));
+    }
+}
+
+#[test]
+fn sliding_windows_without_deduct_recombine_frames() {
+    let events: Vec<Ev> = (0..200).map(|i| ((i % 3) as u8, i * 7, i)).collect();
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::items(events.clone()))
+        .with_timestamps(|e: &Ev| e.1, 0)
+        .grouping_key(|e: &Ev| e.0)
+        .window(WindowDefinition::sliding(100, 25))
+        .aggregate(max_by(|e: &Ev| e.2))
+        .write_to(sink);
+    let (results, _) = run_collect(&p, &out);
+    let mut got: BTreeMap<(i64, u8), i64> = BTreeMap::new();
+    for r in results {
+        got.insert((r.start, r.key), r.value.unwrap().2);
+    }
+    let mut expected: BTreeMap<(i64, u8), i64> = BTreeMap::new();
+    for &(k, t, v) in &events {
+        let mut start = t.div_euclid(25) * 25;
+        while start > t - 100 {
+            let e = expected.entry((start, k)).or_insert(i64::MIN);
+            *e = (*e).max(v);
+            start -= 25;
+        }
+    }
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn session_windows_close_after_the_gap() {
+    let events: Vec<Ev> = vec![
+        (1, 0, 1),
+        (1, 50, 1),
+        (2, 60, 1),
+        (1, 300, 1),
+        (1, 120, 1),
+        (2, 500, 1),
+    ];
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::items(events))
+        .with_timestamps(|e: &Ev| e.1, 200)
+        .grouping_key(|e: &Ev| e.0)
+        .window(WindowDefinition::session(100))
+        .aggregate(counting())
+        .write_to(sink);
+    let (results, _) = run_collect(&p, &out);
+    let mut got: Vec<(u8, i64, i64, u64)> = results
+        .into_iter()
+        .map(|r| (r.key, r.start, r.end, r.value))
+        .collect();
+    got.sort();
+    // key 1: 0, 50 and 120 form one session [0, 220); 300 is alone. key 2: 60 and 500 apart.
+    assert_eq!(
+        got,
+        [
+            (1, 0, 220, 3),
+            (1, 300, 400, 1),
+            (2, 60, 160, 1),
+            (2, 500, 600, 1)
+        ]
+    );
+}
+
+#[test]
+fn global_and_non_keyed_windows() {
+    let events: Vec<Ev> = (0..1000).map(|i| ((i % 5) as u8, i, 1)).collect();
+    let p = Pipeline::new();
+    let (total_sink, total) = sinks::collection::list();
+    let (window_sink, windows) = sinks::collection::list();
+    let stream = p
+        .read_from(sources::stream::items(events))
+        .with_timestamps(|e: &Ev| e.1, 0);
+    stream
+        .window(WindowDefinition::global())
+        .aggregate(counting())
+        .write_to(total_sink);
+    stream
+        .window(WindowDefinition::tumbling(250))
+        .aggregate(counting())
+        .write_to(window_sink);
+    p.run().unwrap();
+    let total: Vec<WindowResult<u64>> = total.take();
+    assert_eq!(total.len(), 1);
+    assert_eq!(total[0].value, 1000);
+    let mut windows: Vec<(i64, u64)> = windows
+        .take()
+        .into_iter()
+        .map(|w: WindowResult<u64>| (w.start, w.value))
+        .collect();
+    windows.sort();
+    assert_eq!(windows, [(0, 250), (250, 250), (500, 250), (750, 250)]);
+}
+
+/// Listing 2 of the Jet seed: a stream of orders enriched, through a hash join, with a batch
+/// aggregate (the number of persons of each age).
+#[test]
+fn stream_joined_with_a_batch_aggregate() {
+    #[derive(Debug, Clone)]
+    struct Person {
+        age: u32,
+    }
+    #[derive(Debug, Clone)]
+    struct Order {
+        id: u32,
+        buyer_age: u32,
+        time: i64,
+    }
+    let p = Pipeline::new();
+    let persons_by_age = p
+        .read_from(sources::collection::items(
+            (0..100).map(|i| Person { age: 20 + i % 5 }),
+        ))
+        .grouping_key(|p: &Person| p.age)
+        .aggregate(counting());
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::items((0..50u32).map(|i| Order {
+        id: i,
+        buyer_age: 18 + i % 8,
+        time: i as i64 * 10,
+    })))
+    .with_timestamps(|o: &Order| o.time, 0)
+    .hash_join(
+        &persons_by_age,
+        join_on(|o: &Order| o.buyer_age, |a: &(u32, u64)| a.0),
+        |o, a| (o.id, a.map(|a| a.1)),
+    )
+    .write_to(sink);
+    p.run().unwrap();
+    let mut got = out.take();
+    got.sort();
+    assert_eq!(got.len(), 50);
+    for (id, peers) in got {
+        let age = 18 + id % 8;
+        let expected = if (20..25).contains(&age) {
+            Some(20)
+        } else {
+            None
+        };
+        assert_eq!(peers, expected, "order {id}, age {age}");
+    }
+}
+
+#[test]
+fn windowed_stream_join_matches_only_within_a_window() {
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    // Left: (key, time); right: (key, time).
+    let left = p
+        .read_from(sources::stream::items(vec![(1u32, 5i64), (2, 15), (1, 25)]))
+        .with_timestamps(|x: &(u32, i64)| x.1, 100);
+    let right = p
+        .read_from(sources::stream::items(vec![(1u32, 8i64), (2, 22), (1, 21)]))
+        .with_timestamps(|x: &(u32, i64)| x.1, 100);
+    left.join_windowed(
+        &right,
+        WindowDefinition::tumbling(10),
+        join_on(|l: &(u32, i64)| l.0, |r: &(u32, i64)| r.0),
+        |w: &Window, l, r| (w.start, l.1, r.1),
+    )
+    .write_to(sink);
+    p.run().unwrap();
+    let mut got = out.take();
+    got.sort();
+    // (1,5)-(1,8) share [0,10); (1,25)-(1,21) share [20,30); (2,15)-(2,22) do not.
+    assert_eq!(got, [(0, 5, 8), (20, 25, 21)]);
+}
+
+#[test]
+fn unwindowed_stream_join_matches_whenever_each_side_arrives() {
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    let sellers = p
+        .read_from(sources::stream::items(vec![
+            (1u32, "ann", 100i64),
+            (2, "bob", 5000),
+        ]))
+        .with_timestamps(|x: &(u32, &str, i64)| x.2, 10_000);
+    let auctions = p
+        .read_from(sources::stream::items(vec![
+            (10u32, 1u32, 50i64),
+            (11, 2, 60),
+            (12, 1, 7000),
+        ]))
+        .with_timestamps(|x: &(u32, u32, i64)| x.2, 10_000);
+    auctions
+        .join(
+            &sellers,
+            join_on(|a: &(u32, u32, i64)| a.1, |s: &(u32, &str, i64)| s.0),
+            None,
+            |a, s| (a.0, s.1),
+        )
+        .write_to(sink);
+    p.run().unwrap();
+    let mut got = out.take();
+    got.sort();
+    assert_eq!(got, [(10, "ann"), (11, "bob"), (12, "ann")]);
+}
+
+#[test]
+fn keyed_state_with_ttl_forgets_quiet_keys() {
+    // Running count per key, forgetting a key 100 ms after its last event.
+    let events: Vec<Ev> = vec![(1, 0, 0), (1, 50, 0), (2, 60, 0), (1, 400, 0), (2, 100, 0)];
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::items(events))
+        .with_timestamps(|e: &Ev| e.1, 0)
+        .grouping_key(|e: &Ev| e.0)
+        .map_stateful(
+            Some(100),
+            || 0u32,
+            |n: &mut u32, key: &u8, e: Ev| {
+                *n += 1;
+                Some((*key, e.1, *n))
+            },
+        )
+        .write_to(sink);
+    p.run().unwrap();
+    let mut got = out.take();
+    got.sort();
+    // Key 1 at 400 starts over (its state expired when the watermark passed 150); (2, 100)
+    // is late behind the watermark of 400 and dropped at the source.
+    assert_eq!(got, [(1, 0, 1), (1, 50, 2), (1, 400, 1), (2, 60, 1)]);
+}
+
+#[test]
+fn results_do_not_depend_on_parallelism() {
+    let events: Vec<Ev> = (0..5000)
+        .map(|i| ((i * 7 % 13) as u8, i * 3 + (i % 7) * 5, i % 100))
+        .collect();
+    let mut results = Vec::new();
+    for parallelism in [1, 2, 4] {
+        let p = Pipeline::new();
+        let (sink, out) = sinks::collection::list();
+        p.read_from(sources::stream::items(events.clone()))
+            .with_timestamps(|e: &Ev| e.1, 40)
+            .rebalance()
+            .grouping_key(|e: &Ev| e.0)
+            .window(WindowDefinition::sliding(300, 100))
+            .aggregate(to_list())
+            .map(|r| (r.start, r.key, r.value.len()))
+            .write_to(sink);
+        let job = p
+            .submit(
+                &Executor::shared(),
+                JobConfig {
+                    default_parallelism: Some(parallelism),
+                    ..JobConfig::default()
+                },
+            )
+            .unwrap();
+        assert!(job.wait_timeout(std::time::Duration::from_secs(60)));
+        job.join().unwrap();
+        let mut got: Vec<_> = out.take();
+        got.sort();
+        results.push(got);
+    }
+    assert_eq!(results[0], results[1]);
+    assert_eq!(results[0], results[2]);
+    let keys: HashSet<u8> = results[0].iter().map(|r| r.1).collect();
+    assert_eq!(keys.len(), 13);
+    let _unused: HashMap<u8, u8> = HashMap::new();
+}
