@@ -12,6 +12,9 @@ use weir::{Executor, JobConfig};
 /// An event: (key, timestamp, value).
 type Ev = (u8, i64, i64);
 
+/// Window results: (window start, key) -> (count, sum).
+type Sums = BTreeMap<(i64, u8), (u64, i64)>;
+
 /// The events a single-instance source accepts, in order: an event behind `max seen − lag`
 /// is late.
 fn accepted(events: &[Ev], lag: i64) -> (Vec<Ev>, u64) {
@@ -30,7 +33,7 @@ fn accepted(events: &[Ev], lag: i64) -> (Vec<Ev>, u64) {
 }
 
 /// Reference sliding/tumbling window sums: (start, key) -> (count, sum).
-fn reference_windows(events: &[Ev], size: i64, slide: i64) -> BTreeMap<(i64, u8), (u64, i64)> {
+fn reference_windows(events: &[Ev], size: i64, slide: i64) -> Sums {
     let mut out = BTreeMap::new();
     for &(k, t, v) in events {
         let mut start = t.div_euclid(slide) * slide;
@@ -58,11 +61,7 @@ fn run_collect<T: weir::Item>(
     (out.take(), late)
 }
 
-fn windowed_sums(
-    events: Vec<Ev>,
-    lag: i64,
-    window: WindowDefinition,
-) -> (BTreeMap<(i64, u8), (u64, i64)>, u64) {
+fn windowed_sums(events: Vec<Ev>, lag: i64, window: WindowDefinition) -> (Sums, u64) {
     let p = Pipeline::new();
     let (sink, out) = sinks::collection::list();
     p.read_from(sources::stream::items(events))
