@@ -342,10 +342,7 @@ impl LineReader {
     ///
     /// # Errors
     /// [`SourceError::Io`] naming the file if opening or reading it fails.
-    pub fn read(
-        &mut self,
-        mut on_line: impl FnMut(Line<'_>) -> bool,
-    ) -> Result<bool, SourceError> {
+    pub fn read(&mut self, mut on_line: impl FnMut(Line<'_>) -> bool) -> Result<bool, SourceError> {
         let mut budget = READ_BUDGET;
         let mut scan_budget = SCAN_BUDGET;
         loop {
