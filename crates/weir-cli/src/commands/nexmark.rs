@@ -112,7 +112,7 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
                 ..Default::default()
             },
         )
-        .context("cannot start the generator")?;
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
     while !job.wait_timeout(Duration::from_millis(50)) {}
     let written = progress::counter(&job.metrics(), "events");
     job.join()
