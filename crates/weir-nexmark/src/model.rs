@@ -237,13 +237,71 @@ impl Event {
 
     /// Appends the event as one JSON object, without a line terminator, to `out`: the
     /// README's format, `type` first, then the fields in the README's order. Integers are
-    /// written as integers; strings are escaped as JSON requires.
+    /// written as integers; strings are escaped as JSON requires. The bytes are exactly those
+    /// of `serde_json::to_writer` with the `Serialize` impl, written by hand for speed.
     ///
-    /// Cost: one pass over the fields; no allocation beyond `out` growing.
+    /// Cost: one pass over the fields (a string needing no escape is checked and copied in
+    /// bulk); no allocation beyond `out` growing.
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        // Writing plain structs of integers and strings into memory cannot fail: serde_json
-        // fails only on I/O errors and on maps with non-string keys.
-        serde_json::to_writer(out, self).expect("serialising an Event into memory cannot fail");
+        match self {
+            Event::Person(p) => {
+                out.extend_from_slice(br#"{"type":"person","id":"#);
+                json_int(out, p.id);
+                out.extend_from_slice(br#","name":"#);
+                json_str(out, &p.name);
+                out.extend_from_slice(br#","email_address":"#);
+                json_str(out, &p.email_address);
+                out.extend_from_slice(br#","credit_card":"#);
+                json_str(out, &p.credit_card);
+                out.extend_from_slice(br#","city":"#);
+                json_str(out, &p.city);
+                out.extend_from_slice(br#","state":"#);
+                json_str(out, &p.state);
+                out.extend_from_slice(br#","date_time":"#);
+                json_int(out, p.date_time);
+                out.extend_from_slice(br#","extra":"#);
+                json_str(out, &p.extra);
+            }
+            Event::Auction(a) => {
+                out.extend_from_slice(br#"{"type":"auction","id":"#);
+                json_int(out, a.id);
+                out.extend_from_slice(br#","item_name":"#);
+                json_str(out, &a.item_name);
+                out.extend_from_slice(br#","description":"#);
+                json_str(out, &a.description);
+                out.extend_from_slice(br#","initial_bid":"#);
+                json_int(out, a.initial_bid);
+                out.extend_from_slice(br#","reserve":"#);
+                json_int(out, a.reserve);
+                out.extend_from_slice(br#","date_time":"#);
+                json_int(out, a.date_time);
+                out.extend_from_slice(br#","expires":"#);
+                json_int(out, a.expires);
+                out.extend_from_slice(br#","seller":"#);
+                json_int(out, a.seller);
+                out.extend_from_slice(br#","category":"#);
+                json_int(out, a.category);
+                out.extend_from_slice(br#","extra":"#);
+                json_str(out, &a.extra);
+            }
+            Event::Bid(b) => {
+                out.extend_from_slice(br#"{"type":"bid","auction":"#);
+                json_int(out, b.auction);
+                out.extend_from_slice(br#","bidder":"#);
+                json_int(out, b.bidder);
+                out.extend_from_slice(br#","price":"#);
+                json_int(out, b.price);
+                out.extend_from_slice(br#","channel":"#);
+                json_str(out, &b.channel);
+                out.extend_from_slice(br#","url":"#);
+                json_str(out, &b.url);
+                out.extend_from_slice(br#","date_time":"#);
+                json_int(out, b.date_time);
+                out.extend_from_slice(br#","extra":"#);
+                json_str(out, &b.extra);
+            }
+        }
+        out.push(b'}');
     }
 
     /// Appends the event as one line of an event file: [`write_json`](Self::write_json)
@@ -260,6 +318,31 @@ impl Event {
         self.write_json(&mut out);
         // serde_json writes UTF-8 only.
         String::from_utf8(out).expect("serde_json writes valid UTF-8")
+    }
+}
+
+/// Appends an integer in decimal.
+#[inline]
+fn json_int(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// Appends a JSON string literal. A string with no byte to escape (a control character, a
+/// quote or a backslash) is copied whole; the check has no early exit, so it vectorises.
+/// Others go through serde_json's escaping.
+#[inline]
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    let plain = s
+        .bytes()
+        .fold(true, |ok, b| ok & (b >= 0x20) & (b != b'"') & (b != b'\\'));
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a string into memory cannot fail.
+        serde_json::to_writer(out, s).expect("serialising a str into memory cannot fail");
     }
 }
 
@@ -321,6 +404,28 @@ mod tests {
             auction.to_json(),
             r#"{"type":"auction","id":1000,"item_name":"...","description":"...","initial_bid":1234,"reserve":2468,"date_time":1436918400001,"expires":1436918405000,"seller":1000,"category":10,"extra":"..."}"#
         );
+    }
+
+    #[test]
+    fn hand_written_json_equals_serde_json() {
+        let mut p = person();
+        for name in [
+            "",
+            "plain",
+            "tab\there",
+            "quote\"",
+            "back\\slash",
+            "\u{1}\u{1f}\u{7f}é日🦀",
+        ] {
+            p.name = name.into();
+            let e = Event::Person(p.clone());
+            assert_eq!(e.to_json(), serde_json::to_string(&e).unwrap(), "{name:?}");
+        }
+        for v in [0, -1, i64::MIN, i64::MAX, 1_436_918_400_000] {
+            p.id = v;
+            let e = Event::Person(p.clone());
+            assert_eq!(e.to_json(), serde_json::to_string(&e).unwrap());
+        }
     }
 
     #[test]

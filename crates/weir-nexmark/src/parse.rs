@@ -825,6 +825,7 @@ mod tests {
         fn round_trip(e in event()) {
             let line = e.to_json();
             prop_assert!(!line.contains('\n'), "one line: {}", line);
+            prop_assert_eq!(&line, &serde_json::to_string(&e).unwrap());
             prop_assert_eq!(parse_str(&line).unwrap(), e.clone());
             let via_serde: Event = serde_json::from_str(&line).unwrap();
             prop_assert_eq!(via_serde, e);
