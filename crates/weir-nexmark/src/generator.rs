@@ -268,7 +268,7 @@ impl Generator {
         let mut rng = SplitMix64::for_event(self.seed_key, id);
         // Always the first draw, so that the jitter does not shift the other draws.
         let jitter = rng.below(self.config.out_of_order_ms);
-        let date_time = self.timestamp(n).saturating_sub(jitter as i64);
+        let date_time = self.timestamp(n).saturating_sub(saturate(jitter));
         match kind_of(id) {
             EventKind::Person => Event::Person(self.person(id, &mut rng, date_time)),
             EventKind::Auction => Event::Auction(self.auction(id, &mut rng, date_time)),
@@ -340,9 +340,9 @@ impl Generator {
         } + FIRST_PERSON_ID;
         let category = FIRST_CATEGORY_ID + rng.below(CATEGORIES) as i64;
         let initial_bid = next_price(rng);
-        let expires = date_time
-            .saturating_add(1)
-            .saturating_add(rng.below(self.horizon_ms.saturating_mul(2).max(1)) as i64);
+        let expires = date_time.saturating_add(1).saturating_add(saturate(
+            rng.below(self.horizon_ms.saturating_mul(2).max(1)),
+        ));
         let item_name = t.words(rng, 20);
         let description = t.words(rng, 100);
         let reserve = initial_bid + next_price(rng);
@@ -441,6 +441,12 @@ impl Iterator for Events {
         let left = usize::try_from(left).unwrap_or(usize::MAX);
         (left, Some(left))
     }
+}
+
+/// `v` as an `i64`, saturating.
+#[inline]
+fn saturate(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// The type of the event with id `id`.
@@ -937,6 +943,20 @@ mod tests {
         });
         assert_eq!(g.timestamp(u64::MAX), i64::MAX);
         assert!(matches!(g.event(u64::MAX - 3), Event::Bid(_)));
+        let g = generator(GeneratorConfig {
+            first_event_id: u64::MAX - 100,
+            out_of_order_ms: u64::MAX,
+            auction_horizon_ms: Some(u64::MAX),
+            base_time_ms: i64::MIN + 5,
+            ..Default::default()
+        });
+        for n in 0..200 {
+            let e = g.event(n);
+            assert!(e.date_time() <= i64::MIN + 5 + n as i64);
+            if let Event::Auction(a) = e {
+                assert!(a.expires >= a.date_time);
+            }
+        }
     }
 
     #[test]
