@@ -239,3 +239,80 @@ fn the_example_runs() {
     let expected_top = read_counts(&out)[0].clone();
     assert_eq!(expected_top, ("the".to_string(), 32));
 }
+
+#[test]
+fn nexmark_generate_writes_the_requested_events_deterministically() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("events.jsonl");
+    let args = [
+        "nexmark",
+        "generate",
+        "--events",
+        "1000",
+        "--seed",
+        "3",
+        "--out-of-order-ms",
+        "2000",
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    let o = weir(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        summary.starts_with("nexmark generate: 1000 events (20 persons, 60 auctions, 920 bids)"),
+        "{summary}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut kinds = std::collections::BTreeMap::<String, u32>::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        *kinds
+            .entry(v["type"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+        assert!(v["date_time"].is_i64(), "{line}");
+    }
+    assert_eq!(kinds["person"], 20);
+    assert_eq!(kinds["auction"], 60);
+    assert_eq!(kinds["bid"], 920);
+    assert!(
+        text.starts_with(r#"{"type":"person","id":1000,"name":"#),
+        "{text:.80}"
+    );
+
+    // The same settings give the same file.
+    let again = dir.path().join("again.jsonl");
+    let mut args2 = args;
+    args2[9] = again.to_str().unwrap();
+    assert!(weir(&args2).status.success());
+    assert_eq!(std::fs::read(&again).unwrap(), text.as_bytes());
+}
+
+#[test]
+fn nexmark_generate_rejects_bad_flags_clearly() {
+    let o = weir(&[
+        "nexmark", "generate", "--events", "1", "--rate", "0", "--output", "x",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--rate"), "{}", stderr(&o));
+    let o = weir(&["nexmark", "generate", "--events", "many", "--output", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("many"), "{}", stderr(&o));
+
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "").unwrap();
+    let out = blocker.join("events.jsonl");
+    let o = weir(&[
+        "nexmark",
+        "generate",
+        "--events",
+        "5",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.starts_with("error: cannot write"), "{err}");
+    assert!(err.contains(&*blocker.to_string_lossy()), "{err}");
+}

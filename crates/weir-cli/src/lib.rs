@@ -3,6 +3,7 @@
 //! ```text
 //! weir run wordcount --input data/sample --output counts.tsv [--parallelism N]
 //! weir explain wordcount [--dot]
+//! weir nexmark generate --events N [--rate R] [--seed S] [--out-of-order-ms M] --output events.jsonl
 //! ```
 //!
 //! Exit code 0 on success; otherwise a one-line cause on standard error and a non-zero code
@@ -38,6 +39,11 @@ enum Command {
         #[command(subcommand)]
         job: commands::explain::Job,
     },
+    /// NEXMark, the streaming benchmark: generate event files (and run the queries).
+    Nexmark {
+        #[command(subcommand)]
+        command: commands::nexmark::Command,
+    },
 }
 
 /// Parses the command line, runs the command and reports the outcome.
@@ -53,6 +59,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run { job } => commands::run::run(job),
         Command::Explain { job } => commands::explain::explain(job),
+        Command::Nexmark { command } => commands::nexmark::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,7 +18,8 @@
 //! This module also holds what the file-based sources share: the path resolution and the
 //! error type [`SourceError`], the byte-range line reader behind [`text`] and
 //! [`json::lines`](super::json::lines), and the warning log of malformed records used by the
-//! JSON and CSV sources.
+//! JSON and CSV sources. [`InputFiles`], [`LineReader`] and [`MalformedLog`] are public so that
+//! line-based sources in other crates reuse them instead of copying them.
 //!
 //! # Counters
 //!
@@ -146,15 +147,25 @@ pub(crate) struct InputFile {
 }
 
 /// The resolved, sized inputs of a file-based source, shared by its instances.
+///
+/// Public so that sources in other crates (the NEXMark replay source, for one) read files
+/// through the same [`LineReader`] as the built-in ones.
 #[derive(Debug, Clone)]
-pub(crate) struct InputFiles {
+pub struct InputFiles {
     pub(crate) files: Vec<InputFile>,
     total: u64,
 }
 
 impl InputFiles {
-    /// Resolves a file, a directory or a glob pattern to its regular files, and sizes them.
-    pub(crate) fn resolve(path: &Path) -> Result<Self, SourceError> {
+    /// Resolves a file, a directory or a glob pattern to its regular files, and sizes them,
+    /// by the rules of [`text`]. The list and the sizes are taken once, here.
+    ///
+    /// Cost: one `stat` per file, and a directory listing or a glob walk.
+    ///
+    /// # Errors
+    /// [`SourceError::NotFound`], [`SourceError::NoMatch`], [`SourceError::BadPattern`] or
+    /// [`SourceError::Io`], as for [`text`].
+    pub fn resolve(path: &Path) -> Result<Self, SourceError> {
         let paths = match path.to_str() {
             Some(pattern) if pattern.contains(['*', '?', '[']) => Self::glob(pattern)?,
             _ => Self::file_or_dir(path)?,
@@ -170,6 +181,11 @@ impl InputFiles {
             total += len;
         }
         Ok(InputFiles { files, total })
+    }
+
+    /// The total size of the files in bytes, as taken by [`resolve`](Self::resolve).
+    pub fn total_bytes(&self) -> u64 {
+        self.total
     }
 
     fn glob(pattern: &str) -> Result<Vec<(PathBuf, u64)>, SourceError> {
@@ -257,15 +273,15 @@ struct Segment {
 }
 
 /// One line handed out by a [`LineReader`].
-pub(crate) struct Line<'a> {
+pub struct Line<'a> {
     /// The line without its `\n` or `\r\n`.
-    pub(crate) bytes: &'a [u8],
+    pub bytes: &'a [u8],
     /// The bytes the line took in the file, terminator included.
-    pub(crate) raw_len: usize,
+    pub raw_len: usize,
     /// The file it comes from.
-    pub(crate) path: &'a Path,
+    pub path: &'a Path,
     /// Its 1-based line number in the file; 0 unless the reader is numbered.
-    pub(crate) number: u64,
+    pub number: u64,
 }
 
 /// The segment being read.
@@ -285,10 +301,13 @@ struct OpenSegment {
 }
 
 /// Reads the lines that start in one instance's byte ranges, in bounded steps. The text and
-/// JSON Lines sources both read through it.
+/// JSON Lines sources both read through it, and so can sources in other crates: wrap it in a
+/// [`SourceReader`], [`open`](Self::open) it in `SourceReader::open` and call
+/// [`read`](Self::read) from `SourceReader::read`.
 ///
-/// Cost per line: one `memchr` scan and one copy into a reused buffer; no allocation.
-pub(crate) struct LineReader {
+/// Cost per line: one `memchr` scan and one copy into a reused buffer; no allocation. File
+/// reads of up to 256 KiB, which may block: a reader built on it is non-cooperative.
+pub struct LineReader {
     files: Arc<InputFiles>,
     numbered: bool,
     segments: Vec<Segment>,
@@ -300,7 +319,7 @@ pub(crate) struct LineReader {
 impl LineReader {
     /// A reader over `files`. A `numbered` reader gives each line its number in its file,
     /// which costs a scan of the bytes before the instance's range when it starts mid-file.
-    pub(crate) fn new(files: Arc<InputFiles>, numbered: bool) -> Self {
+    pub fn new(files: Arc<InputFiles>, numbered: bool) -> Self {
         LineReader {
             files,
             numbered,
@@ -311,8 +330,9 @@ impl LineReader {
         }
     }
 
-    /// Takes the share of instance `index` of `count`.
-    pub(crate) fn open(&mut self, index: usize, count: usize) {
+    /// Takes the share of instance `index` of `count`: the lines that start in its contiguous
+    /// share of the bytes. `open(0, 1)` reads every line of every file, in file order.
+    pub fn open(&mut self, index: usize, count: usize) {
         self.segments = self.files.split(index, count);
         self.next_segment = 0;
         self.current = None;
@@ -320,10 +340,10 @@ impl LineReader {
 
     /// Passes lines to `on_line` until about 64 KiB were read or `on_line` returns false.
     /// Returns true when every line of the share was passed.
-    pub(crate) fn read(
-        &mut self,
-        mut on_line: impl FnMut(Line<'_>) -> bool,
-    ) -> Result<bool, SourceError> {
+    ///
+    /// # Errors
+    /// [`SourceError::Io`] naming the file if opening or reading it fails.
+    pub fn read(&mut self, mut on_line: impl FnMut(Line<'_>) -> bool) -> Result<bool, SourceError> {
         let mut budget = READ_BUDGET;
         let mut scan_budget = SCAN_BUDGET;
         loop {
@@ -502,47 +522,65 @@ impl SourceReader for TextReader {
 const MALFORMED_WARNINGS: u64 = 20;
 
 /// Counts the malformed records of a source instance in `malformed_records` and logs the
-/// first few of them with their file and line, then a summary at close.
-pub(crate) struct MalformedLog {
+/// first few of them (20) with their file and line with `tracing::warn!`, then a summary at
+/// close.
+///
+/// Cost: an atomic add per malformed record; a log line and a small allocation for each of
+/// the first 20.
+pub struct MalformedLog {
     counter: Counter,
     vertex: String,
     count: u64,
-    /// What was logged, for the tests.
-    #[cfg(test)]
+    /// The file and line of each record logged one by one.
     pub(crate) logged: Vec<(PathBuf, u64)>,
+}
+
+impl Default for MalformedLog {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl MalformedLog {
     /// A log that counts nothing until [`open`](Self::open).
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         MalformedLog {
             counter: Counter::default(),
             vertex: String::new(),
             count: 0,
-            #[cfg(test)]
             logged: Vec::new(),
         }
     }
 
-    /// Registers the counter.
-    pub(crate) fn open(&mut self, ctx: &ProcessorContext) {
+    /// Registers the counter `malformed_records` of the instance `ctx` describes.
+    pub fn open(&mut self, ctx: &ProcessorContext) {
         self.counter = ctx.metrics().counter("malformed_records");
         self.vertex = ctx.vertex().to_owned();
     }
 
     /// Counts one malformed record at `line` of `path`, and logs it if it is among the first.
-    pub(crate) fn record(&mut self, path: &Path, line: u64, error: &dyn Display) {
+    pub fn record(&mut self, path: &Path, line: u64, error: &dyn Display) {
         self.counter.increment();
         self.count += 1;
         if self.count <= MALFORMED_WARNINGS {
             tracing::warn!(vertex = %self.vertex, "skipped a malformed record at {}:{line}: {error}", path.display());
-            #[cfg(test)]
             self.logged.push((path.to_owned(), line));
         }
     }
 
+    /// The file and line number of each record logged one by one (the first 20 since
+    /// [`new`](Self::new)), in the order they were recorded.
+    pub fn logged(&self) -> &[(PathBuf, u64)] {
+        &self.logged
+    }
+
+    /// How many malformed records were recorded since the last [`close`](Self::close).
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
     /// Logs how many malformed records were not logged one by one.
-    pub(crate) fn close(&mut self) {
+    pub fn close(&mut self) {
         if self.count > MALFORMED_WARNINGS {
             tracing::warn!(
                 vertex = %self.vertex,

@@ -1,0 +1,854 @@
+//! Strict parsing of one JSON Lines line into an [`Event`].
+//!
+//! The README's rules: the line is one JSON object; its `type` is `"person"`, `"auction"` or
+//! `"bid"`; every field of that type is present, integers as JSON integers within 64 bits
+//! (`1.0`, `1e3`, `null`, `true` and `"1"` are all errors) and strings as strings. Fields
+//! that the type does not have are ignored, whatever their values. A field of the type given
+//! twice is an error.
+//!
+//! ```
+//! use weir_nexmark::parse::{parse_line, Found, ParseError};
+//!
+//! let ok = br#"{"type":"bid","auction":1000,"bidder":1001,"price":5321,"channel":"Google","url":"u","date_time":1436918400002,"extra":"","note":null}"#;
+//! assert_eq!(parse_line(ok).unwrap().date_time(), 1436918400002);
+//!
+//! let bad = br#"{"type":"bid","auction":1000.0,"bidder":1001,"price":5321,"channel":"Google","url":"u","date_time":1436918400002,"extra":""}"#;
+//! assert_eq!(
+//!     parse_line(bad).unwrap_err(),
+//!     ParseError::WrongType { field: "auction", expected: "an integer", found: Found::Float },
+//! );
+//! assert_eq!(
+//!     parse_line(b"{\"type\":\"sale\"}").unwrap_err().to_string(),
+//!     "unknown event type \"sale\" (expected person, auction or bid)",
+//! );
+//! ```
+//!
+//! # How
+//!
+//! serde_json tokenises the line; a visitor of our own files each known field's value into a
+//! slot, recording what JSON type it had, and skips unknown fields without building them.
+//! Only then is the event assembled and checked, so the error names the field at fault and
+//! what it held, whatever the order of the fields. `Event`'s `Deserialize` goes the same way,
+//! so `serde_json::from_str::<Event>` is just as strict.
+//!
+//! Cost: one pass over the line; one allocation per string field longer than 24 bytes; no
+//! allocation for fields that are skipped.
+
+use std::fmt;
+
+use compact_str::CompactString;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use crate::model::{Auction, Bid, Event, EventKind, Person};
+
+/// What is wrong with a line that is not a valid event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The line is not valid JSON (or not valid UTF-8, or has something after the value).
+    #[error("not valid JSON: {message}")]
+    NotJson {
+        /// serde_json's description, with the column at fault.
+        message: String,
+    },
+    /// The line is valid JSON but not an object.
+    #[error("not a JSON object but {found}")]
+    NotAnObject {
+        /// What the line holds instead.
+        found: Found,
+    },
+    /// The object has no `type` field.
+    #[error("missing field \"type\"")]
+    MissingType,
+    /// The `type` is a string, but not `person`, `auction` or `bid`.
+    #[error("unknown event type {found:?} (expected person, auction or bid)")]
+    UnknownType {
+        /// The type given.
+        found: String,
+    },
+    /// A field the event's type requires is absent.
+    #[error("{kind} lacks the field {field:?}")]
+    MissingField {
+        /// The event's type.
+        kind: EventKind,
+        /// The field's JSON name.
+        field: &'static str,
+    },
+    /// A field holds the wrong JSON type: `null`, a boolean, a number that is not a 64-bit
+    /// integer, a string for an integer or a number for a string, an array, an object.
+    #[error("field {field:?} must be {expected}, found {found}")]
+    WrongType {
+        /// The field's JSON name.
+        field: &'static str,
+        /// `"an integer"` or `"a string"`.
+        expected: &'static str,
+        /// What it holds.
+        found: Found,
+    },
+    /// A field the event's type has is given more than once.
+    #[error("field {field:?} is given more than once")]
+    DuplicateField {
+        /// The field's JSON name.
+        field: &'static str,
+    },
+}
+
+/// The JSON type a field holds, when it is not the one required.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Bool,
+    /// An integer, where a string is required.
+    Integer,
+    /// An integer above `i64::MAX` that still fits 64 unsigned bits.
+    IntegerOutOfRange,
+    /// A number with a fraction or an exponent (`1.0`, `1e3`), or an integer too large for 64
+    /// bits (serde_json reads those as floating point).
+    Float,
+    /// A string, where an integer is required.
+    String,
+    /// An array.
+    Array,
+    /// An object.
+    Object,
+}
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Found::Null => "null",
+            Found::Bool => "a boolean",
+            Found::Integer => "an integer",
+            Found::IntegerOutOfRange => "an integer beyond the signed 64-bit range",
+            Found::Float => "a number that is not a 64-bit integer",
+            Found::String => "a string",
+            Found::Array => "an array",
+            Found::Object => "an object",
+        })
+    }
+}
+
+/// Parses one line (without its terminator) into an event.
+///
+/// Leading and trailing whitespace is allowed; anything else after the object is an error.
+///
+/// # Errors
+/// A [`ParseError`] saying what is wrong, as listed in the [module docs](self).
+pub fn parse_line(line: &[u8]) -> Result<Event, ParseError> {
+    match serde_json::from_slice::<Top>(line) {
+        Ok(Top::Object(raw)) => raw.build(),
+        Ok(Top::Other(found)) => Err(ParseError::NotAnObject { found }),
+        Err(e) => Err(ParseError::NotJson {
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// Parses one line given as text. See [`parse_line`].
+///
+/// # Errors
+/// As [`parse_line`].
+pub fn parse_str(line: &str) -> Result<Event, ParseError> {
+    parse_line(line.as_bytes())
+}
+
+impl<'de> serde::Deserialize<'de> for Event {
+    /// Deserialises as strictly as [`parse_line`]; the error's message is the
+    /// [`ParseError`]'s.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match deserializer.deserialize_any(TopVisitor)? {
+            Top::Object(raw) => raw.build().map_err(de::Error::custom),
+            Top::Other(found) => Err(de::Error::custom(ParseError::NotAnObject { found })),
+        }
+    }
+}
+
+/// The fields of all three event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Type,
+    Id,
+    Name,
+    EmailAddress,
+    CreditCard,
+    City,
+    State,
+    DateTime,
+    Extra,
+    ItemName,
+    Description,
+    InitialBid,
+    Reserve,
+    Expires,
+    Seller,
+    Category,
+    Auction,
+    Bidder,
+    Price,
+    Channel,
+    Url,
+}
+
+const FIELDS: usize = 21;
+
+impl Field {
+    fn from_name(name: &str) -> Option<Field> {
+        Some(match name {
+            "type" => Field::Type,
+            "id" => Field::Id,
+            "name" => Field::Name,
+            "email_address" => Field::EmailAddress,
+            "credit_card" => Field::CreditCard,
+            "city" => Field::City,
+            "state" => Field::State,
+            "date_time" => Field::DateTime,
+            "extra" => Field::Extra,
+            "item_name" => Field::ItemName,
+            "description" => Field::Description,
+            "initial_bid" => Field::InitialBid,
+            "reserve" => Field::Reserve,
+            "expires" => Field::Expires,
+            "seller" => Field::Seller,
+            "category" => Field::Category,
+            "auction" => Field::Auction,
+            "bidder" => Field::Bidder,
+            "price" => Field::Price,
+            "channel" => Field::Channel,
+            "url" => Field::Url,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Field::Type => "type",
+            Field::Id => "id",
+            Field::Name => "name",
+            Field::EmailAddress => "email_address",
+            Field::CreditCard => "credit_card",
+            Field::City => "city",
+            Field::State => "state",
+            Field::DateTime => "date_time",
+            Field::Extra => "extra",
+            Field::ItemName => "item_name",
+            Field::Description => "description",
+            Field::InitialBid => "initial_bid",
+            Field::Reserve => "reserve",
+            Field::Expires => "expires",
+            Field::Seller => "seller",
+            Field::Category => "category",
+            Field::Auction => "auction",
+            Field::Bidder => "bidder",
+            Field::Price => "price",
+            Field::Channel => "channel",
+            Field::Url => "url",
+        }
+    }
+}
+
+/// One field's value as read, before it is checked against the field's type.
+#[derive(Debug)]
+enum Slot {
+    Int(i64),
+    Str(CompactString),
+    Other(Found),
+}
+
+/// The top-level value of a line.
+// It lives on the stack for one line; boxing the big variant would allocate per line.
+#[allow(clippy::large_enum_variant)]
+enum Top {
+    Object(Raw),
+    Other(Found),
+}
+
+/// The known fields of an object, read but not yet checked.
+#[derive(Default)]
+struct Raw {
+    slots: [Option<Slot>; FIELDS],
+    /// Bit `f` is set if field `f` was given more than once.
+    duplicates: u32,
+}
+
+impl Raw {
+    fn build(mut self) -> Result<Event, ParseError> {
+        let kind = match self.slots[Field::Type as usize].take() {
+            None => return Err(ParseError::MissingType),
+            Some(Slot::Str(s)) => match s.as_str() {
+                "person" => EventKind::Person,
+                "auction" => EventKind::Auction,
+                "bid" => EventKind::Bid,
+                _ => {
+                    return Err(ParseError::UnknownType {
+                        found: s.into_string(),
+                    });
+                }
+            },
+            Some(Slot::Int(_)) => return Err(wrong(Field::Type, "a string", Found::Integer)),
+            Some(Slot::Other(found)) => return Err(wrong(Field::Type, "a string", found)),
+        };
+        self.check_duplicate(Field::Type)?;
+        let mut r = Reader { raw: self, kind };
+        Ok(match kind {
+            EventKind::Person => Event::Person(Person {
+                id: r.int(Field::Id)?,
+                name: r.str(Field::Name)?,
+                email_address: r.str(Field::EmailAddress)?,
+                credit_card: r.str(Field::CreditCard)?,
+                city: r.str(Field::City)?,
+                state: r.str(Field::State)?,
+                date_time: r.int(Field::DateTime)?,
+                extra: r.str(Field::Extra)?,
+            }),
+            EventKind::Auction => Event::Auction(Auction {
+                id: r.int(Field::Id)?,
+                item_name: r.str(Field::ItemName)?,
+                description: r.str(Field::Description)?,
+                initial_bid: r.int(Field::InitialBid)?,
+                reserve: r.int(Field::Reserve)?,
+                date_time: r.int(Field::DateTime)?,
+                expires: r.int(Field::Expires)?,
+                seller: r.int(Field::Seller)?,
+                category: r.int(Field::Category)?,
+                extra: r.str(Field::Extra)?,
+            }),
+            EventKind::Bid => Event::Bid(Bid {
+                auction: r.int(Field::Auction)?,
+                bidder: r.int(Field::Bidder)?,
+                price: r.int(Field::Price)?,
+                channel: r.str(Field::Channel)?,
+                url: r.str(Field::Url)?,
+                date_time: r.int(Field::DateTime)?,
+                extra: r.str(Field::Extra)?,
+            }),
+        })
+    }
+
+    fn check_duplicate(&self, field: Field) -> Result<(), ParseError> {
+        if self.duplicates & (1 << field as u32) != 0 {
+            return Err(ParseError::DuplicateField {
+                field: field.name(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn wrong(field: Field, expected: &'static str, found: Found) -> ParseError {
+    ParseError::WrongType {
+        field: field.name(),
+        expected,
+        found,
+    }
+}
+
+/// Takes the fields of one event type out of a [`Raw`], checking each.
+struct Reader {
+    raw: Raw,
+    kind: EventKind,
+}
+
+impl Reader {
+    fn take(&mut self, field: Field) -> Result<Slot, ParseError> {
+        self.raw.check_duplicate(field)?;
+        self.raw.slots[field as usize]
+            .take()
+            .ok_or(ParseError::MissingField {
+                kind: self.kind,
+                field: field.name(),
+            })
+    }
+
+    fn int(&mut self, field: Field) -> Result<i64, ParseError> {
+        match self.take(field)? {
+            Slot::Int(v) => Ok(v),
+            Slot::Str(_) => Err(wrong(field, "an integer", Found::String)),
+            Slot::Other(found) => Err(wrong(field, "an integer", found)),
+        }
+    }
+
+    fn str(&mut self, field: Field) -> Result<CompactString, ParseError> {
+        match self.take(field)? {
+            Slot::Str(s) => Ok(s),
+            Slot::Int(_) => Err(wrong(field, "a string", Found::Integer)),
+            Slot::Other(found) => Err(wrong(field, "a string", found)),
+        }
+    }
+}
+
+/// Reads the top-level value: an object into a [`Raw`], anything else as what it is.
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+        let mut raw = Raw::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            match key.0 {
+                Some(field) => {
+                    let slot = map.next_value_seed(SlotSeed)?;
+                    let at = &mut raw.slots[field as usize];
+                    if at.is_none() {
+                        *at = Some(slot);
+                    } else {
+                        raw.duplicates |= 1 << field as u32;
+                    }
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Top::Object(raw))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
+        Ok(Top::Other(Found::Bool))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
+        Ok(Top::Other(Found::Integer))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
+        Ok(Top::Other(Found::Integer))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
+        Ok(Top::Other(Found::Float))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Top, E> {
+        Ok(Top::Other(Found::String))
+    }
+    fn visit_unit<E>(self) -> Result<Top, E> {
+        Ok(Top::Other(Found::Null))
+    }
+    fn visit_none<E>(self) -> Result<Top, E> {
+        Ok(Top::Other(Found::Null))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Top, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Top::Other(Found::Array))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Top {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TopVisitor)
+    }
+}
+
+/// A key: the known field it names, or `None` for a field to ignore.
+struct Key(Option<Field>);
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(Field::from_name(v)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// Reads one field's value into a [`Slot`], whatever its JSON type.
+struct SlotSeed;
+
+impl<'de> DeserializeSeed<'de> for SlotSeed {
+    type Value = Slot;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Slot, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SlotSeed {
+    type Value = Slot;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Slot, E> {
+        Ok(Slot::Other(Found::Bool))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Slot, E> {
+        Ok(Slot::Int(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Slot, E> {
+        Ok(match i64::try_from(v) {
+            Ok(v) => Slot::Int(v),
+            Err(_) => Slot::Other(Found::IntegerOutOfRange),
+        })
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Slot, E> {
+        Ok(Slot::Other(Found::Float))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Slot, E> {
+        Ok(Slot::Str(CompactString::from(v)))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Slot, E> {
+        Ok(Slot::Str(CompactString::from(v)))
+    }
+    fn visit_unit<E>(self) -> Result<Slot, E> {
+        Ok(Slot::Other(Found::Null))
+    }
+    fn visit_none<E>(self) -> Result<Slot, E> {
+        Ok(Slot::Other(Found::Null))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Slot, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Slot::Other(Found::Array))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Slot, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Slot::Other(Found::Object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const BID: &str = r#"{"type":"bid","auction":1000,"bidder":1001,"price":5321,"channel":"Google","url":"https://x","date_time":1436918400002,"extra":"e"}"#;
+    const PERSON: &str = r#"{"type":"person","id":1000,"name":"peter jones","email_address":"abcdefg@hijkl.com","credit_card":"1234 5678 9012 3456","city":"phoenix","state":"AZ","date_time":1436918400000,"extra":"..."}"#;
+    const AUCTION: &str = r#"{"type":"auction","id":1000,"item_name":"...","description":"...","initial_bid":1234,"reserve":2468,"date_time":1436918400001,"expires":1436918405000,"seller":1000,"category":10,"extra":"..."}"#;
+
+    fn with(base: &str, field: &str, value: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(base).unwrap();
+        let mut m = v.as_object().unwrap().clone();
+        m.remove(field);
+        let mut s = serde_json::to_string(&m).unwrap();
+        s.pop();
+        format!("{s},\"{field}\":{value}}}")
+    }
+
+    fn without(base: &str, field: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(base).unwrap();
+        let mut m = v.as_object().unwrap().clone();
+        m.remove(field);
+        serde_json::to_string(&m).unwrap()
+    }
+
+    #[test]
+    fn parses_the_readme_examples() {
+        let p = parse_str(PERSON).unwrap();
+        assert_eq!(p.kind(), EventKind::Person);
+        assert_eq!(p.as_person().unwrap().name, "peter jones");
+        let a = parse_str(AUCTION).unwrap();
+        assert_eq!(a.as_auction().unwrap().expires, 1_436_918_405_000);
+        let b = parse_str(BID).unwrap();
+        assert_eq!(b.as_bid().unwrap().price, 5321);
+        for (text, event) in [(PERSON, p), (AUCTION, a), (BID, b)] {
+            assert_eq!(event.to_json(), text, "round trip");
+        }
+    }
+
+    #[test]
+    fn field_order_whitespace_and_extra_fields_do_not_matter() {
+        let line = r#"  { "extra":"e", "date_time":1436918400002, "zzz":[1,{"a":null}], "url":"https://x",
+            "channel":"Google","price":5321,"bidder":1001,"auction":1000,"type":"bid","name":null,"id":1.5 }  "#
+            .replace('\n', " ");
+        assert_eq!(parse_str(&line).unwrap(), parse_str(BID).unwrap());
+    }
+
+    #[test]
+    fn integers_must_be_json_integers_within_64_bits() {
+        for (value, found) in [
+            ("1.0", Found::Float),
+            ("1e3", Found::Float),
+            ("-0.5", Found::Float),
+            ("18446744073709551616", Found::Float),
+            ("9223372036854775808", Found::IntegerOutOfRange),
+            ("null", Found::Null),
+            ("true", Found::Bool),
+            ("false", Found::Bool),
+            ("\"1000\"", Found::String),
+            ("[1000]", Found::Array),
+            ("{\"v\":1000}", Found::Object),
+        ] {
+            assert_eq!(
+                parse_str(&with(BID, "price", value)),
+                Err(ParseError::WrongType {
+                    field: "price",
+                    expected: "an integer",
+                    found
+                }),
+                "price {value}"
+            );
+        }
+        let min = with(BID, "price", "-9223372036854775808");
+        assert_eq!(parse_str(&min).unwrap().as_bid().unwrap().price, i64::MIN);
+        let max = with(BID, "price", "9223372036854775807");
+        assert_eq!(parse_str(&max).unwrap().as_bid().unwrap().price, i64::MAX);
+    }
+
+    #[test]
+    fn strings_must_be_strings() {
+        for (value, found) in [
+            ("1", Found::Integer),
+            ("1.5", Found::Float),
+            ("null", Found::Null),
+            ("true", Found::Bool),
+        ] {
+            assert_eq!(
+                parse_str(&with(PERSON, "state", value)),
+                Err(ParseError::WrongType {
+                    field: "state",
+                    expected: "a string",
+                    found
+                })
+            );
+        }
+        let err = parse_str(&with(PERSON, "state", "null")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "field \"state\" must be a string, found null"
+        );
+    }
+
+    #[test]
+    fn every_field_of_every_type_is_required() {
+        for base in [PERSON, AUCTION, BID] {
+            let v: serde_json::Value = serde_json::from_str(base).unwrap();
+            let kind = parse_str(base).unwrap().kind();
+            for field in v.as_object().unwrap().keys() {
+                let err = parse_str(&without(base, field)).unwrap_err();
+                let expected = if field == "type" {
+                    ParseError::MissingType
+                } else {
+                    ParseError::MissingField {
+                        kind,
+                        field: Field::from_name(field).unwrap().name(),
+                    }
+                };
+                assert_eq!(err, expected, "{kind} without {field}");
+            }
+        }
+        assert_eq!(
+            parse_str(&without(AUCTION, "seller"))
+                .unwrap_err()
+                .to_string(),
+            "auction lacks the field \"seller\""
+        );
+    }
+
+    #[test]
+    fn bad_type_values() {
+        assert_eq!(
+            parse_str(&with(BID, "type", "\"Bid\"")),
+            Err(ParseError::UnknownType {
+                found: "Bid".into()
+            })
+        );
+        assert_eq!(
+            parse_str(&with(BID, "type", "3")),
+            Err(ParseError::WrongType {
+                field: "type",
+                expected: "a string",
+                found: Found::Integer
+            })
+        );
+        assert_eq!(
+            parse_str(&with(BID, "type", "null")),
+            Err(ParseError::WrongType {
+                field: "type",
+                expected: "a string",
+                found: Found::Null
+            })
+        );
+    }
+
+    #[test]
+    fn not_json_and_not_objects() {
+        for line in ["", "not json", "{", "{\"type\":\"bid\",}", "{} {}", "{}x"] {
+            assert!(
+                matches!(parse_str(line), Err(ParseError::NotJson { .. })),
+                "{line:?}"
+            );
+        }
+        let truncated = &BID[..BID.len() - 10];
+        let err = parse_str(truncated).unwrap_err();
+        assert!(err.to_string().starts_with("not valid JSON: "), "{err}");
+        assert!(matches!(
+            parse_line(b"{\"type\":\"bid\xff\"}"),
+            Err(ParseError::NotJson { .. })
+        ));
+        for (line, found) in [
+            ("[1,2]", Found::Array),
+            ("12", Found::Integer),
+            ("null", Found::Null),
+            ("\"bid\"", Found::String),
+            ("true", Found::Bool),
+            ("1.5", Found::Float),
+        ] {
+            assert_eq!(parse_str(line), Err(ParseError::NotAnObject { found }));
+        }
+        assert_eq!(parse_str("{}"), Err(ParseError::MissingType));
+    }
+
+    #[test]
+    fn duplicate_fields_of_the_type_are_errors_others_are_ignored() {
+        let dup = format!("{},\"price\":1}}", &BID[..BID.len() - 1]);
+        assert_eq!(
+            parse_str(&dup),
+            Err(ParseError::DuplicateField { field: "price" })
+        );
+        let dup_other = format!("{},\"name\":1,\"name\":2}}", &BID[..BID.len() - 1]);
+        assert!(parse_str(&dup_other).is_ok());
+    }
+
+    #[test]
+    fn escaped_strings_and_keys_are_decoded() {
+        let line = BID
+            .replace(
+                r#""channel":"Google""#,
+                r#""ch\u0061nnel":"Goo\"gle\n\u00e9""#,
+            )
+            .replace(r#""url":"https://x""#, r#""url":"ab\/c""#);
+        let bid = parse_str(&line).unwrap();
+        let bid = bid.as_bid().unwrap();
+        assert_eq!(bid.channel, "Goo\"gle\né");
+        assert_eq!(bid.url, "ab/c");
+    }
+
+    #[test]
+    fn serde_deserialize_is_as_strict() {
+        let ok: Event = serde_json::from_str(BID).unwrap();
+        assert_eq!(ok, parse_str(BID).unwrap());
+        let err = serde_json::from_str::<Event>(&with(BID, "price", "1.0")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("field \"price\" must be an integer"),
+            "{err}"
+        );
+        assert!(serde_json::from_str::<Event>("[]").is_err());
+        // The derived impls of the structs are strict too.
+        assert!(serde_json::from_str::<Bid>(&with(BID, "price", "1.0")).is_err());
+        assert!(serde_json::from_str::<Bid>(&without(BID, "url")).is_err());
+        assert!(serde_json::from_str::<Bid>(&with(BID, "price", "null")).is_err());
+        assert!(serde_json::from_str::<Bid>(BID).is_ok());
+    }
+
+    fn text() -> impl Strategy<Value = CompactString> {
+        // Quotes, backslashes, control characters, non-ASCII, long and short.
+        prop_oneof![
+            "[a-z ]{0,30}",
+            "\\PC{0,40}",
+            "[\"\\\\\n\t\u{0}\u{1f}é日🦀]{0,8}",
+        ]
+        .prop_map(CompactString::from)
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        let person = (
+            any::<i64>(),
+            (text(), text(), text(), text(), text()),
+            any::<i64>(),
+            text(),
+        )
+            .prop_map(
+                |(id, (name, email_address, credit_card, city, state), date_time, extra)| {
+                    Event::Person(Person {
+                        id,
+                        name,
+                        email_address,
+                        credit_card,
+                        city,
+                        state,
+                        date_time,
+                        extra,
+                    })
+                },
+            );
+        let auction = (
+            (any::<i64>(), text(), text()),
+            (any::<i64>(), any::<i64>(), any::<i64>(), any::<i64>()),
+            (any::<i64>(), any::<i64>(), text()),
+        )
+            .prop_map(
+                |(
+                    (id, item_name, description),
+                    (initial_bid, reserve, date_time, expires),
+                    (seller, category, extra),
+                )| {
+                    Event::Auction(Auction {
+                        id,
+                        item_name,
+                        description,
+                        initial_bid,
+                        reserve,
+                        date_time,
+                        expires,
+                        seller,
+                        category,
+                        extra,
+                    })
+                },
+            );
+        let bid = (
+            (any::<i64>(), any::<i64>(), any::<i64>()),
+            (text(), text(), any::<i64>(), text()),
+        )
+            .prop_map(
+                |((auction, bidder, price), (channel, url, date_time, extra))| {
+                    Event::Bid(Bid {
+                        auction,
+                        bidder,
+                        price,
+                        channel,
+                        url,
+                        date_time,
+                        extra,
+                    })
+                },
+            );
+        prop_oneof![person, auction, bid]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Serialising any event and parsing it back gives the same event.
+        #[test]
+        fn round_trip(e in event()) {
+            let line = e.to_json();
+            prop_assert!(!line.contains('\n'), "one line: {}", line);
+            prop_assert_eq!(&line, &serde_json::to_string(&e).unwrap());
+            prop_assert_eq!(parse_str(&line).unwrap(), e.clone());
+            let via_serde: Event = serde_json::from_str(&line).unwrap();
+            prop_assert_eq!(via_serde, e);
+        }
+
+        /// Dropping any one field of a serialised event is reported as that field missing.
+        #[test]
+        fn any_missing_field_is_named(e in event(), pick in any::<prop::sample::Index>()) {
+            let v: serde_json::Value = serde_json::from_str(&e.to_json()).unwrap();
+            let keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            let field = pick.get(&keys);
+            let err = parse_str(&without(&e.to_json(), field)).unwrap_err();
+            if field == "type" {
+                prop_assert_eq!(err, ParseError::MissingType);
+            } else {
+                prop_assert_eq!(err, ParseError::MissingField { kind: e.kind(), field: Field::from_name(field).unwrap().name() });
+            }
+        }
+
+        /// No input makes the parser panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let _ = parse_line(&bytes);
+        }
+    }
+}
