@@ -49,6 +49,7 @@ use std::sync::Arc;
 use weir::core::Counter;
 use weir::sources::files::{InputFiles, LineReader, MalformedLog, SourceError};
 use weir::sources::{Emitter, SourceReader};
+use weir::stream::StreamSource;
 use weir::{BatchSource, BoxError, ProcessorContext};
 
 use crate::generator::{ConfigError, Events, Generator, GeneratorConfig};
@@ -147,6 +148,46 @@ impl SourceReader for GeneratorReader {
         self.counter.add(n as u64);
         Ok(done || events.peek_number().is_none())
     }
+}
+
+/// A stream source of `config`'s events, each with its `date_time` as native event time.
+/// With `wall_rate`, at most that many events per second of wall-clock time leave the source
+/// (all instances together); without, as fast as the job takes them. `config.count: None`
+/// makes it endless. Runs one instance per worker.
+///
+/// # Errors
+/// [`ConfigError::ZeroRate`] for a zero rate.
+pub fn stream_generator(
+    config: GeneratorConfig,
+    wall_rate: Option<u64>,
+) -> Result<StreamSource<Event>, ConfigError> {
+    let generator = Generator::new(config)?;
+    let source = match wall_rate {
+        Some(rate) => StreamSource::new("nexmark-generator", None, move |_: &ProcessorContext| {
+            weir::sources::stream::throttled(GeneratorReader::new(generator.clone()), rate)
+        }),
+        None => StreamSource::new("nexmark-generator", None, move |_: &ProcessorContext| {
+            GeneratorReader::new(generator.clone())
+        }),
+    };
+    Ok(source.with_native_timestamps(Event::date_time))
+}
+
+/// A stream source that replays the NEXMark event file(s) at `path` in file order, from one
+/// instance, each event with its `date_time` as native event time: the README's "one source
+/// with one watermark for all event types". Malformed lines as for [`replay`].
+///
+/// # Errors
+/// As [`replay`].
+pub fn stream_replay(path: impl AsRef<Path>) -> Result<StreamSource<Event>, SourceError> {
+    let path = path.as_ref();
+    let files = Arc::new(InputFiles::resolve(path)?);
+    Ok(StreamSource::new(
+        format!("nexmark-replay({})", path.display()),
+        Some(1),
+        move |_: &ProcessorContext| ReplayReader::new(Arc::clone(&files)),
+    )
+    .with_native_timestamps(Event::date_time))
 }
 
 /// A batch source that replays the NEXMark event file(s) at `path`: a file, a directory (its

@@ -110,6 +110,16 @@ impl<'a, T> Emitter<'a, T> {
         self.items.len() < self.limit
     }
 
+    /// An emitter over the same batch that reports full after at most `more` further items
+    /// (or sooner, at this one's limit): for readers that pace themselves.
+    pub fn limited(&mut self, more: usize) -> Emitter<'_, T> {
+        let limit = self.limit.min(self.items.len().saturating_add(more));
+        Emitter {
+            items: self.items,
+            limit,
+        }
+    }
+
     /// How many more items fit before the batch is full.
     #[inline]
     pub fn room(&self) -> usize {

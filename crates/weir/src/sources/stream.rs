@@ -102,6 +102,56 @@ impl<T: Item, F: Fn(u64) -> T + Send + Sync + 'static> SourceReader for Generato
     }
 }
 
+/// Paces `reader` to at most `per_second` items per second of wall-clock time, over all the
+/// source's instances together (each takes its share).
+pub fn throttled<R: SourceReader>(reader: R, per_second: u64) -> Throttled<R> {
+    Throttled {
+        reader,
+        per_second,
+        started: None,
+        emitted: 0,
+    }
+}
+
+/// A reader paced by [`throttled`].
+pub struct Throttled<R> {
+    reader: R,
+    per_second: u64,
+    started: Option<Instant>,
+    emitted: u64,
+}
+
+impl<R: SourceReader> SourceReader for Throttled<R> {
+    type Item = R::Item;
+
+    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+        self.per_second = (self.per_second / ctx.total_parallelism().max(1) as u64).max(1);
+        self.reader.open(ctx)
+    }
+
+    fn read(&mut self, out: &mut Emitter<'_, R::Item>) -> Result<bool, BoxError> {
+        let started = *self.started.get_or_insert_with(Instant::now);
+        let due = (started.elapsed().as_secs_f64() * self.per_second as f64) as u64;
+        let allowed = due.saturating_sub(self.emitted);
+        if allowed == 0 {
+            return Ok(false);
+        }
+        let mut limited = out.limited(allowed.min(usize::MAX as u64) as usize);
+        let before = limited.room();
+        let done = self.reader.read(&mut limited)?;
+        self.emitted += (before - limited.room()) as u64;
+        Ok(done)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        self.reader.is_cooperative()
+    }
+
+    fn close(&mut self) -> Result<(), BoxError> {
+        self.reader.close()
+    }
+}
+
 /// Replays a JSON Lines file (or directory, or glob) as a finite stream, in file order, from
 /// one instance. Malformed lines are counted and logged as by [`json::lines`](super::json::lines).
 ///

@@ -1,0 +1,130 @@
+//! Every NEXMark query on the engine, against the plain-Rust reference, on generated events
+//! (some out of order within the allowed lag, some beyond it and late), at several
+//! parallelisms, from the generator and from a replayed file.
+
+use std::time::Duration;
+
+use weir::prelude::*;
+use weir::{Executor, JobConfig};
+use weir_nexmark::generator::GeneratorConfig;
+use weir_nexmark::{Event, Generator, Query, queries, reference, source};
+
+/// Runs `query` over `events`; returns its CSV rows, sorted, and the late events counted.
+fn run(
+    query: Query,
+    events: StreamSource<Event>,
+    lag: i64,
+    parallelism: usize,
+) -> (Vec<String>, u64) {
+    let p = Pipeline::new();
+    let stream = p.read_from(events).with_native_timestamps(lag);
+    let (sink, rows) = sinks::collection::list();
+    queries::csv_rows(query, &stream).write_to(sink);
+    let config = JobConfig {
+        default_parallelism: Some(parallelism),
+        ..JobConfig::default()
+    };
+    let job = p.submit(&Executor::shared(), config).unwrap();
+    assert!(
+        job.wait_timeout(Duration::from_secs(120)),
+        "{query} did not finish"
+    );
+    let late = job
+        .metrics()
+        .iter()
+        .filter(|m| m.vertex.contains("nexmark"))
+        .map(|m| m.counter("late_events"))
+        .sum();
+    job.join().unwrap();
+    let mut rows = rows.take();
+    rows.sort();
+    (rows, late)
+}
+
+fn expected(query: Query, events: &[Event], lag: i64) -> (Vec<String>, u64) {
+    let out = reference::csv_rows(
+        query,
+        events,
+        &reference::Options {
+            allowed_lag_ms: lag as u64,
+        },
+    );
+    let mut rows = out.rows;
+    rows.sort();
+    (rows, out.late_events)
+}
+
+fn config(count: u64, out_of_order_ms: u64) -> GeneratorConfig {
+    // 10,000 events/s of event time: 30,000 events span 3 s, several q5 slides and a q7
+    // window boundary; an auction lives a few seconds, so q4 has winners.
+    GeneratorConfig {
+        count: Some(count),
+        rate: 10_000,
+        out_of_order_ms,
+        ..GeneratorConfig::default()
+    }
+}
+
+#[test]
+fn every_query_matches_the_reference_from_one_source_instance() {
+    let config = config(30_000, 3_000);
+    let events: Vec<Event> = Generator::new(config.clone()).unwrap().iter().collect();
+    for query in Query::ALL {
+        // One instance: the source sees the events in generation order, like the reference.
+        let one = StreamSource::new("nexmark-one", Some(1), {
+            let g = Generator::new(config.clone()).unwrap();
+            move |_: &weir::ProcessorContext| source::GeneratorReader::new(g.clone())
+        })
+        .with_native_timestamps(Event::date_time);
+        let (got, late) = run(query, one, 4_000, 2);
+        let (want, want_late) = expected(query, &events, 4_000);
+        assert_eq!(late, want_late, "{query}: late events");
+        assert!(!want.is_empty(), "{query}: the reference has rows");
+        assert_eq!(got.len(), want.len(), "{query}: row count");
+        assert_eq!(got, want, "{query}");
+    }
+}
+
+#[test]
+fn late_events_beyond_the_lag_are_dropped_and_counted_like_the_reference() {
+    // Out of order by up to 3 s, allowed only 1 s: many events are late.
+    let config = config(20_000, 3_000);
+    let events: Vec<Event> = Generator::new(config.clone()).unwrap().iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("events.jsonl");
+    std::fs::write(
+        &file,
+        events
+            .iter()
+            .map(|e| e.to_json() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    for query in [Query::Q0, Query::Q5, Query::Q7, Query::Q8] {
+        let (got, late) = run(query, source::stream_replay(&file).unwrap(), 1_000, 2);
+        let (want, want_late) = expected(query, &events, 1_000);
+        assert!(want_late > 0, "the test needs late events");
+        assert_eq!(late, want_late, "{query}: late events");
+        assert_eq!(got, want, "{query}");
+    }
+}
+
+#[test]
+fn parallel_generators_give_the_same_results_when_nothing_is_late() {
+    // In order: whatever instance reads an event, no event is late, so results are exact.
+    let config = config(30_000, 0);
+    let events: Vec<Event> = Generator::new(config.clone()).unwrap().iter().collect();
+    for query in Query::ALL {
+        for parallelism in [1, 2] {
+            let (got, late) = run(
+                query,
+                source::stream_generator(config.clone(), None).unwrap(),
+                4_000,
+                parallelism,
+            );
+            let (want, _) = expected(query, &events, 4_000);
+            assert_eq!(late, 0, "{query}");
+            assert_eq!(got, want, "{query} at parallelism {parallelism}");
+        }
+    }
+}
