@@ -17,7 +17,7 @@ use weir::{Executor, ExecutorConfig, JobConfig, Pipeline, sinks};
 use weir_nexmark::generator::{
     AUCTION_PROPORTION, DEFAULT_BASE_TIME_MS, DEFAULT_RATE, GeneratorConfig, TOTAL_PROPORTION,
 };
-use weir_nexmark::{Event, source};
+use weir_nexmark::{Event, Query, queries, reference, source};
 
 use crate::progress;
 
@@ -27,15 +27,47 @@ pub enum Command {
     /// Write a NEXMark event file (JSON Lines, one event per line, in event order) with the
     /// built-in deterministic generator.
     Generate(GenerateArgs),
-    // ---------------------------------------------------------------------------------------
-    // TODO(issue 4, streaming engine): `Run(RunArgs)` goes here:
-    //   weir nexmark run --query q5 --input events.jsonl --output out.csv
-    //                    [--allowed-lag-ms 4000] [--parallelism N]
-    //   weir nexmark run --query q5 --events N [--rate R] [--output out.csv]
-    // `weir_nexmark::Query` parses the query name (with a clear error for an unknown one),
-    // `weir_nexmark::source::{replay, generator}` give the inputs, and
-    // `weir_nexmark::reference::csv_rows` the expected rows for a check mode.
-    // ---------------------------------------------------------------------------------------
+    /// Run a query over an event file or the built-in generator, as a stream in event time.
+    Run(RunArgs),
+}
+
+/// Arguments of `weir nexmark run`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("events_from").required(true).args(["input", "events"])))]
+pub struct RunArgs {
+    /// The query: q0, q1, q2, q3, q4, q5, q7 or q8.
+    #[arg(long)]
+    pub query: Query,
+    /// An event file (JSON Lines), a directory of them or a glob, replayed in file order.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Generate this many events in process instead of reading a file.
+    #[arg(long)]
+    pub events: Option<u64>,
+    /// With --events: events per second of event time (sets the timestamps).
+    #[arg(long, default_value_t = DEFAULT_RATE, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rate: u64,
+    /// With --events: emit at most this many events per second of wall-clock time, with event
+    /// time starting now, so that event time follows the clock (for latency measurements).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub wall_rate: Option<u64>,
+    /// With --events: the generator's seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// How far behind the highest event time seen the watermark stays, in ms.
+    #[arg(long, default_value_t = 4000)]
+    pub allowed_lag_ms: u64,
+    /// Write the rows as CSV, with the query's header, to this file. Without it, rows are
+    /// counted, not written.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Worker threads, and instances of each parallel vertex [default: every core].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallelism: Option<u16>,
+    /// Also compute the query with the plain reference implementation and compare the rows
+    /// (keeps every event in memory; for conformance checks on modest inputs).
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Arguments of `weir nexmark generate`.
@@ -69,6 +101,7 @@ pub struct GenerateArgs {
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Generate(args) => generate(args),
+        Command::Run(args) => run_query(args),
     }
 }
 
@@ -128,6 +161,142 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         written as f64 / elapsed.max(1e-9),
         args.output.display(),
     );
+    Ok(())
+}
+
+/// Runs one query: builds the stream, runs it, prints a one-line summary, and checks the rows
+/// against the reference when asked.
+fn run_query(args: RunArgs) -> anyhow::Result<()> {
+    let lag = i64::try_from(args.allowed_lag_ms).context("--allowed-lag-ms is too large")?;
+    let query = args.query;
+    let (source, total, events_for_check) = match (&args.input, args.events) {
+        (Some(path), _) => {
+            let source = source::stream_replay(path)
+                .with_context(|| format!("input '{}'", path.display()))?;
+            let check = match args.check {
+                true => Some(
+                    source::read_events(path)
+                        .with_context(|| format!("input '{}'", path.display()))?
+                        .events,
+                ),
+                false => None,
+            };
+            (source, None, check)
+        }
+        (None, Some(count)) => {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(DEFAULT_BASE_TIME_MS, |d| d.as_millis() as i64);
+            let config = GeneratorConfig {
+                count: Some(count),
+                rate: args.wall_rate.unwrap_or(args.rate),
+                seed: args.seed,
+                base_time_ms: if args.wall_rate.is_some() {
+                    now_ms
+                } else {
+                    DEFAULT_BASE_TIME_MS
+                },
+                ..Default::default()
+            };
+            let check = match args.check {
+                true => Some(
+                    weir_nexmark::Generator::new(config.clone())
+                        .context("invalid generator settings")?
+                        .iter()
+                        .collect(),
+                ),
+                false => None,
+            };
+            (
+                source::stream_generator(config, args.wall_rate)
+                    .context("invalid generator settings")?,
+                Some(count),
+                check,
+            )
+        }
+        (None, None) => unreachable!("clap requires --input or --events"),
+    };
+    let pipeline = Pipeline::new();
+    let stream = pipeline.read_from(source).with_native_timestamps(lag);
+    let rows = queries::csv_rows(query, &stream);
+    if let Some(path) = &args.output {
+        let header = format!("{}\n", query.header());
+        rows.write_to(sinks::files::text_with_header(
+            path,
+            header,
+            |row: &String, out: &mut Vec<u8>| {
+                out.extend_from_slice(row.as_bytes());
+                out.push(b'\n');
+            },
+        ));
+    }
+    let collected = events_for_check.as_ref().map(|_| {
+        let (sink, collected) = sinks::collection::list();
+        rows.write_to(sink);
+        collected
+    });
+    if args.output.is_none() && collected.is_none() {
+        // Counted, not formatted: the benchmark measures the query, not CSV.
+        queries::row_count(query, &stream).write_to(sinks::collection::discard());
+    }
+
+    let mut executor_config = ExecutorConfig::default();
+    if let Some(p) = args.parallelism {
+        executor_config.workers = usize::from(p);
+    }
+    let parallelism = executor_config.workers;
+    let executor = Executor::new(executor_config).context("cannot start the worker threads")?;
+    let started = Instant::now();
+    let config = JobConfig {
+        name: format!("nexmark-{query}"),
+        default_parallelism: Some(parallelism),
+        ..Default::default()
+    };
+    let job = pipeline
+        .submit(&executor, config)
+        .with_context(|| format!("cannot start {query}"))?;
+    let metrics = match total {
+        Some(total) => progress::watch_count(&job, total, "events"),
+        None => progress::watch(&job, 0, "bytes"),
+    };
+    job.join().with_context(|| format!("{query} failed"))?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let events = progress::counter(&metrics, "events");
+    let late = progress::counter(&metrics, "late_events");
+    let malformed = progress::counter(&metrics, "malformed_records");
+    // Every sink counts its rows; with --check the rows go to two sinks.
+    let sinks_used = u64::from(args.output.is_some()) + u64::from(collected.is_some());
+    let rows_out = progress::counter(&metrics, "records_written") / sinks_used.max(1);
+    let rate = events as f64 / elapsed.max(1e-9);
+    println!(
+        "nexmark {query}: {events} events in {elapsed:.2} s ({rate:.0} events/s, {:.0} per core); {late} late; {malformed} malformed lines; {rows_out} rows; parallelism {parallelism}",
+        rate / parallelism as f64,
+    );
+    if let (Some(events), Some(collected)) = (events_for_check, collected) {
+        let options = reference::Options {
+            allowed_lag_ms: args.allowed_lag_ms,
+        };
+        let mut want = reference::csv_rows(query, &events, &options).rows;
+        let mut got = collected.take();
+        want.sort();
+        got.sort();
+        if got != want {
+            let missing = want
+                .iter()
+                .filter(|r| got.binary_search(r).is_err())
+                .count();
+            let extra = got
+                .iter()
+                .filter(|r| want.binary_search(r).is_err())
+                .count();
+            anyhow::bail!(
+                "check failed: {} rows, the reference has {}; {missing} missing, {extra} unexpected",
+                got.len(),
+                want.len()
+            );
+        }
+        println!("check: the {} rows equal the reference's", got.len());
+    }
     Ok(())
 }
 

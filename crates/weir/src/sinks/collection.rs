@@ -40,6 +40,24 @@ pub fn list<T: Item>() -> (Sink<T>, Collected<T>) {
     (sink, collected)
 }
 
+/// Drops every item: for benchmarks and for jobs run for their side effects. The items are
+/// still counted in each instance's `records_written` counter. Cooperative, any parallelism.
+pub fn discard<T: Item>() -> Sink<T> {
+    Sink::new("discard", None, |_: &weir_core::ProcessorContext| {
+        Discard(std::marker::PhantomData)
+    })
+}
+
+struct Discard<T>(std::marker::PhantomData<fn(T)>);
+
+impl<T: Item> SinkWriter for Discard<T> {
+    type Item = T;
+    #[inline]
+    fn write(&mut self, _item: T) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
 /// The handle to the items a [`list`] sink collected. Cloning it shares the same list.
 ///
 /// Items appear in batches while the job runs; all of them are there once it completed.

@@ -133,6 +133,28 @@ pub fn text_with<T: Item>(
     )
 }
 
+/// Like [`text_with`], with `header` (a line terminator included) written first, even when
+/// no item arrives: for a CSV file with a header row.
+pub fn text_with_header<T: Item>(
+    path: impl AsRef<Path>,
+    header: impl Into<String>,
+    format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
+) -> Sink<T> {
+    let path = path.as_ref().to_owned();
+    let header: Arc<[u8]> = Arc::from(header.into().into_bytes());
+    let format = Arc::new(infallible(format));
+    let target = Target::File(path.clone());
+    Sink::new(
+        format!("text({})", path.display()),
+        target.parallelism(),
+        move |ctx: &ProcessorContext| {
+            let mut writer = FileWriter::new(target.paths(ctx.global_index()), Arc::clone(&format));
+            writer.header = Some(Arc::clone(&header));
+            writer
+        },
+    )
+}
+
 /// Creates a sink that writes each item as a line of text, `{item}\n`, into one part file per
 /// instance in the directory `dir`.
 ///
@@ -363,6 +385,8 @@ impl Drop for TempFileWriter {
 pub(crate) struct FileWriter<T, F> {
     paths: Option<(PathBuf, PathBuf)>,
     format: Arc<F>,
+    /// Bytes written first, before any record (a CSV header line).
+    header: Option<Arc<[u8]>>,
     out: Option<TempFileWriter>,
     _item: PhantomData<fn(T)>,
 }
@@ -373,6 +397,7 @@ impl<T, F> FileWriter<T, F> {
         FileWriter {
             paths: Some(paths),
             format,
+            header: None,
             out: None,
             _item: PhantomData,
         }
@@ -388,7 +413,11 @@ where
 
     fn open(&mut self, _ctx: &ProcessorContext) -> Result<(), BoxError> {
         if let Some((path, tmp)) = self.paths.take() {
-            self.out = Some(TempFileWriter::create(path, tmp)?);
+            let mut out = TempFileWriter::create(path, tmp)?;
+            if let Some(header) = &self.header {
+                out.buffer().extend_from_slice(header);
+            }
+            self.out = Some(out);
         }
         Ok(())
     }
