@@ -316,3 +316,116 @@ fn nexmark_generate_rejects_bad_flags_clearly() {
     assert!(err.starts_with("error: cannot write"), "{err}");
     assert!(err.contains(&*blocker.to_string_lossy()), "{err}");
 }
+
+#[test]
+fn nexmark_run_checks_every_query_against_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let o = weir(&[
+        "nexmark",
+        "generate",
+        "--events",
+        "20000",
+        "--rate",
+        "5000",
+        "--out-of-order-ms",
+        "3000",
+        "--output",
+        events.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for query in ["q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8"] {
+        let out = dir.path().join(format!("{query}.csv"));
+        let o = weir(&[
+            "nexmark",
+            "run",
+            "--query",
+            query,
+            "--input",
+            events.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+            "--allowed-lag-ms",
+            "2000",
+            "--check",
+        ]);
+        assert!(o.status.success(), "{query}: {}", stderr(&o));
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            stdout.contains("rows equal the reference"),
+            "{query}: {stdout}"
+        );
+        assert!(
+            !stdout.contains(" 0 late"),
+            "{query}: events beyond the lag are counted late: {stdout}"
+        );
+        let csv = std::fs::read_to_string(&out).unwrap();
+        let header = csv.lines().next().unwrap();
+        assert!(
+            header.starts_with(match query {
+                "q2" => "auction,price",
+                "q3" => "name,city,state,id",
+                "q4" => "category,avg_price",
+                "q5" => "window_start,window_end,auction,num",
+                "q7" => "window_start,",
+                "q8" => "id,name,window_start",
+                _ => "auction,bidder,price,date_time",
+            }),
+            "{query}: {header}"
+        );
+    }
+}
+
+#[test]
+fn nexmark_run_counts_malformed_lines_and_refuses_bad_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    std::fs::write(
+        &events,
+        concat!(
+            r#"{"type":"bid","auction":1000,"bidder":1001,"price":5321,"channel":"c","url":"u","date_time":1000,"extra":""}"#, "\n",
+            "not json\n",
+            r#"{"type":"bid","auction":1000,"bidder":1001,"price":1.0,"channel":"c","url":"u","date_time":1001,"extra":""}"#, "\n",
+            r#"{"type":"bid","auction":1000,"bidder":1002,"price":7,"channel":"c","url":"u","date_time":1002,"extra":""}"#, "\n",
+        ),
+    )
+    .unwrap();
+    let o = weir(&[
+        "nexmark",
+        "run",
+        "--query",
+        "q0",
+        "--input",
+        events.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("2 malformed lines") && stdout.contains("2 rows"),
+        "{stdout}"
+    );
+    assert!(
+        stderr(&o).contains(":2") && stderr(&o).contains(":3"),
+        "line numbers are reported: {}",
+        stderr(&o)
+    );
+
+    let o = weir(&["nexmark", "run", "--query", "q6", "--events", "10"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("q0, q1, q2, q3, q4, q5, q7, q8"));
+    let o = weir(&[
+        "nexmark",
+        "run",
+        "--query",
+        "q5",
+        "--input",
+        "no/such/file.jsonl",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no/such/file.jsonl"));
+    let o = weir(&["nexmark", "run", "--query", "q5"]);
+    assert_eq!(o.status.code(), Some(2), "needs --input or --events");
+    let o = weir(&["nexmark", "run", "--query", "q5", "--events", "30000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("30000 events"));
+}

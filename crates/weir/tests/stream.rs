@@ -380,3 +380,31 @@ fn results_do_not_depend_on_parallelism() {
     assert_eq!(keys.len(), 13);
     let _unused: HashMap<u8, u8> = HashMap::new();
 }
+
+#[test]
+fn socket_source_reads_lines_until_the_peer_closes() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        for i in 0..1000 {
+            writeln!(conn, "line {i}").unwrap();
+        }
+        // Dropping the connection ends the stream.
+    });
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::socket(addr))
+        .with_ingestion_timestamps()
+        .map(|l: String| l.len())
+        .write_to(sink);
+    p.run().unwrap();
+    server.join().unwrap();
+    let lens = out.take();
+    assert_eq!(lens.len(), 1000);
+    assert_eq!(
+        lens.iter().sum::<usize>(),
+        (0..1000).map(|i| format!("line {i}").len()).sum::<usize>()
+    );
+}

@@ -218,8 +218,10 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     };
     let pipeline = Pipeline::new();
     let stream = pipeline.read_from(source).with_native_timestamps(lag);
-    let rows = queries::csv_rows(query, &stream);
-    if let Some(path) = &args.output {
+    // Formatted rows only where they are written or checked; otherwise counted.
+    let rows = (args.output.is_some() || events_for_check.is_some())
+        .then(|| queries::csv_rows(query, &stream));
+    if let (Some(path), Some(rows)) = (&args.output, &rows) {
         let header = format!("{}\n", query.header());
         rows.write_to(sinks::files::text_with_header(
             path,
@@ -230,13 +232,15 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
             },
         ));
     }
-    let collected = events_for_check.as_ref().map(|_| {
-        let (sink, collected) = sinks::collection::list();
-        rows.write_to(sink);
-        collected
-    });
-    if args.output.is_none() && collected.is_none() {
-        // Counted, not formatted: the benchmark measures the query, not CSV.
+    let collected = match (&events_for_check, &rows) {
+        (Some(_), Some(rows)) => {
+            let (sink, collected) = sinks::collection::list();
+            rows.write_to(sink);
+            Some(collected)
+        }
+        _ => None,
+    };
+    if rows.is_none() {
         queries::row_count(query, &stream).write_to(sinks::collection::discard());
     }
 
