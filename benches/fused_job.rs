@@ -14,6 +14,8 @@
 //! closures called through the fused chain. Every run's count and sum are checked against
 //! the hand loop's.
 
+mod support;
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,14 +93,9 @@ fn job(executor: &Executor, parallelism: usize, items: u64, hop: bool) -> (Durat
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .map(|v| v.parse().expect(name))
-    };
-    let items: u64 = flag("--items").unwrap_or(100_000_000);
-    let runs: u64 = flag("--runs").unwrap_or(5);
+    let flag = |name: &str| support::flag(&args, name);
+    let items: u64 = flag("--items").map_or(100_000_000, |v| v.parse().expect("--items N"));
+    let runs: u64 = flag("--runs").map_or(5, |v| v.parse().expect("--runs N"));
 
     let mut hand = Duration::MAX;
     let mut expected = (0, 0);

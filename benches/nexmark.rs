@@ -16,7 +16,7 @@
 //! end `E` when it has seen event time `E + lag`, that is at wall time ≈ `E + lag`; the sink
 //! records `now − (E + lag)` for every window result of q5 and q7.
 
-#![allow(unsafe_code)] // wait4 for the child's peak RSS; see `time_child`.
+mod support;
 
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -165,33 +165,9 @@ fn latency_child(events: u64, wall_rate: u64, parallelism: usize) {
     );
 }
 
-#[allow(clippy::zombie_processes)] // the child is reaped by wait4, which also reports its peak RSS
-fn time_child(cmd: &mut Command) -> (Duration, u64) {
-    let start = Instant::now();
-    let child = cmd.spawn().expect("spawn");
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid out-parameter; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: `pid` is our unreaped child; status and usage point to live locals.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let elapsed = start.elapsed();
-    assert_eq!(waited, pid, "wait4 failed");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{cmd:?} failed with status {status}"
-    );
-    (elapsed, usage.ru_maxrss as u64)
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let flag = |name: &str| support::flag(&args, name);
     let events: u64 = flag("--events").map_or(10_000_000, |v| v.parse().unwrap());
     if let Some(what) = flag("--child") {
         let parallelism = flag("--parallelism").map_or(1, |v| v.parse().unwrap());
@@ -215,7 +191,7 @@ fn main() {
             "--parallelism",
             &parallelism.to_string(),
         ]);
-        time_child(cmd.stdout(Stdio::null()))
+        support::time_child(cmd.stdout(Stdio::null()))
     };
     println!("NEXMark, {events} events per run, generator in process, results counted");
     println!(
@@ -271,6 +247,6 @@ fn main() {
         "--parallelism",
         "2",
     ]);
-    let (_, rss) = time_child(&mut cmd);
+    let (_, rss) = support::time_child(&mut cmd);
     println!("latency run peak RSS {:.1} MiB", rss as f64 / 1024.0);
 }

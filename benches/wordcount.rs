@@ -11,14 +11,14 @@
 //! hand loop), timed wall-clock from spawn to exit, best of `--runs`; peak RSS is the child's
 //! `ru_maxrss`. The outputs of all runs must be byte-identical, or the bench fails.
 
-#![allow(unsafe_code)] // wait4 for the child's peak RSS; see `time_child`.
+mod support;
 
 use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 use weir::jobs::wordcount::{Word, next_word, push_lowercase};
@@ -32,12 +32,7 @@ fn main() {
         hand_loop(Path::new(&args[3]), Path::new(&args[4]), threads).expect("hand loop");
         return;
     }
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let flag = |name: &str| support::flag(&args, name);
     let corpus = PathBuf::from(flag("--corpus").unwrap_or_else(|| DEFAULT_CORPUS.to_string()));
     let runs: usize = flag("--runs").map_or(3, |r| r.parse().expect("--runs N"));
     if !corpus.exists() {
@@ -87,7 +82,7 @@ fn main() {
                     .arg(&output);
                 c
             };
-            let (elapsed, rss) = time_child(cmd.stdout(std::process::Stdio::null()));
+            let (elapsed, rss) = support::time_child(cmd.stdout(std::process::Stdio::null()));
             if elapsed < best.0 {
                 best = (elapsed, rss);
             }
@@ -122,26 +117,6 @@ fn main() {
             hand.as_secs_f64() / time.as_secs_f64()
         );
     }
-}
-
-/// Runs `cmd` to completion; returns its wall time and peak RSS in KiB.
-#[allow(clippy::zombie_processes)] // the child is reaped by wait4, which also reports its peak RSS
-fn time_child(cmd: &mut Command) -> (Duration, u64) {
-    let start = Instant::now();
-    let child = cmd.spawn().expect("spawn");
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid out-parameter; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: `pid` is our unreaped child; status and usage point to live locals.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let elapsed = start.elapsed();
-    assert_eq!(waited, pid, "wait4 failed");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{cmd:?} failed with status {status}"
-    );
-    (elapsed, usage.ru_maxrss as u64)
 }
 
 /// The hand-written baseline: each thread reads the lines starting in its byte range, counts

@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
 
 use crate::aggregate::AggregateOperation;
-use crate::exec::link::{Link, chain_watermark};
+use crate::exec::link::{Link, chain_head_hooks, complete_chain, drain_into_chain};
 
 /// Accumulates items per key; emits `(key, accumulator)` pairs on output 0 at the end.
 pub(crate) struct AccumulateByKey<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
@@ -196,37 +196,15 @@ where
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        if !self.chain.flush(outbox)? {
-            return Ok(false);
-        }
         let draining = self
             .draining
             .get_or_insert_with(|| std::mem::take(&mut self.groups).into_iter());
-        let mut room = true;
-        while room {
-            match draining.next() {
-                Some((key, acc)) => room = self.chain.push((key, self.op.finish(acc))),
-                None => break,
-            }
-        }
-        outbox.report_progress();
-        if !self.chain.flush(outbox)? || !room {
-            return Ok(false);
-        }
-        self.chain.complete(outbox)
+        let op = &self.op;
+        let mut results = draining.by_ref().map(|(key, acc)| (key, op.finish(acc)));
+        drain_into_chain(&mut results, &mut *self.chain, outbox)
     }
 
-    fn is_cooperative(&self) -> bool {
-        self.chain.is_cooperative()
-    }
-
-    fn try_process_watermark(
-        &mut self,
-        wm: Watermark,
-        outbox: &mut Outbox,
-    ) -> ProcessorResult<bool> {
-        chain_watermark(&mut *self.chain, wm, outbox)
-    }
+    chain_head_hooks!();
 }
 
 /// Combines every partial accumulator into one result and pushes it into its chain.
@@ -276,21 +254,8 @@ impl<T: 'static, Op: AggregateOperation<T>> Processor for CombineAll<T, Op> {
             self.emitted = true;
             outbox.report_progress();
         }
-        if !self.chain.flush(outbox)? {
-            return Ok(false);
-        }
-        self.chain.complete(outbox)
+        complete_chain(&mut *self.chain, outbox)
     }
 
-    fn is_cooperative(&self) -> bool {
-        self.chain.is_cooperative()
-    }
-
-    fn try_process_watermark(
-        &mut self,
-        wm: Watermark,
-        outbox: &mut Outbox,
-    ) -> ProcessorResult<bool> {
-        chain_watermark(&mut *self.chain, wm, outbox)
-    }
+    chain_head_hooks!();
 }

@@ -9,9 +9,9 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
+use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
 
-use crate::exec::link::{Link, chain_watermark};
+use crate::exec::link::{Link, chain_head_hooks, complete_chain};
 
 /// A join key function, shared by every instance.
 pub(crate) type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
@@ -114,23 +114,10 @@ impl<T: Item, K: Item + Hash + Eq, B: Item, R: Item> Processor for HashJoin1<T, 
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        if !self.chain.flush(outbox)? {
-            return Ok(false);
-        }
-        self.chain.complete(outbox)
+        complete_chain(&mut *self.chain, outbox)
     }
 
-    fn is_cooperative(&self) -> bool {
-        self.chain.is_cooperative()
-    }
-
-    fn try_process_watermark(
-        &mut self,
-        wm: Watermark,
-        outbox: &mut Outbox,
-    ) -> ProcessorResult<bool> {
-        chain_watermark(&mut *self.chain, wm, outbox)
-    }
+    chain_head_hooks!();
 }
 
 /// Joins the probe side with two build sides.
@@ -221,21 +208,8 @@ where
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        if !self.chain.flush(outbox)? {
-            return Ok(false);
-        }
-        self.chain.complete(outbox)
+        complete_chain(&mut *self.chain, outbox)
     }
 
-    fn is_cooperative(&self) -> bool {
-        self.chain.is_cooperative()
-    }
-
-    fn try_process_watermark(
-        &mut self,
-        wm: Watermark,
-        outbox: &mut Outbox,
-    ) -> ProcessorResult<bool> {
-        chain_watermark(&mut *self.chain, wm, outbox)
-    }
+    chain_head_hooks!();
 }

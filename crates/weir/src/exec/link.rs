@@ -193,23 +193,62 @@ impl<T: Item> Processor for InboxHead<T> {
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        if !self.chain.flush(outbox)? {
-            return Ok(false);
+        complete_chain(&mut *self.chain, outbox)
+    }
+
+    chain_head_hooks!();
+}
+
+/// Implements the hooks every head processor with a `self.chain` delegates the same way:
+/// whether it may run cooperatively, and how a watermark goes down the chain.
+macro_rules! chain_head_hooks {
+    () => {
+        fn is_cooperative(&self) -> bool {
+            self.chain.is_cooperative()
         }
-        self.chain.complete(outbox)
-    }
 
-    fn try_process_watermark(
-        &mut self,
-        wm: Watermark,
-        outbox: &mut Outbox,
-    ) -> ProcessorResult<bool> {
-        chain_watermark(&mut *self.chain, wm, outbox)
-    }
+        fn try_process_watermark(
+            &mut self,
+            wm: weir_core::Watermark,
+            outbox: &mut weir_core::Outbox,
+        ) -> weir_core::ProcessorResult<bool> {
+            $crate::exec::link::chain_watermark(&mut *self.chain, wm, outbox)
+        }
+    };
+}
+pub(crate) use chain_head_hooks;
 
-    fn is_cooperative(&self) -> bool {
-        self.chain.is_cooperative()
+/// Ends a head's chain: flushes the backlog, then completes the chain. True when finished.
+pub(crate) fn complete_chain<T>(
+    chain: &mut dyn Link<T>,
+    outbox: &mut Outbox,
+) -> ProcessorResult<bool> {
+    Ok(chain.flush(outbox)? && chain.complete(outbox)?)
+}
+
+/// Pushes the rest of `items` down `chain` as room allows, then completes the chain: how a
+/// head that emits only at the end of its input (a combine, a sort) finishes. Call it again
+/// while it returns false; it picks up where it stopped.
+pub(crate) fn drain_into_chain<T>(
+    items: &mut impl Iterator<Item = T>,
+    chain: &mut dyn Link<T>,
+    outbox: &mut Outbox,
+) -> ProcessorResult<bool> {
+    if !chain.flush(outbox)? {
+        return Ok(false);
     }
+    let mut room = true;
+    while room {
+        match items.next() {
+            Some(item) => room = chain.push(item),
+            None => break,
+        }
+    }
+    outbox.report_progress();
+    if !chain.flush(outbox)? || !room {
+        return Ok(false);
+    }
+    chain.complete(outbox)
 }
 
 /// How every head hands a watermark to its chain: after the backlog is out.

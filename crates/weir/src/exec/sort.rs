@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
+use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
 
-use crate::exec::link::{Link, chain_watermark};
+use crate::exec::link::{Link, chain_head_hooks, drain_into_chain};
 
 /// A sort comparator shared by every instance.
 pub(crate) type Compare<T> = Arc<dyn Fn(&T, &T) -> std::cmp::Ordering + Send + Sync>;
@@ -43,39 +43,14 @@ impl<T: Item> Processor for SortHead<T> {
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        if !self.chain.flush(outbox)? {
-            return Ok(false);
-        }
-        if self.draining.is_none() {
+        let draining = self.draining.get_or_insert_with(|| {
             let mut items = std::mem::take(&mut self.items);
             // Stable: equal items keep their arrival order.
             items.sort_by(|a, b| (self.compare)(a, b));
-            self.draining = Some(items.into_iter());
-        }
-        let draining = self.draining.as_mut().expect("set above");
-        let mut room = true;
-        while room {
-            match draining.next() {
-                Some(item) => room = self.chain.push(item),
-                None => break,
-            }
-        }
-        outbox.report_progress();
-        if !self.chain.flush(outbox)? || !room {
-            return Ok(false);
-        }
-        self.chain.complete(outbox)
+            items.into_iter()
+        });
+        drain_into_chain(draining, &mut *self.chain, outbox)
     }
 
-    fn is_cooperative(&self) -> bool {
-        self.chain.is_cooperative()
-    }
-
-    fn try_process_watermark(
-        &mut self,
-        wm: Watermark,
-        outbox: &mut Outbox,
-    ) -> ProcessorResult<bool> {
-        chain_watermark(&mut *self.chain, wm, outbox)
-    }
+    chain_head_hooks!();
 }

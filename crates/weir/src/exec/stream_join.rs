@@ -15,7 +15,7 @@ use weir_core::{
 };
 
 use crate::exec::join::KeyFn;
-use crate::exec::link::{Link, chain_watermark};
+use crate::exec::link::{Link, chain_watermark, complete_chain};
 use crate::exec::window::Frames;
 use crate::stream::{Timestamped, Window};
 
@@ -182,10 +182,7 @@ where
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        if !self.chain.flush(outbox)? {
-            return Ok(false);
-        }
-        self.chain.complete(outbox)
+        complete_chain(&mut *self.chain, outbox)
     }
 
     fn is_cooperative(&self) -> bool {
