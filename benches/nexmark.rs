@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --bench nexmark                         # 10 M events per run
 //! cargo bench --bench nexmark -- --events 2000000 --latency-events 20000000 --wall-rate 1000000
+//! cargo bench --bench nexmark -- --latency-only
 //! ```
 //!
 //! Every measurement runs in a child process (this bench re-invoked), timed from spawn to exit
@@ -96,6 +97,13 @@ impl SinkWriter for LatencySink {
 
 /// Child: a rate-limited run of q5 and q7 together; prints the latency percentiles.
 fn latency_child(events: u64, wall_rate: u64, parallelism: usize) {
+    // The workers start first, so that the event time's origin (now) and the first read are
+    // only a submission apart: event time then follows the wall clock.
+    let executor = Executor::new(ExecutorConfig {
+        workers: parallelism,
+        ..ExecutorConfig::default()
+    })
+    .unwrap();
     let base = now_ms();
     let config = GeneratorConfig {
         count: Some(events),
@@ -124,11 +132,6 @@ fn latency_child(events: u64, wall_rate: u64, parallelism: usize) {
     queries::q7(&stream)
         .map(|r| r.window_end)
         .write_to(sink(&latencies));
-    let executor = Executor::new(ExecutorConfig {
-        workers: parallelism,
-        ..ExecutorConfig::default()
-    })
-    .unwrap();
     let started = Instant::now();
     p.submit(
         &executor,
@@ -193,6 +196,21 @@ fn main() {
         ]);
         support::time_child(cmd.stdout(Stdio::null()))
     };
+    if args.iter().any(|a| a == "--latency-only") {
+        let mut cmd = Command::new(&me);
+        cmd.args([
+            "--latency-child",
+            "--events",
+            &latency_events.to_string(),
+            "--wall-rate",
+            &wall_rate.to_string(),
+            "--parallelism",
+            "2",
+        ]);
+        let (_, rss) = support::time_child(&mut cmd);
+        println!("latency run peak RSS {:.1} MiB", rss as f64 / 1024.0);
+        return;
+    }
     println!("NEXMark, {events} events per run, generator in process, results counted");
     println!(
         "{:<26} {:>3} {:>9} {:>14} {:>16} {:>10} {:>9}",
