@@ -37,6 +37,7 @@
 #![forbid(missing_docs)]
 
 pub mod aggregate;
+pub mod async_io;
 mod error;
 pub(crate) mod exec;
 pub(crate) mod graph;
@@ -58,6 +59,7 @@ pub use weir_core::{
 /// What most pipelines need: `use weir::prelude::*;`.
 pub mod prelude {
     pub use crate::aggregate::{self, AggregateOperation};
+    pub use crate::async_io::{AsyncOptions, OutputOrder, RetryStrategy, ServiceFactory};
     pub use crate::jobs::wordcount::Word;
     pub use crate::{BatchSource, BatchStage, Pipeline, Sink, join_on, sinks, sources};
     pub use weir_core::{Executor, JobConfig};

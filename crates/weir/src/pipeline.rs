@@ -45,6 +45,8 @@ use crate::plan::plan;
 use crate::sinks::Sink;
 use crate::sources::BatchSource;
 
+mod async_stages;
+
 /// A pipeline under construction. See the [module docs](self).
 #[derive(Clone)]
 pub struct Pipeline {

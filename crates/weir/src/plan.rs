@@ -15,6 +15,10 @@
 //!   broadcast edge of higher priority (a lower value), drained first.
 //! - A sort starts a single-instance vertex behind an all-to-one edge; the stateless stages
 //!   and sinks after it stay in that vertex, so its order reaches the sink.
+//! - An async map starts a vertex of its own behind a unicast edge: its head processor owns
+//!   the calls in flight (the capacity is per instance) and emits into the stateless stages
+//!   fused after it. In ordered mode the vertex keeps its order like a sort does, so the
+//!   stages after a single-instance ordered async map stay in its vertex.
 //! - A sink is fused like a stateless stage when its parallelism fits the vertex.
 //!
 //! So word count, `read → flat_map → grouping_key → aggregate → write`, plans into a fused
@@ -127,6 +131,10 @@ fn validate(graph: &Graph) -> Result<()> {
             },
             Error::ZeroParallelism { stage } => Error::ZeroParallelism {
                 stage: stage.clone(),
+            },
+            Error::InvalidStage { stage, problem } => Error::InvalidStage {
+                stage: stage.clone(),
+                problem: problem.clone(),
             },
             _ => unreachable!("only misuse errors are recorded while building"),
         });
@@ -335,6 +343,12 @@ impl Planner<'_> {
                 let v = self.new_vertex(id, Head::Custom(Arc::clone(head)), Some(1));
                 self.vertices[v].ordered = true;
                 self.connect(node.inputs[0], v, 0, Route::AllToOne, 0);
+                v
+            }
+            NodeKind::AsyncMap { head, ordered } => {
+                let v = self.new_vertex(id, Head::Custom(Arc::clone(head)), node.parallelism);
+                self.vertices[v].ordered = *ordered;
+                self.connect(node.inputs[0], v, 0, Route::Unicast, 0);
                 v
             }
             NodeKind::Sink { terminal } => {
