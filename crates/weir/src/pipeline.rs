@@ -46,6 +46,7 @@ use crate::sinks::Sink;
 use crate::sources::BatchSource;
 
 mod async_stages;
+mod results;
 
 /// A pipeline under construction. See the [module docs](self).
 #[derive(Clone)]

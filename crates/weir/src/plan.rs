@@ -511,6 +511,22 @@ mod tests {
     }
 
     #[test]
+    fn an_async_map_is_a_vertex_of_its_own_and_keeps_its_order() {
+        let p = Pipeline::new();
+        p.read_from(source(None))
+            .map_async(
+                crate::async_io::AsyncOptions::ordered(),
+                |s: String| async move { Ok::<_, std::convert::Infallible>(Some(s.len())) },
+            )
+            .local_parallelism(1)
+            .filter(|n| *n > 0)
+            .write_to(sink(None));
+        let (names, edges) = shape(&p);
+        assert_eq!(names, ["read", "fused(map-async, filter, write)"]);
+        assert_eq!(edges, ["unicast"]);
+    }
+
+    #[test]
     fn fan_out_ends_the_chain() {
         let p = Pipeline::new();
         let s = p.read_from(source(None)).map(|s| s.len());

@@ -12,12 +12,14 @@
 //! | generated numbers | [`generator`] |
 //! | JSON Lines | [`json`] |
 //! | CSV | [`csv`] |
+//! | an async `Stream`, pulled on demand | [`stream`] |
 
 pub mod collection;
 pub mod csv;
 pub mod files;
 pub mod generator;
 pub mod json;
+pub mod stream;
 
 use std::sync::Arc;
 
