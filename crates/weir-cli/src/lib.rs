@@ -3,6 +3,7 @@
 //! ```text
 //! weir run wordcount --input data/sample --output counts.tsv [--parallelism N]
 //! weir explain wordcount [--dot]
+//! weir model-server [--addr 127.0.0.1:8501] [--latency-ms 5]
 //! ```
 //!
 //! Exit code 0 on success; otherwise a one-line cause on standard error and a non-zero code
@@ -12,6 +13,7 @@
 //! from the repository root runs it and the root end-to-end tests can find it.
 
 mod commands;
+pub mod model_server;
 mod progress;
 
 use std::process::ExitCode;
@@ -38,6 +40,8 @@ enum Command {
         #[command(subcommand)]
         job: commands::explain::Job,
     },
+    /// Serve a demo model (TensorFlow Serving v1 REST) for `weir score`, until interrupted.
+    ModelServer(commands::model_server::ModelServerArgs),
 }
 
 /// Parses the command line, runs the command and reports the outcome.
@@ -46,13 +50,16 @@ pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                // A failed job is reported once, by the command; the runtime's own log line
+                // about it would repeat the message.
+                .unwrap_or_else(|_| "warn,weir_core::job=off".into()),
         )
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
         Command::Run { job } => commands::run::run(job),
         Command::Explain { job } => commands::explain::explain(job),
+        Command::ModelServer(args) => commands::model_server::model_server(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
