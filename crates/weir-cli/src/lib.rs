@@ -3,6 +3,7 @@
 //! ```text
 //! weir run wordcount --input data/sample --output counts.tsv [--parallelism N]
 //! weir explain wordcount [--dot]
+//! weir score --input rows.csv --url http://127.0.0.1:8501/v1/models/NAME:predict --output scores.csv
 //! weir model-server [--addr 127.0.0.1:8501] [--latency-ms 5]
 //! ```
 //!
@@ -40,6 +41,9 @@ enum Command {
         #[command(subcommand)]
         job: commands::explain::Job,
     },
+    /// Score a CSV data set (an `id` column and numeric features) against a model server
+    /// that speaks the TensorFlow Serving / KServe v1 REST protocol.
+    Score(commands::score::ScoreArgs),
     /// Serve a demo model (TensorFlow Serving v1 REST) for `weir score`, until interrupted.
     ModelServer(commands::model_server::ModelServerArgs),
 }
@@ -59,6 +63,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run { job } => commands::run::run(job),
         Command::Explain { job } => commands::explain::explain(job),
+        Command::Score(args) => commands::score::score(args),
         Command::ModelServer(args) => commands::model_server::model_server(args),
     };
     match result {

@@ -3,3 +3,4 @@
 pub mod explain;
 pub mod model_server;
 pub mod run;
+pub mod score;
