@@ -20,7 +20,7 @@ use crate::inbox::Inbox;
 use crate::item::Item;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
-use crate::processor::{Processor, ProcessorContext};
+use crate::processor::{Processor, ProcessorContext, TaskletWaker};
 use crate::watermark::{Watermark, WatermarkCoalescer};
 
 /// What one tasklet call achieved.
@@ -171,6 +171,7 @@ pub(crate) struct ProcessorTasklet {
     state: State,
     inbox_limit: usize,
     metrics: Arc<InstanceMetrics>,
+    waker: TaskletWaker,
     cooperative: bool,
     closed: bool,
 }
@@ -184,10 +185,11 @@ impl ProcessorTasklet {
         outbox: Outbox,
         inbox_limit: usize,
     ) -> Self {
-        let (vertex, instance, metrics) = (
+        let (vertex, instance, metrics, waker) = (
             ctx.vertex_arc(),
             ctx.global_index(),
             Arc::clone(ctx.metrics()),
+            ctx.waker().clone(),
         );
         streams.sort_by_key(|s| (s.priority(), s.ordinal()));
         let n = streams.len();
@@ -207,9 +209,20 @@ impl ProcessorTasklet {
             state: State::Running,
             inbox_limit: inbox_limit.max(1),
             metrics,
+            waker,
             cooperative,
             closed: false,
         }
+    }
+
+    /// Binds the processor's [`TaskletWaker`] to the thread that will call this tasklet.
+    pub(crate) fn bind_waker(&self, thread: std::thread::Thread) {
+        self.waker.bind(thread);
+    }
+
+    /// The processor's [`TaskletWaker`].
+    pub(crate) fn waker(&self) -> &TaskletWaker {
+        &self.waker
     }
 
     pub(crate) fn vertex(&self) -> &Arc<str> {
