@@ -28,9 +28,10 @@
 //!   and the stream with it: dropping is how a Rust stream is told to stop.
 //!
 //! The stream is polled on a cooperative worker, inside the shared runtime's context (see
-//! [`crate::async_io::runtime`]) so tokio timers and sockets work, with a no-op waker: a
-//! `Pending` stream is simply polled again on the worker's next pass, at most the worker's
-//! longest pause (1 ms) later. Its `poll_next` must not block.
+//! [`crate::async_io::runtime`]) so tokio timers and sockets work. Its waker is the source
+//! instance's [`TaskletWaker`](weir_core::TaskletWaker): a `Pending` stream that becomes
+//! ready wakes the worker, which polls it again on its next pass. Its `poll_next` must not
+//! block.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -91,6 +92,7 @@ fn boxed<T: Item>(name: &str, stream: BoxedStream<T>) -> BatchSource<T> {
         stream: slot.lock().unwrap_or_else(|e| e.into_inner()).take(),
         name: source_name.clone(),
         finished: false,
+        waker: Waker::noop().clone(),
     })
 }
 
@@ -99,12 +101,15 @@ struct StreamReader<T> {
     stream: Option<BoxedStream<T>>,
     name: String,
     finished: bool,
+    /// Wakes the source's thread when a pending stream becomes ready.
+    waker: Waker,
 }
 
 impl<T: Item> SourceReader for StreamReader<T> {
     type Item = T;
 
-    fn open(&mut self, _ctx: &ProcessorContext) -> Result<(), BoxError> {
+    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+        self.waker = ctx.waker().to_waker();
         if self.stream.is_none() {
             return Err(StreamSourceError::AlreadyConsumed {
                 source_name: self.name.clone(),
@@ -122,7 +127,7 @@ impl<T: Item> SourceReader for StreamReader<T> {
             return Ok(true);
         };
         let _context = runtime()?.enter();
-        let mut cx = Context::from_waker(Waker::noop());
+        let mut cx = Context::from_waker(&self.waker);
         // One poll per unit of demand: the room left in the batch.
         while out.room() > 0 {
             match stream.as_mut().poll_next(&mut cx) {
@@ -175,6 +180,7 @@ mod tests {
             stream: Some(Box::pin(counted(Arc::clone(&polls)).map(Ok))),
             name: "s".into(),
             finished: false,
+            waker: Waker::noop().clone(),
         };
         let mut batch = Vec::new();
         assert!(!reader.read(&mut Emitter::new(&mut batch, 3)).unwrap());
@@ -193,6 +199,7 @@ mod tests {
             stream: Some(Box::pin(items)),
             name: "s".into(),
             finished: false,
+            waker: Waker::noop().clone(),
         };
         let mut batch = Vec::new();
         let e = reader

@@ -10,7 +10,8 @@
 //! A unit runs as one task on the shared runtime: the call and its retries. Its outcome comes
 //! back through an `mpsc` channel (lock-free, unbounded, but holding at most one message per
 //! task) tagged with the slot and the slot's generation, and every hook polls that channel
-//! with `try_recv`, never blocking. A message for a slot whose generation moved on (a unit
+//! with `try_recv`, never blocking. After sending, the task wakes the instance's thread
+//! ([`TaskletWaker`]), so an idle worker does not sleep through its pause first. A message for a slot whose generation moved on (a unit
 //! that timed out, or was already completed) is counted in `async_late_results` and
 //! dropped.
 //!
@@ -44,7 +45,7 @@ use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
 use weir_core::{
     Counter, Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, SnapshotEntry,
-    SnapshotWriter, Watermark,
+    SnapshotWriter, TaskletWaker, Watermark,
 };
 
 use crate::async_io::call::{AttemptError, CallFn, MakeCall, call_with_retries};
@@ -204,6 +205,7 @@ pub(crate) struct AsyncMapHead<T, R> {
     tx: mpsc::Sender<Completion<R>>,
     rx: mpsc::Receiver<Completion<R>>,
     next_deadline: Option<Instant>,
+    waker: TaskletWaker,
     timeouts: Counter,
     late: Counter,
 }
@@ -230,6 +232,7 @@ impl<T: Item, R: Item> AsyncMapHead<T, R> {
             tx,
             rx,
             next_deadline: None,
+            waker: TaskletWaker::default(),
             timeouts: Counter::default(),
             late: Counter::default(),
         }
@@ -308,6 +311,7 @@ impl<T: Item, R: Item> AsyncMapHead<T, R> {
         let call = Arc::clone(call);
         let spec = Arc::clone(&self.spec);
         let tx = self.tx.clone();
+        let waker = self.waker.clone();
         let task = runtime.spawn(async move {
             let outcome = call_with_retries(&call, &spec.policy, inputs).await;
             // The receiver is gone when the processor was dropped: nobody is waiting.
@@ -316,6 +320,8 @@ impl<T: Item, R: Item> AsyncMapHead<T, R> {
                 generation,
                 outcome,
             });
+            // Cut the worker's idle pause short: the completion is waiting.
+            waker.wake();
         });
         unit.abort = Some(task.abort_handle());
         self.next_deadline = Some(self.next_deadline.map_or(deadline, |d| d.min(deadline)));
@@ -472,13 +478,16 @@ impl<T: Item, R: Item> AsyncMapHead<T, R> {
         self.occupied -= 1;
     }
 
-    /// The next thing to emit from the first segment, removing it unless it is a watermark.
-    fn next_ready(&mut self) -> Ready<R> {
+    /// The next thing to emit from the first segment, removing it unless it is a watermark;
+    /// with `units` false, only a watermark that is ready.
+    fn next_ready(&mut self, units: bool) -> Ready<R> {
         let ordered = self.spec.order == OutputOrder::Ordered;
         let Some(first) = self.segments.front_mut() else {
             return Ready::Nothing;
         };
-        let slot = if ordered {
+        let slot = if !units {
+            None
+        } else if ordered {
             match first.units.front() {
                 Some(&s) => match &self.slots[s as usize].unit {
                     Some(Unit {
@@ -520,40 +529,84 @@ impl<T: Item, R: Item> AsyncMapHead<T, R> {
             if !self.chain.flush(outbox)? {
                 return Ok(false);
             }
-            let mut pushed = false;
-            loop {
-                match self.next_ready() {
-                    Ready::Results(mut results) => {
-                        pushed = true;
-                        outbox.report_progress();
-                        if !self.chain.push_batch(&mut results) {
-                            break;
-                        }
-                    }
-                    // Items before a watermark reach the outbox before it: flush first.
-                    Ready::Watermark(_) if pushed => break,
-                    Ready::Watermark(wm) => {
-                        if !outbox.offer_watermark(wm) {
-                            return Ok(true);
-                        }
-                        self.segments.pop_front();
-                        self.front_epoch += 1;
-                        outbox.report_progress();
-                    }
-                    Ready::Nothing if pushed => break,
-                    Ready::Nothing => return Ok(true),
-                }
+            if !self.emit_step(outbox, usize::MAX)? {
+                return Ok(true);
             }
         }
     }
 
-    /// Everything a hook does before taking input: start restored units, take completions,
-    /// time out, send a due batch, emit. Returns whether the chain is flushed.
-    fn pump(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+    /// Pushes up to `units` ready units' results into the (flushed) chain, and the
+    /// watermarks ready before, between and after them. Stops early when the chain asks to,
+    /// or before a watermark that must wait for a flush. Returns whether it emitted
+    /// anything; the chain then needs a flush.
+    fn emit_step(&mut self, outbox: &mut Outbox, mut units: usize) -> ProcessorResult<bool> {
+        let mut pushed = false;
+        let mut emitted = false;
+        loop {
+            match self.next_ready(units > 0) {
+                Ready::Results(mut results) => {
+                    pushed = true;
+                    emitted = true;
+                    units -= 1;
+                    outbox.report_progress();
+                    if !self.chain.push_batch(&mut results) {
+                        return Ok(true);
+                    }
+                }
+                // Items before a watermark reach the outbox before it: flush first.
+                Ready::Watermark(_) if pushed => return Ok(true),
+                Ready::Watermark(wm) => {
+                    if !outbox.offer_watermark(wm) {
+                        return Ok(emitted);
+                    }
+                    self.segments.pop_front();
+                    self.front_epoch += 1;
+                    outbox.report_progress();
+                    emitted = true;
+                }
+                Ready::Nothing => return Ok(emitted),
+            }
+        }
+    }
+
+    /// Takes input while slots are free (batched: fills the partial batch and sends it).
+    /// Never touches the chain.
+    fn take_input(&mut self, items: &mut VecDeque<T>) -> ProcessorResult<()> {
+        if self.spec.batch_size <= 1 {
+            while self.has_free_slot() {
+                let Some(item) = items.pop_front() else { break };
+                self.add_unit(vec![item], true)?;
+            }
+            return Ok(());
+        }
+        while !items.is_empty() {
+            if self.pending.len() >= self.spec.batch_size && !self.send_pending()? {
+                break;
+            }
+            let Some(item) = items.pop_front() else { break };
+            if self.pending.is_empty() {
+                self.pending_since = Some(Instant::now());
+            }
+            self.pending.push(item);
+        }
+        if self.pending.len() >= self.spec.batch_size {
+            self.send_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Starts restored units, takes completions, times out, sends a due batch.
+    fn poll(&mut self, outbox: &mut Outbox) -> ProcessorResult<()> {
         self.start_queued()?;
         self.drain_completions(outbox)?;
         self.expire(outbox)?;
-        self.send_pending_if_due()?;
+        self.send_pending_if_due()
+    }
+
+    /// Everything a hook does before taking input: [`poll`](Self::poll), then emit. Returns
+    /// whether the chain is flushed.
+    fn pump(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.poll(outbox)?;
         self.emit(outbox)
     }
 
@@ -616,6 +669,7 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.runtime = Some(runtime()?);
         self.call = Some((self.spec.make_call)()?);
+        self.waker = ctx.waker().clone();
         self.timeouts = ctx.metrics().counter("async_timeouts");
         self.late = ctx.metrics().counter("async_late_results");
         self.chain.init(ctx)
@@ -629,32 +683,25 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
     ) -> ProcessorResult<()> {
         // Called again after the inbox emptied (the harness does, with a full outbox), this
         // must not emit: the emptied inbox may be followed by a snapshot.
-        if inbox.is_empty() || !self.pump(outbox)? {
+        if inbox.is_empty() {
             return Ok(());
         }
+        self.poll(outbox)?;
         let items = inbox.items::<T>();
-        let taken_before = items.len();
-        if self.spec.batch_size <= 1 {
-            while self.has_free_slot() {
-                let Some(item) = items.pop_front() else { break };
-                self.add_unit(vec![item], true)?;
+        let before = items.len();
+        // Refill each slot as soon as it frees: send new calls before emitting the next
+        // unit's results, so the service is not kept waiting while the chain works.
+        loop {
+            if !self.chain.flush(outbox)? {
+                break;
             }
-        } else {
-            while !items.is_empty() {
-                if self.pending.len() >= self.spec.batch_size && !self.send_pending()? {
-                    break;
-                }
-                let Some(item) = items.pop_front() else { break };
-                if self.pending.is_empty() {
-                    self.pending_since = Some(Instant::now());
-                }
-                self.pending.push(item);
-            }
-            if self.pending.len() >= self.spec.batch_size {
-                self.send_pending()?;
+            self.take_input(items)?;
+            // With the inbox empty, nothing more is emitted in this call: see above.
+            if items.is_empty() || !self.emit_step(outbox, 1)? {
+                break;
             }
         }
-        if inbox.len() < taken_before {
+        if items.len() < before {
             outbox.report_progress();
         }
         Ok(())
