@@ -26,7 +26,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         latency: Duration::from_millis(latency_ms),
         ..Default::default()
     })?;
-    println!("serving http://{addr}/v1/models/NAME:predict with {latency_ms} ms latency; stop with Ctrl-C");
+    println!(
+        "serving http://{addr}/v1/models/NAME:predict with {latency_ms} ms latency; stop with Ctrl-C"
+    );
     loop {
         std::thread::park();
     }
