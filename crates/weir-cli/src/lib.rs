@@ -4,6 +4,8 @@
 //! weir run wordcount --input data/sample --output counts.tsv [--parallelism N]
 //! weir explain wordcount [--dot]
 //! weir nexmark generate --events N [--rate R] [--seed S] [--out-of-order-ms M] --output events.jsonl
+//! weir score --input rows.csv --url http://127.0.0.1:8501/v1/models/NAME:predict --output scores.csv
+//! weir model-server [--addr 127.0.0.1:8501] [--latency-ms 5]
 //! ```
 //!
 //! Exit code 0 on success; otherwise a one-line cause on standard error and a non-zero code
@@ -13,6 +15,7 @@
 //! from the repository root runs it and the root end-to-end tests can find it.
 
 mod commands;
+pub mod model_server;
 mod progress;
 
 use std::process::ExitCode;
@@ -44,6 +47,11 @@ enum Command {
         #[command(subcommand)]
         command: commands::nexmark::Command,
     },
+    /// Score a CSV data set (an `id` column and numeric features) against a model server
+    /// that speaks the TensorFlow Serving / KServe v1 REST protocol.
+    Score(commands::score::ScoreArgs),
+    /// Serve a demo model (TensorFlow Serving v1 REST) for `weir score`, until interrupted.
+    ModelServer(commands::model_server::ModelServerArgs),
 }
 
 /// Parses the command line, runs the command and reports the outcome.
@@ -52,7 +60,9 @@ pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                // A failed job is reported once, by the command; the runtime's own log line
+                // about it would repeat the message.
+                .unwrap_or_else(|_| "warn,weir_core::job=off".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -60,6 +70,8 @@ pub fn main() -> ExitCode {
         Command::Run { job } => commands::run::run(job),
         Command::Explain { job } => commands::explain::explain(job),
         Command::Nexmark { command } => commands::nexmark::run(command),
+        Command::Score(args) => commands::score::score(args),
+        Command::ModelServer(args) => commands::model_server::model_server(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

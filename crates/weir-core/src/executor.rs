@@ -187,6 +187,9 @@ impl Executor {
                 let w = self.inner.next_worker.fetch_add(1, Ordering::Relaxed)
                     % self.inner.workers.len();
                 let worker = &self.inner.workers[w];
+                if let Some(t) = worker.thread.get() {
+                    tasklet.bind_waker(t.clone());
+                }
                 worker
                     .incoming
                     .lock()
@@ -201,6 +204,7 @@ impl Executor {
                 }
             } else {
                 let name = format!("weir-blocking-{}-{}", tasklet.vertex(), tasklet.instance());
+                let waker = tasklet.waker().clone();
                 let scheduled = Scheduled {
                     tasklet,
                     job: Arc::clone(&job),
@@ -210,7 +214,10 @@ impl Executor {
                     .name(name)
                     .spawn(move || blocking_loop(scheduled, min, max))
                 {
-                    Ok(handle) => job.add_blocking_thread(handle),
+                    Ok(handle) => {
+                        waker.bind(handle.thread().clone());
+                        job.add_blocking_thread(handle);
+                    }
                     Err(e) => {
                         job.fail(Error::Thread(e));
                         job.tasklet_ended();

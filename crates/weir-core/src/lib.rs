@@ -64,7 +64,7 @@ pub use item::{Item, ItemType};
 pub use job::{CancelHandle, Job, JobConfig, JobStatus};
 pub use metrics::{Counter, InstanceMetrics, MetricsSnapshot};
 pub use outbox::{OutPort, Outbox};
-pub use processor::{Processor, ProcessorContext, ProcessorSupplier};
+pub use processor::{Processor, ProcessorContext, ProcessorSupplier, TaskletWaker};
 pub use snapshot::{SnapshotEntry, SnapshotWriter};
 pub use tasklet::Progress;
 pub use traverser::Traverser;

@@ -20,7 +20,7 @@ use crate::inbox::Inbox;
 use crate::item::Item;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
-use crate::processor::{Processor, ProcessorContext};
+use crate::processor::{Processor, ProcessorContext, TaskletWaker};
 use crate::watermark::{Watermark, WatermarkCoalescer};
 
 /// What one tasklet call achieved.
@@ -204,6 +204,7 @@ pub(crate) struct ProcessorTasklet {
     idle_timeout: Duration,
     last_idle_check: Instant,
     metrics: Arc<InstanceMetrics>,
+    waker: TaskletWaker,
     cooperative: bool,
     closed: bool,
 }
@@ -217,10 +218,11 @@ impl ProcessorTasklet {
         outbox: Outbox,
         (inbox_limit, idle_timeout): (usize, Duration),
     ) -> Self {
-        let (vertex, instance, metrics) = (
+        let (vertex, instance, metrics, waker) = (
             ctx.vertex_arc(),
             ctx.global_index(),
             Arc::clone(ctx.metrics()),
+            ctx.waker().clone(),
         );
         streams.sort_by_key(|s| (s.priority(), s.ordinal()));
         let n = streams.len();
@@ -242,9 +244,20 @@ impl ProcessorTasklet {
             idle_timeout,
             last_idle_check: Instant::now(),
             metrics,
+            waker,
             cooperative,
             closed: false,
         }
+    }
+
+    /// Binds the processor's [`TaskletWaker`] to the thread that will call this tasklet.
+    pub(crate) fn bind_waker(&self, thread: std::thread::Thread) {
+        self.waker.bind(thread);
+    }
+
+    /// The processor's [`TaskletWaker`].
+    pub(crate) fn waker(&self) -> &TaskletWaker {
+        &self.waker
     }
 
     pub(crate) fn vertex(&self) -> &Arc<str> {

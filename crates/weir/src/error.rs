@@ -37,6 +37,14 @@ pub enum Error {
         /// The stage.
         stage: String,
     },
+    /// A stage was configured with a value it cannot work with.
+    #[error("stage '{stage}': {problem}")]
+    InvalidStage {
+        /// The stage.
+        stage: String,
+        /// What is wrong, and what would be valid.
+        problem: String,
+    },
     /// The runtime refused or failed the job.
     #[error(transparent)]
     Runtime(#[from] weir_core::Error),

@@ -86,6 +86,12 @@ pub(crate) enum NodeKind {
     Sort {
         head: HeadFn,
     },
+    /// An async map: a head that owns the calls in flight, fed by a unicast edge.
+    AsyncMap {
+        head: HeadFn,
+        /// Emits in input order: the stages after it stay in its vertex.
+        ordered: bool,
+    },
     Sink {
         terminal: SinkTerminalFactory,
     },

@@ -33,10 +33,17 @@
 //!        ▼
 //!   tasklets on cooperative worker threads
 //! ```
+//!
+//! Stages that call outside services ([`BatchStage::map_async`],
+//! [`BatchStage::map_async_batched`]) run their futures on one shared tokio runtime and hand
+//! the results back to the workers without blocking them: see [`async_io`]. Async streams
+//! go in and out through [`sources::stream`] and [`sinks::stream`], and
+//! [`BatchStage::results`] reads a job's results as an iterator.
 
 #![forbid(missing_docs)]
 
 pub mod aggregate;
+pub mod async_io;
 mod error;
 pub(crate) mod exec;
 pub(crate) mod graph;
@@ -59,6 +66,7 @@ pub use weir_core::{
 /// What most pipelines need: `use weir::prelude::*;`.
 pub mod prelude {
     pub use crate::aggregate::{self, AggregateOperation};
+    pub use crate::async_io::{AsyncOptions, OutputOrder, RetryStrategy, ServiceFactory};
     pub use crate::jobs::wordcount::Word;
     pub use crate::stream::{StreamSource, StreamStage, Timestamped, WindowDefinition};
     pub use crate::{BatchSource, BatchStage, Pipeline, Sink, join_on, sinks, sources};

@@ -45,6 +45,9 @@ use crate::plan::plan;
 use crate::sinks::Sink;
 use crate::sources::BatchSource;
 
+mod async_stages;
+mod results;
+
 /// A pipeline under construction. See the [module docs](self).
 #[derive(Clone)]
 pub struct Pipeline {

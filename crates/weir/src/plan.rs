@@ -17,6 +17,10 @@
 //!   key, so matching items meet in one instance.
 //! - A sort starts a single-instance vertex behind an all-to-one edge; the stateless stages
 //!   and sinks after it stay in that vertex, so its order reaches the sink.
+//! - An async map starts a vertex of its own behind a unicast edge: its head processor owns
+//!   the calls in flight (the capacity is per instance) and emits into the stateless stages
+//!   fused after it. In ordered mode the vertex keeps its order like a sort does, so the
+//!   stages after a single-instance ordered async map stay in its vertex.
 //! - A sink is fused like a stateless stage when its parallelism fits the vertex.
 //!
 //! So word count, `read → flat_map → grouping_key → aggregate → write`, plans into a fused
@@ -129,6 +133,10 @@ fn validate(graph: &Graph) -> Result<()> {
             },
             Error::ZeroParallelism { stage } => Error::ZeroParallelism {
                 stage: stage.clone(),
+            },
+            Error::InvalidStage { stage, problem } => Error::InvalidStage {
+                stage: stage.clone(),
+                problem: problem.clone(),
             },
             _ => unreachable!("only misuse errors are recorded while building"),
         });
@@ -361,6 +369,12 @@ impl Planner<'_> {
                 self.connect(node.inputs[0], v, 0, Route::AllToOne, 0);
                 v
             }
+            NodeKind::AsyncMap { head, ordered } => {
+                let v = self.new_vertex(id, Head::Custom(Arc::clone(head)), node.parallelism);
+                self.vertices[v].ordered = *ordered;
+                self.connect(node.inputs[0], v, 0, Route::Unicast, 0);
+                v
+            }
             NodeKind::Sink { terminal } => {
                 let input = node.inputs[0];
                 let v = match self.fusable(input, node.parallelism) {
@@ -517,6 +531,22 @@ mod tests {
             .write_to(sink(None));
         let (names, edges) = shape(&p);
         assert_eq!(names, ["read", "fused(map, filter, write)"]);
+        assert_eq!(edges, ["unicast"]);
+    }
+
+    #[test]
+    fn an_async_map_is_a_vertex_of_its_own_and_keeps_its_order() {
+        let p = Pipeline::new();
+        p.read_from(source(None))
+            .map_async(
+                crate::async_io::AsyncOptions::ordered(),
+                |s: String| async move { Ok::<_, std::convert::Infallible>(Some(s.len())) },
+            )
+            .local_parallelism(1)
+            .filter(|n| *n > 0)
+            .write_to(sink(None));
+        let (names, edges) = shape(&p);
+        assert_eq!(names, ["read", "fused(map-async, filter, write)"]);
         assert_eq!(edges, ["unicast"]);
     }
 

@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
 pub mod explain;
+pub mod model_server;
 pub mod nexmark;
 pub mod run;
+pub mod score;

@@ -2,6 +2,7 @@
 //! terminals.
 
 pub(crate) mod aggregate;
+pub(crate) mod async_map;
 pub(crate) mod join;
 pub(crate) mod link;
 pub(crate) mod sink;

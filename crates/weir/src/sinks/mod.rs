@@ -11,12 +11,14 @@
 //! | text files: one part file per instance, or a single file | [`files`] |
 //! | JSON Lines | [`json`] |
 //! | CSV | [`csv`] |
+//! | an async `Stream` (bounded channel), or a blocking iterator | [`stream`] |
 
 pub mod collection;
 pub mod csv;
 pub mod files;
 pub mod json;
 pub mod stdout;
+pub mod stream;
 
 use std::sync::Arc;
 
@@ -78,6 +80,20 @@ impl<T: Item> Sink<T> {
         F: Fn(&ProcessorContext) -> W + Send + Sync + 'static,
     {
         let terminal: SinkTerminalFactory = Arc::new(move |ctx| sink_terminal(factory(ctx)));
+        Sink {
+            name: name.into(),
+            parallelism,
+            terminal,
+            _item: std::marker::PhantomData,
+        }
+    }
+
+    /// A sink whose instances end their chain in the terminal `terminal` makes.
+    pub(crate) fn from_terminal(
+        name: impl Into<String>,
+        parallelism: Option<usize>,
+        terminal: SinkTerminalFactory,
+    ) -> Self {
         Sink {
             name: name.into(),
             parallelism,

@@ -13,12 +13,14 @@
 //! | streams: a timed generator, a JSON Lines replay, a TCP socket | [`stream`] |
 //! | JSON Lines | [`json`] |
 //! | CSV | [`csv`] |
+//! | an async `Stream`, pulled on demand | [`reactive`] |
 
 pub mod collection;
 pub mod csv;
 pub mod files;
 pub mod generator;
 pub mod json;
+pub mod reactive;
 pub mod stream;
 
 use std::sync::Arc;

@@ -1,0 +1,259 @@
+//! `weir score` on 1 M rows against the demo model server at 5 ms latency, batch 256,
+//! parallelism 8: the limit is parallelism × batch / latency = 409,600 rows/s. Then peak
+//! memory at 1 M and 4 M rows, which must not grow with the input.
+//!
+//! ```text
+//! cargo bench --bench score                          # generates the inputs on first use
+//! cargo bench --bench score -- --runs 3 --sizes 1000000,4000000
+//! ```
+//!
+//! The server runs in this process (on the shared runtime, 2 threads); `weir score` runs as
+//! a child process, timed from spawn to exit, with its peak RSS (`VmHWM`) sampled from
+//! `/proc` (see `time_child`). Every run's
+//! output is checked for one line per row. Inputs: `id` plus four numeric features, in
+//! `target/bench-data/`.
+//!
+//! The hand-written loop (this bench re-invoked with `--hand-loop`, also a child process)
+//! does the same work without the engine: it reads the CSV, sends batches of 256 with
+//! `futures`' `buffered(8)` over one pooled `reqwest` client on a 2-thread runtime, and
+//! writes `id,score` in order. It shows what the service and the HTTP stack allow on this
+//! machine.
+
+#![allow(unsafe_code)] // wait4 on the child; see `time_child`.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use weir_cli::model_server::{ServerConfig, serve};
+
+const LATENCY: Duration = Duration::from_millis(5);
+const BATCH: usize = 256;
+const PARALLELISM: usize = 8;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--hand-loop") {
+        hand_loop(Path::new(&args[2]), &args[3], Path::new(&args[4]));
+        return;
+    }
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let runs: usize = flag("--runs").map_or(1, |r| r.parse().expect("--runs N"));
+    let sizes: Vec<usize> = flag("--sizes")
+        .unwrap_or_else(|| "1000000,4000000".into())
+        .split(',')
+        .map(|s| s.parse().expect("--sizes N,M"))
+        .collect();
+    let (_, server) = serve(ServerConfig {
+        latency: LATENCY,
+        ..Default::default()
+    })
+    .expect("the model server starts");
+    let url = server.url("bench");
+    let limit = (PARALLELISM * BATCH) as f64 / LATENCY.as_secs_f64();
+    println!(
+        "weir score, batch {BATCH}, parallelism {PARALLELISM}, server latency {LATENCY:?}: limit {limit:.0} rows/s; best of {runs}"
+    );
+    println!(
+        "{:<11} {:>9} {:>9} {:>11} {:>9} {:>13} {:>15} {:>19}",
+        "run",
+        "rows",
+        "seconds",
+        "rows/s",
+        "vs limit",
+        "peak RSS MiB",
+        "ru_maxrss MiB",
+        "max rows in flight"
+    );
+    let out_dir = tempfile::tempdir().expect("temp dir");
+    let me = std::env::current_exe().expect("own path");
+    let mut runs_to_do: Vec<(usize, bool)> = vec![(sizes[0], true)];
+    runs_to_do.extend(sizes.iter().map(|&n| (n, false)));
+    for (rows, hand) in runs_to_do {
+        let input = input(rows);
+        let output = out_dir.path().join("scores.csv");
+        let mut best = (Duration::MAX, 0u64, 0u64);
+        for _ in 0..runs {
+            let mut cmd = if hand {
+                let mut c = Command::new(&me);
+                c.arg("--hand-loop").arg(&input).arg(&url).arg(&output);
+                c
+            } else {
+                let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+                c.args(["score", "--input"])
+                    .arg(&input)
+                    .args(["--url", &url, "--output"])
+                    .arg(&output)
+                    .args(["--batch-size", &BATCH.to_string()])
+                    .args(["--parallelism", &PARALLELISM.to_string()]);
+                c
+            };
+            cmd.stdout(Stdio::null());
+            let (elapsed, rss, maxrss) = time_child(&mut cmd);
+            // Counted streaming: reading the file whole would raise this process's peak
+            // memory, and a child spawned later inherits that in its `ru_maxrss`.
+            let lines = BufReader::new(File::open(&output).expect("scores written"))
+                .lines()
+                .count();
+            assert_eq!(lines, rows + 1, "one score per row, under a header");
+            if elapsed < best.0 {
+                best = (elapsed, rss, maxrss);
+            }
+        }
+        let rate = rows as f64 / best.0.as_secs_f64();
+        println!(
+            "{:<11} {:>9} {:>9.3} {:>11.0} {:>9.3} {:>13.1} {:>15.1} {:>19}",
+            if hand { "hand loop" } else { "weir score" },
+            rows,
+            best.0.as_secs_f64(),
+            rate,
+            rate / limit,
+            best.1 as f64 / 1024.0,
+            best.2 as f64 / 1024.0,
+            server.stats().max_in_flight_rows
+        );
+    }
+}
+
+/// The input of `rows` rows, generated on first use.
+fn input(rows: usize) -> PathBuf {
+    let dir = Path::new("target/bench-data");
+    std::fs::create_dir_all(dir).expect("bench data dir");
+    let path = dir.join(format!("score-{rows}.csv"));
+    if !path.exists() {
+        eprintln!("generating {} ...", path.display());
+        let tmp = path.with_extension("tmp");
+        let mut out = BufWriter::new(File::create(&tmp).expect("create input"));
+        writeln!(out, "id,f1,f2,f3,f4").expect("write");
+        let mut x: u64 = 42;
+        for i in 0..rows {
+            let mut f = [0.0f64; 4];
+            for v in &mut f {
+                // xorshift: reproducible features without a dependency
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *v = (x % 10_000) as f64 / 1000.0;
+            }
+            writeln!(out, "u{i},{},{},{},{}", f[0], f[1], f[2], f[3]).expect("write");
+        }
+        out.flush().expect("flush");
+        drop(out);
+        std::fs::rename(&tmp, &path).expect("rename input");
+    }
+    path
+}
+
+/// The baseline without the engine: see the module docs.
+fn hand_loop(input: &Path, url: &str, output: &Path) {
+    use futures::StreamExt;
+
+    #[derive(serde::Deserialize)]
+    struct Reply {
+        predictions: Vec<serde_json::Value>,
+    }
+    let rt = weir::async_io::runtime().expect("runtime");
+    let client = {
+        let _context = rt.enter();
+        reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(PARALLELISM)
+            .tcp_nodelay(true)
+            .build()
+            .expect("client")
+    };
+    let mut reader = csv::Reader::from_path(input).expect("input");
+    let mut rows = reader.records().map(|r| {
+        let r = r.expect("record");
+        let id = r[0].to_string();
+        let features: Vec<f64> = r
+            .iter()
+            .skip(1)
+            .map(|f| f.parse().expect("number"))
+            .collect();
+        (id, features)
+    });
+    let batches = std::iter::from_fn(move || {
+        let batch: Vec<(String, Vec<f64>)> = rows.by_ref().take(BATCH).collect();
+        (!batch.is_empty()).then_some(batch)
+    });
+    let mut out = csv::Writer::from_path(output).expect("output");
+    out.write_record(["id", "score"]).expect("write");
+    rt.block_on(async {
+        let mut replies = futures::stream::iter(batches)
+            .map(|batch| {
+                let client = client.clone();
+                async move {
+                    let instances: Vec<&[f64]> = batch.iter().map(|(_, f)| &f[..]).collect();
+                    let reply: Reply = client
+                        .post(url)
+                        .json(&serde_json::json!({ "instances": instances }))
+                        .send()
+                        .await
+                        .expect("request")
+                        .json()
+                        .await
+                        .expect("reply");
+                    (batch, reply.predictions)
+                }
+            })
+            .buffered(PARALLELISM);
+        while let Some((batch, predictions)) = replies.next().await {
+            for ((id, _), p) in batch.iter().zip(predictions) {
+                out.write_record([id.as_str(), &p.to_string()])
+                    .expect("write");
+            }
+        }
+    });
+    out.flush().expect("flush");
+}
+
+/// Runs `cmd` to completion; returns its wall time, its peak RSS in KiB and its
+/// `ru_maxrss` in KiB.
+///
+/// The peak is the child's own `VmHWM` (the high-water mark of its address space), read from
+/// `/proc` every 5 ms while it runs; the last reading before it exits is kept. `ru_maxrss`
+/// from `wait4` is reported too, as `benches/wordcount.rs` does, but it is an upper bound:
+/// Linux folds the parent's high-water mark into it when the child execs, so it measures this
+/// bench process as much as the child.
+#[allow(clippy::zombie_processes)] // the child is reaped by wait4
+fn time_child(cmd: &mut Command) -> (Duration, u64, u64) {
+    let start = Instant::now();
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let status_path = format!("/proc/{pid}/status");
+    let mut peak = 0u64;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status_path)
+            && let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(kib);
+        }
+        // SAFETY: `pid` is our unreaped child; status and usage point to live locals.
+        let waited = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if waited == pid {
+            break;
+        }
+        assert_eq!(waited, 0, "wait4 failed");
+        std::thread::sleep(Duration::from_millis(5)); // sampling interval, not synchronisation
+    }
+    let elapsed = start.elapsed();
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed with status {status}"
+    );
+    (elapsed, peak, usage.ru_maxrss as u64)
+}
