@@ -408,3 +408,37 @@ fn socket_source_reads_lines_until_the_peer_closes() {
         (0..1000).map(|i| format!("line {i}").len()).sum::<usize>()
     );
 }
+
+#[test]
+fn async_map_on_a_stream_keeps_event_time_and_never_crosses_a_watermark() {
+    use weir::async_io::AsyncOptions;
+    // Events 0..2000 at 1 ms apart; the async call answers out of order (later items first,
+    // within a batch of calls), so unordered results would cross watermarks if allowed to.
+    let events: Vec<Ev> = (0..2000).map(|i| ((i % 4) as u8, i, 1)).collect();
+    for options in [AsyncOptions::ordered(), AsyncOptions::unordered()] {
+        let p = Pipeline::new();
+        let (sink, out) = sinks::collection::list();
+        p.read_from(sources::stream::items(events.clone()))
+            .with_timestamps(|e: &Ev| e.1, 0)
+            .map_async(options.capacity(32), |e: Ev| async move {
+                let delay = 200 - (e.1 % 200) as u64;
+                tokio::time::sleep(std::time::Duration::from_micros(delay)).await;
+                Ok::<_, std::io::Error>(Some(e))
+            })
+            .grouping_key(|e: &Ev| e.0)
+            .window(WindowDefinition::tumbling(500))
+            .aggregate(counting())
+            .write_to(sink);
+        let (results, late) = run_collect(&p, &out);
+        assert_eq!(late, 0, "an async result crossed a watermark");
+        let mut got: Vec<(i64, u8, u64)> = results
+            .into_iter()
+            .map(|r| (r.start, r.key, r.value))
+            .collect();
+        got.sort();
+        let expected: Vec<(i64, u8, u64)> = (0..4)
+            .flat_map(|w| (0..4u8).map(move |k| (w * 500, k, 125)))
+            .collect();
+        assert_eq!(got, expected);
+    }
+}

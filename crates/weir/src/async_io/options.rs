@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::stream::Timestamped;
 use serde::de::DeserializeOwned;
 
 /// The order in which an async stage emits its results.
@@ -134,16 +136,23 @@ pub(crate) type Describe<T> = Arc<dyn Fn(&T) -> String + Send + Sync>;
 
 /// Encodes the inputs in flight for a snapshot.
 pub(crate) struct Codec<T> {
-    pub encode: fn(&[T]) -> Result<Vec<u8>, String>,
-    pub decode: fn(&[u8]) -> Result<Vec<T>, String>,
+    pub encode: Encode<T>,
+    pub decode: Decode<T>,
 }
+
+/// Encodes a unit's inputs for a snapshot entry.
+pub(crate) type Encode<T> = Arc<dyn Fn(&[T]) -> Result<Vec<u8>, String> + Send + Sync>;
+/// Decodes a snapshot entry back into a unit's inputs.
+pub(crate) type Decode<T> = Arc<dyn Fn(&[u8]) -> Result<Vec<T>, String> + Send + Sync>;
 
 impl<T> Clone for Codec<T> {
     fn clone(&self) -> Self {
-        *self
+        Codec {
+            encode: Arc::clone(&self.encode),
+            decode: Arc::clone(&self.decode),
+        }
     }
 }
-impl<T> Copy for Codec<T> {}
 
 fn encode<T: Serialize>(items: &[T]) -> Result<Vec<u8>, String> {
     postcard::to_stdvec(items).map_err(|e| e.to_string())
@@ -233,7 +242,7 @@ impl<T, R> Clone for AsyncOptions<T, R> {
             on_result: self.on_result.clone(),
             fallback: self.fallback.clone(),
             describe: self.describe.clone(),
-            codec: self.codec,
+            codec: self.codec.clone(),
         }
     }
 }
@@ -346,13 +355,77 @@ impl<T, R> AsyncOptions<T, R> {
     /// [`AsyncError::SnapshotUnsupported`](super::AsyncError::SnapshotUnsupported).
     pub fn snapshot_inputs(mut self) -> Self
     where
-        T: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned + 'static,
     {
         self.codec = Some(Codec {
-            encode: encode::<T>,
-            decode: decode::<T>,
+            encode: Arc::new(encode::<T>),
+            decode: Arc::new(decode::<T>),
         });
         self
+    }
+
+    /// The same options for a stream stage, whose items carry their event time: every
+    /// function sees the item, and results keep the input's time.
+    pub(crate) fn timestamped(self) -> AsyncOptions<Timestamped<T>, Timestamped<R>>
+    where
+        T: Clone + Send + 'static,
+        R: Clone + Send + 'static,
+    {
+        let on_result = self.on_result.map(|p| -> ResultPredicate<Timestamped<R>> {
+            Arc::new(move |results: &[Timestamped<R>]| {
+                let items: Vec<R> = results.iter().map(|r| r.item.clone()).collect();
+                p(&items)
+            })
+        });
+        let fallback = self
+            .fallback
+            .map(|f| -> Fallback<Timestamped<T>, Timestamped<R>> {
+                Arc::new(move |t: Timestamped<T>| {
+                    let timestamp = t.timestamp;
+                    f(t.item)
+                        .into_iter()
+                        .map(|item| Timestamped { timestamp, item })
+                        .collect()
+                })
+            });
+        let describe = self.describe.map(|d| -> Describe<Timestamped<T>> {
+            Arc::new(move |t: &Timestamped<T>| d(&t.item))
+        });
+        let codec = self.codec.map(|c| {
+            let (encode_items, decode_items) = (c.encode, c.decode);
+            Codec {
+                encode: Arc::new(move |items: &[Timestamped<T>]| {
+                    let times: Vec<i64> = items.iter().map(|t| t.timestamp).collect();
+                    let inner: Vec<T> = items.iter().map(|t| t.item.clone()).collect();
+                    encode(&[(times, encode_items(&inner)?)])
+                })
+                    as Arc<dyn Fn(&[Timestamped<T>]) -> Result<Vec<u8>, String> + Send + Sync>,
+                decode: Arc::new(move |bytes: &[u8]| {
+                    let mut parts: Vec<(Vec<i64>, Vec<u8>)> = decode(bytes)?;
+                    let (times, inner) = parts.pop().ok_or("an empty snapshot entry")?;
+                    let items = decode_items(&inner)?;
+                    if items.len() != times.len() {
+                        return Err("snapshot entry: times and items differ in number".to_string());
+                    }
+                    Ok(times
+                        .into_iter()
+                        .zip(items)
+                        .map(|(timestamp, item)| Timestamped { timestamp, item })
+                        .collect())
+                }),
+            }
+        });
+        AsyncOptions {
+            order: self.order,
+            capacity: self.capacity,
+            timeout: self.timeout,
+            strategy: self.strategy,
+            on_error: self.on_error,
+            on_result,
+            fallback,
+            describe,
+            codec,
+        }
     }
 
     pub(crate) fn policy(&self) -> RetryPolicy<R> {
@@ -412,5 +485,42 @@ mod tests {
         assert!(!p.retries_error(&std::fmt::Error));
         assert!(p.retries_result(&[]));
         assert!(!p.retries_result(&[1]));
+    }
+}
+
+#[cfg(test)]
+mod timestamped_tests {
+    use super::*;
+
+    #[test]
+    fn stream_options_keep_times_through_fallback_and_snapshot_codec() {
+        let options = AsyncOptions::<u32, String>::unordered()
+            .on_timeout(|x: u32| vec![format!("late {x}")])
+            .snapshot_inputs()
+            .timestamped();
+        let fallback = options.fallback.clone().unwrap();
+        assert_eq!(
+            fallback(Timestamped {
+                timestamp: 7,
+                item: 3
+            }),
+            [Timestamped {
+                timestamp: 7,
+                item: "late 3".to_string()
+            }]
+        );
+        let codec = options.codec.clone().unwrap();
+        let items = vec![
+            Timestamped {
+                timestamp: 5,
+                item: 1u32,
+            },
+            Timestamped {
+                timestamp: -2,
+                item: 9,
+            },
+        ];
+        let bytes = (codec.encode)(&items).unwrap();
+        assert_eq!((codec.decode)(&bytes).unwrap(), items);
     }
 }

@@ -43,6 +43,7 @@ use std::sync::Arc;
 use weir_core::{Item, PartitionKey, Processor, ProcessorContext};
 
 use crate::aggregate::AggregateOperation;
+use crate::async_io::AsyncOptions;
 use crate::exec::join::KeyFn;
 use crate::exec::link::{ErasedLink, Link, erase, unerase};
 use crate::exec::stream_join::{StreamJoin, StreamMerge};
@@ -536,6 +537,80 @@ impl<T: Item> StreamStage<T> {
     /// (for sinks that want the time).
     pub fn with_timestamp_items(&self) -> BatchStage<Timestamped<T>> {
         self.inner.clone()
+    }
+}
+
+impl<T: Item + Debug> StreamStage<T> {
+    /// Calls an async function per item (see [`BatchStage::map_async`]); each result keeps
+    /// its input's event time. In unordered mode results still never cross a watermark: the
+    /// watermark goes on only after every item that arrived before it.
+    pub fn map_async<R, F, Fut, I, E>(&self, options: AsyncOptions<T, R>, f: F) -> StreamStage<R>
+    where
+        R: Item,
+        F: Fn(T) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<I, E>> + Send + 'static,
+        I: IntoIterator<Item = R>,
+        E: Into<weir_core::BoxError>,
+    {
+        Self::wrap(
+            self.inner
+                .map_async(options.timestamped(), move |t: Timestamped<T>| {
+                    let timestamp = t.timestamp;
+                    let call = f(t.item);
+                    async move {
+                        call.await.map(|results| {
+                            results
+                                .into_iter()
+                                .map(|item| Timestamped { timestamp, item })
+                                .collect::<Vec<_>>()
+                        })
+                    }
+                }),
+        )
+    }
+
+    /// Calls an async function per batch of items (see [`BatchStage::map_async_batched`]);
+    /// each result keeps the event time of the item at its position.
+    pub fn map_async_batched<R, F, Fut, E>(
+        &self,
+        batch_size: usize,
+        max_wait: std::time::Duration,
+        parallelism: usize,
+        options: AsyncOptions<T, R>,
+        f: F,
+    ) -> StreamStage<R>
+    where
+        R: Item,
+        F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Vec<R>, E>> + Send + 'static,
+        E: Into<weir_core::BoxError>,
+    {
+        let f = Arc::new(f);
+        Self::wrap(self.inner.map_async_batched(
+            batch_size,
+            max_wait,
+            parallelism,
+            options.timestamped(),
+            move |batch: Vec<Timestamped<T>>| {
+                let (times, items): (Vec<i64>, Vec<T>) =
+                    batch.into_iter().map(|t| (t.timestamp, t.item)).unzip();
+                let call = f(items);
+                async move {
+                    // A wrong result count is the batched stage's error to report: keep the count.
+                    call.await.map(|results| {
+                        let last = times.last().copied().unwrap_or(i64::MIN);
+                        results
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, item)| Timestamped {
+                                timestamp: times.get(i).copied().unwrap_or(last),
+                                item,
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                }
+            },
+        ))
     }
 }
 

@@ -742,12 +742,12 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
     }
 
     fn save_to_snapshot(&mut self, writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
-        let codec = self.spec.codec;
+        let codec = self.spec.codec.clone();
         for (i, held) in self.held().into_iter().enumerate() {
             let key = (i as u64).to_be_bytes().to_vec();
             let value = match held {
                 Held::Unit(inputs) => {
-                    let Some(codec) = codec else {
+                    let Some(codec) = &codec else {
                         return Err(AsyncError::SnapshotUnsupported {
                             in_flight: self.occupied + usize::from(!self.pending.is_empty()),
                         }
@@ -780,7 +780,7 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
             };
             match entry.value.split_first() {
                 Some((&TAG_UNIT, bytes)) => {
-                    let codec = self.spec.codec.ok_or_else(|| {
+                    let codec = self.spec.codec.clone().ok_or_else(|| {
                         bad("holds items, but this stage has no snapshot_inputs()")
                     })?;
                     let inputs = (codec.decode)(bytes).map_err(|reason| bad(&reason))?;
