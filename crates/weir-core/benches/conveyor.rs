@@ -14,12 +14,15 @@
 //!
 //! Run: `cargo bench -p weir-core --bench conveyor -- --warm-up-time 1 --measurement-time 3`
 
+mod support;
+
 use std::collections::VecDeque;
 use std::hint::black_box;
 use std::sync::Mutex;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
+use support::Rate;
 
 use criterion::{Criterion, Throughput};
 use weir_core::conveyor::{self, Signal};
@@ -138,43 +141,9 @@ impl Variant {
         elapsed
     }
 
-    /// Items per second over criterion's measurement (its last `SAMPLE_SIZE` timed calls, the
-    /// earlier ones being warm-up): the mean, then the slowest and fastest sample.
+    /// Items per second over criterion's measurement.
     fn items_per_second(&self) -> Rate {
-        let samples = self.samples.lock().unwrap();
-        let measured = &samples[samples.len().saturating_sub(SAMPLE_SIZE)..];
-        let rate = |iters: u64, time: Duration| (iters * N) as f64 / time.as_secs_f64();
-        let per_sample = measured.iter().map(|(i, d)| rate(*i, *d));
-        Rate {
-            mean: rate(
-                measured.iter().map(|(i, _)| i).sum(),
-                measured.iter().map(|(_, d)| *d).sum(),
-            ),
-            slowest: per_sample.clone().fold(f64::INFINITY, f64::min),
-            fastest: per_sample.fold(0.0, f64::max),
-        }
-    }
-}
-
-/// Throughput in items per second.
-struct Rate {
-    mean: f64,
-    slowest: f64,
-    fastest: f64,
-}
-
-impl std::fmt::Display for Rate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.mean.is_nan() {
-            return f.write_str("not run");
-        }
-        write!(
-            f,
-            "{:.1} M items/s (samples {:.1}..{:.1})",
-            self.mean / 1e6,
-            self.slowest / 1e6,
-            self.fastest / 1e6
-        )
+        support::items_per_second(&self.samples.lock().unwrap(), N, SAMPLE_SIZE)
     }
 }
 
