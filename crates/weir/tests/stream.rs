@@ -442,3 +442,75 @@ fn async_map_on_a_stream_keeps_event_time_and_never_crosses_a_watermark() {
         assert_eq!(got, expected);
     }
 }
+
+/// Two partitions: partition 0 keeps delivering, partition 1 delivers one early event, goes
+/// quiet for at least 5 ms, then delivers an old event.
+struct TwoPartitions {
+    phase: u8,
+    next: i64,
+    started: Option<std::time::Instant>,
+}
+
+impl weir::SourceReader for TwoPartitions {
+    type Item = i64;
+
+    fn partitions(&self) -> usize {
+        2
+    }
+
+    fn read(&mut self, out: &mut weir::sources::Emitter<'_, i64>) -> Result<bool, weir::BoxError> {
+        let started = *self.started.get_or_insert_with(std::time::Instant::now);
+        match self.phase {
+            0 => {
+                for t in (0..=100).step_by(10) {
+                    out.emit_from(0, t);
+                }
+                out.emit_from(1, 0);
+                self.phase = 1;
+                self.next = 110;
+                Ok(false)
+            }
+            1 if started.elapsed() < std::time::Duration::from_millis(5) => {
+                out.emit_from(0, self.next);
+                self.next += 10;
+                Ok(false)
+            }
+            _ => {
+                out.emit_from(1, 50);
+                Ok(true)
+            }
+        }
+    }
+}
+
+fn late_events_with_partition_idle_timeout(timeout: std::time::Duration) -> u64 {
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    let source = StreamSource::new("two-partitions", Some(1), |_: &weir::ProcessorContext| {
+        TwoPartitions {
+            phase: 0,
+            next: 0,
+            started: None,
+        }
+    });
+    p.read_from(source)
+        .with_partition_idle_timeout(timeout)
+        .with_timestamps(|t: &i64| *t, 10)
+        .write_to(sink);
+    let (_, late) = run_collect(&p, &out);
+    late
+}
+
+#[test]
+fn each_partition_holds_the_watermark_until_it_goes_idle() {
+    // Partition 1 holds the source's watermark at -10, so its old event is on time...
+    assert_eq!(
+        late_events_with_partition_idle_timeout(std::time::Duration::from_secs(60)),
+        0
+    );
+    // ...unless it went idle: then partition 0 alone moved the watermark past 50.
+    assert_eq!(
+        late_events_with_partition_idle_timeout(std::time::Duration::from_millis(1)),
+        1
+    );
+}

@@ -2,6 +2,7 @@
 //! late items, and sends the source's watermark after the items it covers.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use weir_core::watermark::EventTimeTracker;
 use weir_core::{Counter, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
@@ -14,6 +15,8 @@ use crate::stream::Timestamped;
 pub(crate) struct EventTimePolicy<T> {
     pub timestamp: crate::stream::TimestampFn<T>,
     pub allowed_lag: i64,
+    /// How long a partition may deliver nothing before it stops holding the watermark back.
+    pub partition_idle_timeout: Duration,
 }
 
 impl<T> Clone for EventTimePolicy<T> {
@@ -21,6 +24,7 @@ impl<T> Clone for EventTimePolicy<T> {
         EventTimePolicy {
             timestamp: Arc::clone(&self.timestamp),
             allowed_lag: self.allowed_lag,
+            partition_idle_timeout: self.partition_idle_timeout,
         }
     }
 }
@@ -34,6 +38,10 @@ pub(crate) struct StreamSourceHead<R: SourceReader> {
     tracker: EventTimeTracker,
     chain: Box<dyn Link<Timestamped<R::Item>>>,
     raw: Vec<R::Item>,
+    /// Where each partition's items start in `raw` (see `Emitter::emit_from`).
+    runs: Vec<(usize, u32)>,
+    /// When each partition last delivered an item.
+    last_seen: Vec<Instant>,
     batch: Vec<Timestamped<R::Item>>,
     /// The last watermark the chain accepted, and one it still has to accept.
     sent: Watermark,
@@ -56,6 +64,8 @@ where
         policy,
         chain: unerase::<Timestamped<R::Item>>(chain),
         raw: Vec::with_capacity(BATCH),
+        runs: Vec::new(),
+        last_seen: Vec::new(),
         batch: Vec::with_capacity(BATCH),
         sent: Watermark::MIN,
         pending: None,
@@ -82,6 +92,9 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.late = ctx.metrics().counter("late_events");
         self.reader.open(ctx)?;
+        let partitions = self.reader.partitions().max(1);
+        self.tracker = EventTimeTracker::new(partitions, self.policy.allowed_lag);
+        self.last_seen = vec![Instant::now(); partitions];
         self.chain.init(ctx)
     }
 
@@ -90,14 +103,37 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
             return Ok(false);
         }
         if !self.exhausted {
-            self.exhausted = self.reader.read(&mut Emitter::new(&mut self.raw, BATCH))?;
+            self.runs.clear();
+            self.exhausted = self.reader.read(&mut Emitter::with_partitions(
+                &mut self.raw,
+                BATCH,
+                &mut self.runs,
+            ))?;
+            let now = Instant::now();
             let mut late = 0;
-            for item in self.raw.drain(..) {
+            let (mut partition, mut next_run) = (0usize, 0usize);
+            for (i, item) in self.raw.drain(..).enumerate() {
+                while let Some(&(start, p)) = self.runs.get(next_run)
+                    && start <= i
+                {
+                    partition = (p as usize).min(self.last_seen.len() - 1);
+                    next_run += 1;
+                }
                 let timestamp = (self.policy.timestamp)(&item);
-                if self.tracker.accept(0, timestamp) {
+                self.last_seen[partition] = now;
+                if self.tracker.accept(partition, timestamp) {
                     self.batch.push(Timestamped { timestamp, item });
                 } else {
                     late += 1;
+                }
+            }
+            if self.last_seen.len() > 1 {
+                // A partition silent for the idle timeout stops holding the watermark back
+                // until it delivers again.
+                for (p, seen) in self.last_seen.iter().enumerate() {
+                    if now.duration_since(*seen) >= self.policy.partition_idle_timeout {
+                        self.tracker.mark_idle(p);
+                    }
                 }
             }
             if late > 0 {

@@ -424,6 +424,7 @@ mod streaming {
         let policy = crate::exec::stream_source::EventTimePolicy {
             timestamp: Arc::new(|x: &i64| *x),
             allowed_lag: 10,
+            partition_idle_timeout: std::time::Duration::from_secs(60),
         };
         verify_processor(move |ctx| {
             let head = std::sync::Arc::clone(&source.head);

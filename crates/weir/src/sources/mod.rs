@@ -53,6 +53,13 @@ pub trait SourceReader: Send + 'static {
     /// An I/O failure fails the job. A malformed record is not an error: count it and skip it.
     fn read(&mut self, out: &mut Emitter<'_, Self::Item>) -> Result<bool, BoxError>;
 
+    /// How many partitions the instance reads, once opened: the items it passes to
+    /// [`Emitter::emit_from`] name one of `0..partitions()`. A stream source keeps a watermark
+    /// for each.
+    fn partitions(&self) -> usize {
+        1
+    }
+
     /// Whether `read` may run on a cooperative worker. A reader that can block for long (a
     /// file on a slow disk, a socket) returns false and gets a thread of its own.
     fn is_cooperative(&self) -> bool {
@@ -82,12 +89,34 @@ pub trait SourceReader: Send + 'static {
 pub struct Emitter<'a, T> {
     items: &'a mut Vec<T>,
     limit: usize,
+    /// Where the items of each partition start, when the caller tracks partitions: a run
+    /// `(first index, partition)` per change of partition. Items before the first run belong
+    /// to partition 0.
+    runs: Option<&'a mut Vec<(usize, u32)>>,
 }
 
 impl<'a, T> Emitter<'a, T> {
     /// An emitter appending to `items` that reports full once it holds `limit` items.
     pub fn new(items: &'a mut Vec<T>, limit: usize) -> Self {
-        Emitter { items, limit }
+        Emitter {
+            items,
+            limit,
+            runs: None,
+        }
+    }
+
+    /// Like [`new`](Self::new), also recording which partition each item came from (see
+    /// [`emit_from`](Self::emit_from)) into `runs`.
+    pub(crate) fn with_partitions(
+        items: &'a mut Vec<T>,
+        limit: usize,
+        runs: &'a mut Vec<(usize, u32)>,
+    ) -> Self {
+        Emitter {
+            items,
+            limit,
+            runs: Some(runs),
+        }
     }
 
     /// An emitter that never reports full (for tests and tools that drain a reader).
@@ -95,6 +124,7 @@ impl<'a, T> Emitter<'a, T> {
         Emitter {
             items,
             limit: usize::MAX,
+            runs: None,
         }
     }
 
@@ -103,6 +133,20 @@ impl<'a, T> Emitter<'a, T> {
     pub fn emit(&mut self, item: T) -> bool {
         self.items.push(item);
         self.items.len() < self.limit
+    }
+
+    /// Adds `item`, read from `partition` of the input (a file, a broker partition): a stream
+    /// source keeps a watermark per partition, so one that lags holds the others back, and
+    /// one that falls idle stops doing so. Returns whether there is room for more.
+    #[inline]
+    pub fn emit_from(&mut self, partition: u32, item: T) -> bool {
+        if let Some(runs) = self.runs.as_deref_mut() {
+            let current = runs.last().map_or(0, |r| r.1);
+            if current != partition {
+                runs.push((self.items.len(), partition));
+            }
+        }
+        self.emit(item)
     }
 
     /// Adds every item of `items`; returns whether there is room for more.
@@ -119,6 +163,7 @@ impl<'a, T> Emitter<'a, T> {
         Emitter {
             items: self.items,
             limit,
+            runs: self.runs.as_deref_mut(),
         }
     }
 

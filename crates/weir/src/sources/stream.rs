@@ -143,6 +143,10 @@ impl<R: SourceReader> SourceReader for Throttled<R> {
         Ok(done)
     }
 
+    fn partitions(&self) -> usize {
+        self.reader.partitions()
+    }
+
     fn is_cooperative(&self) -> bool {
         self.reader.is_cooperative()
     }

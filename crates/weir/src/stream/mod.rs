@@ -39,6 +39,7 @@
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::Duration;
 
 use weir_core::{Item, PartitionKey, Processor, ProcessorContext};
 
@@ -210,11 +211,24 @@ impl<T: Item> StreamSource<T> {
 pub struct StreamSourceStage<T> {
     pipeline: crate::Pipeline,
     source: StreamSource<T>,
+    partition_idle_timeout: Duration,
 }
 
 impl<T: Item> StreamSourceStage<T> {
     pub(crate) fn new(pipeline: crate::Pipeline, source: StreamSource<T>) -> Self {
-        StreamSourceStage { pipeline, source }
+        StreamSourceStage {
+            pipeline,
+            source,
+            partition_idle_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// How long one partition of a source instance may deliver nothing before it stops
+    /// holding the instance's watermark back (default 60 s). See
+    /// [`Emitter::emit_from`](crate::sources::Emitter::emit_from).
+    pub fn with_partition_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.partition_idle_timeout = timeout;
+        self
     }
 
     /// Takes each item's event time from `timestamp`, allowing items to arrive up to
@@ -227,6 +241,7 @@ impl<T: Item> StreamSourceStage<T> {
         self.attach(EventTimePolicy {
             timestamp: Arc::new(timestamp),
             allowed_lag,
+            partition_idle_timeout: Duration::ZERO, // set by attach
         })
     }
 
@@ -245,6 +260,7 @@ impl<T: Item> StreamSourceStage<T> {
         self.attach(EventTimePolicy {
             timestamp,
             allowed_lag,
+            partition_idle_timeout: Duration::ZERO, // set by attach
         })
     }
 
@@ -257,10 +273,12 @@ impl<T: Item> StreamSourceStage<T> {
                     .map_or(0, |d| d.as_millis() as i64)
             }),
             allowed_lag: 0,
+            partition_idle_timeout: Duration::ZERO, // set by attach
         })
     }
 
-    fn attach(self, policy: EventTimePolicy<T>) -> StreamStage<T> {
+    fn attach(self, mut policy: EventTimePolicy<T>) -> StreamStage<T> {
+        policy.partition_idle_timeout = self.partition_idle_timeout;
         let head = Arc::clone(&self.source.head);
         let stage = self.pipeline.add_source_node::<Timestamped<T>>(
             self.source.name,
