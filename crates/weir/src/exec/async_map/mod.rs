@@ -51,7 +51,7 @@ use weir_core::{
 use crate::async_io::call::{AttemptError, CallFn, MakeCall, call_with_retries};
 use crate::async_io::options::{Codec, Describe, Fallback, RetryPolicy};
 use crate::async_io::{AsyncError, AsyncOptions, OutputOrder, runtime};
-use crate::exec::link::Link;
+use crate::exec::link::{Link, chain_watermark};
 
 /// Longest item description in an error.
 const DESCRIPTION_LIMIT: usize = 200;
@@ -556,7 +556,9 @@ impl<T: Item, R: Item> AsyncMapHead<T, R> {
                 // Items before a watermark reach the outbox before it: flush first.
                 Ready::Watermark(_) if pushed => return Ok(true),
                 Ready::Watermark(wm) => {
-                    if !outbox.offer_watermark(wm) {
+                    // Through the chain, not straight to the outbox: a window or a keyed
+                    // state fused behind this stage must see it after the results before it.
+                    if !chain_watermark(&mut *self.chain, wm, outbox)? {
                         return Ok(emitted);
                     }
                     self.segments.pop_front();

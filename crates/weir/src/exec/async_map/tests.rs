@@ -783,3 +783,77 @@ fn a_batch_timeout_names_the_first_item() {
         .disable_progress_assertion()
         .expect_output::<u32>(vec![]);
 }
+
+/// A link that logs each item and watermark it sees, in order, then passes them on: it
+/// proves that watermarks go down the chain, after the results before them, so that a window
+/// or keyed state fused behind the stage sees them.
+struct Witness {
+    seen: Arc<Mutex<Vec<String>>>,
+    next: Box<dyn Link<u32>>,
+}
+
+impl Link<u32> for Witness {
+    fn init(&mut self, ctx: &ProcessorContext) -> weir_core::ProcessorResult<()> {
+        self.next.init(ctx)
+    }
+    fn push(&mut self, item: u32) -> bool {
+        self.seen.lock().unwrap().push(format!("item {item}"));
+        self.next.push(item)
+    }
+    fn watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut weir_core::Outbox,
+    ) -> weir_core::ProcessorResult<bool> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(format!("wm {}", wm.timestamp()));
+        self.next.watermark(wm, outbox)
+    }
+    fn flush(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
+        self.next.flush(outbox)
+    }
+    fn complete(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
+        self.next.complete(outbox)
+    }
+    fn is_cooperative(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn watermarks_go_down_the_chain_after_the_results_before_them() {
+    use Message::{Item as I, Watermark as W};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let spec = spec(AsyncOptions::unordered(), units(8), instant(|x| x));
+    verify_processor(move |_| {
+        AsyncMapHead::new(
+            Arc::clone(&spec),
+            Box::new(Witness {
+                seen: Arc::clone(&log),
+                next: emit::<u32>(),
+            }),
+        )
+    })
+    .input_events(vec![I(1u32), I(2), W(Watermark(5)), I(3)])
+    .disable_progress_assertion()
+    .expect_messages(vec![I(1u32), I(2), W(Watermark(5)), I(3)]);
+    let seen = seen.lock().unwrap().clone();
+    // Every run of the harness shows the watermark to the chain after items 1 and 2.
+    for run in seen.split(|s| s == "item 3") {
+        if run.is_empty() {
+            continue;
+        }
+        let wm_at = run
+            .iter()
+            .position(|s| s == "wm 5")
+            .expect("the chain saw the watermark");
+        assert!(
+            run[..wm_at].contains(&"item 1".to_string())
+                && run[..wm_at].contains(&"item 2".to_string()),
+            "{run:?}"
+        );
+    }
+}
