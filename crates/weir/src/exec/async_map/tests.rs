@@ -827,7 +827,8 @@ fn watermarks_go_down_the_chain_after_the_results_before_them() {
     use Message::{Item as I, Watermark as W};
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    let spec = spec(AsyncOptions::unordered(), units(8), instant(|x| x));
+    // Ordered, so that the expected output is one sequence; unordered mode shares the path.
+    let spec = spec(AsyncOptions::ordered(), units(8), instant(|x| x));
     verify_processor(move |_| {
         AsyncMapHead::new(
             Arc::clone(&spec),
