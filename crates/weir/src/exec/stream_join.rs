@@ -37,6 +37,8 @@ pub(crate) struct StreamJoin<L, R, K, O> {
     watermark: i64,
     /// The watermark at the last eviction of expired state.
     evicted_at: i64,
+    /// The earliest window end with state: nothing expires before the watermark passes it.
+    earliest_end: i64,
     late: Counter,
 }
 
@@ -59,6 +61,7 @@ impl<L, R, K, O> StreamJoin<L, R, K, O> {
             chain,
             watermark: i64::MIN,
             evicted_at: i64::MIN,
+            earliest_end: i64::MAX,
             late: Counter::default(),
         }
     }
@@ -109,6 +112,7 @@ where
                     continue;
                 }
                 let window = self.window_of(l.timestamp);
+                self.earliest_end = self.earliest_end.min(window.end);
                 let key = (window.end, (self.left_key)(&l.item));
                 let mut room = true;
                 for r in self.right.get(&key).map_or(&[][..], Vec::as_slice) {
@@ -132,6 +136,7 @@ where
                     continue;
                 }
                 let window = self.window_of(r.timestamp);
+                self.earliest_end = self.earliest_end.min(window.end);
                 let key = (window.end, (self.right_key)(&r.item));
                 let mut room = true;
                 for l in self.left.get(&key).map_or(&[][..], Vec::as_slice) {
@@ -160,9 +165,19 @@ where
         self.watermark = self.watermark.max(wm.0);
         let wm_now = self.watermark;
         if self.window.is_some() {
-            // A window's state goes once the watermark passes its end.
-            self.left.retain(|(end, _), _| *end > wm_now);
-            self.right.retain(|(end, _), _| *end > wm_now);
+            // A window's state goes once the watermark passes its end; nothing to do before
+            // the earliest one, so most watermarks cost nothing here.
+            if wm_now >= self.earliest_end {
+                self.left.retain(|(end, _), _| *end > wm_now);
+                self.right.retain(|(end, _), _| *end > wm_now);
+                self.earliest_end = self
+                    .left
+                    .keys()
+                    .chain(self.right.keys())
+                    .map(|(end, _)| *end)
+                    .min()
+                    .unwrap_or(i64::MAX);
+            }
         } else if let Some(ttl) = self.ttl
             && wm_now.saturating_sub(self.evicted_at) >= ttl / 4
         {
