@@ -1,8 +1,8 @@
 //! Tasklets: what a worker thread calls.
 //!
-//! A [`ProcessorTasklet`] wraps one processor instance with its inbound streams (one per input
+//! A `ProcessorTasklet` wraps one processor instance with its inbound streams (one per input
 //! ordinal, each over the conveyors from every upstream instance), its inboxes and its outbox.
-//! Each [`call`](ProcessorTasklet::call) does a bounded slice of work and reports
+//! Each `call` does a bounded slice of work and reports
 //! [`Progress`]; the worker uses that to decide when to back off.
 //!
 //! The life of a tasklet: *running* (feed inboxes by priority, call `process`,

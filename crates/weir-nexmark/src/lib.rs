@@ -40,7 +40,7 @@
 //! | [`parse`] | one JSON Lines line into an [`Event`], strictly, with a typed [`ParseError`] |
 //! | [`generator`] | the event generator: event `n` from `n` alone, seeded per event |
 //! | [`source`] | Weir batch sources: the generator, split across instances, and a file replay |
-//! | [`reference`] | single-threaded reference results of q0–q5, q7 and q8, and their CSV rows |
+//! | [`reference`](mod@reference) | single-threaded reference results of q0–q5, q7 and q8, and their CSV rows |
 //! | [`query`] | the query names and their CSV headers |
 
 #![forbid(missing_docs)]

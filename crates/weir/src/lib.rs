@@ -48,7 +48,7 @@ mod error;
 pub(crate) mod exec;
 pub(crate) mod graph;
 pub mod jobs;
-mod pipeline;
+pub mod pipeline;
 pub(crate) mod plan;
 pub mod sinks;
 pub mod sources;
