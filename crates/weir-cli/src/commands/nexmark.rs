@@ -260,8 +260,8 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
         .submit(&executor, config)
         .with_context(|| format!("cannot start {query}"))?;
     let metrics = match total {
-        Some(total) => progress::watch_count(&job, total, "events"),
-        None => progress::watch(&job, 0, "bytes"),
+        Some(total) => progress::watch(&job, total, "events", progress::Unit::Items),
+        None => progress::watch(&job, 0, "bytes", progress::Unit::Bytes),
     };
     job.join().with_context(|| format!("{query} failed"))?;
     let elapsed = started.elapsed().as_secs_f64();

@@ -69,7 +69,7 @@ fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
             },
         )
         .context("cannot start word count")?;
-    let metrics = progress::watch(&job, total_bytes, "bytes");
+    let metrics = progress::watch(&job, total_bytes, "bytes", progress::Unit::Bytes);
     job.join().context("word count failed")?;
     let elapsed = started.elapsed().as_secs_f64();
     let lines = progress::counter(&metrics, "lines");

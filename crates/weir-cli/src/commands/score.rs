@@ -485,7 +485,7 @@ pub fn score(args: ScoreArgs) -> anyhow::Result<()> {
             },
         )
         .context("cannot start scoring")?;
-    let metrics = progress::watch(&job, total_bytes, "bytes");
+    let metrics = progress::watch(&job, total_bytes, "bytes", progress::Unit::Bytes);
     let outcome = job.join();
     report_bad_rows(&args.input, &bad.lock().unwrap_or_else(|e| e.into_inner()));
     if let Err(e) = outcome {
