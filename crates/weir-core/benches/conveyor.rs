@@ -51,6 +51,25 @@ fn wait(waiting: &mut u32) {
     }
 }
 
+/// The consumer side of both conveyor variants: drains runs until the done marker and sums
+/// them.
+fn consume(rx: &mut conveyor::Receiver<u64>) -> u64 {
+    let mut buffer = VecDeque::with_capacity(DRAIN_LIMIT);
+    let mut sum = 0u64;
+    let mut waiting = 0u32;
+    loop {
+        let drained = rx.drain_into(&mut buffer, DRAIN_LIMIT);
+        for x in buffer.drain(..) {
+            sum = sum.wrapping_add(x);
+        }
+        match drained.signal {
+            Some(Signal::Done) => return sum,
+            _ if drained.items == 0 => wait(&mut waiting),
+            _ => waiting = 0,
+        }
+    }
+}
+
 /// Moves `0..N` through a conveyor from a spawned producer to this thread; returns the sum.
 fn conveyor_transfer() -> u64 {
     let (mut tx, mut rx) = conveyor::channel::<u64>(CAPACITY);
@@ -71,21 +90,7 @@ fn conveyor_transfer() -> u64 {
                 wait(&mut waiting);
             }
         });
-        let mut buffer = VecDeque::with_capacity(DRAIN_LIMIT);
-        let mut sum = 0u64;
-        let mut waiting = 0u32;
-        loop {
-            let drained = rx.drain_into(&mut buffer, DRAIN_LIMIT);
-            for x in buffer.drain(..) {
-                sum = sum.wrapping_add(x);
-            }
-            match drained.signal {
-                Some(Signal::Done) => break,
-                _ if drained.items == 0 => wait(&mut waiting),
-                _ => waiting = 0,
-            }
-        }
-        sum
+        consume(&mut rx)
     })
 }
 
@@ -113,21 +118,7 @@ fn conveyor_runs_transfer() -> u64 {
                 wait(&mut waiting);
             }
         });
-        let mut buffer = VecDeque::with_capacity(DRAIN_LIMIT);
-        let mut sum = 0u64;
-        let mut waiting = 0u32;
-        loop {
-            let drained = rx.drain_into(&mut buffer, DRAIN_LIMIT);
-            for x in buffer.drain(..) {
-                sum = sum.wrapping_add(x);
-            }
-            match drained.signal {
-                Some(Signal::Done) => break,
-                _ if drained.items == 0 => wait(&mut waiting),
-                _ => waiting = 0,
-            }
-        }
-        sum
+        consume(&mut rx)
     })
 }
 

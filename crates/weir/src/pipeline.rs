@@ -96,7 +96,7 @@ impl Pipeline {
     /// # Errors
     /// The first misuse: no sink, a branch without a sink, a stage of another pipeline.
     pub fn to_dag(&self) -> Result<Dag> {
-        Ok(plan(&self.graph.borrow())?.dag)
+        plan(&self.graph.borrow())
     }
 
     /// The plan as text: one line per vertex, naming the stages fused into it, then one line

@@ -83,11 +83,6 @@ struct PlannedEdge {
     priority: i32,
 }
 
-/// The result of planning: the core DAG and, per vertex, the stages fused into it.
-pub(crate) struct Plan {
-    pub dag: Dag,
-}
-
 struct Planner<'g> {
     graph: &'g Graph,
     consumers: Vec<Vec<NodeId>>,
@@ -96,8 +91,9 @@ struct Planner<'g> {
     edges: Vec<PlannedEdge>,
 }
 
-/// Plans `graph`, or reports the first misuse.
-pub(crate) fn plan(graph: &Graph) -> Result<Plan> {
+/// Plans `graph` into a core DAG, or reports the first misuse. Each vertex is named after the
+/// stages fused into it.
+pub(crate) fn plan(graph: &Graph) -> Result<Dag> {
     validate(graph)?;
     let mut consumers = vec![Vec::new(); graph.nodes.len()];
     for (id, node) in graph.nodes.iter().enumerate() {
@@ -115,9 +111,7 @@ pub(crate) fn plan(graph: &Graph) -> Result<Plan> {
     for id in 0..graph.nodes.len() {
         planner.place(id);
     }
-    Ok(Plan {
-        dag: planner.into_dag(),
-    })
+    Ok(planner.into_dag())
 }
 
 fn validate(graph: &Graph) -> Result<()> {
