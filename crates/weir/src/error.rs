@@ -50,5 +50,24 @@ pub enum Error {
     Runtime(#[from] weir_core::Error),
 }
 
+/// A misuse found while a pipeline is built. It is kept with the pipeline and reported, as
+/// the matching [`Error`], each time the pipeline is planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Misuse {
+    ForeignStage { stage: String, consumer: String },
+    StageUsedTwice { stage: String, consumer: String },
+    InvalidStage { stage: String, problem: String },
+}
+
+impl From<Misuse> for Error {
+    fn from(misuse: Misuse) -> Self {
+        match misuse {
+            Misuse::ForeignStage { stage, consumer } => Error::ForeignStage { stage, consumer },
+            Misuse::StageUsedTwice { stage, consumer } => Error::StageUsedTwice { stage, consumer },
+            Misuse::InvalidStage { stage, problem } => Error::InvalidStage { stage, problem },
+        }
+    }
+}
+
 /// The pipeline API's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use weir_core::{Edge, Item, ItemType, Processor};
 
-use crate::error::Error;
+use crate::error::Misuse;
 use crate::exec::link::{Emit, ErasedLink, erase, inbox_head};
 use crate::sinks::SinkTerminalFactory;
 use crate::sources::SourceHeadFactory;
@@ -109,7 +109,7 @@ pub(crate) struct Node {
 pub(crate) struct Graph {
     pub nodes: Vec<Node>,
     /// Misuses found while building, reported when the pipeline is planned.
-    pub errors: Vec<Error>,
+    pub errors: Vec<Misuse>,
 }
 
 impl Graph {

@@ -32,7 +32,7 @@ use rustc_hash::FxHashMap;
 use weir_core::{Dag, Edge, Executor, Item, Job, JobConfig, PartitionKey};
 
 use crate::aggregate::AggregateOperation;
-use crate::error::{Error, Result};
+use crate::error::{Misuse, Result};
 use crate::exec::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
 use crate::exec::join::{BuildTable, HashJoin1, HashJoin2, KeyFn, Merge1, Merge2};
 use crate::exec::link::{ErasedLink, Link, erase, unerase};
@@ -236,7 +236,7 @@ impl<T: Item> BatchStage<T> {
             return true;
         }
         let stage = other.graph.borrow().nodes[other.node].name.clone();
-        self.graph.borrow_mut().errors.push(Error::ForeignStage {
+        self.graph.borrow_mut().errors.push(Misuse::ForeignStage {
             stage,
             consumer: consumer.to_string(),
         });
@@ -378,7 +378,7 @@ impl<T: Item> BatchStage<T> {
     pub fn merge(&self, other: &BatchStage<T>) -> BatchStage<T> {
         if self.check_same_pipeline(other, "merge") && self.node == other.node {
             let stage = self.graph.borrow().nodes[self.node].name.clone();
-            self.graph.borrow_mut().errors.push(Error::StageUsedTwice {
+            self.graph.borrow_mut().errors.push(Misuse::StageUsedTwice {
                 stage,
                 consumer: "merge".into(),
             });

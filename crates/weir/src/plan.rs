@@ -116,24 +116,7 @@ pub(crate) fn plan(graph: &Graph) -> Result<Dag> {
 
 fn validate(graph: &Graph) -> Result<()> {
     if let Some(first) = graph.errors.first() {
-        return Err(match first {
-            Error::ForeignStage { stage, consumer } => Error::ForeignStage {
-                stage: stage.clone(),
-                consumer: consumer.clone(),
-            },
-            Error::StageUsedTwice { stage, consumer } => Error::StageUsedTwice {
-                stage: stage.clone(),
-                consumer: consumer.clone(),
-            },
-            Error::ZeroParallelism { stage } => Error::ZeroParallelism {
-                stage: stage.clone(),
-            },
-            Error::InvalidStage { stage, problem } => Error::InvalidStage {
-                stage: stage.clone(),
-                problem: problem.clone(),
-            },
-            _ => unreachable!("only misuse errors are recorded while building"),
-        });
+        return Err(first.clone().into());
     }
     if graph.nodes.is_empty() {
         return Err(Error::Empty);

@@ -11,7 +11,7 @@ use weir_core::{BoxError, Item};
 use super::BatchStage;
 use crate::async_io::call::{MakeCall, batch_call, item_call};
 use crate::async_io::{AsyncOptions, OutputOrder, ServiceFactory};
-use crate::error::Error;
+use crate::error::Misuse;
 use crate::exec::async_map::{AsyncMapHead, AsyncSpec, Units};
 use crate::exec::link::unerase;
 use crate::graph::{HeadFn, NodeKind};
@@ -235,7 +235,7 @@ impl<T: Item + Debug> BatchStage<T> {
             None
         };
         if let Some(problem) = problem {
-            self.graph.borrow_mut().errors.push(Error::InvalidStage {
+            self.graph.borrow_mut().errors.push(Misuse::InvalidStage {
                 stage: name.to_string(),
                 problem: problem.to_string(),
             });
