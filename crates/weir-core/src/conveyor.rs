@@ -23,8 +23,10 @@
 //! cache line. Draining moves a run of items with one release store for the whole run.
 //! Nothing here allocates after construction, takes a lock or makes a syscall.
 //!
-//! Markers travel in-band, in order with the items: a [`Watermark`] and the *done* marker that
-//! tells the consumer this producer instance has finished.
+//! Markers travel in-band, in order with the items: a [`Watermark`], the *idle* marker that
+//! tells the consumer this producer has no data for now (so it stops holding the watermark back
+//! until it sends again), and the *done* marker that tells the consumer this producer instance
+//! has finished.
 
 use std::collections::VecDeque;
 
@@ -40,6 +42,9 @@ pub enum Message<T> {
     Item(T),
     /// The producer's event-time watermark advanced.
     Watermark(Watermark),
+    /// The producer has no data for now: it stops holding the watermark back until its next
+    /// item or watermark.
+    Idle,
     /// The producer has finished; nothing follows.
     Done,
 }
@@ -49,6 +54,8 @@ pub enum Message<T> {
 pub enum Signal {
     /// A watermark, to be coalesced with the other inputs.
     Watermark(Watermark),
+    /// The producer went idle.
+    Idle,
     /// The producer finished.
     Done,
 }
@@ -110,6 +117,11 @@ impl<T> Sender<T> {
     /// Sends a watermark if there is room. Returns whether it was sent.
     pub fn send_watermark(&mut self, wm: Watermark) -> bool {
         self.inner.push(Message::Watermark(wm)).is_ok()
+    }
+
+    /// Sends the idle marker if there is room. Returns whether it was sent.
+    pub fn send_idle(&mut self) -> bool {
+        self.inner.push(Message::Idle).is_ok()
     }
 
     /// Sends the done marker if there is room. Returns whether it was sent.
@@ -175,6 +187,10 @@ impl<T> Receiver<T> {
                 }
                 Message::Watermark(wm) => {
                     drained.signal = Some(Signal::Watermark(wm));
+                    break;
+                }
+                Message::Idle => {
+                    drained.signal = Some(Signal::Idle);
                     break;
                 }
                 Message::Done => {

@@ -150,12 +150,15 @@ pub enum Error {
         source: BoxError,
     },
     /// A processor panicked; the job was stopped and the process lives on.
-    #[error("vertex '{vertex}' instance {instance} panicked: {message}")]
+    #[error("vertex '{vertex}' instance {instance} panicked in {hook}: {message}")]
     ProcessorPanicked {
         /// The vertex.
         vertex: String,
         /// The global processor index.
         instance: usize,
+        /// Where: `create`, `init`, `process` (any hook called while the job runs), `close`
+        /// or `drop`.
+        hook: &'static str,
         /// The panic payload, when it was a string.
         message: String,
     },

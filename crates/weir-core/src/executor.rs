@@ -22,19 +22,21 @@
 //! A panic inside a processor is caught on the worker, fails that processor's job (naming the
 //! vertex and instance) and leaves the worker serving other jobs.
 
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::Duration;
 
-use crate::dag::{Dag, Routing};
+use crate::dag::{Dag, Routing, Vertex};
 use crate::error::{Error, Result};
 use crate::item::{ErasedEnd, ErasedRoute};
 use crate::job::{Job, JobConfig, JobShared};
 use crate::metrics::InstanceMetrics;
 use crate::outbox::{ErasedPort, Outbox};
-use crate::processor::ProcessorContext;
+use crate::processor::{Processor, ProcessorContext};
+use crate::stall::Watchdog;
 use crate::tasklet::{InboundStream, ProcessorTasklet, Progress};
 
 /// Settings for an [`Executor`].
@@ -75,6 +77,7 @@ struct ExecutorInner {
     workers: Vec<Arc<WorkerShared>>,
     handles: Mutex<Vec<JoinHandle<()>>>,
     next_worker: AtomicUsize,
+    watchdog: Watchdog,
 }
 
 impl Drop for ExecutorInner {
@@ -144,6 +147,7 @@ impl Executor {
                 workers,
                 handles: Mutex::new(handles),
                 next_worker: AtomicUsize::new(0),
+                watchdog: Watchdog::start(),
             }),
         })
     }
@@ -181,7 +185,8 @@ impl Executor {
         let default_parallelism = config.default_parallelism.unwrap_or(self.workers()).max(1);
         let tasklets = build_tasklets(&dag, &config, default_parallelism)?;
         let metrics = tasklets.iter().map(|(_, m)| Arc::clone(m)).collect();
-        let job = JobShared::new(config.name.clone(), tasklets.len(), metrics);
+        let job = JobShared::new(&config, tasklets.len(), metrics);
+        self.inner.watchdog.watch(&job);
         for (tasklet, _) in tasklets {
             if tasklet.is_cooperative() {
                 let w = self.inner.next_worker.fetch_add(1, Ordering::Relaxed)
@@ -248,25 +253,65 @@ fn call_once(s: &mut Scheduled) -> (bool, bool) {
             (false, true)
         }
         Err(payload) => {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic payload".to_string());
-            s.job.fail(Error::ProcessorPanicked {
-                vertex: s.tasklet.vertex().to_string(),
-                instance: s.tasklet.instance(),
-                message,
-            });
+            s.job.fail(panicked(
+                s.tasklet.vertex(),
+                s.tasklet.instance(),
+                "process",
+                &*payload,
+            ));
             (false, true)
         }
     }
 }
 
+/// The error for a panic in `hook` of a processor instance.
+fn panicked(
+    vertex: &str,
+    instance: usize,
+    hook: &'static str,
+    payload: &(dyn Any + Send),
+) -> Error {
+    Error::ProcessorPanicked {
+        vertex: vertex.to_string(),
+        instance,
+        hook,
+        message: panic_message(payload),
+    }
+}
+
+/// The text of a panic payload, when it is a string.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string())
+}
+
+/// Closes and drops a tasklet that will not be called again, then counts it out of its job.
+/// An error or a panic in the processor's `close` or `Drop` fails the job (naming the
+/// vertex and instance) and leaves the calling thread alive.
 fn end(mut s: Scheduled) {
-    s.tasklet.close();
     let job = Arc::clone(&s.job);
-    drop(s);
+    match catch_unwind(AssertUnwindSafe(|| s.tasklet.close())) {
+        Ok(Ok(())) => {}
+        Ok(Err(source)) => job.fail(Error::ProcessorFailed {
+            vertex: s.tasklet.vertex().to_string(),
+            instance: s.tasklet.instance(),
+            source,
+        }),
+        Err(payload) => job.fail(panicked(
+            s.tasklet.vertex(),
+            s.tasklet.instance(),
+            "close",
+            &*payload,
+        )),
+    }
+    let (vertex, instance) = (Arc::clone(s.tasklet.vertex()), s.tasklet.instance());
+    // Dropped apart from `close`, so that a panicking `Drop` never runs while unwinding.
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(s))) {
+        job.fail(panicked(&vertex, instance, "drop", &*payload));
+    }
     job.tasklet_ended();
 }
 
@@ -331,6 +376,43 @@ fn blocking_loop(mut s: Scheduled, min_park: Duration, max_park: Duration) {
         } else {
             thread::park_timeout(park);
             park = (park * 2).min(max_park);
+        }
+    }
+}
+
+/// Creates one processor instance and runs its `init`, on the submitting thread. A panic in
+/// either is caught and reported like an error, naming the vertex and instance; the
+/// processor is then closed and dropped, also under `catch_unwind`.
+fn create_and_init(vertex: &Vertex, ctx: &ProcessorContext) -> Result<Box<dyn Processor>> {
+    let instance = ctx.global_index();
+    let init_panicked =
+        |hook, payload: Box<dyn Any + Send>| panicked(&vertex.name, instance, hook, &*payload);
+    let mut processor = catch_unwind(AssertUnwindSafe(|| vertex.supplier.create(ctx)))
+        .map_err(|payload| init_panicked("create", payload))?;
+    let error = match catch_unwind(AssertUnwindSafe(|| processor.init(ctx))) {
+        Ok(Ok(())) => return Ok(processor),
+        Ok(Err(source)) => Error::InitFailed {
+            vertex: vertex.name.clone(),
+            instance,
+            source,
+        },
+        Err(payload) => init_panicked("init", payload),
+    };
+    // Like Jet, close even a processor whose init failed; its own failure is secondary.
+    let _ = catch_unwind(AssertUnwindSafe(|| processor.close()));
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(processor)));
+    Err(error)
+}
+
+/// Closes and drops the tasklets of a job that will not start. Their errors and panics are
+/// secondary to the one that stopped the submission, so they are only logged.
+fn discard(tasklets: Vec<(ProcessorTasklet, Arc<InstanceMetrics>)>) {
+    for (mut tasklet, _) in tasklets {
+        let (vertex, instance) = (Arc::clone(tasklet.vertex()), tasklet.instance());
+        let closed = catch_unwind(AssertUnwindSafe(|| tasklet.close()));
+        let dropped = catch_unwind(AssertUnwindSafe(move || drop(tasklet)));
+        if !matches!(closed, Ok(Ok(()))) || dropped.is_err() {
+            tracing::warn!(%vertex, instance, "processor of a refused job failed to close");
         }
     }
 }
@@ -427,16 +509,17 @@ fn build_tasklets(
             let metrics = Arc::new(InstanceMetrics::new(Arc::clone(&name), i, inputs));
             let ctx = ProcessorContext::for_instance(
                 Arc::clone(&name),
-                i,
-                parallelism[v],
+                (i, parallelism[v]),
                 Arc::clone(&metrics),
+                config.idle_timeout,
             );
-            let mut processor = vertex.supplier.create(&ctx);
-            processor.init(&ctx).map_err(|source| Error::InitFailed {
-                vertex: vertex.name.clone(),
-                instance: i,
-                source,
-            })?;
+            let processor = match create_and_init(vertex, &ctx) {
+                Ok(p) => p,
+                Err(e) => {
+                    discard(tasklets);
+                    return Err(e);
+                }
+            };
             let inboxes = (0..inputs)
                 .map(|o| {
                     vertex
@@ -458,7 +541,7 @@ fn build_tasklets(
                 vertex_streams,
                 inboxes,
                 outbox,
-                (config.inbox_batch, config.idle_timeout),
+                config.inbox_batch,
             );
             tasklets.push((tasklet, metrics));
         }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::error::Error;
 use crate::executor::Executor;
 use crate::metrics::{InstanceMetrics, MetricsSnapshot};
+use crate::stall::Stall;
 
 static NEXT_JOB_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -31,6 +32,9 @@ impl JobStatus {
     }
 }
 
+/// The default of [`JobConfig::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Settings for one job.
 #[derive(Debug, Clone)]
 pub struct JobConfig {
@@ -42,8 +46,15 @@ pub struct JobConfig {
     pub inbox_batch: usize,
     /// The most items one output port accepts in one call.
     pub outbox_batch: usize,
-    /// How long an input may send nothing before it stops holding back the watermark.
+    /// How long a stream source may read nothing before it declares itself idle: it then
+    /// sends an idle marker in band, after everything it sent before, and its consumers stop
+    /// waiting for its watermark until it sends again. Backpressure never makes a source
+    /// idle: time spent unable to emit does not count. A source may set its own timeout.
     pub idle_timeout: std::time::Duration,
+    /// How long a job may make no progress, with items waiting in its queues, before the
+    /// executor's watchdog logs a warning naming the vertices and their queue fill (see
+    /// [`Job::stall`]).
+    pub stall_timeout: std::time::Duration,
 }
 
 impl Default for JobConfig {
@@ -53,7 +64,8 @@ impl Default for JobConfig {
             default_parallelism: None,
             inbox_batch: 1024,
             outbox_batch: crate::outbox::DEFAULT_BATCH_LIMIT,
-            idle_timeout: std::time::Duration::from_secs(60),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            stall_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -75,17 +87,19 @@ pub(crate) struct JobShared {
     metrics: Vec<Arc<InstanceMetrics>>,
     blocking_threads: Mutex<Vec<JoinHandle<()>>>,
     started: Instant,
+    stall_timeout: Duration,
+    stall: Mutex<Option<Stall>>,
 }
 
 impl JobShared {
     pub(crate) fn new(
-        name: String,
+        config: &JobConfig,
         tasklets: usize,
         metrics: Vec<Arc<InstanceMetrics>>,
     ) -> Arc<Self> {
         Arc::new(JobShared {
             id: NEXT_JOB_ID.fetch_add(1, Ordering::Relaxed),
-            name,
+            name: config.name.clone(),
             cancel: AtomicBool::new(false),
             outcome: Mutex::new(Outcome {
                 status: JobStatus::Running,
@@ -97,7 +111,38 @@ impl JobShared {
             metrics,
             blocking_threads: Mutex::new(Vec::new()),
             started: Instant::now(),
+            stall_timeout: config.stall_timeout,
+            stall: Mutex::new(None),
         })
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn stall_timeout(&self) -> Duration {
+        self.stall_timeout
+    }
+
+    pub(crate) fn instance_metrics(&self) -> &[Arc<InstanceMetrics>] {
+        &self.metrics
+    }
+
+    /// The sum of every instance's activity counter: it moves whenever anything does.
+    pub(crate) fn activity(&self) -> u64 {
+        self.metrics.iter().map(|m| m.activity()).sum()
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        self.lock().status.is_terminal()
+    }
+
+    /// Records the current stall, or its end. Returns true when a stall begins.
+    pub(crate) fn set_stall(&self, stall: Option<Stall>) -> bool {
+        let mut current = self.stall.lock().unwrap_or_else(|e| e.into_inner());
+        let began = current.is_none() && stall.is_some();
+        *current = stall;
+        began
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Outcome> {
@@ -208,6 +253,17 @@ impl Job {
     /// A copy of every processor instance's counters, in vertex order.
     pub fn metrics(&self) -> Vec<MetricsSnapshot> {
         self.shared.metrics.iter().map(|m| m.snapshot()).collect()
+    }
+
+    /// The stall the executor's watchdog sees right now: no progress for
+    /// [`JobConfig::stall_timeout`] while items wait in some queue. `None` while the job
+    /// moves, and again as soon as it moves after a stall.
+    pub fn stall(&self) -> Option<Stall> {
+        self.shared
+            .stall
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Time since submission, or the job's whole run time once it ended.

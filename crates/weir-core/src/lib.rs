@@ -35,6 +35,7 @@
 //! | tasklets and their progress | [`tasklet`] |
 //! | worker threads and job submission | [`executor`], [`job`] |
 //! | watermarks, snapshots, metrics | [`watermark`], [`snapshot`], [`metrics`] |
+//! | stall detection | [`stall`] |
 //! | the processor test harness | [`test_support`] |
 
 #![forbid(missing_docs)]
@@ -51,6 +52,7 @@ pub mod outbox;
 pub mod processor;
 pub mod processors;
 pub mod snapshot;
+pub mod stall;
 pub mod tasklet;
 pub mod test_support;
 pub mod traverser;
@@ -66,6 +68,7 @@ pub use metrics::{Counter, InstanceMetrics, MetricsSnapshot};
 pub use outbox::{OutPort, Outbox};
 pub use processor::{Processor, ProcessorContext, ProcessorSupplier, TaskletWaker};
 pub use snapshot::{SnapshotEntry, SnapshotWriter};
+pub use stall::{QueuedInput, Stall};
 pub use tasklet::Progress;
 pub use traverser::Traverser;
 pub use watermark::{Watermark, WatermarkCoalescer};

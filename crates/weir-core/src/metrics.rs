@@ -44,6 +44,7 @@ pub struct InstanceMetrics {
     refusals: AtomicU64,
     busy_ns: AtomicU64,
     idle_ns: AtomicU64,
+    progress_calls: AtomicU64,
     queue_fill: Vec<AtomicU64>,
     user: Mutex<Vec<(String, Counter)>>,
 }
@@ -59,6 +60,7 @@ impl InstanceMetrics {
             refusals: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
             idle_ns: AtomicU64::new(0),
+            progress_calls: AtomicU64::new(0),
             queue_fill: (0..inputs).map(|_| AtomicU64::new(0)).collect(),
             user: Mutex::new(Vec::new()),
         }
@@ -96,9 +98,36 @@ impl InstanceMetrics {
         let ns = elapsed.as_nanos() as u64;
         if progress {
             self.busy_ns.fetch_add(ns, Ordering::Relaxed);
+            self.progress_calls.fetch_add(1, Ordering::Relaxed);
         } else {
             self.idle_ns.fetch_add(ns, Ordering::Relaxed);
         }
+    }
+
+    /// A number that grows whenever this instance does anything: items in or out, or a call
+    /// that reported progress. The stall watchdog compares it over time.
+    pub(crate) fn activity(&self) -> u64 {
+        self.items_in.load(Ordering::Relaxed)
+            + self.items_out.load(Ordering::Relaxed)
+            + self.progress_calls.load(Ordering::Relaxed)
+    }
+
+    /// Items waiting in each input ordinal's conveyors, sampled at the last call.
+    pub(crate) fn queue_fill(&self) -> Vec<u64> {
+        self.queue_fill
+            .iter()
+            .map(|f| f.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// The vertex name.
+    pub fn vertex(&self) -> &str {
+        &self.vertex
+    }
+
+    /// The instance's global index.
+    pub fn instance(&self) -> usize {
+        self.instance
     }
 
     pub(crate) fn record_queue_fill(&self, ordinal: usize, fill: usize) {
@@ -115,11 +144,7 @@ impl InstanceMetrics {
             backpressure_refusals: self.refusals.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
             idle: Duration::from_nanos(self.idle_ns.load(Ordering::Relaxed)),
-            queue_fill: self
-                .queue_fill
-                .iter()
-                .map(|f| f.load(Ordering::Relaxed))
-                .collect(),
+            queue_fill: self.queue_fill(),
             counters: self
                 .user
                 .lock()

@@ -196,6 +196,7 @@ pub(crate) trait ErasedPort: Send {
     fn has_room(&self) -> bool;
     fn can_take_marker(&self) -> bool;
     fn offer_watermark(&mut self, wm: Watermark) -> bool;
+    fn offer_idle(&mut self) -> bool;
     fn offer_done(&mut self) -> bool;
     fn item_type_name(&self) -> &'static str;
 }
@@ -230,6 +231,15 @@ impl<T: Item> ErasedPort for OutPort<T> {
         }
         for target in &mut self.targets {
             target.send_watermark(wm);
+        }
+        true
+    }
+    fn offer_idle(&mut self) -> bool {
+        if !self.can_take_marker() {
+            return false;
+        }
+        for target in &mut self.targets {
+            target.send_idle();
         }
         true
     }
@@ -349,6 +359,17 @@ impl Outbox {
             return false;
         }
         self.ports.iter_mut().all(|p| p.offer_watermark(wm))
+    }
+
+    /// Tells every consumer that this processor has no data for now, so that it stops holding
+    /// their watermark back until its next item or watermark. All or nothing, like
+    /// [`offer_watermark`](Self::offer_watermark): false, having sent nothing, when some port
+    /// is full.
+    pub fn offer_idle(&mut self) -> bool {
+        if !self.ports.iter().all(|p| p.can_take_marker()) {
+            return false;
+        }
+        self.ports.iter_mut().all(|p| p.offer_idle())
     }
 
     pub(crate) fn begin_call(&mut self) {

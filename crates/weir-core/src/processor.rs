@@ -40,6 +40,7 @@
 use std::sync::{Arc, OnceLock};
 use std::task::{Wake, Waker};
 use std::thread::Thread;
+use std::time::Duration;
 
 use crate::error::ProcessorResult;
 use crate::inbox::Inbox;
@@ -86,6 +87,16 @@ pub trait Processor: Send + 'static {
         outbox: &mut Outbox,
     ) -> ProcessorResult<bool> {
         Ok(outbox.offer_watermark(wm))
+    }
+
+    /// Every input went idle (its producers have no data for now) and everything that arrived
+    /// before was processed. Returns true when done; false to be called again while the
+    /// inputs stay idle. The default tells every output, through
+    /// [`Outbox::offer_idle`], so that consumers stop waiting for this one's watermark. A
+    /// processor that holds results back (a backlog, frames not yet sent, calls in flight)
+    /// sends them first, or returns false until it has.
+    fn try_process_idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(outbox.offer_idle())
     }
 
     /// Input `ordinal` is exhausted and its items were all processed. Returns true when done;
@@ -143,6 +154,9 @@ impl Processor for Box<dyn Processor> {
         outbox: &mut Outbox,
     ) -> ProcessorResult<bool> {
         (**self).try_process_watermark(wm, outbox)
+    }
+    fn try_process_idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        (**self).try_process_idle(outbox)
     }
     fn complete_edge(&mut self, ordinal: usize, outbox: &mut Outbox) -> ProcessorResult<bool> {
         (**self).complete_edge(ordinal, outbox)
@@ -232,6 +246,7 @@ pub struct ProcessorContext {
     total_parallelism: usize,
     metrics: Arc<InstanceMetrics>,
     waker: TaskletWaker,
+    idle_timeout: Duration,
 }
 
 impl ProcessorContext {
@@ -251,14 +266,15 @@ impl ProcessorContext {
             total_parallelism: local_parallelism,
             metrics,
             waker: TaskletWaker::default(),
+            idle_timeout: crate::job::DEFAULT_IDLE_TIMEOUT,
         }
     }
 
     pub(crate) fn for_instance(
         vertex: Arc<str>,
-        local_index: usize,
-        local_parallelism: usize,
+        (local_index, local_parallelism): (usize, usize),
         metrics: Arc<InstanceMetrics>,
+        idle_timeout: Duration,
     ) -> Self {
         ProcessorContext {
             vertex,
@@ -268,6 +284,7 @@ impl ProcessorContext {
             total_parallelism: local_parallelism,
             metrics,
             waker: TaskletWaker::default(),
+            idle_timeout,
         }
     }
 
@@ -309,6 +326,14 @@ impl ProcessorContext {
     /// with [`new`](Self::new) (tests), waking does nothing.
     pub fn waker(&self) -> &TaskletWaker {
         &self.waker
+    }
+
+    /// How long a source of this job may read nothing before it declares itself idle and
+    /// stops holding its consumers' watermark back ([`JobConfig::idle_timeout`]).
+    ///
+    /// [`JobConfig::idle_timeout`]: crate::JobConfig::idle_timeout
+    pub fn idle_timeout(&self) -> Duration {
+        self.idle_timeout
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::conveyor::{Receiver, Signal};
 use crate::error::ProcessorResult;
@@ -38,7 +38,8 @@ pub enum Progress {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StreamDrain {
     pub items: usize,
-    /// The stream's coalesced watermark advanced to this.
+    /// The stream's coalesced watermark advanced to this. The drain stopped right there, so
+    /// the items drained come before it and everything after it is still queued.
     pub watermark: Option<Watermark>,
     /// The stream finished during this drain.
     pub finished: bool,
@@ -49,13 +50,11 @@ pub(crate) trait InboundStream: Send {
     fn ordinal(&self) -> usize;
     fn priority(&self) -> i32;
     fn is_done(&self) -> bool;
-    /// Moves up to `limit` items into `inbox`, visiting the upstream queues fairly. `now` dates
-    /// the activity of the queues that delivered something.
-    fn drain_into(&mut self, inbox: &mut Inbox, limit: usize, now: Instant) -> StreamDrain;
-    /// Marks the queues that delivered nothing for `timeout` idle. Returns the stream's
-    /// coalesced watermark if that advanced it.
-    fn check_idle(&mut self, now: Instant, timeout: Duration) -> Option<Watermark>;
-    /// Whether every unfinished queue is idle.
+    /// Moves up to `limit` items into `inbox`, visiting the upstream queues fairly. A queue is
+    /// left at its first marker; the whole drain stops when a marker advances the stream's
+    /// coalesced watermark, so the processor sees items, then the watermark, then later items.
+    fn drain_into(&mut self, inbox: &mut Inbox, limit: usize) -> StreamDrain;
+    /// Whether every unfinished queue is idle: its producer said it has no data for now.
     fn is_idle(&self) -> bool;
     /// Items waiting in the conveyors right now.
     fn fill(&self) -> usize;
@@ -70,8 +69,6 @@ pub(crate) struct ConveyorStream<T> {
     ordinal: usize,
     priority: i32,
     coalescer: WatermarkCoalescer,
-    /// When each queue last delivered anything.
-    last_seen: Vec<Instant>,
 }
 
 impl<T: Item> ConveyorStream<T> {
@@ -85,7 +82,6 @@ impl<T: Item> ConveyorStream<T> {
             ordinal,
             priority,
             coalescer: WatermarkCoalescer::new(n),
-            last_seen: vec![Instant::now(); n],
         }
     }
 }
@@ -101,7 +97,7 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
         self.live == 0
     }
 
-    fn drain_into(&mut self, inbox: &mut Inbox, limit: usize, now: Instant) -> StreamDrain {
+    fn drain_into(&mut self, inbox: &mut Inbox, limit: usize) -> StreamDrain {
         let mut result = StreamDrain::default();
         if self.live == 0 {
             return result;
@@ -113,38 +109,28 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
         self.next = if start + 1 >= n { 0 } else { start + 1 };
         for k in 0..n {
             let i = (start + k) % n;
-            if self.done[i] {
+            let room = limit - result.items;
+            if self.done[i] || room == 0 {
                 continue;
             }
-            loop {
-                let room = limit - result.items;
-                if room == 0 {
-                    break;
-                }
-                let d = self.receivers[i].drain_into(queue, room);
-                result.items += d.items;
-                if d.items > 0 || d.signal.is_some() {
-                    self.last_seen[i] = now;
-                    self.coalescer.activate(i);
-                }
-                match d.signal {
-                    Some(Signal::Watermark(wm)) => {
-                        if let Some(advanced) = self.coalescer.observe(i, wm) {
-                            result.watermark = Some(advanced);
-                        }
-                    }
-                    Some(Signal::Done) => {
-                        self.done[i] = true;
-                        self.live -= 1;
-                        if let Some(advanced) = self.coalescer.queue_done(i) {
-                            result.watermark = Some(advanced);
-                        }
-                        break;
-                    }
-                    None => break,
-                }
+            let d = self.receivers[i].drain_into(queue, room);
+            result.items += d.items;
+            if d.items > 0 {
+                self.coalescer.activate(i);
             }
-            if result.items >= limit {
+            // A marker ends this queue's turn: what follows it waits for the next drain.
+            let advanced = match d.signal {
+                Some(Signal::Watermark(wm)) => self.coalescer.observe(i, wm),
+                Some(Signal::Idle) => self.coalescer.queue_idle(i),
+                Some(Signal::Done) => {
+                    self.done[i] = true;
+                    self.live -= 1;
+                    self.coalescer.queue_done(i)
+                }
+                None => None,
+            };
+            if advanced.is_some() {
+                result.watermark = advanced;
                 break;
             }
         }
@@ -154,19 +140,6 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
 
     fn fill(&self) -> usize {
         self.receivers.iter().map(Receiver::len).sum()
-    }
-
-    fn check_idle(&mut self, now: Instant, timeout: Duration) -> Option<Watermark> {
-        let mut advanced = None;
-        for i in 0..self.receivers.len() {
-            if !self.done[i]
-                && !self.coalescer.is_idle(i)
-                && now.duration_since(self.last_seen[i]) >= timeout
-            {
-                advanced = self.coalescer.queue_idle(i).or(advanced);
-            }
-        }
-        advanced
     }
 
     fn is_idle(&self) -> bool {
@@ -201,8 +174,9 @@ pub(crate) struct ProcessorTasklet {
     next_stream: usize,
     state: State,
     inbox_limit: usize,
-    idle_timeout: Duration,
-    last_idle_check: Instant,
+    /// Set once the processor told its consumers it is idle: the outbox's accepted total at
+    /// that moment. Anything emitted since, or any input activity, makes it stale.
+    idle_forwarded_at: Option<u64>,
     metrics: Arc<InstanceMetrics>,
     waker: TaskletWaker,
     cooperative: bool,
@@ -216,7 +190,7 @@ impl ProcessorTasklet {
         mut streams: Vec<Box<dyn InboundStream>>,
         inboxes: Vec<Inbox>,
         outbox: Outbox,
-        (inbox_limit, idle_timeout): (usize, Duration),
+        inbox_limit: usize,
     ) -> Self {
         let (vertex, instance, metrics, waker) = (
             ctx.vertex_arc(),
@@ -241,8 +215,7 @@ impl ProcessorTasklet {
             next_stream: 0,
             state: State::Running,
             inbox_limit: inbox_limit.max(1),
-            idle_timeout,
-            last_idle_check: Instant::now(),
+            idle_forwarded_at: None,
             metrics,
             waker,
             cooperative,
@@ -280,7 +253,7 @@ impl ProcessorTasklet {
         self.outbox.begin_call();
         let mut items_in = 0u64;
         let progress = match self.state {
-            State::Running => self.run_inputs(&mut items_in, started)?,
+            State::Running => self.run_inputs(&mut items_in)?,
             State::Completing => {
                 if self.processor.complete(&mut self.outbox)? {
                     self.state = State::EmittingDone;
@@ -333,29 +306,7 @@ impl ProcessorTasklet {
         Ok((after < before, after == 0))
     }
 
-    /// Lets inputs that sent nothing for the idle timeout stop holding the watermark back.
-    /// Checked a few times per timeout, not on every call.
-    fn check_idle_inputs(&mut self, now: Instant) {
-        if now.duration_since(self.last_idle_check) < self.idle_timeout / 8 {
-            return;
-        }
-        self.last_idle_check = now;
-        for s in 0..self.streams.len() {
-            let stream = &mut self.streams[s];
-            let mut advanced = stream
-                .check_idle(now, self.idle_timeout)
-                .and_then(|wm| self.coalescer.observe(s, wm));
-            if stream.is_idle() {
-                advanced = self.coalescer.queue_idle(s).or(advanced);
-            }
-            if let Some(wm) = advanced {
-                self.pending_watermark = Some(wm);
-            }
-        }
-    }
-
-    fn run_inputs(&mut self, items_in: &mut u64, now: Instant) -> ProcessorResult<bool> {
-        self.check_idle_inputs(now);
+    fn run_inputs(&mut self, items_in: &mut u64) -> ProcessorResult<bool> {
         // 1. Items already in an inbox come first.
         let (mut progress, drained) = self.process_active()?;
         if !drained {
@@ -367,6 +318,7 @@ impl ProcessorTasklet {
                 return Ok(progress);
             }
             self.pending_watermark = None;
+            self.idle_forwarded_at = None;
             progress = true;
         }
         // 3. Finished inputs, all of whose items are processed.
@@ -402,30 +354,36 @@ impl ProcessorTasklet {
                 continue;
             }
             let ordinal = stream.ordinal();
-            let d = stream.drain_into(&mut self.inboxes[ordinal], self.inbox_limit, now);
-            if d.items > 0 || d.watermark.is_some() {
-                self.coalescer.activate(s);
+            let d = stream.drain_into(&mut self.inboxes[ordinal], self.inbox_limit);
+            let idle = stream.is_idle();
+            if d.items > 0 || d.watermark.is_some() || d.finished {
+                progress = true;
+                self.idle_forwarded_at = None;
             }
-            if let Some(wm) = d.watermark
-                && let Some(advanced) = self.coalescer.observe(s, wm)
-            {
-                self.pending_watermark = Some(advanced);
+            let mut advanced = if idle {
+                self.coalescer.queue_idle(s)
+            } else {
+                self.coalescer.activate(s);
+                None
+            };
+            if let Some(wm) = d.watermark {
+                advanced = self.coalescer.observe(s, wm).or(advanced);
             }
             if d.finished {
-                progress = true;
-                if let Some(advanced) = self.coalescer.queue_done(s) {
-                    self.pending_watermark = Some(advanced);
-                }
+                advanced = self.coalescer.queue_done(s).or(advanced);
+            }
+            if let Some(wm) = advanced {
+                self.pending_watermark = Some(wm);
             }
             if d.items > 0 {
                 *items_in += d.items as u64;
                 self.active = Some(s);
                 self.next_stream = (s + 1) % n;
-                progress = true;
                 break;
             }
-            if d.watermark.is_some() {
-                progress = true;
+            if self.pending_watermark.is_some() {
+                // The watermark goes out before anything drained after it.
+                break;
             }
         }
         // 6. Process what just arrived without waiting for the next call.
@@ -433,24 +391,49 @@ impl ProcessorTasklet {
             let (processed, _) = self.process_active()?;
             progress |= processed;
         }
+        // 7. Every input idle, and everything before processed: tell the consumers, once.
+        if self.active.is_none()
+            && self.pending_watermark.is_none()
+            && self.idle_forwarded_at != Some(self.outbox.accepted_total())
+            && self.inputs_idle()
+            && self.processor.try_process_idle(&mut self.outbox)?
+        {
+            self.idle_forwarded_at = Some(self.outbox.accepted_total());
+            progress = true;
+        }
         Ok(progress)
     }
 
-    /// Closes the processor once; errors are logged, not raised, since the job's outcome is
-    /// already decided.
-    pub(crate) fn close(&mut self) {
+    /// Whether the processor has inputs, and every unfinished one is idle.
+    fn inputs_idle(&self) -> bool {
+        let mut open = self
+            .streams
+            .iter()
+            .zip(&self.edge_completed)
+            .filter(|(s, completed)| !**completed && !s.is_done())
+            .peekable();
+        open.peek().is_some() && open.all(|(s, _)| s.is_idle())
+    }
+
+    /// Closes the processor once. Later calls return `Ok`.
+    ///
+    /// # Errors
+    /// The processor's own `close` error; the executor fails the job with it.
+    pub(crate) fn close(&mut self) -> ProcessorResult<()> {
         if self.closed {
-            return;
+            return Ok(());
         }
         self.closed = true;
-        if let Err(e) = self.processor.close() {
-            tracing::warn!(vertex = %self.vertex, instance = self.instance, error = %e, "processor close failed");
-        }
+        self.processor.close()
     }
 }
 
 impl Drop for ProcessorTasklet {
     fn drop(&mut self) {
-        self.close();
+        // The executor closes every tasklet before dropping it and reports the outcome; this
+        // only covers a tasklet dropped without running (a job refused at submission).
+        if let Err(e) = self.close() {
+            tracing::warn!(vertex = %self.vertex, instance = self.instance, error = %e, "processor close failed");
+        }
     }
 }

@@ -539,10 +539,12 @@ fn a_panic_fails_the_job_and_the_worker_survives() {
         Err(Error::ProcessorPanicked {
             vertex,
             instance,
+            hook,
             message,
         }) => {
             assert_eq!(vertex, "faulty-map");
             assert!(instance < 2);
+            assert_eq!(hook, "process");
             assert_eq!(message, "boom at item 5000");
         }
         other => panic!("expected ProcessorPanicked, got {other:?}"),
@@ -1105,11 +1107,16 @@ impl Processor for OneWatermarkThenQuiet {
     }
 }
 
-/// Never emits, never finishes.
-struct Silent;
+/// Never emits an item or a watermark and never finishes; declares itself idle once.
+struct Silent {
+    idle_sent: bool,
+}
 
 impl Processor for Silent {
-    fn complete(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if !self.idle_sent {
+            self.idle_sent = outbox.offer_idle();
+        }
         Ok(false)
     }
 }
@@ -1140,9 +1147,8 @@ impl Processor for WatermarkProbe {
     }
 }
 
-#[test]
-fn an_idle_input_stops_holding_the_watermark_back() {
-    let (tx, rx) = mpsc::channel();
+/// The talker/silent/probe DAG: `silent` feeds the probe through `relay` when `relayed`.
+fn idle_dag(tx: mpsc::Sender<i64>, relayed: bool) -> Dag {
     let tx = Mutex::new(tx);
     let mut dag = Dag::new();
     let talker = dag.vertex(
@@ -1151,9 +1157,9 @@ fn an_idle_input_stops_holding_the_watermark_back() {
             .local_parallelism(1),
     );
     let silent = dag.vertex(
-        Vertex::new("silent", |_| Silent)
+        Vertex::new("silent", |_| Silent { idle_sent: false })
             .emits::<u64>()
-            .local_parallelism(1),
+            .local_parallelism(2),
     );
     let probe = dag.vertex(
         Vertex::new("probe", move |_| WatermarkProbe {
@@ -1163,19 +1169,322 @@ fn an_idle_input_stops_holding_the_watermark_back() {
         .local_parallelism(1),
     );
     dag.edge(Edge::between(talker, probe));
-    dag.edge(Edge::between(silent, probe).to_ordinal(1));
-    let config = JobConfig {
-        idle_timeout: Duration::from_millis(100),
-        ..JobConfig::default()
+    if relayed {
+        let relay = dag.vertex(
+            Vertex::new("relay", |_| MapP::new(|x: u64| x))
+                .accepts::<u64>()
+                .emits::<u64>(),
+        );
+        dag.edge(Edge::between(silent, relay));
+        dag.edge(Edge::between(relay, probe).to_ordinal(1));
+    } else {
+        dag.edge(Edge::between(silent, probe).to_ordinal(1));
+    }
+    dag
+}
+
+#[test]
+fn an_idle_input_stops_holding_the_watermark_back() {
+    for relayed in [false, true] {
+        let (tx, rx) = mpsc::channel();
+        let job = executor()
+            .submit(idle_dag(tx, relayed), JobConfig::default())
+            .unwrap();
+        // The silent input holds the watermark back until it says it is idle; through a
+        // relay, the relay says so once every one of its inputs is idle.
+        let wm = rx
+            .recv_timeout(TIMEOUT)
+            .expect("the watermark passes the idle input");
+        assert_eq!(wm, 100, "relayed: {relayed}");
+        job.cancel();
+        assert!(matches!(finish(job), Err(Error::Cancelled)));
+    }
+}
+
+/// What a [`Scripted`] source emits and a [`SequenceRecorder`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    Item(u64),
+    Watermark(i64),
+}
+
+/// Emits its whole script in one call, then finishes.
+struct Scripted {
+    script: Vec<Event>,
+}
+
+impl Processor for Scripted {
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        for event in std::mem::take(&mut self.script) {
+            let sent = match event {
+                Event::Item(x) => outbox.port::<u64>(0).offer(x).is_ok(),
+                Event::Watermark(wm) => outbox.offer_watermark(weir_core::Watermark(wm)),
+            };
+            assert!(sent, "the script fits in the conveyor");
+        }
+        Ok(true)
+    }
+}
+
+/// Records items and watermarks in the order the processor sees them.
+struct SequenceRecorder {
+    seen: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Processor for SequenceRecorder {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
+        let mut seen = self.seen.lock().unwrap();
+        seen.extend(inbox.items::<u64>().drain(..).map(Event::Item));
+        Ok(())
+    }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: weir_core::Watermark,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        self.seen.lock().unwrap().push(Event::Watermark(wm.0));
+        Ok(true)
+    }
+}
+
+#[test]
+fn the_inbox_drain_stops_at_a_watermark() {
+    // One worker: the source's whole script is queued before the recorder drains anything,
+    // so a drain that ran past the watermark would hand 3 and 4 over before it.
+    let executor = Executor::new(ExecutorConfig {
+        workers: 1,
+        ..Default::default()
+    })
+    .unwrap();
+    let script = vec![
+        Event::Item(1),
+        Event::Item(2),
+        Event::Watermark(10),
+        Event::Item(3),
+        Event::Item(4),
+        Event::Watermark(20),
+        Event::Item(5),
+    ];
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut dag = Dag::new();
+    let s = script.clone();
+    let source = dag.vertex(
+        Vertex::new("scripted", move |_| Scripted { script: s.clone() })
+            .emits::<u64>()
+            .local_parallelism(1),
+    );
+    let recorded = Arc::clone(&seen);
+    let recorder = dag.vertex(
+        Vertex::new("recorder", move |_| SequenceRecorder {
+            seen: Arc::clone(&recorded),
+        })
+        .accepts::<u64>()
+        .local_parallelism(1),
+    );
+    dag.edge(Edge::between(source, recorder));
+    finish(executor.submit(dag, JobConfig::default()).unwrap()).unwrap();
+    assert_eq!(*seen.lock().unwrap(), script);
+}
+
+/// Where a [`Booby`] panics or fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trap {
+    PanicInInit,
+    PanicInClose,
+    PanicInDrop,
+    ErrorInClose,
+}
+
+/// A sink that swallows its input and springs its trap.
+struct Booby {
+    trap: Trap,
+}
+
+impl Processor for Booby {
+    fn init(&mut self, _ctx: &ProcessorContext) -> ProcessorResult<()> {
+        if self.trap == Trap::PanicInInit {
+            panic!("trap sprung in init");
+        }
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
+        inbox.items::<u64>().clear();
+        Ok(())
+    }
+
+    fn close(&mut self) -> ProcessorResult<()> {
+        match self.trap {
+            Trap::PanicInClose => panic!("trap sprung in close"),
+            Trap::ErrorInClose => Err("flush failed in close".into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Booby {
+    fn drop(&mut self) {
+        if self.trap == Trap::PanicInDrop && !std::thread::panicking() {
+            panic!("trap sprung in drop");
+        }
+    }
+}
+
+fn trapped_job(trap: Trap) -> Dag {
+    let mut dag = Dag::new();
+    let source = dag.vertex(
+        Vertex::new("source", |ctx: &ProcessorContext| {
+            IterSource::new(share(1_000, ctx.global_index(), ctx.local_parallelism()))
+        })
+        .emits::<u64>(),
+    );
+    let sink = dag.vertex(Vertex::new("booby", move |_| Booby { trap }).accepts::<u64>());
+    dag.edge(Edge::between(source, sink));
+    dag
+}
+
+/// A job that needs every worker of a two-worker executor: one instance per worker.
+fn run_healthy_job(executor: &Executor) {
+    let mut dag = Dag::new();
+    let source = dag.vertex(
+        Vertex::new("source", |ctx: &ProcessorContext| {
+            IterSource::new(share(10_000, ctx.global_index(), ctx.local_parallelism()))
+        })
+        .emits::<u64>(),
+    );
+    let (supplier, collected) = CollectSink::<u64>::supplier();
+    let sink = dag.vertex(Vertex::new("sink", supplier).accepts::<u64>());
+    dag.edge(Edge::between(source, sink));
+    finish(executor.submit(dag, JobConfig::default()).unwrap()).unwrap();
+    assert_eq!(
+        sorted(collected.lock().unwrap().clone()),
+        (0..10_000).collect::<Vec<u64>>()
+    );
+}
+
+#[test]
+fn panics_in_init_close_and_drop_fail_the_job_and_spare_the_workers() {
+    let executor = executor();
+    for (trap, hook, message) in [
+        (Trap::PanicInInit, "init", "trap sprung in init"),
+        (Trap::PanicInClose, "close", "trap sprung in close"),
+        (Trap::PanicInDrop, "drop", "trap sprung in drop"),
+    ] {
+        let outcome = match executor.submit(trapped_job(trap), JobConfig::default()) {
+            Ok(job) => finish(job),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Err(Error::ProcessorPanicked {
+                vertex,
+                instance,
+                hook: h,
+                message: m,
+            }) => {
+                assert_eq!(vertex, "booby", "{trap:?}");
+                assert!(instance < 2, "{trap:?}");
+                assert_eq!((h, m.as_str()), (hook, message), "{trap:?}");
+            }
+            other => panic!("{trap:?}: expected ProcessorPanicked, got {other:?}"),
+        }
+        // Both workers must still serve jobs.
+        run_healthy_job(&executor);
+    }
+}
+
+#[test]
+fn an_error_in_close_fails_the_job() {
+    let executor = executor();
+    match finish(
+        executor
+            .submit(trapped_job(Trap::ErrorInClose), JobConfig::default())
+            .unwrap(),
+    ) {
+        Err(e @ Error::ProcessorFailed { .. }) => {
+            assert_eq!(e.vertex(), Some("booby"));
+            assert!(e.to_string().contains("flush failed in close"), "{e}");
+        }
+        other => panic!("expected ProcessorFailed, got {other:?}"),
+    }
+    run_healthy_job(&executor);
+}
+
+#[test]
+fn a_job_that_starves_itself_is_reported_as_stalled() {
+    // 'fork' offers every item to both outputs at once. 'join' reads its priority -1 input
+    // (through 'relay') to the end before its priority 0 input, whose queue fills up; then
+    // 'fork' can send nothing anywhere, and nothing moves again.
+    struct Fork {
+        next: u64,
+    }
+    impl Processor for Fork {
+        fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+            while self.next < 1_000_000 && outbox.offer_to_all(self.next).is_ok() {
+                self.next += 1;
+            }
+            Ok(self.next == 1_000_000)
+        }
+    }
+    let mut dag = Dag::new();
+    let fork = dag.vertex(
+        Vertex::new("fork", |_| Fork { next: 0 })
+            .emits::<u64>()
+            .local_parallelism(1),
+    );
+    let relay = dag.vertex(
+        Vertex::new("relay", |_| MapP::new(|x: u64| x))
+            .accepts::<u64>()
+            .emits::<u64>()
+            .local_parallelism(1),
+    );
+    let (supplier, _) = CountSink::<u64>::supplier();
+    let join = dag.vertex(
+        Vertex::new("join", supplier)
+            .accepts::<u64>()
+            .local_parallelism(1),
+    );
+    dag.edge(Edge::between(fork, join).capacity(64));
+    dag.edge(Edge::between(fork, relay).from_ordinal(1));
+    dag.edge(Edge::between(relay, join).to_ordinal(1).priority(-1));
+    let job = executor()
+        .submit(
+            dag,
+            JobConfig {
+                stall_timeout: Duration::from_millis(100),
+                ..JobConfig::default()
+            },
+        )
+        .unwrap();
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let stall = loop {
+        if let Some(stall) = job.stall() {
+            break stall;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no stall reported within {TIMEOUT:?}"
+        );
+        std::thread::park_timeout(Duration::from_millis(10));
     };
-    let job = executor().submit(dag, config).unwrap();
-    // The silent input holds the watermark back until it has been idle for 100 ms; then the
-    // talker's watermark comes through.
-    let wm = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the watermark passes the idle input");
-    assert_eq!(wm, 100);
+    assert!(stall.for_at_least >= Duration::from_millis(100));
+    let join_queue = stall
+        .queued
+        .iter()
+        .find(|q| q.vertex == "join")
+        .unwrap_or_else(|| panic!("the stall names 'join': {stall}"));
+    assert_eq!(join_queue.fill[0], 64, "{stall}");
+    assert!(stall.to_string().contains("'join'"), "{stall}");
     job.cancel();
-    assert!(job.wait_timeout(Duration::from_secs(30)));
-    assert!(matches!(job.join(), Err(Error::Cancelled)));
+    assert!(matches!(finish(job), Err(Error::Cancelled)));
 }

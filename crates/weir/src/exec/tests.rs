@@ -241,6 +241,7 @@ mod streaming {
                 .map(|m| match m {
                     Message::Item(f) => format!("{}@{}={}", f.key, f.end, f.acc),
                     Message::Watermark(w) => format!("wm{}", w.0),
+                    Message::Idle => "idle".into(),
                     Message::Done => "done".into(),
                 })
                 .collect();
