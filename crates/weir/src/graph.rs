@@ -6,12 +6,10 @@
 
 use std::sync::Arc;
 
-use weir_core::{Edge, Item, ItemType, Processor};
+use weir_core::{Edge, Item, ItemType, Processor, ProcessorContext};
 
 use crate::error::Misuse;
 use crate::exec::link::{Emit, ErasedLink, erase, inbox_head};
-use crate::sinks::SinkTerminalFactory;
-use crate::sources::SourceHeadFactory;
 
 /// Index of a node in its graph; nodes only ever refer to earlier nodes, so index order is a
 /// topological order.
@@ -24,6 +22,12 @@ pub(crate) type HeadFn = Arc<dyn Fn(ErasedLink) -> Box<dyn Processor> + Send + S
 pub(crate) type TerminalFn = Arc<dyn Fn() -> ErasedLink + Send + Sync>;
 /// Makes an edge partitioned by the stage's key.
 pub(crate) type RouteFn = Arc<dyn Fn(Edge) -> Edge + Send + Sync>;
+/// Builds the head processor of a source vertex around the chain that follows it.
+pub(crate) type SourceHeadFactory =
+    Arc<dyn Fn(&ProcessorContext, ErasedLink) -> Box<dyn Processor> + Send + Sync>;
+
+/// Builds the terminal link of a sink for one instance.
+pub(crate) type SinkTerminalFactory = Arc<dyn Fn(&ProcessorContext) -> ErasedLink + Send + Sync>;
 
 /// What the planner needs to know about a stage's item type.
 #[derive(Clone, Copy)]

@@ -44,7 +44,9 @@
 
 pub mod aggregate;
 pub mod async_io;
+mod connector;
 mod error;
+mod event_time;
 pub(crate) mod exec;
 pub(crate) mod graph;
 pub mod jobs;

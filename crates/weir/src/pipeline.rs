@@ -40,7 +40,10 @@ use crate::exec::sort::{Compare, SortHead};
 use crate::exec::transform::{
     FilterLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink,
 };
-use crate::graph::{Graph, HeadFn, Node, NodeId, NodeKind, RouteFn, StageType, TerminalFn, WrapFn};
+use crate::graph::{
+    Graph, HeadFn, Node, NodeId, NodeKind, RouteFn, SourceHeadFactory, StageType, TerminalFn,
+    WrapFn,
+};
 use crate::plan::plan;
 use crate::sinks::Sink;
 use crate::sources::BatchSource;
@@ -79,7 +82,7 @@ impl Pipeline {
         &self,
         name: String,
         parallelism: Option<usize>,
-        head: crate::sources::SourceHeadFactory,
+        head: SourceHeadFactory,
     ) -> BatchStage<T> {
         let node = self.graph.borrow_mut().add(Node {
             name,
@@ -147,13 +150,6 @@ impl<T: Item> Source for BatchSource<T> {
     type Stage = BatchStage<T>;
     fn read_into(self, pipeline: &Pipeline) -> BatchStage<T> {
         pipeline.add_source_node(self.name, self.parallelism, self.head)
-    }
-}
-
-impl<T: Item> Source for crate::stream::StreamSource<T> {
-    type Stage = crate::stream::StreamSourceStage<T>;
-    fn read_into(self, pipeline: &Pipeline) -> Self::Stage {
-        crate::stream::StreamSourceStage::new(pipeline.clone(), self)
     }
 }
 

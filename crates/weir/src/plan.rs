@@ -33,9 +33,10 @@ use weir_core::{Dag, Edge, ItemType, Processor, ProcessorContext, Vertex};
 
 use crate::error::{Error, Result};
 use crate::exec::link::ErasedLink;
-use crate::graph::{Graph, HeadFn, NodeId, NodeKind, RouteFn, StageType, TerminalFn, WrapFn};
-use crate::sinks::SinkTerminalFactory;
-use crate::sources::SourceHeadFactory;
+use crate::graph::{
+    Graph, HeadFn, NodeId, NodeKind, RouteFn, SinkTerminalFactory, SourceHeadFactory, StageType,
+    TerminalFn, WrapFn,
+};
 
 #[derive(Clone)]
 enum Head {

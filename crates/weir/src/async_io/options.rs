@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::stream::Timestamped;
+use crate::event_time::Timestamped;
 use serde::de::DeserializeOwned;
 
 /// The order in which an async stage emits its results.

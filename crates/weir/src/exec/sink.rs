@@ -3,8 +3,8 @@
 
 use weir_core::{BoxError, Counter, Outbox, ProcessorContext, ProcessorResult};
 
+use crate::connector::SinkWriter;
 use crate::exec::link::{ErasedLink, Link, erase};
-use crate::sinks::SinkWriter;
 
 pub(crate) struct SinkTerminal<W: SinkWriter> {
     writer: W,

@@ -2,8 +2,8 @@
 
 use weir_core::{Outbox, Processor, ProcessorContext, ProcessorResult};
 
+use crate::connector::{Emitter, SourceReader};
 use crate::exec::link::{ErasedLink, Link, unerase};
-use crate::sources::{Emitter, SourceReader};
 
 pub(crate) struct SourceHead<R: SourceReader> {
     reader: R,

@@ -14,10 +14,10 @@ use weir_core::{
     Counter, Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark,
 };
 
+use crate::event_time::{Timestamped, Window};
 use crate::exec::join::KeyFn;
 use crate::exec::link::{Link, chain_watermark, complete_chain};
 use crate::exec::window::Frames;
-use crate::stream::{Timestamped, Window};
 
 /// Builds a match, or `None` to skip the pair.
 pub(crate) type StreamMerge<L, R, O> = Arc<dyn Fn(&Window, &L, &R) -> Option<O> + Send + Sync>;

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 use weir_core::watermark::EventTimeTracker;
 use weir_core::{Counter, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
 
+use crate::connector::{Emitter, SourceReader};
+use crate::event_time::{TimestampFn, Timestamped};
 use crate::exec::link::{ErasedLink, Link, chain_watermark, unerase};
-use crate::sources::{Emitter, SourceReader};
-use crate::stream::Timestamped;
 
 /// How a stream source assigns event time.
 pub(crate) struct EventTimePolicy<T> {
-    pub timestamp: crate::stream::TimestampFn<T>,
+    pub timestamp: TimestampFn<T>,
     pub allowed_lag: i64,
     /// How long a partition may deliver nothing before it stops holding the watermark back.
     pub partition_idle_timeout: Duration,

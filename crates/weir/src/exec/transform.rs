@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use weir_core::{Item, Outbox, ProcessorContext, ProcessorResult, Watermark};
 
-use crate::stream::Timestamped;
+use crate::event_time::Timestamped;
 
 use crate::exec::link::{Link, delegate_to_next};
 

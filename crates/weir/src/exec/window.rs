@@ -27,8 +27,8 @@ use weir_core::{
 };
 
 use crate::aggregate::AggregateOperation;
+use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};
 use crate::exec::link::{Link, chain_watermark};
-use crate::stream::{KeyedWindowResult, Timestamped, WindowDefinition};
 
 /// The frame geometry of a tumbling, sliding or global window.
 #[derive(Debug, Clone, Copy)]

@@ -22,44 +22,12 @@ pub mod stream;
 
 use std::sync::Arc;
 
-use weir_core::{BoxError, Item, ProcessorContext};
+use weir_core::{Item, ProcessorContext};
 
-use crate::exec::link::ErasedLink;
 use crate::exec::sink::sink_terminal;
+use crate::graph::SinkTerminalFactory;
 
-/// Writes one sink instance's share of the results.
-///
-/// The runtime calls [`open`](Self::open) once, [`write`](Self::write) for every item, then
-/// [`close`](Self::close) once the input is exhausted.
-pub trait SinkWriter: Send + 'static {
-    /// The items it takes.
-    type Item: Item;
-
-    /// Opens the destination. `ctx` tells which instance this is.
-    fn open(&mut self, _ctx: &ProcessorContext) -> Result<(), BoxError> {
-        Ok(())
-    }
-
-    /// Writes one item. Buffer: this is called per item.
-    ///
-    /// # Errors
-    /// A failure fails the job.
-    fn write(&mut self, item: Self::Item) -> Result<(), BoxError>;
-
-    /// Flushes and closes, at the end of the input.
-    fn close(&mut self) -> Result<(), BoxError> {
-        Ok(())
-    }
-
-    /// Whether `write` may run on a cooperative worker. A writer that does blocking I/O
-    /// returns false and gets a thread of its own.
-    fn is_cooperative(&self) -> bool {
-        true
-    }
-}
-
-/// Builds the terminal link of a sink for one instance.
-pub(crate) type SinkTerminalFactory = Arc<dyn Fn(&ProcessorContext) -> ErasedLink + Send + Sync>;
+pub use crate::connector::SinkWriter;
 
 /// A destination for `T`s. Pass it to [`BatchStage::write_to`](crate::BatchStage::write_to).
 pub struct Sink<T> {

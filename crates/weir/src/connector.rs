@@ -1,0 +1,207 @@
+//! The contract between connectors and the runtime: a [`SourceReader`] reads one source
+//! instance's share into an [`Emitter`], and a [`SinkWriter`] writes one sink instance's share.
+//!
+//! Sources ([`crate::sources`]) and sinks ([`crate::sinks`]) implement these; the processors that
+//! run them (`exec`) call them. Both sides depend on this module, never on each other.
+//!
+//! ```
+//! use weir::sources::{Emitter, SourceReader};
+//!
+//! /// Counts down from `n`, a few numbers per call.
+//! struct Countdown(u32);
+//!
+//! impl SourceReader for Countdown {
+//!     type Item = u32;
+//!     fn read(&mut self, out: &mut Emitter<'_, u32>) -> Result<bool, weir::core::BoxError> {
+//!         while self.0 > 0 {
+//!             self.0 -= 1;
+//!             if !out.emit(self.0) {
+//!                 break;
+//!             }
+//!         }
+//!         Ok(self.0 == 0)
+//!     }
+//! }
+//!
+//! let mut batch = Vec::new();
+//! let mut reader = Countdown(3);
+//! assert!(reader.read(&mut Emitter::new(&mut batch, 10)).unwrap());
+//! assert_eq!(batch, [2, 1, 0]);
+//! ```
+
+use weir_core::{BoxError, Item, ProcessorContext};
+
+/// Reads one source instance's share of the input.
+///
+/// The runtime calls [`open`](Self::open) once, then [`read`](Self::read) until it returns
+/// true, then [`close`](Self::close).
+pub trait SourceReader: Send + 'static {
+    /// The items it produces.
+    type Item: Item;
+
+    /// Opens the input. `ctx` tells which instance this is
+    /// ([`ProcessorContext::global_index`] of [`ProcessorContext::total_parallelism`]), so that
+    /// a splittable source reads only its share. Register counters here.
+    fn open(&mut self, _ctx: &ProcessorContext) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Reads a bounded amount (about a millisecond of work at most), handing each item to
+    /// [`Emitter::emit`]. Stops early when `emit` returns false: the batch is full, call again
+    /// later. Returns true when the input is exhausted.
+    ///
+    /// # Errors
+    /// An I/O failure fails the job. A malformed record is not an error: count it and skip it.
+    fn read(&mut self, out: &mut Emitter<'_, Self::Item>) -> Result<bool, BoxError>;
+
+    /// How many partitions the instance reads, once opened: the items it passes to
+    /// [`Emitter::emit_from`] name one of `0..partitions()`. A stream source keeps a watermark
+    /// for each.
+    fn partitions(&self) -> usize {
+        1
+    }
+
+    /// Whether `read` may run on a cooperative worker. A reader that can block for long (a
+    /// file on a slow disk, a socket) returns false and gets a thread of its own.
+    fn is_cooperative(&self) -> bool {
+        true
+    }
+
+    /// Releases the input.
+    fn close(&mut self) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// Where a [`SourceReader`] puts what it reads: a batch that the runtime hands to the fused
+/// chain behind the source in one call.
+///
+/// ```
+/// use weir::sources::Emitter;
+///
+/// let mut batch = Vec::new();
+/// let mut out = Emitter::new(&mut batch, 2);
+/// assert!(out.emit(1));
+/// assert!(!out.emit(2)); // full: stop reading, you will be called again
+/// assert_eq!(batch, [1, 2]);
+/// ```
+///
+/// Cost: a `Vec` push per item, inlined into the reader's loop.
+pub struct Emitter<'a, T> {
+    items: &'a mut Vec<T>,
+    limit: usize,
+    /// Where the items of each partition start, when the caller tracks partitions: a run
+    /// `(first index, partition)` per change of partition. Items before the first run belong
+    /// to partition 0.
+    runs: Option<&'a mut Vec<(usize, u32)>>,
+}
+
+impl<'a, T> Emitter<'a, T> {
+    /// An emitter appending to `items` that reports full once it holds `limit` items.
+    pub fn new(items: &'a mut Vec<T>, limit: usize) -> Self {
+        Emitter {
+            items,
+            limit,
+            runs: None,
+        }
+    }
+
+    /// Like [`new`](Self::new), also recording which partition each item came from (see
+    /// [`emit_from`](Self::emit_from)) into `runs`.
+    pub(crate) fn with_partitions(
+        items: &'a mut Vec<T>,
+        limit: usize,
+        runs: &'a mut Vec<(usize, u32)>,
+    ) -> Self {
+        Emitter {
+            items,
+            limit,
+            runs: Some(runs),
+        }
+    }
+
+    /// An emitter that never reports full (for tests and tools that drain a reader).
+    pub fn unbounded(items: &'a mut Vec<T>) -> Self {
+        Emitter {
+            items,
+            limit: usize::MAX,
+            runs: None,
+        }
+    }
+
+    /// Adds `item`; returns whether there is room for more. The item is taken either way.
+    #[inline]
+    pub fn emit(&mut self, item: T) -> bool {
+        self.items.push(item);
+        self.items.len() < self.limit
+    }
+
+    /// Adds `item`, read from `partition` of the input (a file, a broker partition): a stream
+    /// source keeps a watermark per partition, so one that lags holds the others back, and
+    /// one that falls idle stops doing so. Returns whether there is room for more.
+    #[inline]
+    pub fn emit_from(&mut self, partition: u32, item: T) -> bool {
+        if let Some(runs) = self.runs.as_deref_mut() {
+            let current = runs.last().map_or(0, |r| r.1);
+            if current != partition {
+                runs.push((self.items.len(), partition));
+            }
+        }
+        self.emit(item)
+    }
+
+    /// Adds every item of `items`; returns whether there is room for more.
+    #[inline]
+    pub fn extend(&mut self, items: impl IntoIterator<Item = T>) -> bool {
+        self.items.extend(items);
+        self.items.len() < self.limit
+    }
+
+    /// An emitter over the same batch that reports full after at most `more` further items
+    /// (or sooner, at this one's limit): for readers that pace themselves.
+    pub fn limited(&mut self, more: usize) -> Emitter<'_, T> {
+        let limit = self.limit.min(self.items.len().saturating_add(more));
+        Emitter {
+            items: self.items,
+            limit,
+            runs: self.runs.as_deref_mut(),
+        }
+    }
+
+    /// How many more items fit before the batch is full.
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.limit.saturating_sub(self.items.len())
+    }
+}
+
+/// Writes one sink instance's share of the results.
+///
+/// The runtime calls [`open`](Self::open) once, [`write`](Self::write) for every item, then
+/// [`close`](Self::close) once the input is exhausted.
+pub trait SinkWriter: Send + 'static {
+    /// The items it takes.
+    type Item: Item;
+
+    /// Opens the destination. `ctx` tells which instance this is.
+    fn open(&mut self, _ctx: &ProcessorContext) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Writes one item. Buffer: this is called per item.
+    ///
+    /// # Errors
+    /// A failure fails the job.
+    fn write(&mut self, item: Self::Item) -> Result<(), BoxError>;
+
+    /// Flushes and closes, at the end of the input.
+    fn close(&mut self) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Whether `write` may run on a cooperative worker. A writer that does blocking I/O
+    /// returns false and gets a thread of its own.
+    fn is_cooperative(&self) -> bool {
+        true
+    }
+}
