@@ -11,6 +11,16 @@ pub type ProcessorResult<T> = Result<T, BoxError>;
 /// The core runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The text of a caught panic's payload: the message of `panic!("...")`, or a placeholder
+/// when the payload is not a string.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string())
+}
+
 /// Which side of a vertex an ordinal is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {

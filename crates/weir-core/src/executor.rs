@@ -30,7 +30,7 @@ use std::thread::{self, JoinHandle, Thread};
 use std::time::Duration;
 
 use crate::dag::{Dag, Routing, Vertex};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, panic_message};
 use crate::item::{ErasedEnd, ErasedRoute};
 use crate::job::{Job, JobConfig, JobShared};
 use crate::metrics::InstanceMetrics;
@@ -277,15 +277,6 @@ fn panicked(
         hook,
         message: panic_message(payload),
     }
-}
-
-/// The text of a panic payload, when it is a string.
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".to_string())
 }
 
 /// Closes and drops a tasklet that will not be called again, then counts it out of its job.

@@ -285,18 +285,13 @@ impl<T: Item> BatchStage<T> {
     pub fn flat_map<R, I>(&self, f: impl Fn(T) -> I + Send + Sync + 'static) -> BatchStage<R>
     where
         R: Item,
-        I: IntoIterator<Item = R>,
+        I: IntoIterator<Item = R> + 'static,
+        I::IntoIter: Send,
     {
         let f = Arc::new(f);
         self.transform(
             "flat-map",
-            wrap_with::<T, R>(move |next| {
-                Box::new(FlatMapLink {
-                    f: Arc::clone(&f),
-                    next,
-                    out: Vec::new(),
-                })
-            }),
+            wrap_with::<T, R>(move |next| Box::new(FlatMapLink::new(Arc::clone(&f), next))),
         )
     }
 

@@ -444,11 +444,13 @@ fn async_map_on_a_stream_keeps_event_time_and_never_crosses_a_watermark() {
 }
 
 /// Two partitions: partition 0 keeps delivering, partition 1 delivers one early event, goes
-/// quiet for at least 5 ms, then delivers an old event.
+/// quiet for at least 5 ms, then delivers an old event. The quiet spell ends only after a
+/// read made once the 5 ms had passed, so the source has seen partition 1 silent for that
+/// long whatever the scheduling: no upper bound on time is assumed.
 struct TwoPartitions {
     phase: u8,
     next: i64,
-    started: Option<std::time::Instant>,
+    quiet_since: Option<std::time::Instant>,
 }
 
 impl weir::SourceReader for TwoPartitions {
@@ -459,7 +461,6 @@ impl weir::SourceReader for TwoPartitions {
     }
 
     fn read(&mut self, out: &mut weir::sources::Emitter<'_, i64>) -> Result<bool, weir::BoxError> {
-        let started = *self.started.get_or_insert_with(std::time::Instant::now);
         match self.phase {
             0 => {
                 for t in (0..=100).step_by(10) {
@@ -468,11 +469,16 @@ impl weir::SourceReader for TwoPartitions {
                 out.emit_from(1, 0);
                 self.phase = 1;
                 self.next = 110;
+                self.quiet_since = Some(std::time::Instant::now());
                 Ok(false)
             }
-            1 if started.elapsed() < std::time::Duration::from_millis(5) => {
+            1 => {
                 out.emit_from(0, self.next);
                 self.next += 10;
+                let quiet = self.quiet_since.expect("set in phase 0").elapsed();
+                if quiet >= std::time::Duration::from_millis(5) {
+                    self.phase = 2;
+                }
                 Ok(false)
             }
             _ => {
@@ -483,18 +489,18 @@ impl weir::SourceReader for TwoPartitions {
     }
 }
 
-fn late_events_with_partition_idle_timeout(timeout: std::time::Duration) -> u64 {
+fn late_events_with_idle_timeout(timeout: std::time::Duration) -> u64 {
     let p = Pipeline::new();
     let (sink, out) = sinks::collection::list();
     let source = StreamSource::new("two-partitions", Some(1), |_: &weir::ProcessorContext| {
         TwoPartitions {
             phase: 0,
             next: 0,
-            started: None,
+            quiet_since: None,
         }
     });
     p.read_from(source)
-        .with_partition_idle_timeout(timeout)
+        .with_idle_timeout(timeout)
         .with_timestamps(|t: &i64| *t, 10)
         .write_to(sink);
     let (_, late) = run_collect(&p, &out);
@@ -505,12 +511,65 @@ fn late_events_with_partition_idle_timeout(timeout: std::time::Duration) -> u64 
 fn each_partition_holds_the_watermark_until_it_goes_idle() {
     // Partition 1 holds the source's watermark at -10, so its old event is on time...
     assert_eq!(
-        late_events_with_partition_idle_timeout(std::time::Duration::from_secs(60)),
+        late_events_with_idle_timeout(std::time::Duration::from_secs(60)),
         0
     );
     // ...unless it went idle: then partition 0 alone moved the watermark past 50.
     assert_eq!(
-        late_events_with_partition_idle_timeout(std::time::Duration::from_millis(1)),
+        late_events_with_idle_timeout(std::time::Duration::from_millis(1)),
         1
     );
+}
+
+#[test]
+fn long_backpressure_never_makes_an_input_idle() {
+    // Two source instances whose event times advance ten times apart, a stage that takes
+    // about a millisecond per item for seconds, and an idle timeout of 50 ms: the slow stage
+    // holds its inputs back for far longer than the timeout, yet no input is idle, so no
+    // watermark overtakes the queued items and nothing is late.
+    const N: u64 = 3_000;
+    let stamp = |n: &u64| {
+        if n % 2 == 0 {
+            *n as i64 * 10
+        } else {
+            *n as i64
+        }
+    };
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::generator(0, Some(N), |n| n))
+        .with_timestamps(stamp, 0)
+        .rebalance()
+        .map(|n: u64| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            n
+        })
+        .window(WindowDefinition::tumbling(1_000))
+        .aggregate(counting())
+        .write_to(sink);
+    let config = JobConfig {
+        idle_timeout: std::time::Duration::from_millis(50),
+        default_parallelism: Some(2),
+        ..JobConfig::default()
+    };
+    let job = p.submit(&Executor::shared(), config).unwrap();
+    assert!(
+        job.wait_timeout(std::time::Duration::from_secs(120)),
+        "job did not finish"
+    );
+    let late: u64 = job.metrics().iter().map(|m| m.counter("late_events")).sum();
+    job.join().unwrap();
+    assert_eq!(late, 0, "items were dropped as late");
+    let mut expected: BTreeMap<i64, u64> = BTreeMap::new();
+    for n in 0..N {
+        *expected
+            .entry(stamp(&n).div_euclid(1_000) * 1_000)
+            .or_default() += 1;
+    }
+    let got: BTreeMap<i64, u64> = out
+        .take()
+        .into_iter()
+        .map(|r: WindowResult<u64>| (r.start, r.value))
+        .collect();
+    assert_eq!(got, expected);
 }

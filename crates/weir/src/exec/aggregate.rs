@@ -90,6 +90,10 @@ where
         // Partial accumulators go out only at the end of the input; the watermark goes on.
         Ok(outbox.offer_watermark(wm))
     }
+
+    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(outbox.offer_idle())
+    }
 }
 
 /// Accumulates every item into one accumulator; emits it on output 0 at the end.
@@ -144,6 +148,10 @@ impl<T: 'static, Op: AggregateOperation<T>> Link<T> for AccumulateAll<T, Op> {
     fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
         // Partial accumulators go out only at the end of the input; the watermark goes on.
         Ok(outbox.offer_watermark(wm))
+    }
+
+    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(outbox.offer_idle())
     }
 }
 

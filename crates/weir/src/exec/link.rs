@@ -42,6 +42,11 @@ pub(crate) trait Link<T>: Send {
     /// what it emits because of it. Returns true when done; false to be called again with the
     /// same watermark (the outbox was full).
     fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool>;
+    /// Every input of the vertex went idle, after every item that arrived before was pushed.
+    /// A link that holds results back sends them first (a window terminal its open frames);
+    /// the terminal then tells the consumers ([`Outbox::offer_idle`]). Returns true when done;
+    /// false to be called again (the outbox was full).
+    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool>;
     /// The input ended. Returns true when the chain is finished.
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool>;
     /// Whether the chain may run on a cooperative thread (false if a sink blocks).
@@ -86,6 +91,9 @@ macro_rules! delegate_to_next {
             outbox: &mut weir_core::Outbox,
         ) -> weir_core::ProcessorResult<bool> {
             self.next.watermark(wm, outbox)
+        }
+        fn idle(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
+            self.next.idle(outbox)
         }
     };
 }
@@ -150,6 +158,10 @@ impl<T: Item> Link<T> for Emit<T> {
         Ok(self.flush(outbox)? && outbox.offer_watermark(wm))
     }
 
+    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(self.flush(outbox)? && outbox.offer_idle())
+    }
+
     fn is_cooperative(&self) -> bool {
         true
     }
@@ -200,11 +212,20 @@ impl<T: Item> Processor for InboxHead<T> {
 }
 
 /// Implements the hooks every head processor with a `self.chain` delegates the same way:
-/// whether it may run cooperatively, and how a watermark goes down the chain.
+/// whether it may run cooperatively, how a watermark and idleness go down the chain, and
+/// flushing the chain's backlog when no input arrives.
 macro_rules! chain_head_hooks {
     () => {
         fn is_cooperative(&self) -> bool {
             self.chain.is_cooperative()
+        }
+
+        fn try_process(
+            &mut self,
+            outbox: &mut weir_core::Outbox,
+        ) -> weir_core::ProcessorResult<bool> {
+            // A backlog left by a full outbox goes out even if no more input comes.
+            self.chain.flush(outbox)
         }
 
         fn try_process_watermark(
@@ -213,6 +234,13 @@ macro_rules! chain_head_hooks {
             outbox: &mut weir_core::Outbox,
         ) -> weir_core::ProcessorResult<bool> {
             $crate::exec::link::chain_watermark(&mut *self.chain, wm, outbox)
+        }
+
+        fn try_process_idle(
+            &mut self,
+            outbox: &mut weir_core::Outbox,
+        ) -> weir_core::ProcessorResult<bool> {
+            $crate::exec::link::chain_idle(&mut *self.chain, outbox)
         }
     };
 }
@@ -258,6 +286,11 @@ pub(crate) fn chain_watermark<T>(
     outbox: &mut Outbox,
 ) -> ProcessorResult<bool> {
     Ok(chain.flush(outbox)? && chain.watermark(wm, outbox)?)
+}
+
+/// How every head tells its chain that its inputs went idle: after the backlog is out.
+pub(crate) fn chain_idle<T>(chain: &mut dyn Link<T>, outbox: &mut Outbox) -> ProcessorResult<bool> {
+    Ok(chain.flush(outbox)? && chain.idle(outbox)?)
 }
 
 /// Makes the [`InboxHead`] processor for an erased chain taking `T`; stored as a plain `fn`

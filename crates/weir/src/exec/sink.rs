@@ -97,4 +97,9 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
     ) -> ProcessorResult<bool> {
         Ok(true)
     }
+
+    fn idle(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // A sink has no consumers to tell.
+        Ok(true)
+    }
 }

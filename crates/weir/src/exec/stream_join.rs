@@ -16,7 +16,7 @@ use weir_core::{
 
 use crate::event_time::{Timestamped, Window};
 use crate::exec::join::KeyFn;
-use crate::exec::link::{Link, chain_watermark, complete_chain};
+use crate::exec::link::{Link, chain_idle, chain_watermark, complete_chain};
 use crate::exec::window::Frames;
 
 /// Builds a match, or `None` to skip the pair.
@@ -194,6 +194,15 @@ where
             });
         }
         chain_watermark(&mut *self.chain, wm, outbox)
+    }
+
+    fn try_process(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // A backlog left by a full outbox goes out even if no more input comes.
+        self.chain.flush(outbox)
+    }
+
+    fn try_process_idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        chain_idle(&mut *self.chain, outbox)
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {

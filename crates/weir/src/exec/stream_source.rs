@@ -1,22 +1,34 @@
 //! The head of a stream source vertex: reads, stamps each item with its event time, drops
 //! late items, and sends the source's watermark after the items it covers.
+//!
+//! # Idleness
+//!
+//! A partition that delivers nothing for the idle timeout stops holding the source's
+//! watermark back until it delivers again; when nothing at all arrives for that long, the
+//! source tells its consumers it is idle, in band, after everything it sent. Only time spent
+//! reading counts: while the chain cannot take more (backpressure), the source is not
+//! reading, so its partitions' clocks stop.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_core::watermark::EventTimeTracker;
-use weir_core::{Counter, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
+use weir_core::{
+    BoxError, Counter, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark,
+};
 
-use crate::connector::{Emitter, SourceReader};
+use crate::connector::SourceReader;
 use crate::event_time::{TimestampFn, Timestamped};
-use crate::exec::link::{ErasedLink, Link, chain_watermark, unerase};
+use crate::exec::link::{ErasedLink, Link, chain_idle, chain_watermark, unerase};
+use crate::exec::read_ahead::{BATCH, ReadOutcome, SourceFeed};
 
 /// How a stream source assigns event time.
 pub(crate) struct EventTimePolicy<T> {
     pub timestamp: TimestampFn<T>,
     pub allowed_lag: i64,
-    /// How long a partition may deliver nothing before it stops holding the watermark back.
-    pub partition_idle_timeout: Duration,
+    /// How long a partition may deliver nothing before it stops holding the watermark back;
+    /// `None`: the job's idle timeout.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl<T> Clone for EventTimePolicy<T> {
@@ -24,29 +36,35 @@ impl<T> Clone for EventTimePolicy<T> {
         EventTimePolicy {
             timestamp: Arc::clone(&self.timestamp),
             allowed_lag: self.allowed_lag,
-            partition_idle_timeout: self.partition_idle_timeout,
+            idle_timeout: self.idle_timeout,
         }
     }
 }
 
-/// The most items a stream source hands to its chain at once.
-const BATCH: usize = 1024;
-
 pub(crate) struct StreamSourceHead<R: SourceReader> {
-    reader: R,
+    feed: SourceFeed<R>,
     policy: EventTimePolicy<R::Item>,
+    idle_timeout: Duration,
     tracker: EventTimeTracker,
     chain: Box<dyn Link<Timestamped<R::Item>>>,
     raw: Vec<R::Item>,
     /// Where each partition's items start in `raw` (see `Emitter::emit_from`).
     runs: Vec<(usize, u32)>,
-    /// When each partition last delivered an item.
+    /// When each partition last delivered an item, on the reading clock (see the module docs).
     last_seen: Vec<Instant>,
+    /// When anything last arrived, on the same clock.
+    last_item: Instant,
+    /// Since when the chain has refused to take more: the reading clock is stopped.
+    held_since: Option<Instant>,
+    /// Whether the consumers were told this source is idle, since its last item.
+    idle_sent: bool,
     batch: Vec<Timestamped<R::Item>>,
     /// The last watermark the chain accepted, and one it still has to accept.
     sent: Watermark,
     pending: Option<Watermark>,
     exhausted: bool,
+    /// A read failure, raised once the items read before it are down the chain.
+    failed: Option<BoxError>,
     late: Counter,
 }
 
@@ -58,88 +76,129 @@ pub(crate) fn stream_source_head<R: SourceReader>(
 where
     R::Item: Item,
 {
+    let now = Instant::now();
     Box::new(StreamSourceHead {
-        reader,
+        feed: SourceFeed::new(reader),
         tracker: EventTimeTracker::new(1, policy.allowed_lag),
+        idle_timeout: policy
+            .idle_timeout
+            .unwrap_or(weir_core::job::DEFAULT_IDLE_TIMEOUT),
         policy,
         chain: unerase::<Timestamped<R::Item>>(chain),
         raw: Vec::with_capacity(BATCH),
         runs: Vec::new(),
         last_seen: Vec::new(),
+        last_item: now,
+        held_since: None,
+        idle_sent: false,
         batch: Vec::with_capacity(BATCH),
         sent: Watermark::MIN,
         pending: None,
         exhausted: false,
+        failed: None,
         late: Counter::default(),
     })
 }
 
 impl<R: SourceReader> StreamSourceHead<R> {
-    /// Hands the pending watermark to the chain; true when nothing is pending any more.
-    fn send_pending(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        if let Some(wm) = self.pending {
-            if !chain_watermark(&mut *self.chain, wm, outbox)? {
-                return Ok(false);
+    /// Flushes the chain's backlog and hands it the pending watermark; true when both are
+    /// out. While they are not, the source is held back and its reading clock stops.
+    fn drain_chain(&mut self, outbox: &mut Outbox, now: Instant) -> ProcessorResult<bool> {
+        let mut out = self.chain.flush(outbox)?;
+        if out && let Some(wm) = self.pending {
+            out = chain_watermark(&mut *self.chain, wm, outbox)?;
+            if out {
+                self.sent = wm;
+                self.pending = None;
             }
-            self.sent = wm;
-            self.pending = None;
         }
-        Ok(true)
+        if !out {
+            self.held_since.get_or_insert(now);
+        }
+        Ok(out)
+    }
+
+    /// Restarts the reading clock after backpressure: the time held back does not count
+    /// towards any partition's idleness.
+    fn resume_clock(&mut self, now: Instant) {
+        if let Some(since) = self.held_since.take() {
+            let held = now.duration_since(since);
+            for seen in &mut self.last_seen {
+                *seen += held;
+            }
+            self.last_item += held;
+        }
+    }
+
+    /// Stamps the items just read, drops the late ones, and notes which partitions spoke.
+    fn stamp(&mut self, now: Instant) {
+        let mut late = 0;
+        let (mut partition, mut next_run) = (0usize, 0usize);
+        let last = self.last_seen.len() - 1;
+        for (i, item) in self.raw.drain(..).enumerate() {
+            while let Some(&(start, p)) = self.runs.get(next_run)
+                && start <= i
+            {
+                partition = (p as usize).min(last);
+                next_run += 1;
+            }
+            let timestamp = (self.policy.timestamp)(&item);
+            self.last_seen[partition] = now;
+            if self.tracker.accept(partition, timestamp) {
+                self.batch.push(Timestamped { timestamp, item });
+            } else {
+                late += 1;
+            }
+        }
+        if late > 0 {
+            self.late.add(late);
+        }
+        if self.last_seen.len() > 1 {
+            for (p, seen) in self.last_seen.iter().enumerate() {
+                if now.duration_since(*seen) >= self.idle_timeout {
+                    self.tracker.mark_idle(p);
+                }
+            }
+        }
     }
 }
 
 impl<R: SourceReader> Processor for StreamSourceHead<R> {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.late = ctx.metrics().counter("late_events");
-        self.reader.open(ctx)?;
-        let partitions = self.reader.partitions().max(1);
+        self.idle_timeout = self.policy.idle_timeout.unwrap_or(ctx.idle_timeout());
+        self.feed.open(ctx)?;
+        let partitions = self.feed.partitions().max(1);
         self.tracker = EventTimeTracker::new(partitions, self.policy.allowed_lag);
-        self.last_seen = vec![Instant::now(); partitions];
+        let now = Instant::now();
+        self.last_seen = vec![now; partitions];
+        self.last_item = now;
         self.chain.init(ctx)
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        if !self.chain.flush(outbox)? || !self.send_pending(outbox)? {
+        let now = Instant::now();
+        if !self.drain_chain(outbox, now)? {
             return Ok(false);
         }
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         if !self.exhausted {
+            self.resume_clock(now);
             self.runs.clear();
-            self.exhausted = self.reader.read(&mut Emitter::with_partitions(
-                &mut self.raw,
-                BATCH,
-                &mut self.runs,
-            ))?;
-            let now = Instant::now();
-            let mut late = 0;
-            let (mut partition, mut next_run) = (0usize, 0usize);
-            for (i, item) in self.raw.drain(..).enumerate() {
-                while let Some(&(start, p)) = self.runs.get(next_run)
-                    && start <= i
-                {
-                    partition = (p as usize).min(self.last_seen.len() - 1);
-                    next_run += 1;
-                }
-                let timestamp = (self.policy.timestamp)(&item);
-                self.last_seen[partition] = now;
-                if self.tracker.accept(partition, timestamp) {
-                    self.batch.push(Timestamped { timestamp, item });
-                } else {
-                    late += 1;
-                }
+            match self.feed.read(&mut self.raw, Some(&mut self.runs)) {
+                ReadOutcome::More => {}
+                ReadOutcome::Exhausted => self.exhausted = true,
+                ReadOutcome::Failed(e) => self.failed = Some(e),
             }
-            if self.last_seen.len() > 1 {
-                // A partition silent for the idle timeout stops holding the watermark back
-                // until it delivers again.
-                for (p, seen) in self.last_seen.iter().enumerate() {
-                    if now.duration_since(*seen) >= self.policy.partition_idle_timeout {
-                        self.tracker.mark_idle(p);
-                    }
-                }
+            let read = self.raw.len();
+            if read > 0 {
+                self.last_item = now;
+                self.idle_sent = false;
             }
-            if late > 0 {
-                self.late.add(late);
-            }
-            if !self.batch.is_empty() || late > 0 || self.exhausted {
+            self.stamp(now);
+            if read > 0 || self.exhausted || self.failed.is_some() {
                 outbox.report_progress();
             }
             self.chain.push_batch(&mut self.batch);
@@ -152,18 +211,33 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
             if wm > self.sent {
                 self.pending = Some(wm);
             }
-            if !self.chain.flush(outbox)? || !self.send_pending(outbox)? || !self.exhausted {
+            if !self.drain_chain(outbox, now)? {
+                return Ok(false);
+            }
+            if let Some(e) = self.failed.take() {
+                return Err(e);
+            }
+            if !self.exhausted {
+                if read == 0
+                    && !self.idle_sent
+                    && now.duration_since(self.last_item) >= self.idle_timeout
+                    && chain_idle(&mut *self.chain, outbox)?
+                {
+                    self.idle_sent = true;
+                    outbox.report_progress();
+                }
                 return Ok(false);
             }
         }
         self.chain.complete(outbox)
     }
 
+    /// Always the chain's say: a reader that may block reads ahead on an I/O thread.
     fn is_cooperative(&self) -> bool {
-        self.reader.is_cooperative() && self.chain.is_cooperative()
+        self.chain.is_cooperative()
     }
 
     fn close(&mut self) -> ProcessorResult<()> {
-        self.reader.close()
+        self.feed.close()
     }
 }

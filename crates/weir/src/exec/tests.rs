@@ -27,11 +27,8 @@ fn fused_chain_behind_an_inbox() {
             f: Arc::new(|x: &u32| !x.is_multiple_of(3)),
             next: emit::<u32>(),
         });
-        let flat: Box<dyn Link<u32>> = Box::new(FlatMapLink {
-            f: Arc::new(|x: u32| [x, x + 100]),
-            next: filter,
-            out: Vec::new(),
-        });
+        let flat: Box<dyn Link<u32>> =
+            Box::new(FlatMapLink::new(Arc::new(|x: u32| [x, x + 100]), filter));
         let map: Box<dyn Link<u32>> = Box::new(MapLink {
             f: Arc::new(|x: u32| x * 2),
             next: flat,
@@ -425,7 +422,7 @@ mod streaming {
         let policy = crate::exec::stream_source::EventTimePolicy {
             timestamp: Arc::new(|x: &i64| *x),
             allowed_lag: 10,
-            partition_idle_timeout: std::time::Duration::from_secs(60),
+            idle_timeout: None,
         };
         verify_processor(move |ctx| {
             let head = std::sync::Arc::clone(&source.head);

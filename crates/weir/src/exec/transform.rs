@@ -1,5 +1,6 @@
 //! Stateless and per-instance stateful links: map, filter, flat map, peek, stateful map.
 
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -61,44 +62,135 @@ impl<T: Item, F: Fn(&T) -> bool + Send + Sync> Link<T> for FilterLink<F, T> {
 /// Results a flat map collects before handing them on.
 const FLAT_MAP_RUN: usize = 1024;
 
-pub(crate) struct FlatMapLink<F, R> {
-    pub f: Arc<F>,
-    pub next: Box<dyn Link<R>>,
-    /// Reused output batch.
-    pub out: Vec<R>,
+/// A flat map that expands lazily: it stops expanding as soon as the chain behind it is full,
+/// keeping the rest of the current item's results (as its iterator) and the items not yet
+/// expanded, and goes on at the next `flush`. So one item that yields millions never lands
+/// more than a run in the chain's backlog.
+pub(crate) struct FlatMapLink<F, T, I: IntoIterator> {
+    f: Arc<F>,
+    next: Box<dyn Link<I::Item>>,
+    /// Results collected for the next hand-off (reused).
+    out: Vec<I::Item>,
+    /// The rest of the item being expanded when the chain filled.
+    current: Option<I::IntoIter>,
+    /// Items not expanded yet when the chain filled.
+    pending: VecDeque<T>,
 }
 
-impl<T, R: Item, I: IntoIterator<Item = R>, F: Fn(T) -> I + Send + Sync> Link<T>
-    for FlatMapLink<F, R>
+impl<F, T, I: IntoIterator> FlatMapLink<F, T, I> {
+    pub(crate) fn new(f: Arc<F>, next: Box<dyn Link<I::Item>>) -> Self {
+        FlatMapLink {
+            f,
+            next,
+            out: Vec::new(),
+            current: None,
+            pending: VecDeque::new(),
+        }
+    }
+}
+
+impl<T, I, F> FlatMapLink<F, T, I>
+where
+    I: IntoIterator,
+    I::Item: Item,
+    F: Fn(T) -> I,
+{
+    /// Expands `iter` into runs handed to the next link. Returns false, keeping what is left
+    /// of `iter` in `current`, when the next link is full.
+    #[inline]
+    fn expand(&mut self, mut iter: I::IntoIter) -> bool {
+        for r in iter.by_ref() {
+            self.out.push(r);
+            if self.out.len() >= FLAT_MAP_RUN && !self.next.push_batch(&mut self.out) {
+                self.current = Some(iter);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Goes on with the held-back item and items; true when nothing is held back and the
+    /// last run was handed on with room to spare.
+    fn resume(&mut self) -> bool {
+        if let Some(iter) = self.current.take()
+            && !self.expand(iter)
+        {
+            return false;
+        }
+        while let Some(item) = self.pending.pop_front() {
+            let iter = (self.f)(item).into_iter();
+            if !self.expand(iter) {
+                return false;
+            }
+        }
+        self.out.is_empty() || self.next.push_batch(&mut self.out)
+    }
+
+    fn is_drained(&self) -> bool {
+        self.current.is_none() && self.pending.is_empty()
+    }
+
+    /// Flushes the next link and resumes until both are done or the outbox is full.
+    fn drain(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        loop {
+            if !self.next.flush(outbox)? {
+                return Ok(false);
+            }
+            if self.is_drained() {
+                return Ok(true);
+            }
+            self.resume();
+        }
+    }
+}
+
+impl<T, I, F> Link<T> for FlatMapLink<F, T, I>
+where
+    T: Send,
+    I: IntoIterator,
+    I::Item: Item,
+    I::IntoIter: Send,
+    F: Fn(T) -> I + Send + Sync,
 {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.next.init(ctx)
     }
     #[inline]
     fn push(&mut self, item: T) -> bool {
-        // Every result of one item is pushed: the backlog may overshoot by one item's worth.
-        let mut room = true;
-        for r in (self.f)(item) {
-            room = self.next.push(r);
-        }
-        room
+        self.pending.push_back(item);
+        self.resume()
     }
     fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
-        // Hand results on in runs of about FLAT_MAP_RUN, so the intermediate batch stays in
-        // cache however much each item expands.
-        let mut room = true;
-        for item in items.drain(..) {
-            self.out.extend((self.f)(item));
-            if self.out.len() >= FLAT_MAP_RUN {
-                room = self.next.push_batch(&mut self.out);
+        if !self.is_drained() {
+            // Heads flush before they push, but keep the order whatever happens.
+            self.pending.extend(items.drain(..));
+            return self.resume();
+        }
+        let mut items = items.drain(..);
+        while let Some(item) = items.next() {
+            let iter = (self.f)(item).into_iter();
+            if !self.expand(iter) {
+                self.pending.extend(items);
+                return false;
             }
         }
-        if !self.out.is_empty() {
-            room = self.next.push_batch(&mut self.out);
-        }
-        room
+        self.out.is_empty() || self.next.push_batch(&mut self.out)
     }
-    delegate_to_next!();
+    fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.drain(outbox)
+    }
+    fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(self.drain(outbox)? && self.next.watermark(wm, outbox)?)
+    }
+    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(self.drain(outbox)? && self.next.idle(outbox)?)
+    }
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(self.drain(outbox)? && self.next.complete(outbox)?)
+    }
+    fn is_cooperative(&self) -> bool {
+        self.next.is_cooperative()
+    }
 }
 
 pub(crate) struct PeekLink<F, T> {
@@ -250,6 +342,9 @@ where
             self.states.retain(|_, (_, seen)| *seen >= horizon);
         }
         self.next.watermark(wm, outbox)
+    }
+    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.next.idle(outbox)
     }
     fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         self.next.flush(outbox)

@@ -16,7 +16,7 @@
 //!
 //! An item behind the watermark is late: it is dropped and counted in `late_events`.
 
-use std::collections::{BTreeMap, hash_map};
+use std::collections::{BTreeMap, VecDeque, hash_map};
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use weir_core::{
 
 use crate::aggregate::AggregateOperation;
 use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};
-use crate::exec::link::{Link, chain_watermark};
+use crate::exec::link::{Link, chain_idle, chain_watermark};
 
 /// The frame geometry of a tumbling, sliding or global window.
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +117,48 @@ impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> FrameAccumulate<T, K, KF, Op> 
     }
 }
 
+impl<T, K, KF, Op> FrameAccumulate<T, K, KF, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq,
+    KF: Fn(&T) -> K + Send + Sync + ?Sized,
+    Op: AggregateOperation<T>,
+{
+    /// Sends every open frame ending at or before `limit`, partial accumulator by partial
+    /// accumulator, as room allows. Returns false when the port filled; the next call goes on
+    /// where this one stopped.
+    fn send_frames_ending_by(&mut self, limit: i64, outbox: &mut Outbox) -> bool {
+        let port = outbox.port::<Frame<K, Op::Acc>>(0);
+        loop {
+            if let Some(frame) = self.pending.take()
+                && let Err(frame) = port.offer(frame)
+            {
+                self.pending = Some(frame);
+                return false;
+            }
+            match &mut self.draining {
+                Some((end, entries)) => match entries.next() {
+                    Some((key, acc)) => {
+                        self.pending = Some(Frame {
+                            key,
+                            end: *end,
+                            acc,
+                        })
+                    }
+                    None => self.draining = None,
+                },
+                None => match self.open.first_key_value() {
+                    Some((&end, _)) if end <= limit => {
+                        let (end, entries) = self.open.pop_first().expect("first exists");
+                        self.draining = Some((end, entries.into_iter()));
+                    }
+                    _ => return true,
+                },
+            }
+        }
+    }
+}
+
 impl<T, K, KF, Op> Link<Timestamped<T>> for FrameAccumulate<T, K, KF, Op>
 where
     T: 'static,
@@ -157,35 +199,14 @@ where
 
     fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
         self.watermark = self.watermark.max(wm.0);
-        let port = outbox.port::<Frame<K, Op::Acc>>(0);
-        loop {
-            if let Some(frame) = self.pending.take()
-                && let Err(frame) = port.offer(frame)
-            {
-                self.pending = Some(frame);
-                return Ok(false);
-            }
-            match &mut self.draining {
-                Some((end, entries)) => match entries.next() {
-                    Some((key, acc)) => {
-                        self.pending = Some(Frame {
-                            key,
-                            end: *end,
-                            acc,
-                        })
-                    }
-                    None => self.draining = None,
-                },
-                None => match self.open.first_key_value() {
-                    Some((&end, _)) if end <= self.watermark => {
-                        let (end, entries) = self.open.pop_first().expect("first exists");
-                        self.draining = Some((end, entries.into_iter()));
-                    }
-                    _ => break,
-                },
-            }
-        }
-        Ok(outbox.offer_watermark(wm))
+        Ok(self.send_frames_ending_by(self.watermark, outbox) && outbox.offer_watermark(wm))
+    }
+
+    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // The consumers will stop waiting for this instance's watermark, so its open frames
+        // go now, or the windows they belong to would close without them. Later items of
+        // the same frames make new partial frames, combined downstream like any other.
+        Ok(self.send_frames_ending_by(i64::MAX, outbox) && outbox.offer_idle())
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
@@ -209,9 +230,18 @@ pub(crate) struct SlidingCombine<T, K, Op: AggregateOperation<T>> {
     /// window ending at `running_end`.
     running: FxHashMap<K, (Op::Acc, u32)>,
     running_end: Option<i64>,
+    /// The window whose results are going out, when the chain filled before the last.
+    emitting: Option<Emitting<K, Op::Acc>>,
     chain: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
     late: Counter,
     _t: PhantomData<fn(T)>,
+}
+
+/// A window being emitted: its bounds and the results not yet pushed.
+struct Emitting<K, A> {
+    start: i64,
+    end: i64,
+    results: std::vec::IntoIter<(K, A)>,
 }
 
 impl<T, K, Op: AggregateOperation<T>> SlidingCombine<T, K, Op> {
@@ -227,6 +257,7 @@ impl<T, K, Op: AggregateOperation<T>> SlidingCombine<T, K, Op> {
             next_end: i64::MIN,
             running: FxHashMap::default(),
             running_end: None,
+            emitting: None,
             chain,
             late: Counter::default(),
             _t: PhantomData,
@@ -305,50 +336,65 @@ where
         }
     }
 
-    /// Emits every window ending at or before `wm` that holds data. Returns false when the
-    /// chain's backlog filled up; the next call goes on.
+    /// Emits every window ending at or before `wm` that holds data, one result at a time.
+    /// Returns false when the chain's backlog filled up; the next call goes on with the same
+    /// window, so a window of a million keys never lands in the backlog at once.
     fn emit_windows(&mut self, wm: i64) -> bool {
-        let slide = self.frames.slide;
-        while let Some(&first) = self.received.keys().next() {
+        loop {
+            if let Some(window) = &mut self.emitting {
+                let (start, end) = (window.start, window.end);
+                for (key, acc) in window.results.by_ref() {
+                    let value = KeyedWindowResult {
+                        start,
+                        end,
+                        key,
+                        value: self.op.finish(acc),
+                    };
+                    let room = self.chain.push(Timestamped {
+                        timestamp: end.saturating_sub(1),
+                        item: value,
+                    });
+                    if !room {
+                        return false;
+                    }
+                }
+                self.emitting = None;
+                self.window_emitted(end);
+                continue;
+            }
             // The earliest window holding the earliest frame, unless it was already emitted.
+            let Some(&first) = self.received.keys().next() else {
+                return true;
+            };
             let end = first.max(self.next_end);
             if end > wm {
-                break;
+                return true;
             }
-            let start = self.frames.window_start(end);
-            let mut room = true;
-            for (key, acc) in self.window(end) {
-                let value = KeyedWindowResult {
-                    start,
-                    end,
-                    key,
-                    value: self.op.finish(acc),
-                };
-                room = self.chain.push(Timestamped {
-                    timestamp: end.saturating_sub(1),
-                    item: value,
-                });
-            }
-            if self.frames.global {
-                self.received.clear();
-                self.next_end = i64::MAX;
-                return room;
-            }
-            self.next_end = end + slide;
-            // Keep the frame the next slide deducts; drop the older ones.
-            let keep_from = end + slide - self.frames.size;
-            while self
-                .received
-                .first_key_value()
-                .is_some_and(|(&fe, _)| fe < keep_from)
-            {
-                self.received.pop_first();
-            }
-            if !room {
-                return false;
-            }
+            self.emitting = Some(Emitting {
+                start: self.frames.window_start(end),
+                end,
+                results: self.window(end).into_iter(),
+            });
         }
-        true
+    }
+
+    /// Moves past the window ending at `end`, once all its results are out: keeps the frame
+    /// the next slide deducts and drops the older ones.
+    fn window_emitted(&mut self, end: i64) {
+        if self.frames.global {
+            self.received.clear();
+            self.next_end = i64::MAX;
+            return;
+        }
+        self.next_end = end + self.frames.slide;
+        let keep_from = end + self.frames.slide - self.frames.size;
+        while self
+            .received
+            .first_key_value()
+            .is_some_and(|(&fe, _)| fe < keep_from)
+        {
+            self.received.pop_first();
+        }
     }
 }
 
@@ -403,6 +449,10 @@ where
         chain_watermark(&mut *self.chain, wm, outbox)
     }
 
+    fn try_process_idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        chain_idle(&mut *self.chain, outbox)
+    }
+
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         if !self.try_process_watermark(Watermark::MAX, outbox)? {
             return Ok(false);
@@ -427,6 +477,8 @@ pub(crate) struct SessionLink<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     key: Arc<KF>,
     op: Arc<Op>,
     sessions: FxHashMap<K, Vec<Session<Op::Acc>>>,
+    /// Sessions the watermark closed whose results are not pushed yet.
+    closing: VecDeque<(K, Session<Op::Acc>)>,
     watermark: i64,
     late: Counter,
     next: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
@@ -445,6 +497,7 @@ impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> SessionLink<T, K, KF, Op> {
             key,
             op,
             sessions: FxHashMap::default(),
+            closing: VecDeque::new(),
             watermark: i64::MIN,
             late: Counter::default(),
             next,
@@ -495,29 +548,39 @@ where
     fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
         if wm.0 > self.watermark {
             self.watermark = wm.0;
-            let mut closed = Vec::new();
+            let closing = &mut self.closing;
             self.sessions.retain(|key, sessions| {
                 let mut i = 0;
                 while i < sessions.len() {
                     if sessions[i].end <= wm.0 {
-                        closed.push((key.clone(), sessions.swap_remove(i)));
+                        closing.push_back((key.clone(), sessions.swap_remove(i)));
                     } else {
                         i += 1;
                     }
                 }
                 !sessions.is_empty()
             });
-            for (key, s) in closed {
+        }
+        // One closed session at a time, as the chain has room; the watermark follows them.
+        loop {
+            if !self.next.flush(outbox)? {
+                return Ok(false);
+            }
+            let mut room = true;
+            while room && let Some((key, s)) = self.closing.pop_front() {
                 let value = KeyedWindowResult {
                     start: s.start,
                     end: s.end,
                     key,
                     value: self.op.finish(s.acc),
                 };
-                self.next.push(Timestamped {
+                room = self.next.push(Timestamped {
                     timestamp: s.end.saturating_sub(1),
                     item: value,
                 });
+            }
+            if room {
+                break;
             }
         }
         chain_watermark(&mut *self.next, wm, outbox)
@@ -525,6 +588,11 @@ where
 
     fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         self.next.flush(outbox)
+    }
+
+    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // Open sessions stay: only the watermark closes them.
+        self.next.idle(outbox)
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {

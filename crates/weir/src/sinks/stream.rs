@@ -155,6 +155,10 @@ impl<T: Item, O: Outlet<T>> Link<T> for ChannelTerminal<T, O> {
         // A sink: the watermark ends here.
         Ok(true)
     }
+
+    fn idle(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(true)
+    }
 }
 
 impl<T, O> Drop for ChannelTerminal<T, O> {

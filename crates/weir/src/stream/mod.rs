@@ -28,8 +28,10 @@
 //! [`StreamStage`]. Each source instance sends a watermark, `highest time seen − allowed lag`,
 //! after the items it covers; an item behind it is late, dropped and counted in the
 //! `late_events` counter. A finite stream source ends with a watermark of +∞, so every window
-//! closes. Every processor follows the minimum watermark of its inputs; an input silent for
-//! the job's idle timeout (60 s by default, [`JobConfig::idle_timeout`]) stops holding it back.
+//! closes. Every processor follows the minimum watermark of its inputs. A source instance that
+//! reads nothing for the job's idle timeout (60 s by default, [`JobConfig::idle_timeout`], or
+//! [`StreamSourceStage::with_idle_timeout`]) says so in band, and stops holding its consumers
+//! back until it sends again; backpressure never makes a source idle.
 //!
 //! Inside, a stream stage carries [`Timestamped`] items through the same fused chains as a
 //! batch stage: a `map` on a stream is a batch `map` that keeps the timestamp.
@@ -115,7 +117,7 @@ impl<T: Item> Source for StreamSource<T> {
 pub struct StreamSourceStage<T> {
     pipeline: crate::Pipeline,
     source: StreamSource<T>,
-    partition_idle_timeout: Duration,
+    idle_timeout: Option<Duration>,
 }
 
 impl<T: Item> StreamSourceStage<T> {
@@ -123,15 +125,19 @@ impl<T: Item> StreamSourceStage<T> {
         StreamSourceStage {
             pipeline,
             source,
-            partition_idle_timeout: Duration::from_secs(60),
+            idle_timeout: None,
         }
     }
 
-    /// How long one partition of a source instance may deliver nothing before it stops
-    /// holding the instance's watermark back (default 60 s). See
-    /// [`Emitter::emit_from`](crate::sources::Emitter::emit_from).
-    pub fn with_partition_idle_timeout(mut self, timeout: Duration) -> Self {
-        self.partition_idle_timeout = timeout;
+    /// How long a source instance may read nothing before it declares itself idle, and one
+    /// of its partitions (see [`Emitter::emit_from`](crate::sources::Emitter::emit_from))
+    /// before it stops holding the instance's watermark back. An idle instance tells its
+    /// consumers in band, after everything it sent, and they stop waiting for its watermark
+    /// until it sends again. Time the source spends held back by backpressure does not
+    /// count. Default: the job's [`JobConfig::idle_timeout`](weir_core::JobConfig::idle_timeout)
+    /// (60 s).
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout);
         self
     }
 
@@ -145,7 +151,7 @@ impl<T: Item> StreamSourceStage<T> {
         self.attach(EventTimePolicy {
             timestamp: Arc::new(timestamp),
             allowed_lag,
-            partition_idle_timeout: Duration::ZERO, // set by attach
+            idle_timeout: None, // set by attach
         })
     }
 
@@ -164,7 +170,7 @@ impl<T: Item> StreamSourceStage<T> {
         self.attach(EventTimePolicy {
             timestamp,
             allowed_lag,
-            partition_idle_timeout: Duration::ZERO, // set by attach
+            idle_timeout: None, // set by attach
         })
     }
 
@@ -177,12 +183,12 @@ impl<T: Item> StreamSourceStage<T> {
                     .map_or(0, |d| d.as_millis() as i64)
             }),
             allowed_lag: 0,
-            partition_idle_timeout: Duration::ZERO, // set by attach
+            idle_timeout: None, // set by attach
         })
     }
 
     fn attach(self, mut policy: EventTimePolicy<T>) -> StreamStage<T> {
-        policy.partition_idle_timeout = self.partition_idle_timeout;
+        policy.idle_timeout = self.idle_timeout;
         let head = Arc::clone(&self.source.head);
         let stage = self.pipeline.add_source_node::<Timestamped<T>>(
             self.source.name,
@@ -250,7 +256,8 @@ impl<T: Item> StreamStage<T> {
     pub fn flat_map<R, I>(&self, f: impl Fn(T) -> I + Send + Sync + 'static) -> StreamStage<R>
     where
         R: Item,
-        I: IntoIterator<Item = R>,
+        I: IntoIterator<Item = R> + 'static,
+        I::IntoIter: Send,
     {
         Self::wrap(self.inner.flat_map(move |t: Timestamped<T>| {
             let timestamp = t.timestamp;

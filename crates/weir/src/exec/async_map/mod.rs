@@ -51,7 +51,7 @@ use weir_core::{
 use crate::async_io::call::{AttemptError, CallFn, MakeCall, call_with_retries};
 use crate::async_io::options::{Codec, Describe, Fallback, RetryPolicy};
 use crate::async_io::{AsyncError, AsyncOptions, OutputOrder, runtime};
-use crate::exec::link::{Link, chain_watermark};
+use crate::exec::link::{Link, chain_idle, chain_watermark};
 
 /// Longest item description in an error.
 const DESCRIPTION_LIMIT: usize = 200;
@@ -727,6 +727,18 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
         // arrived before it is still held.
         self.emit(outbox)?;
         Ok(true)
+    }
+
+    fn try_process_idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // Results still to come would reach consumers that stopped waiting for this one:
+        // tell them only once nothing is held.
+        if !self.pump(outbox)? || !self.send_pending()? {
+            return Ok(false);
+        }
+        if self.occupied > 0 || self.segments.len() > 1 {
+            return Ok(false);
+        }
+        chain_idle(&mut *self.chain, outbox)
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {

@@ -811,6 +811,10 @@ impl Link<u32> for Witness {
             .push(format!("wm {}", wm.timestamp()));
         self.next.watermark(wm, outbox)
     }
+    fn idle(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
+        self.seen.lock().unwrap().push("idle".to_string());
+        self.next.idle(outbox)
+    }
     fn flush(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
         self.next.flush(outbox)
     }
@@ -857,4 +861,111 @@ fn watermarks_go_down_the_chain_after_the_results_before_them() {
             "{run:?}"
         );
     }
+}
+
+/// Emits its whole script, items and watermarks, in one call, then finishes.
+struct Scripted {
+    script: Vec<Message<u32>>,
+}
+
+impl Processor for Scripted {
+    fn complete(&mut self, outbox: &mut Outbox) -> weir_core::ProcessorResult<bool> {
+        for m in std::mem::take(&mut self.script) {
+            let sent = match m {
+                Message::Item(x) => outbox.port::<u32>(0).offer(x).is_ok(),
+                Message::Watermark(wm) => outbox.offer_watermark(wm),
+                _ => true,
+            };
+            assert!(sent, "the script fits in the conveyor");
+        }
+        Ok(true)
+    }
+}
+
+/// Records items and watermarks in the order it sees them.
+struct Recorder {
+    seen: Arc<Mutex<Vec<Message<u32>>>>,
+}
+
+impl Processor for Recorder {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> weir_core::ProcessorResult<()> {
+        let mut seen = self.seen.lock().unwrap();
+        seen.extend(inbox.items::<u32>().drain(..).map(Message::Item));
+        Ok(())
+    }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        _outbox: &mut Outbox,
+    ) -> weir_core::ProcessorResult<bool> {
+        self.seen.lock().unwrap().push(Message::Watermark(wm));
+        Ok(true)
+    }
+}
+
+#[test]
+fn in_a_job_items_after_a_watermark_are_never_emitted_before_it() {
+    use weir_core::{Dag, Edge, Executor, ExecutorConfig, JobConfig, Vertex};
+    // One worker: the source's whole script is queued before the async stage drains any of
+    // it. Items 1 and 2 finish only after 3 and 4 have, so an inbox drain that ran past the
+    // watermark would put 3 and 4 in the first segment, and unordered mode would emit their
+    // results before it.
+    static DEPS: &[(u32, u32)] = &[(1, 3), (2, 4)];
+    let script = vec![
+        Message::Item(1),
+        Message::Item(2),
+        Message::Watermark(Watermark(10)),
+        Message::Item(3),
+        Message::Item(4),
+    ];
+    let after = After::new();
+    let spec = spec(AsyncOptions::unordered(), units(4), after.call(DEPS));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut dag = Dag::new();
+    let s = script.clone();
+    let source = dag.vertex(
+        Vertex::new("scripted", move |_| Scripted { script: s.clone() })
+            .emits::<u32>()
+            .local_parallelism(1),
+    );
+    let async_map = dag.vertex(
+        Vertex::new("async", move |_| head(&spec))
+            .accepts::<u32>()
+            .emits::<u32>()
+            .local_parallelism(1),
+    );
+    let recorded = Arc::clone(&seen);
+    let recorder = dag.vertex(
+        Vertex::new("recorder", move |_| Recorder {
+            seen: Arc::clone(&recorded),
+        })
+        .accepts::<u32>()
+        .local_parallelism(1),
+    );
+    dag.edge(Edge::between(source, async_map));
+    dag.edge(Edge::between(async_map, recorder));
+    let executor = Executor::new(ExecutorConfig {
+        workers: 1,
+        ..Default::default()
+    })
+    .unwrap();
+    let job = executor.submit(dag, JobConfig::default()).unwrap();
+    assert!(job.wait_timeout(GENEROUS), "the job did not finish");
+    job.join().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let wm = seen
+        .iter()
+        .position(|m| *m == Message::Watermark(Watermark(10)))
+        .unwrap_or_else(|| panic!("no watermark 10 in {seen:?}"));
+    let mut before: Vec<u32> = items(&seen[..wm]);
+    let mut after_wm: Vec<u32> = items(&seen[wm..]);
+    before.sort_unstable();
+    after_wm.sort_unstable();
+    assert_eq!((before, after_wm), (vec![10, 20], vec![30, 40]), "{seen:?}");
 }
