@@ -194,9 +194,31 @@ pub trait SinkWriter: Send + 'static {
     /// A failure fails the job.
     fn write(&mut self, item: Self::Item) -> Result<(), BoxError>;
 
-    /// Flushes and closes, at the end of the input.
+    /// Flushes and closes, at the end of the input. May block; the runtime calls it through
+    /// [`poll_close`](Self::poll_close).
     fn close(&mut self) -> Result<(), BoxError> {
         Ok(())
+    }
+
+    /// Whether more items may be written now. A writer that hands its output to an I/O
+    /// thread returns false while that thread is behind, instead of blocking; the runtime
+    /// then stops feeding it and asks again later (wake the instance through
+    /// [`ProcessorContext::waker`] when room frees up). Default: always.
+    ///
+    /// # Errors
+    /// A failure reported by the writer's I/O (a full disk) fails the job.
+    fn has_room(&mut self) -> Result<bool, BoxError> {
+        Ok(true)
+    }
+
+    /// Finishes the output without blocking: false until it is done, then true. The runtime
+    /// calls it at the end of the input until it returns true. Default: [`close`](Self::close)
+    /// once.
+    ///
+    /// # Errors
+    /// As [`close`](Self::close).
+    fn poll_close(&mut self) -> Result<bool, BoxError> {
+        self.close().map(|()| true)
     }
 
     /// Whether `write` may run on a cooperative worker. A writer that does blocking I/O

@@ -15,6 +15,20 @@ pub(crate) struct SinkTerminal<W: SinkWriter> {
     counter: Counter,
 }
 
+impl<W: SinkWriter> SinkTerminal<W> {
+    /// Whether the writer takes more; a failure is kept for the next flush.
+    #[inline]
+    fn has_room(&mut self) -> bool {
+        match self.writer.has_room() {
+            Ok(room) => room,
+            Err(e) => {
+                self.failed = Some(e);
+                false
+            }
+        }
+    }
+}
+
 pub(crate) fn sink_terminal<W: SinkWriter>(writer: W) -> ErasedLink {
     erase::<W::Item>(Box::new(SinkTerminal {
         writer,
@@ -39,7 +53,7 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
         match self.writer.write(item) {
             Ok(()) => {
                 self.written += 1;
-                true
+                self.has_room()
             }
             Err(e) => {
                 self.failed = Some(e);
@@ -65,7 +79,7 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
         let unwritten = drained.len();
         drop(drained);
         self.written += (before - unwritten - usize::from(self.failed.is_some())) as u64;
-        self.failed.is_none()
+        self.failed.is_none() && self.has_room()
     }
 
     fn flush(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
@@ -73,17 +87,22 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
         self.counter.add(std::mem::take(&mut self.written));
         match self.failed.take() {
             Some(e) => Err(e),
-            None => Ok(true),
+            None => self.writer.has_room(),
         }
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        self.flush(outbox)?;
-        if !self.closed {
-            self.closed = true;
-            self.writer.close()?;
+        if !self.flush(outbox)? {
+            return Ok(false);
         }
-        Ok(true)
+        if !self.closed {
+            self.closed = self.writer.poll_close()?;
+            if !self.closed {
+                // Finishing (a final write, a rename) goes on elsewhere: not idle work.
+                outbox.report_progress();
+            }
+        }
+        Ok(self.closed)
     }
 
     fn is_cooperative(&self) -> bool {

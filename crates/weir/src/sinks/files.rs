@@ -36,8 +36,11 @@ use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
-use weir_core::{BoxError, Item, ProcessorContext};
+use weir_core::{BoxError, Item, ProcessorContext, TaskletWaker};
 
 use super::{Sink, SinkWriter};
 
@@ -101,8 +104,8 @@ pub enum SinkError {
 /// items. Missing parent directories are created. The file appears, complete, when the job
 /// ends; see [atomic output](self#atomic-output).
 ///
-/// Cost: one `Display::fmt` per item into a 256 KiB buffer; one `write` syscall per 256 KiB.
-/// The instance is non-cooperative.
+/// Cost: one `Display::fmt` per item into a 256 KiB buffer; each full buffer is handed to an
+/// I/O thread for its `write` syscall, so the instance is cooperative.
 ///
 /// # Errors
 /// The job fails with a [`SinkError`] naming the file if it cannot be created, written or
@@ -165,7 +168,7 @@ pub fn text_with_header<T: Item>(
 /// instances. Each part file appears, complete, when its instance finishes; see
 /// [atomic output](self#atomic-output).
 ///
-/// Cost: as [`text`], per instance. Instances are non-cooperative.
+/// Cost: as [`text`], per instance.
 ///
 /// # Errors
 /// The job fails with a [`SinkError`] naming the file or directory at fault.
@@ -273,22 +276,56 @@ const WRITE_BUFFER: usize = 256 * 1024;
 /// size, so a record that crosses it rarely makes the buffer grow.
 const SPILL_AT: usize = WRITE_BUFFER - 16 * 1024;
 
-/// A file written under a temporary name and renamed to its final name on
-/// [`commit`](Self::commit). Dropped without a commit, it removes the temporary file.
+/// Full buffers a [`TempFileWriter`] may have handed to its I/O thread and not got back.
+const WRITES_IN_FLIGHT: usize = 4;
+
+/// A file written under a temporary name and renamed to its final name on commit. Dropped
+/// without a commit, it removes the temporary file.
 ///
-/// It buffers in a plain `Vec<u8>` that formats append to directly, so a record is copied
-/// once, into the buffer, and written out with one syscall per ~256 KiB.
+/// Records are appended to a plain `Vec<u8>` buffer (copied once). The blocking part, the
+/// `write` syscalls and the final rename, runs on an I/O thread of its own
+/// (`weir-io-<file>`): a full buffer (~256 KiB) is handed over through a bounded queue and
+/// comes back empty for reuse. With [`WRITES_IN_FLIGHT`] buffers out, the writer reports no
+/// room ([`has_room`](Self::has_room)) instead of blocking, and the buffer grows by at most
+/// what the caller adds before it asks. Errors from the thread (a full disk) surface at the
+/// next call, naming the file.
 pub(crate) struct TempFileWriter {
-    path: PathBuf,
     tmp: PathBuf,
-    file: Option<File>,
     buf: Vec<u8>,
+    /// Empty buffers back from the thread.
+    spare: Vec<Vec<u8>>,
+    in_flight: usize,
+    to_io: Option<SyncSender<IoJob>>,
+    from_io: Receiver<IoDone>,
+    thread: Option<JoinHandle<()>>,
+    /// Set once the commit was handed to the thread.
+    committing: bool,
     committed: bool,
 }
 
+/// What a [`TempFileWriter`] asks its I/O thread to do.
+enum IoJob {
+    Write(Vec<u8>),
+    /// Close the file and rename it to its final name.
+    Commit,
+}
+
+/// What the I/O thread answers.
+enum IoDone {
+    /// A buffer written, cleared for reuse.
+    Written(Vec<u8>),
+    Committed,
+    Failed(SinkError),
+}
+
 impl TempFileWriter {
-    /// Creates (or truncates) `tmp`, creating its parent directories, to become `path`.
-    pub(crate) fn create(path: PathBuf, tmp: PathBuf) -> Result<Self, SinkError> {
+    /// Creates (or truncates) `tmp`, creating its parent directories, to become `path`, and
+    /// starts its I/O thread; `waker` is woken whenever the thread finishes something.
+    pub(crate) fn create(
+        path: PathBuf,
+        tmp: PathBuf,
+        waker: TaskletWaker,
+    ) -> Result<Self, SinkError> {
         if let Some(dir) = tmp.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(|source| SinkError::CreateDir {
                 path: dir.to_owned(),
@@ -299,11 +336,30 @@ impl TempFileWriter {
             path: tmp.clone(),
             source,
         })?;
+        let (to_io, jobs) = mpsc::sync_channel(WRITES_IN_FLIGHT + 1);
+        let (done, from_io) = mpsc::channel();
+        let name = format!(
+            "weir-io-{}",
+            path.file_name()
+                .map_or_else(|| "file".into(), |n| n.to_string_lossy())
+        );
+        let thread_tmp = tmp.clone();
+        let thread = thread::Builder::new()
+            .name(name)
+            .spawn(move || write_behind(file, (path, thread_tmp), &jobs, &done, &waker))
+            .map_err(|source| SinkError::Create {
+                path: tmp.clone(),
+                source,
+            })?;
         Ok(TempFileWriter {
-            path,
             tmp,
-            file: Some(file),
             buf: Vec::with_capacity(WRITE_BUFFER),
+            spare: Vec::new(),
+            in_flight: 0,
+            to_io: Some(to_io),
+            from_io,
+            thread: Some(thread),
+            committing: false,
             committed: false,
         })
     }
@@ -318,39 +374,101 @@ impl TempFileWriter {
         &mut self.buf
     }
 
-    /// Writes the buffer out if it is nearly full.
+    /// Takes back what the I/O thread finished. Never blocks.
+    fn collect(&mut self) -> Result<(), SinkError> {
+        loop {
+            match self.from_io.try_recv() {
+                Ok(IoDone::Written(buf)) => {
+                    self.in_flight -= 1;
+                    self.spare.push(buf);
+                }
+                Ok(IoDone::Committed) => self.committed = true,
+                Ok(IoDone::Failed(e)) => return Err(e),
+                Err(TryRecvError::Empty) => return Ok(()),
+                Err(TryRecvError::Disconnected) => {
+                    return Err(SinkError::Write {
+                        path: self.tmp.clone(),
+                        source: io::Error::other("the file's I/O thread ended"),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Hands the buffer to the I/O thread if it may take one more. Returns whether it did.
+    fn hand_off(&mut self) -> Result<bool, SinkError> {
+        self.collect()?;
+        if self.in_flight >= WRITES_IN_FLIGHT {
+            return Ok(false);
+        }
+        let fresh = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(WRITE_BUFFER));
+        let full = std::mem::replace(&mut self.buf, fresh);
+        self.send(IoJob::Write(full))?;
+        self.in_flight += 1;
+        Ok(true)
+    }
+
+    fn send(&mut self, job: IoJob) -> Result<(), SinkError> {
+        let sent = self
+            .to_io
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(job).is_ok());
+        if sent {
+            Ok(())
+        } else {
+            // The queue holds one more job than buffers may be in flight: only a dead thread
+            // refuses.
+            Err(SinkError::Write {
+                path: self.tmp.clone(),
+                source: io::Error::other("the file's I/O thread ended"),
+            })
+        }
+    }
+
+    /// Hands the buffer over if it is nearly full and the thread may take it. Never blocks.
     #[inline]
     pub(crate) fn spill_if_full(&mut self) -> Result<(), SinkError> {
         if self.buf.len() >= SPILL_AT {
-            self.spill().map_err(|source| SinkError::Write {
-                path: self.tmp.clone(),
-                source,
-            })?;
+            self.hand_off()?;
         }
         Ok(())
     }
 
-    fn spill(&mut self) -> io::Result<()> {
-        if let Some(file) = &mut self.file {
-            file.write_all(&self.buf)?;
+    /// Whether more records may be appended now: false while the buffer is full and the I/O
+    /// thread has all the buffers it may hold.
+    #[inline]
+    pub(crate) fn has_room(&mut self) -> Result<bool, SinkError> {
+        if self.buf.len() < SPILL_AT {
+            return Ok(true);
         }
-        self.buf.clear();
-        Ok(())
+        self.hand_off()
     }
 
-    /// Writes out the buffer, closes the file and renames it to its final name.
+    /// Writes out the buffer, closes the file and renames it to its final name, without
+    /// blocking: returns false until the I/O thread has done it. Call again until true.
+    pub(crate) fn poll_commit(&mut self) -> Result<bool, SinkError> {
+        self.collect()?;
+        if self.committed {
+            return Ok(true);
+        }
+        if !self.committing {
+            if !self.buf.is_empty() && !self.hand_off()? {
+                return Ok(false);
+            }
+            self.send(IoJob::Commit)?;
+            self.committing = true;
+        }
+        Ok(false)
+    }
+
+    /// [`poll_commit`](Self::poll_commit) until done, blocking: for callers that may block.
     pub(crate) fn commit(mut self) -> Result<(), SinkError> {
-        self.spill().map_err(|source| SinkError::Write {
-            path: self.tmp.clone(),
-            source,
-        })?;
-        drop(self.file.take());
-        fs::rename(&self.tmp, &self.path).map_err(|source| SinkError::Rename {
-            from: self.tmp.clone(),
-            to: self.path.clone(),
-            source,
-        })?;
-        self.committed = true;
+        while !self.poll_commit()? {
+            thread::park_timeout(Duration::from_millis(1));
+        }
         Ok(())
     }
 }
@@ -359,13 +477,11 @@ impl TempFileWriter {
 impl Write for TempFileWriter {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         self.buf.extend_from_slice(data);
-        if self.buf.len() >= SPILL_AT {
-            self.spill()?;
-        }
+        self.spill_if_full().map_err(io::Error::other)?;
         Ok(data.len())
     }
 
-    /// Does nothing: the buffer is written out when full and at [`commit`](Self::commit).
+    /// Does nothing: the buffer is handed over when full and at commit.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
@@ -373,11 +489,72 @@ impl Write for TempFileWriter {
 
 impl Drop for TempFileWriter {
     fn drop(&mut self) {
-        if !self.committed {
-            drop(self.file.take());
-            // Best effort: the job already failed for a better reason.
-            let _ = fs::remove_file(&self.tmp);
+        // Closing the queue makes the thread drop the file and, without a commit, remove the
+        // temporary file. Joined so that nothing writes after the job has ended.
+        drop(self.to_io.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
+    }
+}
+
+/// The I/O thread of a [`TempFileWriter`]: writes the buffers it is given, in order, and on
+/// commit closes the file and renames it. After a failure it only reports it again. Without
+/// a commit, when the writer goes away, it removes the temporary file.
+fn write_behind(
+    file: File,
+    (path, tmp): (PathBuf, PathBuf),
+    jobs: &Receiver<IoJob>,
+    done: &mpsc::Sender<IoDone>,
+    waker: &TaskletWaker,
+) {
+    let mut file = Some(file);
+    let mut committed = false;
+    let reply = |answer: IoDone| {
+        let _ = done.send(answer);
+        waker.wake();
+    };
+    while let Ok(job) = jobs.recv() {
+        match (job, file.as_mut()) {
+            (IoJob::Write(mut buf), Some(f)) => match f.write_all(&buf) {
+                Ok(()) => {
+                    buf.clear();
+                    reply(IoDone::Written(buf));
+                }
+                Err(source) => {
+                    file = None;
+                    reply(IoDone::Failed(SinkError::Write {
+                        path: tmp.clone(),
+                        source,
+                    }));
+                }
+            },
+            (IoJob::Commit, Some(_)) => {
+                drop(file.take());
+                match fs::rename(&tmp, &path) {
+                    Ok(()) => {
+                        committed = true;
+                        reply(IoDone::Committed);
+                    }
+                    Err(source) => reply(IoDone::Failed(SinkError::Rename {
+                        from: tmp.clone(),
+                        to: path.clone(),
+                        source,
+                    })),
+                }
+            }
+            // The file failed earlier: say so again.
+            (_, None) if !committed => reply(IoDone::Failed(SinkError::Write {
+                path: tmp.clone(),
+                source: io::Error::other("an earlier write failed"),
+            })),
+            (_, None) => {}
+        }
+    }
+    drop(file);
+    if !committed {
+        // Best effort: the job already failed for a better reason.
+        let _ = fs::remove_file(&tmp);
     }
 }
 
@@ -411,9 +588,9 @@ where
 {
     type Item = T;
 
-    fn open(&mut self, _ctx: &ProcessorContext) -> Result<(), BoxError> {
+    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
         if let Some((path, tmp)) = self.paths.take() {
-            let mut out = TempFileWriter::create(path, tmp)?;
+            let mut out = TempFileWriter::create(path, tmp, ctx.waker().clone())?;
             if let Some(header) = &self.header {
                 out.buffer().extend_from_slice(header);
             }
@@ -444,8 +621,23 @@ where
         }
     }
 
+    fn has_room(&mut self) -> Result<bool, BoxError> {
+        match &mut self.out {
+            Some(out) => Ok(out.has_room()?),
+            None => Ok(true),
+        }
+    }
+
+    fn poll_close(&mut self) -> Result<bool, BoxError> {
+        match &mut self.out {
+            Some(out) => Ok(out.poll_commit()?),
+            None => Ok(true),
+        }
+    }
+
+    /// Writes are handed to an I/O thread: formatting runs on the worker, which never blocks.
     fn is_cooperative(&self) -> bool {
-        false
+        true
     }
 }
 

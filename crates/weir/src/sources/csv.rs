@@ -51,7 +51,7 @@ use super::{BatchSource, Emitter, SourceReader};
 ///
 /// Cost: the row is parsed into a reused record buffer and deserialized from it, so only
 /// `T`'s own fields allocate. Reads go through a 256 KiB buffer; each `read` call handles
-/// about 64 KiB. Instances are non-cooperative.
+/// about 64 KiB, read ahead on an I/O thread per instance.
 ///
 /// # Errors
 /// As [`files::text`](super::files::text): [`SourceError::NotFound`],

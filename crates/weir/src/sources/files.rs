@@ -93,7 +93,8 @@ pub enum SourceError {
 /// an empty directory, yields nothing.
 ///
 /// Cost: one `String` allocation per line; file reads of up to 256 KiB. Each `read` call
-/// handles at most about 64 KiB. Instances are non-cooperative: a file read may block.
+/// handles at most about 64 KiB. A file read may block, so each instance reads ahead on an I/O thread of its own and its
+/// chain runs on the cooperative workers.
 ///
 /// # Errors
 /// [`SourceError::NotFound`] if `path` does not exist, [`SourceError::NoMatch`] if a glob

@@ -47,8 +47,8 @@ use super::{BatchSource, Emitter, SourceReader};
 ///
 /// Cost: one `serde_json` parse per line, straight from the read buffer; no copy into a
 /// `String`. An instance whose range starts mid-file first counts the newlines before it
-/// (about 4 MiB per `read` call) so its line numbers are right. Instances are
-/// non-cooperative.
+/// (about 4 MiB per `read` call) so its line numbers are right. Each instance reads and
+/// parses ahead on an I/O thread of its own; the chain behind it runs on the workers.
 ///
 /// # Errors
 /// As [`files::text`](super::files::text): [`SourceError::NotFound`],
