@@ -10,6 +10,7 @@ use weir_core::{Edge, Item, ItemType, Processor, ProcessorContext};
 
 use crate::error::Misuse;
 use crate::exec::link::{Emit, ErasedLink, erase, inbox_head};
+use crate::exec::probe_buffer::probe_buffer;
 
 /// Index of a node in its graph; nodes only ever refer to earlier nodes, so index order is a
 /// topological order.
@@ -37,6 +38,9 @@ pub(crate) struct StageType {
     pub inbox_head: fn(ErasedLink) -> Box<dyn Processor>,
     /// Makes an [`Emit`] terminal for this type.
     pub emit: fn() -> ErasedLink,
+    /// Makes a [`ProbeBuffer`](crate::exec::probe_buffer::ProbeBuffer) for a chain taking
+    /// this type.
+    pub probe_buffer: fn(ErasedLink) -> Box<dyn Processor>,
 }
 
 fn emit_terminal<T: Item>() -> ErasedLink {
@@ -49,6 +53,7 @@ impl StageType {
             item: ItemType::of::<T>(),
             inbox_head: inbox_head::<T>,
             emit: emit_terminal::<T>,
+            probe_buffer: probe_buffer::<T>,
         }
     }
 }

@@ -12,7 +12,9 @@
 //!   single combine instance.
 //! - A stage with per-key state starts a vertex behind an edge partitioned by its key.
 //! - A hash join starts a vertex: the probe side arrives on ordinal 0, each build side on a
-//!   broadcast edge of higher priority (a lower value), drained first.
+//!   broadcast edge of higher priority (a lower value), drained first. When the probe side
+//!   and a build side share an upstream vertex, a probe-buffer vertex on the probe edge
+//!   holds the probe items until the join takes them (see `exec::probe_buffer`).
 //! - A stream–stream join starts a vertex fed by two edges, each partitioned by its side's
 //!   key, so matching items meet in one instance.
 //! - A sort starts a single-instance vertex behind an all-to-one edge; the stateless stages
@@ -42,6 +44,7 @@ use crate::graph::{
 enum Head {
     Source(SourceHeadFactory),
     Inbox(StageType),
+    ProbeBuffer(StageType),
     Custom(HeadFn),
 }
 
@@ -226,6 +229,24 @@ impl Planner<'_> {
         v
     }
 
+    /// Whether some vertex feeds both `a` and `b` (or is one of them), through the edges
+    /// planned so far.
+    fn share_an_upstream(&self, a: usize, b: usize) -> bool {
+        let upstream = |from: usize| {
+            let mut seen = HashSet::from([from]);
+            let mut todo = vec![from];
+            while let Some(v) = todo.pop() {
+                for e in self.edges.iter().filter(|e| e.to == v) {
+                    if seen.insert(e.from) {
+                        todo.push(e.from);
+                    }
+                }
+            }
+            seen
+        };
+        !upstream(a).is_disjoint(&upstream(b))
+    }
+
     /// Adds `node` to vertex `v`'s chain.
     fn fuse(&mut self, v: usize, node: NodeId) {
         let vertex = &mut self.vertices[v];
@@ -312,10 +333,35 @@ impl Planner<'_> {
                 combine_vertex
             }
             NodeKind::Join { head } => {
+                let (probe, builds) = (node.inputs[0], &node.inputs[1..]);
+                let shared = builds
+                    .iter()
+                    .any(|&b| self.share_an_upstream(self.node_vertex[probe], self.node_vertex[b]));
                 let v = self.new_vertex(id, Head::Custom(Arc::clone(head)), node.parallelism);
-                self.connect(node.inputs[0], v, 0, Route::Unicast, 0);
-                for (ordinal, &build) in node.inputs.iter().enumerate().skip(1) {
-                    self.connect(build, v, ordinal, Route::Broadcast, -1);
+                if shared {
+                    // The build sides are drained first; a probe side fed by the same upstream
+                    // would fill its queue and stop that upstream. Buffer it.
+                    let t = self.output_of(probe);
+                    let buffer = self.new_vertex(probe, Head::ProbeBuffer(t), None);
+                    self.vertices[buffer].stages = vec!["probe-buffer".to_string()];
+                    self.connect(probe, buffer, 0, Route::Unicast, 0);
+                    self.vertices[buffer].terminal = Some(Terminal::Emit(t));
+                    self.vertices[buffer].output = Some(t.item);
+                    self.vertices[buffer].outputs = 1;
+                    self.vertices[v].inputs.push(t.item);
+                    self.edges.push(PlannedEdge {
+                        from: buffer,
+                        from_ordinal: 0,
+                        to: v,
+                        to_ordinal: 0,
+                        route: Route::Unicast,
+                        priority: 0,
+                    });
+                } else {
+                    self.connect(probe, v, 0, Route::Unicast, 0);
+                }
+                for (ordinal, &build) in builds.iter().enumerate() {
+                    self.connect(build, v, ordinal + 1, Route::Broadcast, -1);
                 }
                 v
             }
@@ -400,6 +446,7 @@ impl Planner<'_> {
                 match &head {
                     Head::Source(f) => f(ctx, chain),
                     Head::Inbox(t) => (t.inbox_head)(chain),
+                    Head::ProbeBuffer(t) => (t.probe_buffer)(chain),
                     Head::Custom(f) => f(chain),
                 }
             };

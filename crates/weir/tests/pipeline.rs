@@ -307,3 +307,46 @@ fn a_panicking_stage_fails_the_job_naming_its_vertex() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_hash_join_fed_by_its_own_build_sides_upstream_runs_to_completion() {
+    // The build side aggregates the very stream the probe side reads: without a buffer on
+    // the probe edge, the shared source would stop on the join's full probe queue while the
+    // join waits for the build side to complete.
+    const N: u64 = 1_000_000;
+    let p = Pipeline::new();
+    let numbers = p.read_from(sources::generator::sequence(N));
+    let counts = numbers
+        .grouping_key(|x: &u64| x % 1_000)
+        .aggregate(counting());
+    let (sink, out) = sinks::collection::list();
+    numbers
+        .hash_join(
+            &counts,
+            join_on(|x: &u64| x % 1_000, |c: &(u64, u64)| c.0),
+            |x, c| (*x, c.map(|c| c.1)),
+        )
+        .write_to(sink);
+    assert!(p.explain().unwrap().contains("probe-buffer"));
+    let job = p
+        .submit(&weir::Executor::shared(), weir::JobConfig::default())
+        .unwrap();
+    assert!(
+        job.wait_timeout(std::time::Duration::from_secs(300)),
+        "the diamond join did not finish: {:?}",
+        job.stall()
+    );
+    let buffered: u64 = job
+        .metrics()
+        .iter()
+        .map(|m| m.counter("probe_buffer_peak"))
+        .sum();
+    job.join().unwrap();
+    let mut rows = out.take();
+    rows.sort_unstable();
+    assert_eq!(rows.len() as u64, N);
+    for (i, row) in rows.into_iter().enumerate() {
+        assert_eq!(row, (i as u64, Some(N / 1_000)));
+    }
+    assert!(buffered > 0, "the probe side waited in the buffer");
+}

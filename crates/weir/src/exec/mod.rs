@@ -5,6 +5,7 @@ pub(crate) mod aggregate;
 pub(crate) mod async_map;
 pub(crate) mod join;
 pub(crate) mod link;
+pub(crate) mod probe_buffer;
 pub(crate) mod read_ahead;
 pub(crate) mod sink;
 pub(crate) mod sort;

@@ -445,3 +445,21 @@ mod streaming {
         ]);
     }
 }
+
+#[test]
+fn probe_buffer_hands_on_items_and_markers_in_order() {
+    use weir_core::Watermark;
+    use weir_core::conveyor::Message;
+    let input = vec![
+        Message::Item(1u32),
+        Message::Item(2),
+        Message::Watermark(Watermark(5)),
+        Message::Item(3),
+        Message::Watermark(Watermark(9)),
+        Message::Item(4),
+        Message::Item(5),
+    ];
+    verify_processor(|_| crate::exec::probe_buffer::probe_buffer::<u32>(erased(emit::<u32>())))
+        .input_events(input.clone())
+        .expect_messages(input);
+}
