@@ -45,7 +45,9 @@ pub trait AggregateOperation<T>: Send + Sync + 'static {
     fn combine(&self, acc: &mut Self::Acc, other: Self::Acc);
     /// Turns an accumulator into the result.
     fn finish(&self, acc: Self::Acc) -> Self::Output;
-    /// Whether [`deduct`](Self::deduct) is supported.
+    /// Whether [`deduct`](Self::deduct) is supported, and exact: `deduct(combine(a, b), b)`
+    /// must equal `a` for every input, or sliding windows drift (floating-point sums do not
+    /// qualify; see [`Summand`]).
     fn has_deduct(&self) -> bool {
         false
     }
@@ -95,7 +97,8 @@ pub struct Summing<F, N> {
     _n: PhantomData<fn() -> N>,
 }
 
-/// Sums `f(item)`. `N` is any number type (`i64`, `u64`, `f64`, ...).
+/// Sums `f(item)`. `N` is any built-in number type (`i64`, `u64`, `f64`, ...), or one of
+/// your own that implements [`Summand`].
 pub fn summing<T, N, F>(f: F) -> Summing<F, N>
 where
     F: Fn(&T) -> N + Send + Sync + 'static,
@@ -103,9 +106,31 @@ where
     Summing { f, _n: PhantomData }
 }
 
+/// A number [`summing`] can add up.
+///
+/// [`EXACT_INVERSE`](Self::EXACT_INVERSE) says whether subtracting a value undoes adding it,
+/// always. For integers it does (in wrapping arithmetic too), so a sliding window slides by
+/// deducting the frame that leaves. For floating point it does not: `1e17 + 1.0 - 1e17` is
+/// `0.0`, and once an infinity has been added, subtracting it gives NaN for good. So float
+/// sums recompute each window from its frames.
+pub trait Summand: Item + Copy + Default + AddAssign + SubAssign {
+    /// Whether `(a + b) - b == a` for every `a` and `b`.
+    const EXACT_INVERSE: bool;
+}
+
+macro_rules! summands {
+    ($exact:literal: $($t:ty),*) => {
+        $(impl Summand for $t {
+            const EXACT_INVERSE: bool = $exact;
+        })*
+    };
+}
+summands!(true: i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
+summands!(false: f32, f64);
+
 impl<T, N, F> AggregateOperation<T> for Summing<F, N>
 where
-    N: Item + Copy + Default + AddAssign + SubAssign,
+    N: Summand,
     F: Fn(&T) -> N + Send + Sync + 'static,
 {
     type Acc = N;
@@ -124,7 +149,7 @@ where
         acc
     }
     fn has_deduct(&self) -> bool {
-        true
+        N::EXACT_INVERSE
     }
     fn deduct(&self, acc: &mut N, other: &N) {
         *acc -= *other;
@@ -168,13 +193,8 @@ where
             acc.1 / acc.0 as f64
         }
     }
-    fn has_deduct(&self) -> bool {
-        true
-    }
-    fn deduct(&self, acc: &mut (u64, f64), other: &(u64, f64)) {
-        acc.0 -= other.0;
-        acc.1 -= other.1;
-    }
+    // No `deduct`: subtracting a float sum is not exact (see [`Summand`]), so sliding
+    // windows recompute the mean from their frames.
 }
 
 /// Keeps the item with the least or greatest key. See [`min_by`] and [`max_by`].

@@ -573,3 +573,43 @@ fn long_backpressure_never_makes_an_input_idle() {
         .collect();
     assert_eq!(got, expected);
 }
+
+/// Sliding windows of 4 ms every 2 ms over `events` (time, value), one key, summed as
+/// `f64` and averaged: (window start, sum, mean), by start.
+fn sliding_float_windows(events: Vec<(i64, f64)>) -> Vec<(i64, f64, f64)> {
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::items(events))
+        .with_timestamps(|e: &(i64, f64)| e.0, 0)
+        .window(WindowDefinition::sliding(4, 2))
+        .aggregate(all_of((
+            summing(|e: &(i64, f64)| e.1),
+            weir::aggregate::averaging(|e: &(i64, f64)| e.1),
+        )))
+        .write_to(sink);
+    p.run().unwrap();
+    let mut rows: Vec<(i64, f64, f64)> = out
+        .take()
+        .into_iter()
+        .map(|r: WindowResult<(f64, f64)>| (r.start, r.value.0, r.value.1))
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    rows
+}
+
+#[test]
+fn float_sums_in_sliding_windows_are_recomputed_not_deducted() {
+    // Deducting 1e17 from 1e17 + 1.0 gives 0.0: the window [2, 6) holds only the 1.0.
+    let rows = sliding_float_windows(vec![(0, 1e17), (2, 1.0)]);
+    assert_eq!(
+        rows,
+        [(-2, 1e17, 1e17), (0, 1e17 + 1.0, (1e17 + 1.0) / 2.0), (2, 1.0, 1.0)]
+    );
+    // An infinity leaves once its windows close: later windows are finite, not NaN.
+    let rows = sliding_float_windows(vec![(0, f64::INFINITY), (2, 1.0), (4, 2.0), (6, 3.0)]);
+    let later: Vec<(i64, f64, f64)> = rows.into_iter().filter(|r| r.0 >= 2).collect();
+    assert_eq!(
+        later,
+        [(2, 3.0, 1.5), (4, 5.0, 2.5), (6, 3.0, 3.0)]
+    );
+}
