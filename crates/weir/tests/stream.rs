@@ -529,7 +529,7 @@ fn long_backpressure_never_makes_an_input_idle() {
     // watermark overtakes the queued items and nothing is late.
     const N: u64 = 3_000;
     let stamp = |n: &u64| {
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             *n as i64 * 10
         } else {
             *n as i64
