@@ -32,7 +32,7 @@ use std::time::Duration;
 use crate::dag::{Dag, Routing, Vertex};
 use crate::error::{Error, Result, panic_message};
 use crate::item::{ErasedEnd, ErasedRoute};
-use crate::job::{Job, JobConfig, JobShared};
+use crate::job::{Job, JobConfig, JobShared, JobStatus, JobWatch};
 use crate::metrics::InstanceMetrics;
 use crate::outbox::{ErasedPort, Outbox};
 use crate::processor::{Processor, ProcessorContext};
@@ -183,9 +183,16 @@ impl Executor {
     pub fn submit(&self, dag: Dag, config: JobConfig) -> Result<Job> {
         dag.validate()?;
         let default_parallelism = config.default_parallelism.unwrap_or(self.workers()).max(1);
-        let tasklets = build_tasklets(&dag, &config, default_parallelism)?;
+        let watch = JobWatch::default();
+        let tasklets = match build_tasklets(&dag, &config, default_parallelism, &watch) {
+            Ok(t) => t,
+            Err(e) => {
+                watch.finish(JobStatus::Failed, Some(e.to_string()));
+                return Err(e);
+            }
+        };
         let metrics = tasklets.iter().map(|(_, m)| Arc::clone(m)).collect();
-        let job = JobShared::new(&config, tasklets.len(), metrics);
+        let job = JobShared::new(&config, tasklets.len(), metrics, watch);
         self.inner.watchdog.watch(&job);
         for (tasklet, _) in tasklets {
             if tasklet.is_cooperative() {
@@ -417,6 +424,7 @@ fn build_tasklets(
     dag: &Dag,
     config: &JobConfig,
     default_parallelism: usize,
+    watch: &JobWatch,
 ) -> Result<Vec<(ProcessorTasklet, Arc<InstanceMetrics>)>> {
     let parallelism: Vec<usize> = dag
         .vertices
@@ -502,7 +510,7 @@ fn build_tasklets(
                 Arc::clone(&name),
                 (i, parallelism[v]),
                 Arc::clone(&metrics),
-                config.idle_timeout,
+                (config.idle_timeout, watch.clone()),
             );
             let processor = match create_and_init(vertex, &ctx) {
                 Ok(p) => p,

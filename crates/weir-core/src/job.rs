@@ -70,6 +70,78 @@ impl Default for JobConfig {
     }
 }
 
+/// A read-only view of how a job ended, for processors and the handles they feed (a result
+/// stream that must report the job's failure, not just its own branch's end).
+///
+/// Cheap to clone. Every processor of the job can get one from
+/// [`ProcessorContext::job_watch`](crate::ProcessorContext::job_watch).
+#[derive(Clone, Default)]
+pub struct JobWatch {
+    inner: Arc<WatchInner>,
+}
+
+#[derive(Default)]
+struct WatchInner {
+    /// The status and, when it failed, the error's text; `None` while running.
+    end: Mutex<Option<(JobStatus, Option<String>)>>,
+    wakers: Mutex<Vec<std::task::Waker>>,
+}
+
+impl JobWatch {
+    /// How the job ended, and the error's text when it failed; `None` while it runs.
+    pub fn outcome(&self) -> Option<(JobStatus, Option<String>)> {
+        self.inner
+            .end
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Like [`outcome`](Self::outcome), registering `cx`'s waker to be woken when the job
+    /// ends if it has not.
+    pub fn poll_outcome(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<(JobStatus, Option<String>)> {
+        let end = self.inner.end.lock().unwrap_or_else(|e| e.into_inner());
+        match &*end {
+            Some(outcome) => std::task::Poll::Ready(outcome.clone()),
+            None => {
+                self.inner
+                    .wakers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(cx.waker().clone());
+                std::task::Poll::Pending
+            }
+        }
+    }
+
+    /// Records the end once and wakes everyone waiting.
+    pub(crate) fn finish(&self, status: JobStatus, error: Option<String>) {
+        {
+            let mut end = self.inner.end.lock().unwrap_or_else(|e| e.into_inner());
+            if end.is_some() {
+                return;
+            }
+            *end = Some((status, error));
+        }
+        let wakers =
+            std::mem::take(&mut *self.inner.wakers.lock().unwrap_or_else(|e| e.into_inner()));
+        for w in wakers {
+            w.wake();
+        }
+    }
+}
+
+impl std::fmt::Debug for JobWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobWatch")
+            .field("outcome", &self.outcome())
+            .finish()
+    }
+}
+
 struct Outcome {
     status: JobStatus,
     error: Option<Error>,
@@ -89,6 +161,7 @@ pub(crate) struct JobShared {
     started: Instant,
     stall_timeout: Duration,
     stall: Mutex<Option<Stall>>,
+    watch: JobWatch,
 }
 
 impl JobShared {
@@ -96,6 +169,7 @@ impl JobShared {
         config: &JobConfig,
         tasklets: usize,
         metrics: Vec<Arc<InstanceMetrics>>,
+        watch: JobWatch,
     ) -> Arc<Self> {
         Arc::new(JobShared {
             id: NEXT_JOB_ID.fetch_add(1, Ordering::Relaxed),
@@ -113,6 +187,7 @@ impl JobShared {
             started: Instant::now(),
             stall_timeout: config.stall_timeout,
             stall: Mutex::new(None),
+            watch,
         })
     }
 
@@ -178,6 +253,10 @@ impl JobShared {
                 JobStatus::Completed
             };
             outcome.finished_at = Some(Instant::now());
+            self.watch.finish(
+                outcome.status,
+                outcome.error.as_ref().map(ToString::to_string),
+            );
             self.finished.notify_all();
         }
     }

@@ -63,7 +63,7 @@ pub use error::{BoxError, DagError, Error, ProcessorResult, Result};
 pub use executor::{Executor, ExecutorConfig};
 pub use inbox::Inbox;
 pub use item::{Item, ItemType};
-pub use job::{CancelHandle, Job, JobConfig, JobStatus};
+pub use job::{CancelHandle, Job, JobConfig, JobStatus, JobWatch};
 pub use metrics::{Counter, InstanceMetrics, MetricsSnapshot};
 pub use outbox::{OutPort, Outbox};
 pub use processor::{Processor, ProcessorContext, ProcessorSupplier, TaskletWaker};

@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use crate::error::ProcessorResult;
 use crate::inbox::Inbox;
+use crate::job::JobWatch;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
 use crate::snapshot::{SnapshotEntry, SnapshotWriter};
@@ -247,6 +248,7 @@ pub struct ProcessorContext {
     metrics: Arc<InstanceMetrics>,
     waker: TaskletWaker,
     idle_timeout: Duration,
+    job: JobWatch,
 }
 
 impl ProcessorContext {
@@ -267,6 +269,7 @@ impl ProcessorContext {
             metrics,
             waker: TaskletWaker::default(),
             idle_timeout: crate::job::DEFAULT_IDLE_TIMEOUT,
+            job: JobWatch::default(),
         }
     }
 
@@ -274,7 +277,7 @@ impl ProcessorContext {
         vertex: Arc<str>,
         (local_index, local_parallelism): (usize, usize),
         metrics: Arc<InstanceMetrics>,
-        idle_timeout: Duration,
+        (idle_timeout, job): (Duration, JobWatch),
     ) -> Self {
         ProcessorContext {
             vertex,
@@ -285,6 +288,7 @@ impl ProcessorContext {
             metrics,
             waker: TaskletWaker::default(),
             idle_timeout,
+            job,
         }
     }
 
@@ -334,6 +338,12 @@ impl ProcessorContext {
     /// [`JobConfig::idle_timeout`]: crate::JobConfig::idle_timeout
     pub fn idle_timeout(&self) -> Duration {
         self.idle_timeout
+    }
+
+    /// A view of how this instance's job ends. In a context made with [`new`](Self::new)
+    /// (tests), the job never ends.
+    pub fn job_watch(&self) -> &JobWatch {
+        &self.job
     }
 }
 

@@ -350,3 +350,58 @@ fn a_hash_join_fed_by_its_own_build_sides_upstream_runs_to_completion() {
     }
     assert!(buffered > 0, "the probe side waited in the buffer");
 }
+
+/// Emits three items and fails, in the same `read`.
+struct FailsAfterThree {
+    cooperative: bool,
+}
+
+impl weir::SourceReader for FailsAfterThree {
+    type Item = u32;
+    fn read(&mut self, out: &mut weir::sources::Emitter<'_, u32>) -> Result<bool, weir::BoxError> {
+        out.emit(1);
+        out.emit(2);
+        out.emit(3);
+        Err("the disk went away".into())
+    }
+    fn is_cooperative(&self) -> bool {
+        self.cooperative
+    }
+}
+
+/// Records what it is given.
+struct Recording(std::sync::Arc<std::sync::Mutex<Vec<u32>>>);
+
+impl weir::SinkWriter for Recording {
+    type Item = u32;
+    fn write(&mut self, item: u32) -> Result<(), weir::BoxError> {
+        self.0.lock().unwrap().push(item);
+        Ok(())
+    }
+}
+
+#[test]
+fn items_read_in_the_same_call_as_a_source_error_reach_the_sink_first() {
+    for cooperative in [true, false] {
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let g = std::sync::Arc::clone(&got);
+        let p = Pipeline::new();
+        p.read_from(BatchSource::new(
+            "failing",
+            Some(1),
+            move |_: &weir::ProcessorContext| FailsAfterThree { cooperative },
+        ))
+        .write_to(Sink::new(
+            "recording",
+            Some(1),
+            move |_: &weir::ProcessorContext| Recording(std::sync::Arc::clone(&g)),
+        ));
+        let err = p.run().expect_err("the source failed");
+        assert!(err.to_string().contains("the disk went away"), "{err}");
+        assert_eq!(
+            *got.lock().unwrap(),
+            [1, 2, 3],
+            "cooperative: {cooperative}"
+        );
+    }
+}

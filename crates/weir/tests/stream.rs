@@ -603,13 +603,14 @@ fn float_sums_in_sliding_windows_are_recomputed_not_deducted() {
     let rows = sliding_float_windows(vec![(0, 1e17), (2, 1.0)]);
     assert_eq!(
         rows,
-        [(-2, 1e17, 1e17), (0, 1e17 + 1.0, (1e17 + 1.0) / 2.0), (2, 1.0, 1.0)]
+        [
+            (-2, 1e17, 1e17),
+            (0, 1e17 + 1.0, (1e17 + 1.0) / 2.0),
+            (2, 1.0, 1.0)
+        ]
     );
     // An infinity leaves once its windows close: later windows are finite, not NaN.
     let rows = sliding_float_windows(vec![(0, f64::INFINITY), (2, 1.0), (4, 2.0), (6, 3.0)]);
     let later: Vec<(i64, f64, f64)> = rows.into_iter().filter(|r| r.0 >= 2).collect();
-    assert_eq!(
-        later,
-        [(2, 3.0, 1.5), (4, 5.0, 2.5), (6, 3.0, 3.0)]
-    );
+    assert_eq!(later, [(2, 3.0, 1.5), (4, 5.0, 2.5), (6, 3.0, 3.0)]);
 }

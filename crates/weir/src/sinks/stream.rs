@@ -29,9 +29,10 @@
 //!   When the consumer is behind and the channel is full, the sink keeps what it holds and
 //!   stops taking input: backpressure reaches the sources. Nothing is sent that the channel
 //!   has no room for.
-//! - **Completion and error, once.** When the job completes, the channel closes and the
-//!   consumer sees the end (`None`). When it fails or is cancelled, the consumer sees one
-//!   `Err` after the items that made it, then the end; never a silent end.
+//! - **Completion and error, once.** The consumer sees the end (`None`) only once the whole
+//!   job has completed, not just the sink's own branch. When the job fails or is cancelled,
+//!   anywhere, the consumer sees one `Err` naming the cause after the items that made it,
+//!   then the end; never a silent end.
 //! - **Cancellation.** A consumer that drops the stream makes the sink fail the job with
 //!   [`StreamError::ConsumerGone`], which stops every upstream stage. Dropping a
 //!   [`JobResults`] cancels its job.
@@ -41,13 +42,14 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll};
 
 use futures::Stream;
 use tokio::sync::mpsc as tokio_mpsc;
-use weir_core::{CancelHandle, Item, Job, Outbox, ProcessorContext, ProcessorResult};
+use weir_core::{
+    CancelHandle, Item, Job, JobStatus, JobWatch, Outbox, ProcessorContext, ProcessorResult,
+};
 
 use super::{Sink, SinkTerminalFactory};
 use crate::error::Error;
@@ -56,9 +58,12 @@ use crate::exec::link::{Link, erase};
 /// Why results stopped coming.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StreamError {
-    /// The job failed or was cancelled before it completed; `Job::join` has the cause.
-    #[error("the job ended before completing: it failed or was cancelled")]
-    JobAborted,
+    /// The job failed or was cancelled before it completed.
+    #[error("the job ended before completing: {cause}")]
+    JobAborted {
+        /// The job's error, as `Job::join` reports it, or "cancelled".
+        cause: String,
+    },
     /// The consumer dropped its end: the job is stopped.
     #[error("the consumer of the results went away")]
     ConsumerGone,
@@ -95,12 +100,13 @@ impl<T: Send + 'static> Outlet<T> for mpsc::SyncSender<T> {
     }
 }
 
+/// Where a channel sink's terminal leaves its job's [`JobWatch`] for the consumer.
+type WatchSlot = Arc<Mutex<Option<JobWatch>>>;
+
 /// The terminal link of a channel sink.
 struct ChannelTerminal<T, O> {
     outlet: Option<O>,
     backlog: VecDeque<T>,
-    aborted: Arc<AtomicBool>,
-    completed: bool,
 }
 
 impl<T: Item, O: Outlet<T>> Link<T> for ChannelTerminal<T, O> {
@@ -138,7 +144,6 @@ impl<T: Item, O: Outlet<T>> Link<T> for ChannelTerminal<T, O> {
             return Ok(false);
         }
         // Dropping the sender closes the channel: the consumer sees the end.
-        self.completed = true;
         self.outlet = None;
         Ok(true)
     }
@@ -161,24 +166,18 @@ impl<T: Item, O: Outlet<T>> Link<T> for ChannelTerminal<T, O> {
     }
 }
 
-impl<T, O> Drop for ChannelTerminal<T, O> {
-    fn drop(&mut self) {
-        if !self.completed && self.outlet.is_some() {
-            // Set before the sender drops, so the consumer sees it when the channel closes.
-            self.aborted.store(true, Ordering::Release);
-        }
-    }
-}
-
-/// A sink over the sending end `outlet`, for one instance of one run.
-fn channel_sink<T: Item, O: Outlet<T>>(name: &str, outlet: O, aborted: Arc<AtomicBool>) -> Sink<T> {
+/// A sink over the sending end `outlet`, for one instance of one run. The instance leaves
+/// its job's watch in `watch`, so that the consumer learns how the whole job ended.
+fn channel_sink<T: Item, O: Outlet<T>>(name: &str, outlet: O, watch: WatchSlot) -> Sink<T> {
     let slot = Arc::new(Mutex::new(Some(outlet)));
-    let terminal: SinkTerminalFactory = Arc::new(move |_ctx| {
+    let terminal: SinkTerminalFactory = Arc::new(move |ctx| {
+        let outlet = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if outlet.is_some() {
+            *watch.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx.job_watch().clone());
+        }
         erase::<T>(Box::new(ChannelTerminal {
-            outlet: slot.lock().unwrap_or_else(|e| e.into_inner()).take(),
+            outlet,
             backlog: VecDeque::new(),
-            aborted: Arc::clone(&aborted),
-            completed: false,
         }))
     });
     Sink::from_terminal(name, Some(1), terminal)
@@ -195,26 +194,26 @@ fn channel_sink<T: Item, O: Outlet<T>>(name: &str, outlet: O, aborted: Arc<Atomi
 /// If `capacity` is zero.
 pub fn channel<T: Item>(capacity: usize) -> (Sink<T>, ResultStream<T>) {
     let (tx, rx) = tokio_mpsc::channel(capacity);
-    let aborted = Arc::new(AtomicBool::new(false));
-    let sink = channel_sink("channel", tx, Arc::clone(&aborted));
+    let watch = WatchSlot::default();
+    let sink = channel_sink("channel", tx, Arc::clone(&watch));
     (
         sink,
         ResultStream {
             rx,
-            aborted,
+            watch,
             ended: false,
         },
     )
 }
 
-/// The results of a [`channel`] sink as a [`Stream`]: `Ok` items, then, if the job did not
-/// complete, one `Err`, then the end.
+/// The results of a [`channel`] sink as a [`Stream`]: `Ok` items, then, once the whole job
+/// has ended, one `Err` if it did not complete, then the end.
 ///
 /// Dropping it stops the job (see [`StreamError::ConsumerGone`]).
 #[derive(Debug)]
 pub struct ResultStream<T> {
     rx: tokio_mpsc::Receiver<T>,
-    aborted: Arc<AtomicBool>,
+    watch: WatchSlot,
     ended: bool,
 }
 
@@ -226,16 +225,30 @@ impl<T> Stream for ResultStream<T> {
             return Poll::Ready(None);
         }
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(item)) => Poll::Ready(Some(Ok(item))),
-            Poll::Ready(None) => {
+            Poll::Ready(Some(item)) => return Poll::Ready(Some(Ok(item))),
+            Poll::Ready(None) => {}
+            Poll::Pending => return Poll::Pending,
+        }
+        // The sink is done: the end comes with the whole job's.
+        let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(watch) = watch else {
+            // The sink never ran (the pipeline was not submitted, or it was refused).
+            self.ended = true;
+            return Poll::Ready(Some(Err(StreamError::JobAborted {
+                cause: "the job never ran".into(),
+            })));
+        };
+        match watch.poll_outcome(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready((status, error)) => {
                 self.ended = true;
-                if self.aborted.load(Ordering::Acquire) {
-                    Poll::Ready(Some(Err(StreamError::JobAborted)))
-                } else {
-                    Poll::Ready(None)
+                match status {
+                    JobStatus::Completed => Poll::Ready(None),
+                    _ => Poll::Ready(Some(Err(StreamError::JobAborted {
+                        cause: error.unwrap_or_else(|| "cancelled".into()),
+                    }))),
                 }
             }
-            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -299,10 +312,7 @@ impl<T> Drop for JobResults<T> {
 /// A sink feeding a [`JobResults`] through a buffer of `buffer` items, and the receiver.
 pub(crate) fn iter_sink<T: Item>(buffer: usize) -> (Sink<T>, mpsc::Receiver<T>) {
     let (tx, rx) = mpsc::sync_channel(buffer);
-    (
-        channel_sink("results", tx, Arc::new(AtomicBool::new(false))),
-        rx,
-    )
+    (channel_sink("results", tx, WatchSlot::default()), rx)
 }
 
 /// Wraps a submitted job and the receiver of its results sink.
