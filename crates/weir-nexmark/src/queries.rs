@@ -263,8 +263,9 @@ pub fn q8(events: &StreamStage<Event>) -> StreamStage<Q8Row> {
                 window_start: w.start,
             },
         )
-        // A person with several auctions in the window matches several times: keep one.
-        .grouping_key(|r: &Q8Row| (r.id, r.window_start))
+        // A person with several auctions in the window matches several times: keep one row
+        // per distinct (id, name, window_start), as the README defines q8's rows.
+        .grouping_key(|r: &Q8Row| (r.id, r.name.clone(), r.window_start))
         .map_stateful(
             Some(2 * Q8_WINDOW_MS),
             || false,

@@ -128,3 +128,44 @@ fn parallel_generators_give_the_same_results_when_nothing_is_late() {
         }
     }
 }
+
+#[test]
+fn q8_rows_are_distinct_by_id_name_and_window() {
+    // Two people share an id with different names, in one window with an auction of that
+    // seller: two distinct rows. A second auction of the same seller adds nothing.
+    let events: Vec<Event> = Generator::new(config(2_000, 0)).unwrap().iter().collect();
+    let person = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Person(p) => Some(p.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let auction = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Auction(a) => Some(a.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let t = person.date_time;
+    let mut renamed = person.clone();
+    renamed.name = "someone else".into();
+    let mut opened = auction.clone();
+    opened.seller = person.id;
+    opened.date_time = t;
+    let mut again = opened.clone();
+    again.id += 1;
+    let crafted = vec![
+        Event::Person(person.clone()),
+        Event::Person(renamed),
+        Event::Auction(opened),
+        Event::Auction(again),
+    ];
+    let source =
+        weir::sources::stream::items(crafted.clone()).with_native_timestamps(Event::date_time);
+    let (got, _) = run(Query::Q8, source, 4_000, 2);
+    let (want, _) = expected(Query::Q8, &crafted, 4_000);
+    assert_eq!(want.len(), 2, "{want:?}");
+    assert_eq!(got, want);
+}
