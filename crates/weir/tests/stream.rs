@@ -614,3 +614,40 @@ fn float_sums_in_sliding_windows_are_recomputed_not_deducted() {
     let later: Vec<(i64, f64, f64)> = rows.into_iter().filter(|r| r.0 >= 2).collect();
     assert_eq!(later, [(2, 3.0, 1.5), (4, 5.0, 2.5), (6, 3.0, 3.0)]);
 }
+
+#[test]
+fn the_socket_source_decodes_bad_utf8_lossily_and_drops_overlong_lines() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.write_all(b"first\r\n").unwrap();
+        conn.write_all(b"bad \xff byte\n").unwrap();
+        conn.write_all(&[b'x'; 5_000]).unwrap();
+        conn.write_all(b"\nafter the long one\n").unwrap();
+        conn.write_all(b"no newline at the end").unwrap();
+    });
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::socket_with_max_line(addr, 1_000))
+        .with_ingestion_timestamps()
+        .write_to(sink);
+    let job = p.submit(&Executor::shared(), JobConfig::default()).unwrap();
+    assert!(job.wait_timeout(std::time::Duration::from_secs(60)));
+    let metrics = job.metrics();
+    job.join().unwrap();
+    server.join().unwrap();
+    assert_eq!(
+        out.take(),
+        [
+            "first".to_string(),
+            "bad \u{fffd} byte".to_string(),
+            "after the long one".to_string(),
+            "no newline at the end".to_string()
+        ]
+    );
+    let counted = |name: &str| metrics.iter().map(|m| m.counter(name)).sum::<u64>();
+    assert_eq!(counted("invalid_utf8_lines"), 1);
+    assert_eq!(counted("oversized_lines"), 1);
+}

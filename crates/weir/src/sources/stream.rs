@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
-use weir_core::{BoxError, Item, ProcessorContext};
+use weir_core::{BoxError, Counter, Item, ProcessorContext};
 
 use crate::sources::files::SourceError;
 use crate::sources::{Emitter, SourceReader};
@@ -172,32 +172,84 @@ pub fn json_lines<T: DeserializeOwned + Item>(
     ))
 }
 
+/// The longest line [`socket`] takes: 1 MiB.
+pub const SOCKET_MAX_LINE: usize = 1 << 20;
+
 /// Reads lines of text from a TCP server at `addr` until it closes the connection. One
-/// instance; the reader blocks on the socket, so it runs on a thread of its own. Use it with
+/// instance; the reader blocks on the socket, so it reads ahead on an I/O thread of its own.
+/// Use it with
 /// [`with_ingestion_timestamps`](crate::stream::StreamSourceStage::with_ingestion_timestamps)
 /// for a live demo.
+///
+/// A line is stripped of its `\n` (and a `\r` before it). Invalid UTF-8 is decoded lossily
+/// (U+FFFD) and counted in `invalid_utf8_lines`; a line longer than [`SOCKET_MAX_LINE`] bytes
+/// is dropped, counted in `oversized_lines` and logged with its line number. Neither fails
+/// the job.
 pub fn socket(addr: SocketAddr) -> StreamSource<String> {
+    socket_with_max_line(addr, SOCKET_MAX_LINE)
+}
+
+/// Like [`socket`], dropping lines longer than `max_line` bytes.
+pub fn socket_with_max_line(addr: SocketAddr, max_line: usize) -> StreamSource<String> {
     StreamSource::new(
         format!("socket({addr})"),
         Some(1),
         move |_: &ProcessorContext| SocketReader {
             addr,
+            max_line,
             stream: None,
-            line: String::new(),
+            line: Vec::new(),
+            line_number: 0,
+            skipping: false,
+            invalid_utf8: Counter::default(),
+            oversized: Counter::default(),
         },
     )
 }
 
 struct SocketReader {
     addr: SocketAddr,
+    max_line: usize,
     stream: Option<BufReader<TcpStream>>,
-    line: String,
+    /// The line read so far.
+    line: Vec<u8>,
+    /// Lines started so far, for log messages.
+    line_number: u64,
+    /// The current line is over the limit: drop bytes until its end.
+    skipping: bool,
+    invalid_utf8: Counter,
+    oversized: Counter,
+}
+
+impl SocketReader {
+    /// Ends the current line: emits it, decoded, unless it was too long. Returns whether the
+    /// batch has room for more.
+    fn end_line(&mut self, out: &mut Emitter<'_, String>) -> bool {
+        self.line_number += 1;
+        if std::mem::take(&mut self.skipping) {
+            return true;
+        }
+        let mut bytes = std::mem::take(&mut self.line);
+        if bytes.last() == Some(&b'\r') {
+            bytes.pop();
+        }
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                self.invalid_utf8.increment();
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            }
+        };
+        out.emit(text)
+    }
 }
 
 impl SourceReader for SocketReader {
     type Item = String;
 
-    fn open(&mut self, _ctx: &ProcessorContext) -> Result<(), BoxError> {
+    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+        self.invalid_utf8 = ctx.metrics().counter("invalid_utf8_lines");
+        self.oversized = ctx.metrics().counter("oversized_lines");
         let stream = TcpStream::connect(self.addr)
             .map_err(|e| format!("cannot connect to {}: {e}", self.addr))?;
         // Wake up now and then, so that a cancelled job stops promptly.
@@ -207,23 +259,49 @@ impl SourceReader for SocketReader {
     }
 
     fn read(&mut self, out: &mut Emitter<'_, String>) -> Result<bool, BoxError> {
-        let Some(stream) = self.stream.as_mut() else {
-            return Ok(true);
-        };
         loop {
-            match stream.read_line(&mut self.line) {
-                Ok(0) => return Ok(true),
-                Ok(_) => {
-                    let line = std::mem::take(&mut self.line);
-                    let line = line.trim_end_matches(['\n', '\r']).to_string();
-                    if !out.emit(line) {
-                        return Ok(false);
-                    }
-                }
+            let Some(stream) = self.stream.as_mut() else {
+                return Ok(true);
+            };
+            let buf = match stream.fill_buf() {
+                Ok(buf) => buf,
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     return Ok(false);
                 }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(format!("reading from {}: {e}", self.addr).into()),
+            };
+            if buf.is_empty() {
+                // The peer closed the connection; a last line without `\n` still counts.
+                self.stream = None;
+                if !self.line.is_empty() || self.skipping {
+                    self.end_line(out);
+                }
+                return Ok(true);
+            }
+            let (chunk, ends_line) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (&buf[..i], true),
+                None => (buf, false),
+            };
+            let taken = chunk.len() + usize::from(ends_line);
+            if !self.skipping {
+                if self.line.len() + chunk.len() > self.max_line {
+                    self.skipping = true;
+                    self.line.clear();
+                    self.oversized.increment();
+                    tracing::warn!(
+                        source = %self.addr,
+                        line = self.line_number + 1,
+                        max_bytes = self.max_line,
+                        "line too long: dropped"
+                    );
+                } else {
+                    self.line.extend_from_slice(chunk);
+                }
+            }
+            stream.consume(taken);
+            if ends_line && !self.end_line(out) {
+                return Ok(false);
             }
         }
     }
