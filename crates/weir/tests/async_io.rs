@@ -114,6 +114,48 @@ fn a_user_error_fails_the_job_without_waiting_for_the_other_items() {
 }
 
 #[test]
+fn a_panic_in_the_async_function_fails_the_job_as_a_panic() {
+    // With a generous timeout and a fallback for timeouts, a panic must neither wait out the
+    // timeout nor be replaced by the fallback, nor be retried.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (done_tx, done_rx) = mpsc::channel();
+    let counted = Arc::clone(&calls);
+    std::thread::spawn(move || {
+        let p = Pipeline::new();
+        let (sink, _out) = sinks::collection::list::<u32>();
+        p.read_from(sources::collection::items(0..20u32))
+            .map_async(
+                AsyncOptions::unordered()
+                    .timeout(GENEROUS)
+                    .on_timeout(|x: u32| vec![x])
+                    .retry(RetryStrategy::fixed(Duration::ZERO, 5)),
+                move |x: u32| {
+                    let counted = Arc::clone(&counted);
+                    async move {
+                        if x == 7 {
+                            counted.fetch_add(1, Ordering::SeqCst);
+                            panic!("cannot score item {x}");
+                        }
+                        std::future::pending::<()>().await;
+                        Ok::<_, std::convert::Infallible>(vec![x])
+                    }
+                },
+            )
+            .write_to(sink);
+        let _ = done_tx.send(p.run());
+    });
+    let outcome = done_rx.recv_timeout(GENEROUS).expect("the job ended");
+    let e = outcome.unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "item 7 failed after 1 attempt(s): the async call panicked: cannot score item 7"
+        ),
+        "{e}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "a panic is not retried");
+}
+
+#[test]
 fn a_service_factory_builds_one_service_for_every_instance() {
     let created = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&created);

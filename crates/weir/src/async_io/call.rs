@@ -1,9 +1,12 @@
 //! One call of a unit (an item or a batch) with its retries, as it runs on the shared runtime.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use futures::FutureExt;
+use weir_core::error::panic_message;
 use weir_core::{BoxError, Item};
 
 use super::AsyncError;
@@ -93,7 +96,19 @@ pub(crate) async fn call_with_retries<T: Clone, R>(
         } else {
             inputs.clone().unwrap_or_default()
         };
-        let outcome = call(arg).await;
+        // A panic in the user's future is no reason to retry, nor a timeout to wait out.
+        let outcome = match AssertUnwindSafe(call(arg)).catch_unwind().await {
+            Ok(outcome) => outcome,
+            Err(payload) => {
+                return Err(AttemptError {
+                    error: AsyncError::Panicked {
+                        message: panic_message(&*payload),
+                    }
+                    .into(),
+                    attempts: attempt,
+                });
+            }
+        };
         let retry = match &outcome {
             Ok(results) => policy.retries_result(results),
             Err(e) => policy.retries_error(&**e),

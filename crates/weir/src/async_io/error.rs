@@ -29,6 +29,12 @@ pub enum AsyncError {
         #[source]
         source: BoxError,
     },
+    /// The async function panicked. Not retried, and not mistaken for a timeout.
+    #[error("the async call panicked: {message}")]
+    Panicked {
+        /// The panic's message.
+        message: String,
+    },
     /// A batched call returned a different number of results than it was given items.
     #[error(
         "a batch of {sent} items got {received} results; a batched call must return one result per item, in order"
