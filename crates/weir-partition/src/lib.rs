@@ -240,11 +240,20 @@ mod tests {
     fn known_values_never_change() {
         // Pinned: these are part of the wire format. If this fails, routing changed.
         assert_eq!(stable_hash(b""), 0x2d06800538d394c2);
+        assert_eq!(stable_hash(b"apple"), 0x517a430dcf1f8a00);
+        assert_eq!("banana".canonical_hash(), 0x669f075767da524c);
+        assert_eq!(5u64.canonical_hash(), 0x8e03e9aa39aaa78c);
+        assert_eq!((-3i32).canonical_hash(), 0x42469f89586d8030);
+        assert_eq!((1u64, "a").canonical_hash(), 0x3c8a2ecde8d5eb6e);
         let p = Partitioner::default();
-        let a = p.partition_of("apple");
-        let b = p.partition_of("apple");
-        assert_eq!(a, b);
-        assert_eq!(p.partition_of(&"apple".to_string()), a);
+        assert_eq!(p.partition_of("apple"), 15);
+        assert_eq!(p.partition_of(&"apple".to_string()), 15);
+        assert_eq!(p.partition_of("banana"), 59);
+        assert_eq!(p.partition_of("customer-3"), 229);
+        assert_eq!(p.partition_of(&5u64), 120);
+        assert_eq!(p.partition_of(&5u8), 120);
+        assert_eq!(p.partition_of(&(-3i32)), 151);
+        assert_eq!(p.partition_of(&(1u64, "a")), 44);
     }
 
     #[test]

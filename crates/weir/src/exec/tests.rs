@@ -106,7 +106,7 @@ fn global_accumulate_then_combine() {
     })
     .input(Vec::<u64>::new())
     .expect_output(vec![0u64]);
-    let _ = AggregateOperation::<u8>::create(&counting());
+    assert_eq!(AggregateOperation::<u8>::create(&counting()), 0);
 }
 
 #[test]
@@ -305,7 +305,13 @@ mod streaming {
             }),
             Message::Watermark(Watermark::MAX),
         ]);
-        let _ = Frames::of(&WindowDefinition::tumbling(1));
+        // Frames of a sliding window: one slide long, each named by its end.
+        let frames = Frames::of(&WindowDefinition::sliding(10, 5));
+        assert_eq!(frames.frame_end(0), 5);
+        assert_eq!(frames.frame_end(4), 5);
+        assert_eq!(frames.frame_end(5), 10);
+        assert_eq!(frames.frame_end(-1), 0);
+        assert_eq!(frames.window_start(15), 5);
     }
 
     #[test]
