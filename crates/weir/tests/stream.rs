@@ -651,3 +651,91 @@ fn the_socket_source_decodes_bad_utf8_lossily_and_drops_overlong_lines() {
     assert_eq!(counted("invalid_utf8_lines"), 1);
     assert_eq!(counted("oversized_lines"), 1);
 }
+
+/// Reads two partitions in turns, one per `read` call, like a consumer polling broker
+/// partitions: partition 0's event time runs ten times faster than partition 1's.
+struct AlternatingPartitions {
+    next: [u64; 2],
+    turn: usize,
+    per_partition: u64,
+}
+
+impl weir::SourceReader for AlternatingPartitions {
+    type Item = (u32, u64);
+
+    fn partitions(&self) -> usize {
+        2
+    }
+
+    fn read(
+        &mut self,
+        out: &mut weir::sources::Emitter<'_, (u32, u64)>,
+    ) -> Result<bool, weir::BoxError> {
+        let p = self.turn;
+        self.turn = 1 - self.turn;
+        for _ in 0..100 {
+            if self.next[p] < self.per_partition {
+                out.emit_from(p as u32, (p as u32, self.next[p]));
+                self.next[p] += 1;
+            }
+        }
+        Ok(self.next.iter().all(|n| *n >= self.per_partition))
+    }
+}
+
+#[test]
+fn a_partition_whose_reads_are_held_back_never_goes_idle() {
+    // Long backpressure between the turns of the two partitions: the time the source cannot
+    // emit does not count towards a partition's idleness, so partition 1 keeps holding the
+    // watermark back and none of its events is late.
+    const PER_PARTITION: u64 = 1_500;
+    let stamp = |e: &(u32, u64)| {
+        if e.0 == 0 {
+            e.1 as i64 * 10
+        } else {
+            e.1 as i64
+        }
+    };
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    let source = StreamSource::new("alternating", Some(1), |_: &weir::ProcessorContext| {
+        AlternatingPartitions {
+            next: [0, 0],
+            turn: 0,
+            per_partition: PER_PARTITION,
+        }
+    });
+    p.read_from(source)
+        .with_idle_timeout(std::time::Duration::from_millis(50))
+        .with_timestamps(stamp, 0)
+        .rebalance()
+        .map(|e: (u32, u64)| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            e
+        })
+        .window(WindowDefinition::tumbling(1_000))
+        .aggregate(counting())
+        .write_to(sink);
+    let job = p.submit(&Executor::shared(), JobConfig::default()).unwrap();
+    assert!(
+        job.wait_timeout(std::time::Duration::from_secs(120)),
+        "job did not finish"
+    );
+    let late: u64 = job.metrics().iter().map(|m| m.counter("late_events")).sum();
+    job.join().unwrap();
+    assert_eq!(late, 0, "events were dropped as late");
+    let mut expected: BTreeMap<i64, u64> = BTreeMap::new();
+    for p in 0..2u32 {
+        for n in 0..PER_PARTITION {
+            *expected
+                .entry(stamp(&(p, n)).div_euclid(1_000) * 1_000)
+                .or_default() += 1;
+        }
+    }
+    let got: BTreeMap<i64, u64> = out
+        .take()
+        .into_iter()
+        .map(|r: WindowResult<u64>| (r.start, r.value))
+        .collect();
+    assert_eq!(got, expected);
+}

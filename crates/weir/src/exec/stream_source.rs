@@ -5,9 +5,13 @@
 //!
 //! A partition that delivers nothing for the idle timeout stops holding the source's
 //! watermark back until it delivers again; when nothing at all arrives for that long, the
-//! source tells its consumers it is idle, in band, after everything it sent. Only time spent
-//! reading counts: while the chain cannot take more (backpressure), the source is not
-//! reading, so its partitions' clocks stop.
+//! source tells its consumers it is idle, in band, after everything it sent.
+//!
+//! Only time spent trying to read counts, on a clock of the source's own (like Flink's
+//! pausable clock): it stops while the chain cannot take more (backpressure), and it counts
+//! at most [`MAX_READ_GAP`] between two read attempts, so a source whose worker was busy with
+//! other tasklets for a while is not idle for that: a partition goes idle only after many
+//! attempts that found nothing.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +25,11 @@ use crate::connector::SourceReader;
 use crate::event_time::{TimestampFn, Timestamped};
 use crate::exec::link::{ErasedLink, Link, chain_idle, chain_watermark, unerase};
 use crate::exec::read_ahead::{BATCH, ReadOutcome, SourceFeed};
+
+/// The most that one gap between two read attempts adds to the reading clock. An idle source
+/// is asked to read at least every millisecond or so (its worker's longest pause); a longer
+/// gap means it was not scheduled, not that it found nothing.
+const MAX_READ_GAP: Duration = Duration::from_millis(5);
 
 /// How a stream source assigns event time.
 pub(crate) struct EventTimePolicy<T> {
@@ -50,12 +59,14 @@ pub(crate) struct StreamSourceHead<R: SourceReader> {
     raw: Vec<R::Item>,
     /// Where each partition's items start in `raw` (see `Emitter::emit_from`).
     runs: Vec<(usize, u32)>,
-    /// When each partition last delivered an item, on the reading clock (see the module docs).
-    last_seen: Vec<Instant>,
+    /// The reading clock (see the module docs): time spent trying to read.
+    reading: Duration,
+    /// The last read attempt, while the clock runs; `None` while the source is held back.
+    last_attempt: Option<Instant>,
+    /// When each partition last delivered an item, on the reading clock.
+    last_seen: Vec<Duration>,
     /// When anything last arrived, on the same clock.
-    last_item: Instant,
-    /// Since when the chain has refused to take more: the reading clock is stopped.
-    held_since: Option<Instant>,
+    last_item: Duration,
     /// Whether the consumers were told this source is idle, since its last item.
     idle_sent: bool,
     batch: Vec<Timestamped<R::Item>>,
@@ -76,7 +87,6 @@ pub(crate) fn stream_source_head<R: SourceReader>(
 where
     R::Item: Item,
 {
-    let now = Instant::now();
     Box::new(StreamSourceHead {
         feed: SourceFeed::new(reader),
         tracker: EventTimeTracker::new(1, policy.allowed_lag),
@@ -87,9 +97,10 @@ where
         chain: unerase::<Timestamped<R::Item>>(chain),
         raw: Vec::with_capacity(BATCH),
         runs: Vec::new(),
+        reading: Duration::ZERO,
+        last_attempt: None,
         last_seen: Vec::new(),
-        last_item: now,
-        held_since: None,
+        last_item: Duration::ZERO,
         idle_sent: false,
         batch: Vec::with_capacity(BATCH),
         sent: Watermark::MIN,
@@ -103,7 +114,7 @@ where
 impl<R: SourceReader> StreamSourceHead<R> {
     /// Flushes the chain's backlog and hands it the pending watermark; true when both are
     /// out. While they are not, the source is held back and its reading clock stops.
-    fn drain_chain(&mut self, outbox: &mut Outbox, now: Instant) -> ProcessorResult<bool> {
+    fn drain_chain(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         let mut out = self.chain.flush(outbox)?;
         if out && let Some(wm) = self.pending {
             out = chain_watermark(&mut *self.chain, wm, outbox)?;
@@ -113,25 +124,22 @@ impl<R: SourceReader> StreamSourceHead<R> {
             }
         }
         if !out {
-            self.held_since.get_or_insert(now);
+            self.last_attempt = None;
         }
         Ok(out)
     }
 
-    /// Restarts the reading clock after backpressure: the time held back does not count
-    /// towards any partition's idleness.
-    fn resume_clock(&mut self, now: Instant) {
-        if let Some(since) = self.held_since.take() {
-            let held = now.duration_since(since);
-            for seen in &mut self.last_seen {
-                *seen += held;
-            }
-            self.last_item += held;
+    /// Advances the reading clock for a read attempt made at `now`.
+    fn tick(&mut self, now: Instant) {
+        if let Some(last) = self.last_attempt {
+            self.reading += now.duration_since(last).min(MAX_READ_GAP);
         }
+        self.last_attempt = Some(now);
     }
 
     /// Stamps the items just read, drops the late ones, and notes which partitions spoke.
-    fn stamp(&mut self, now: Instant) {
+    fn stamp(&mut self) {
+        let now = self.reading;
         let mut late = 0;
         let (mut partition, mut next_run) = (0usize, 0usize);
         let last = self.last_seen.len() - 1;
@@ -155,7 +163,7 @@ impl<R: SourceReader> StreamSourceHead<R> {
         }
         if self.last_seen.len() > 1 {
             for (p, seen) in self.last_seen.iter().enumerate() {
-                if now.duration_since(*seen) >= self.idle_timeout {
+                if now - *seen >= self.idle_timeout {
                     self.tracker.mark_idle(p);
                 }
             }
@@ -170,22 +178,19 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
         self.feed.open(ctx)?;
         let partitions = self.feed.partitions().max(1);
         self.tracker = EventTimeTracker::new(partitions, self.policy.allowed_lag);
-        let now = Instant::now();
-        self.last_seen = vec![now; partitions];
-        self.last_item = now;
+        self.last_seen = vec![Duration::ZERO; partitions];
         self.chain.init(ctx)
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        let now = Instant::now();
-        if !self.drain_chain(outbox, now)? {
+        if !self.drain_chain(outbox)? {
             return Ok(false);
         }
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
         if !self.exhausted {
-            self.resume_clock(now);
+            self.tick(Instant::now());
             self.runs.clear();
             match self.feed.read(&mut self.raw, Some(&mut self.runs)) {
                 ReadOutcome::More => {}
@@ -194,10 +199,10 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
             }
             let read = self.raw.len();
             if read > 0 {
-                self.last_item = now;
+                self.last_item = self.reading;
                 self.idle_sent = false;
             }
-            self.stamp(now);
+            self.stamp();
             if read > 0 || self.exhausted || self.failed.is_some() {
                 outbox.report_progress();
             }
@@ -211,7 +216,7 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
             if wm > self.sent {
                 self.pending = Some(wm);
             }
-            if !self.drain_chain(outbox, now)? {
+            if !self.drain_chain(outbox)? {
                 return Ok(false);
             }
             if let Some(e) = self.failed.take() {
@@ -220,7 +225,7 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
             if !self.exhausted {
                 if read == 0
                     && !self.idle_sent
-                    && now.duration_since(self.last_item) >= self.idle_timeout
+                    && self.reading - self.last_item >= self.idle_timeout
                     && chain_idle(&mut *self.chain, outbox)?
                 {
                     self.idle_sent = true;

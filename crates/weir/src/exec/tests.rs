@@ -469,3 +469,19 @@ fn probe_buffer_hands_on_items_and_markers_in_order() {
         .input_events(input.clone())
         .expect_messages(input);
 }
+
+#[test]
+fn heads_of_blocking_readers_and_file_sinks_are_cooperative() {
+    // A file read may block: the reader runs on a read-ahead thread, and the head, with the
+    // chain's CPU work, stays on the cooperative workers. So does a file sink's formatting.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "a\nb\n").unwrap();
+    let source = crate::sources::files::text(&input).unwrap();
+    let ctx = weir_core::ProcessorContext::new("read", 0, 1, 0);
+    let head = (source.head)(&ctx, erased(emit::<String>()));
+    assert!(head.is_cooperative());
+    let sink = crate::sinks::files::text::<String>(dir.path().join("out.txt"));
+    let terminal = crate::exec::link::unerase::<String>((sink.terminal)(&ctx));
+    assert!(terminal.is_cooperative());
+}
