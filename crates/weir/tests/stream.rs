@@ -521,6 +521,47 @@ fn each_partition_holds_the_watermark_until_it_goes_idle() {
     );
 }
 
+/// Counts items per 1 s tumbling window behind a stage that takes a millisecond per item,
+/// a vertex of its own; returns the counts and the late events of the whole job.
+fn count_windows_behind_a_slow_stage<T: weir::Item>(
+    p: &Pipeline,
+    stream: StreamStage<T>,
+    config: JobConfig,
+) -> (BTreeMap<i64, u64>, u64) {
+    let (sink, out) = sinks::collection::list();
+    stream
+        .rebalance()
+        .map(|item: T| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            item
+        })
+        .window(WindowDefinition::tumbling(1_000))
+        .aggregate(counting())
+        .write_to(sink);
+    let job = p.submit(&Executor::shared(), config).unwrap();
+    assert!(
+        job.wait_timeout(std::time::Duration::from_secs(120)),
+        "job did not finish"
+    );
+    let late: u64 = job.metrics().iter().map(|m| m.counter("late_events")).sum();
+    job.join().unwrap();
+    let counts = out
+        .take()
+        .into_iter()
+        .map(|r: WindowResult<u64>| (r.start, r.value))
+        .collect();
+    (counts, late)
+}
+
+/// The reference of [`count_windows_behind_a_slow_stage`]: items per 1 s window.
+fn tumbling_counts(timestamps: impl IntoIterator<Item = i64>) -> BTreeMap<i64, u64> {
+    let mut counts = BTreeMap::new();
+    for t in timestamps {
+        *counts.entry(t.div_euclid(1_000) * 1_000).or_default() += 1;
+    }
+    counts
+}
+
 #[test]
 fn long_backpressure_never_makes_an_input_idle() {
     // Two source instances whose event times advance ten times apart, a stage that takes
@@ -536,42 +577,17 @@ fn long_backpressure_never_makes_an_input_idle() {
         }
     };
     let p = Pipeline::new();
-    let (sink, out) = sinks::collection::list();
-    p.read_from(sources::stream::generator(0, Some(N), |n| n))
-        .with_timestamps(stamp, 0)
-        .rebalance()
-        .map(|n: u64| {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            n
-        })
-        .window(WindowDefinition::tumbling(1_000))
-        .aggregate(counting())
-        .write_to(sink);
+    let stream = p
+        .read_from(sources::stream::generator(0, Some(N), |n| n))
+        .with_timestamps(stamp, 0);
     let config = JobConfig {
         idle_timeout: std::time::Duration::from_millis(50),
         default_parallelism: Some(2),
         ..JobConfig::default()
     };
-    let job = p.submit(&Executor::shared(), config).unwrap();
-    assert!(
-        job.wait_timeout(std::time::Duration::from_secs(120)),
-        "job did not finish"
-    );
-    let late: u64 = job.metrics().iter().map(|m| m.counter("late_events")).sum();
-    job.join().unwrap();
+    let (got, late) = count_windows_behind_a_slow_stage(&p, stream, config);
     assert_eq!(late, 0, "items were dropped as late");
-    let mut expected: BTreeMap<i64, u64> = BTreeMap::new();
-    for n in 0..N {
-        *expected
-            .entry(stamp(&n).div_euclid(1_000) * 1_000)
-            .or_default() += 1;
-    }
-    let got: BTreeMap<i64, u64> = out
-        .take()
-        .into_iter()
-        .map(|r: WindowResult<u64>| (r.start, r.value))
-        .collect();
-    assert_eq!(got, expected);
+    assert_eq!(got, tumbling_counts((0..N).map(|n| stamp(&n))));
 }
 
 /// Sliding windows of 4 ms every 2 ms over `events` (time, value), one key, summed as
@@ -697,7 +713,6 @@ fn a_partition_whose_reads_are_held_back_never_goes_idle() {
         }
     };
     let p = Pipeline::new();
-    let (sink, out) = sinks::collection::list();
     let source = StreamSource::new("alternating", Some(1), |_: &weir::ProcessorContext| {
         AlternatingPartitions {
             next: [0, 0],
@@ -705,37 +720,12 @@ fn a_partition_whose_reads_are_held_back_never_goes_idle() {
             per_partition: PER_PARTITION,
         }
     });
-    p.read_from(source)
+    let stream = p
+        .read_from(source)
         .with_idle_timeout(std::time::Duration::from_millis(50))
-        .with_timestamps(stamp, 0)
-        .rebalance()
-        .map(|e: (u32, u64)| {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            e
-        })
-        .window(WindowDefinition::tumbling(1_000))
-        .aggregate(counting())
-        .write_to(sink);
-    let job = p.submit(&Executor::shared(), JobConfig::default()).unwrap();
-    assert!(
-        job.wait_timeout(std::time::Duration::from_secs(120)),
-        "job did not finish"
-    );
-    let late: u64 = job.metrics().iter().map(|m| m.counter("late_events")).sum();
-    job.join().unwrap();
+        .with_timestamps(stamp, 0);
+    let (got, late) = count_windows_behind_a_slow_stage(&p, stream, JobConfig::default());
     assert_eq!(late, 0, "events were dropped as late");
-    let mut expected: BTreeMap<i64, u64> = BTreeMap::new();
-    for p in 0..2u32 {
-        for n in 0..PER_PARTITION {
-            *expected
-                .entry(stamp(&(p, n)).div_euclid(1_000) * 1_000)
-                .or_default() += 1;
-        }
-    }
-    let got: BTreeMap<i64, u64> = out
-        .take()
-        .into_iter()
-        .map(|r: WindowResult<u64>| (r.start, r.value))
-        .collect();
-    assert_eq!(got, expected);
+    let all = (0..2u32).flat_map(|p| (0..PER_PARTITION).map(move |n| stamp(&(p, n))));
+    assert_eq!(got, tumbling_counts(all));
 }
