@@ -1,34 +1,97 @@
-//! NEXMark on the in-process generator: every query at parallelism 1 and 2, against the
-//! generator alone, plus the latency of window results in a rate-limited run.
+//! NEXMark: every query as a Weir job at parallelism 1 and 2, over the in-process generator
+//! and over a JSON Lines event file (parse included), each run's result checked against the
+//! reference; q0, q5 and q7 also as hand-written single-thread loops, the yardstick; then
+//! the latency of window results in a rate-limited run.
 //!
 //! ```text
-//! cargo bench --bench nexmark                         # 10 M events per run
-//! cargo bench --bench nexmark -- --events 2000000 --latency-events 20000000 --wall-rate 1000000
-//! cargo bench --bench nexmark -- --latency-only
+//! cargo bench --bench nexmark                        # 10 M generated events, 2 M from a file
+//! cargo bench --bench nexmark -- --runs 3            # best of 3
+//! cargo bench --bench nexmark -- --inputs generator --queries q0,q5 --parallelism 1
+//! cargo bench --bench nexmark -- --events 2000000 --rate 20000 --no-latency
+//! cargo bench --bench nexmark -- --latency-only [--latency-events 20000000 --wall-rate 1000000]
 //! ```
 //!
-//! Every measurement runs in a child process (this bench re-invoked), timed from spawn to exit
-//! with its peak RSS from `wait4`; results are counted, not written. Baselines: the generator
-//! alone, as a hand-written loop (`Generator::iter`, one thread) and as a Weir job that only
-//! reads the generator source. Events/s per core is events/s divided by the parallelism.
+//! # Inputs
 //!
-//! Latency: the generator runs at `--wall-rate` events/s of wall-clock time with event time
-//! starting now, so event time follows the clock. The source's watermark passes a window's
-//! end `E` when it has seen event time `E + lag`, that is at wall time ≈ `E + lag`; the sink
-//! records `now − (E + lag)` for every window result of q5 and q7.
+//! - **generator**: `--events` events (10 M) at `--rate` events per second of event time
+//!   (100,000), so 100 s of event time: q5's and q7's windows fire and their state is evicted
+//!   all through the run. `weir_nexmark::source::stream_generator`, one instance per worker.
+//! - **file**: `--file-events` events (2 M) at `--file-rate` (20,000/s, again 100 s), written
+//!   once by the generator to `target/bench-data/` as JSON Lines (about 0.5 GB) and read back
+//!   by `weir_nexmark::source::stream_replay` (one instance, strict parse of every line).
+//!
+//! Event time is each event's `date_time`, with the allowed lag of 4 s.
+//!
+//! # What a run computes, and the check
+//!
+//! Each query's rows reach a sink that receives the query's row type (`Q0Row`, `Q5Row`,
+//! ...) and computes the row count and an order-independent checksum: the wrapping sum of a
+//! stable 64-bit hash of each row's fields (floats by their bits: the CSV text of an `f64`
+//! is its shortest round-trip form, so equal text is equal bits). Sink instances add their
+//! sums at close. The "source" runs checksum the events themselves.
+//!
+//! Every run's count and checksum must equal those of `weir_nexmark::reference` on the same
+//! events, or the bench fails. The reference results are computed once per event
+//! configuration, in a child process, and cached in `target/bench-data/`.
+//!
+//! # Yardsticks
+//!
+//! - **source, hand loop**: one thread that generates (or reads and parses) the events and
+//!   checksums them: the cost of the input alone. "vs source" divides a query's time by the
+//!   Weir source-only job's at the same parallelism.
+//! - **q0, q5, q7, hand loop**: one thread doing the query's work as a careful engineer
+//!   would write it streaming: the reference's lateness (one watermark over all events, `max
+//!   date_time seen - 4 s`; an event below it is dropped), windows that fire as the
+//!   watermark passes their end, state evicted as they fire, rows built and checksummed as
+//!   the sink does. q5 counts bids per auction in 2 s frames and sums five frames per 10 s
+//!   window; q7 keeps per open 10 s window the highest price and its bids. Their results are
+//!   checked against the reference too, and on a small input with late events before the
+//!   timed runs. "vs hand" is the hand loop's time divided by the Weir job's (at parallelism
+//!   2, against the same single-thread loop).
+//!
+//! Every measurement runs in a child process (this bench re-invoked), timed from spawn to
+//! exit (so it includes process start and planning), with its peak RSS from `wait4`; the
+//! best of `--runs` is shown. The reference is computed in a child so that this process
+//! stays small: Linux reports a child's `ru_maxrss` as at least its parent's RSS at the
+//! spawn.
+//!
+//! # Latency
+//!
+//! The generator runs at `--wall-rate` events/s of wall-clock time with event time starting
+//! now, so event time follows the clock. The source's watermark passes a window's end `E`
+//! when it has seen event time `E + lag`, that is at wall time ≈ `E + lag`; the sink records
+//! `now − (E + lag)` for every window result of q5 and q7.
 
 mod support;
 
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use rustc_hash::FxHashMap;
 use weir::prelude::*;
-use weir::{BoxError, ExecutorConfig, SinkWriter};
+use weir::stream::StreamStage;
+use weir::{BoxError, ExecutorConfig, Item, SinkWriter};
 use weir_nexmark::generator::GeneratorConfig;
-use weir_nexmark::{Generator, Query, queries, source};
+use weir_nexmark::reference::{
+    self, Q0Row, Q1Row, Q2Row, Q3Row, Q4Row, Q5_SLIDE_MS, Q5_WINDOW_MS, Q5Row, Q7_WINDOW_MS, Q7Row,
+    Q8Row,
+};
+use weir_nexmark::{Event, Generator, Query, parse_line, queries, source};
 
-const LAG_MS: i64 = 4000;
+/// The allowed lag of the watermark, as the reference's default.
+const LAG_MS: i64 = reference::DEFAULT_ALLOWED_LAG_MS as i64;
+/// Where generated event files and cached reference results go.
+const DATA_DIR: &str = "target/bench-data";
+/// Bump when the row hash changes, so that cached reference results are recomputed.
+const CHECKSUM_VERSION: u32 = 1;
+/// The queries that have a hand-written loop.
+const HAND_QUERIES: [Query; 3] = [Query::Q0, Query::Q5, Query::Q7];
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -36,45 +99,819 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Child: runs `what` ("generator", "hand-loop" or a query) over `events` events.
-fn child(what: &str, events: u64, parallelism: usize) {
-    let config = GeneratorConfig {
-        count: Some(events),
-        ..GeneratorConfig::default()
-    };
-    if what == "hand-loop" {
-        let mut checksum = 0i64;
-        for e in Generator::new(config).unwrap().iter() {
-            checksum = checksum.wrapping_add(e.date_time());
+// ---------------------------------------------------------------------------------------
+// Row checksums
+
+/// SplitMix64's output function: a fixed, well-mixing permutation of 64 bits.
+#[inline]
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A stable hash of a row's fields in order, the same in every process and on every run.
+struct RowHasher(u64);
+
+impl RowHasher {
+    /// Starts a hash; `tag` tells the row types apart.
+    #[inline]
+    fn new(tag: u64) -> Self {
+        RowHasher(mix64(tag))
+    }
+
+    #[inline]
+    fn int(self, v: i64) -> Self {
+        RowHasher(mix64(self.0.rotate_left(23) ^ v as u64))
+    }
+
+    #[inline]
+    fn float(self, v: f64) -> Self {
+        self.int(v.to_bits() as i64)
+    }
+
+    fn text(mut self, s: &str) -> Self {
+        let bytes = s.as_bytes();
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self = self.int(i64::from_le_bytes(c.try_into().expect("8 bytes")));
         }
-        std::hint::black_box(checksum);
-        return;
+        let mut last = [0u8; 8];
+        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.int(i64::from_le_bytes(last)).int(bytes.len() as i64)
     }
+
+    #[inline]
+    fn finish(self) -> u64 {
+        self.0
+    }
+}
+
+/// What the checking sink and the hand loops hash: a query's row, or an event.
+trait RowHash {
+    fn row_hash(&self) -> u64;
+}
+
+impl RowHash for Q0Row {
+    #[inline]
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(0)
+            .int(self.auction)
+            .int(self.bidder)
+            .int(self.price)
+            .int(self.date_time)
+            .finish()
+    }
+}
+
+impl RowHash for Q1Row {
+    #[inline]
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(1)
+            .int(self.auction)
+            .int(self.bidder)
+            .float(self.price)
+            .int(self.date_time)
+            .finish()
+    }
+}
+
+impl RowHash for Q2Row {
+    #[inline]
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(2).int(self.auction).int(self.price).finish()
+    }
+}
+
+impl RowHash for Q3Row {
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(3)
+            .text(&self.name)
+            .text(&self.city)
+            .text(&self.state)
+            .int(self.id)
+            .finish()
+    }
+}
+
+impl RowHash for Q4Row {
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(4)
+            .int(self.category)
+            .float(self.avg_price)
+            .finish()
+    }
+}
+
+impl RowHash for Q5Row {
+    #[inline]
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(5)
+            .int(self.window_start)
+            .int(self.window_end)
+            .int(self.auction)
+            .int(self.num as i64)
+            .finish()
+    }
+}
+
+impl RowHash for Q7Row {
+    #[inline]
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(7)
+            .int(self.window_start)
+            .int(self.window_end)
+            .int(self.auction)
+            .int(self.bidder)
+            .int(self.price)
+            .int(self.date_time)
+            .finish()
+    }
+}
+
+impl RowHash for Q8Row {
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(8)
+            .int(self.id)
+            .text(&self.name)
+            .int(self.window_start)
+            .finish()
+    }
+}
+
+/// Events, for the source-only runs: their type, time and main ids.
+impl RowHash for Event {
+    #[inline]
+    fn row_hash(&self) -> u64 {
+        match self {
+            Event::Person(p) => RowHasher::new(10).int(p.id).int(p.date_time),
+            Event::Auction(a) => RowHasher::new(11).int(a.id).int(a.seller).int(a.date_time),
+            Event::Bid(b) => RowHasher::new(12)
+                .int(b.auction)
+                .int(b.bidder)
+                .int(b.price)
+                .int(b.date_time),
+        }
+        .finish()
+    }
+}
+
+/// A row count and the wrapping sum of the rows' hashes: equal for equal multisets of rows,
+/// whatever their order or the instance that saw them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Checksum {
+    rows: u64,
+    sum: u64,
+}
+
+impl Checksum {
+    #[inline]
+    fn add(&mut self, row: &impl RowHash) {
+        self.rows += 1;
+        self.sum = self.sum.wrapping_add(row.row_hash());
+    }
+
+    fn merge(&mut self, other: Checksum) {
+        self.rows += other.rows;
+        self.sum = self.sum.wrapping_add(other.sum);
+    }
+
+    fn of<R: RowHash>(rows: &[R]) -> Checksum {
+        let mut c = Checksum::default();
+        for r in rows {
+            c.add(r);
+        }
+        c
+    }
+
+    fn to_line(self) -> String {
+        format!("{} {:016x}", self.rows, self.sum)
+    }
+
+    fn from_line(line: &str) -> Option<Checksum> {
+        let mut parts = line.split_whitespace();
+        let rows = parts.next()?.parse().ok()?;
+        let sum = u64::from_str_radix(parts.next()?, 16).ok()?;
+        Some(Checksum { rows, sum })
+    }
+}
+
+impl std::fmt::Display for Checksum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} rows, checksum {:016x}", self.rows, self.sum)
+    }
+}
+
+/// The sink of every Weir run: takes the query's real rows and checksums them; each instance
+/// adds its checksum to the shared one at close.
+struct ChecksumSink<R> {
+    local: Checksum,
+    shared: Arc<Mutex<Checksum>>,
+    row: PhantomData<fn(R)>,
+}
+
+impl<R: RowHash + Item> SinkWriter for ChecksumSink<R> {
+    type Item = R;
+
+    #[inline]
+    fn write(&mut self, row: R) -> Result<(), BoxError> {
+        self.local.add(&row);
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), BoxError> {
+        self.shared.lock().expect("checksum lock").merge(self.local);
+        Ok(())
+    }
+}
+
+fn checksum_sink<R: RowHash + Item>(shared: &Arc<Mutex<Checksum>>) -> Sink<R> {
+    let shared = Arc::clone(shared);
+    Sink::new("checksum", None, move |_| ChecksumSink {
+        local: Checksum::default(),
+        shared: Arc::clone(&shared),
+        row: PhantomData,
+    })
+}
+
+/// What a run reads: `None` for the source alone, or a query.
+fn what_name(query: Option<Query>) -> &'static str {
+    query.map_or("source", Query::name)
+}
+
+fn parse_what(name: &str) -> Option<Query> {
+    (name != "source").then(|| name.parse().expect("a query name or `source`"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Inputs
+
+/// Where a run's events come from.
+#[derive(Debug, Clone)]
+enum Input {
+    Generator(GeneratorConfig),
+    File {
+        path: PathBuf,
+        events: GeneratorConfig,
+    },
+}
+
+impl Input {
+    fn name(&self) -> &'static str {
+        match self {
+            Input::Generator(_) => "generator",
+            Input::File { .. } => "file",
+        }
+    }
+
+    /// The configuration of the events it holds.
+    fn config(&self) -> &GeneratorConfig {
+        match self {
+            Input::Generator(c) | Input::File { events: c, .. } => c,
+        }
+    }
+
+    fn events(&self) -> u64 {
+        self.config().count.expect("a finite input")
+    }
+
+    /// The flags that make a child read this input.
+    fn to_args(&self) -> Vec<String> {
+        let c = self.config();
+        let mut args = vec![
+            "--input".into(),
+            self.name().into(),
+            "--count".into(),
+            c.count.expect("finite").to_string(),
+            "--event-rate".into(),
+            c.rate.to_string(),
+        ];
+        if let Input::File { path, .. } = self {
+            args.extend(["--path".into(), path.display().to_string()]);
+        }
+        args
+    }
+
+    fn from_args(flag: &dyn Fn(&str) -> Option<String>) -> Input {
+        let config = GeneratorConfig {
+            count: Some(flag("--count").expect("--count").parse().expect("count")),
+            rate: flag("--event-rate")
+                .expect("--event-rate")
+                .parse()
+                .expect("rate"),
+            ..GeneratorConfig::default()
+        };
+        match flag("--input").as_deref() {
+            Some("generator") => Input::Generator(config),
+            Some("file") => Input::File {
+                path: flag("--path").expect("--path").into(),
+                events: config,
+            },
+            other => panic!("unknown input {other:?}"),
+        }
+    }
+}
+
+/// The event file of `config`, written by the generator on first use.
+fn event_file(config: &GeneratorConfig) -> PathBuf {
+    let dir = Path::new(DATA_DIR);
+    std::fs::create_dir_all(dir).expect("bench data dir");
+    let path = dir.join(format!(
+        "nexmark-{}-rate{}-seed{}.jsonl",
+        config.count.expect("finite"),
+        config.rate,
+        config.seed
+    ));
+    if !path.exists() {
+        eprintln!("writing {} ...", path.display());
+        let tmp = path.with_extension("tmp");
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp).expect("create"));
+        let mut line = Vec::with_capacity(1024);
+        for e in Generator::new(config.clone()).expect("config").iter() {
+            line.clear();
+            e.write_json_line(&mut line);
+            out.write_all(&line).expect("write event file");
+        }
+        out.flush().expect("flush event file");
+        drop(out);
+        std::fs::rename(&tmp, &path).expect("rename event file");
+    }
+    path
+}
+
+/// The events of a JSON Lines file, parsed strictly, in file order; malformed lines are
+/// counted.
+struct FileEvents {
+    reader: BufReader<File>,
+    line: Vec<u8>,
+    malformed: u64,
+}
+
+impl FileEvents {
+    fn open(path: &Path) -> Self {
+        FileEvents {
+            reader: BufReader::with_capacity(256 * 1024, File::open(path).expect("event file")),
+            line: Vec::with_capacity(1024),
+            malformed: 0,
+        }
+    }
+}
+
+impl Iterator for FileEvents {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        loop {
+            self.line.clear();
+            if self
+                .reader
+                .read_until(b'\n', &mut self.line)
+                .expect("read event file")
+                == 0
+            {
+                return None;
+            }
+            let mut line = &self.line[..];
+            if let Some(l) = line.strip_suffix(b"\n") {
+                line = l.strip_suffix(b"\r").unwrap_or(l);
+            }
+            match parse_line(line) {
+                Ok(e) => return Some(e),
+                Err(_) => self.malformed += 1,
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Weir runs
+
+/// Child: runs `query` (or the source alone) as a Weir job over `input`; returns what its
+/// sink received.
+fn engine_run(query: Option<Query>, input: &Input, parallelism: usize) -> Checksum {
     let p = Pipeline::new();
-    let stream = p
-        .read_from(source::stream_generator(config, None).unwrap())
-        .with_native_timestamps(LAG_MS);
-    match what {
-        "generator" => stream.map(|_| ()).write_to(sinks::collection::discard()),
-        query => queries::row_count(query.parse::<Query>().unwrap(), &stream)
-            .write_to(sinks::collection::discard()),
-    }
+    let source = match input {
+        Input::Generator(config) => source::stream_generator(config.clone(), None).expect("config"),
+        Input::File { path, .. } => source::stream_replay(path).expect("event file"),
+    };
+    let stream = p.read_from(source).with_native_timestamps(LAG_MS);
+    let shared = Arc::new(Mutex::new(Checksum::default()));
+    attach_query(query, &stream, &shared);
     let executor = Executor::new(ExecutorConfig {
         workers: parallelism,
         ..ExecutorConfig::default()
     })
-    .unwrap();
-    let job = p
-        .submit(
-            &executor,
-            JobConfig {
-                default_parallelism: Some(parallelism),
-                ..JobConfig::default()
-            },
-        )
-        .unwrap();
-    job.join().unwrap();
+    .expect("executor");
+    p.submit(
+        &executor,
+        JobConfig {
+            default_parallelism: Some(parallelism),
+            ..JobConfig::default()
+        },
+    )
+    .expect("submit")
+    .join()
+    .expect("job");
+    *shared.lock().expect("checksum lock")
 }
+
+/// Adds `query`'s stages and a checking sink of its row type behind `events`.
+fn attach_query(query: Option<Query>, events: &StreamStage<Event>, shared: &Arc<Mutex<Checksum>>) {
+    let Some(query) = query else {
+        return events.write_to(checksum_sink(shared));
+    };
+    match query {
+        Query::Q0 => queries::q0(events).write_to(checksum_sink(shared)),
+        Query::Q1 => queries::q1(events).write_to(checksum_sink(shared)),
+        Query::Q2 => queries::q2(events).write_to(checksum_sink(shared)),
+        Query::Q3 => queries::q3(events).write_to(checksum_sink(shared)),
+        Query::Q4 => queries::q4(events).write_to(checksum_sink(shared)),
+        Query::Q5 => queries::q5(events).write_to(checksum_sink(shared)),
+        Query::Q7 => queries::q7(events).write_to(checksum_sink(shared)),
+        Query::Q8 => queries::q8(events).write_to(checksum_sink(shared)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hand-written loops
+
+/// The reference's event time: one watermark over all events, `max(date_time seen) - lag`;
+/// an event below it is late, and a late event does not move it.
+struct EventClock {
+    max_seen: i64,
+    lag: i64,
+}
+
+impl EventClock {
+    fn new(lag: i64) -> Self {
+        EventClock {
+            max_seen: i64::MIN,
+            lag,
+        }
+    }
+
+    /// Whether an event at `t` is on time; if so, it counts as seen.
+    #[inline]
+    fn admit(&mut self, t: i64) -> bool {
+        if t < self.max_seen.saturating_sub(self.lag) {
+            return false;
+        }
+        self.max_seen = self.max_seen.max(t);
+        true
+    }
+
+    #[inline]
+    fn watermark(&self) -> i64 {
+        self.max_seen.saturating_sub(self.lag)
+    }
+}
+
+/// The source alone: every event checksummed, as the source-only Weir job's sink does.
+fn hand_source(events: impl Iterator<Item = Event>) -> Checksum {
+    let mut sum = Checksum::default();
+    for e in events {
+        sum.add(&e);
+    }
+    sum
+}
+
+/// q0: every on-time bid, as a row.
+fn hand_q0(events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
+    let mut clock = EventClock::new(lag);
+    let mut sum = Checksum::default();
+    for e in events {
+        if !clock.admit(e.date_time()) {
+            continue;
+        }
+        if let Event::Bid(b) = e {
+            sum.add(&Q0Row {
+                auction: b.auction,
+                bidder: b.bidder,
+                price: b.price,
+                date_time: b.date_time,
+            });
+        }
+    }
+    sum
+}
+
+/// q5's state: bid counts per auction in 2 s frames, oldest first; a 10 s window is the sum
+/// of its five frames. A window fires once the watermark reaches its end, and the frames no
+/// later window needs are recycled.
+struct HotItems {
+    /// (frame start, bids per auction), sorted by start.
+    frames: VecDeque<(i64, FxHashMap<i64, u32>)>,
+    /// The first window start not fired yet.
+    next_start: i64,
+    spare: Vec<FxHashMap<i64, u32>>,
+    window: FxHashMap<i64, u32>,
+    top: Vec<i64>,
+}
+
+impl HotItems {
+    fn new() -> Self {
+        HotItems {
+            frames: VecDeque::new(),
+            next_start: i64::MIN,
+            spare: Vec::new(),
+            window: FxHashMap::default(),
+            top: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn count(&mut self, auction: i64, t: i64) {
+        let frame = t.div_euclid(Q5_SLIDE_MS) * Q5_SLIDE_MS;
+        // Bids come in time order give or take the lag: their frame is the newest or close.
+        let mut i = self.frames.len();
+        while i > 0 && self.frames[i - 1].0 > frame {
+            i -= 1;
+        }
+        if i == 0 || self.frames[i - 1].0 != frame {
+            let map = self.spare.pop().unwrap_or_default();
+            self.frames.insert(i, (frame, map));
+            i += 1;
+        }
+        *self.frames[i - 1].1.entry(auction).or_insert(0) += 1;
+    }
+
+    /// The first window not fired yet that holds a frame, if any.
+    #[inline]
+    fn first_window(&self) -> Option<i64> {
+        let (oldest, _) = self.frames.front()?;
+        Some(self.next_start.max(oldest - (Q5_WINDOW_MS - Q5_SLIDE_MS)))
+    }
+
+    /// Fires every window whose end is at or below `watermark`.
+    #[inline]
+    fn advance(&mut self, watermark: i64, sum: &mut Checksum) {
+        while let Some(start) = self.first_window() {
+            if start.saturating_add(Q5_WINDOW_MS) > watermark {
+                break;
+            }
+            self.fire(start, sum);
+            self.next_start = start + Q5_SLIDE_MS;
+            while self.frames.front().is_some_and(|f| f.0 < self.next_start) {
+                let (_, mut map) = self.frames.pop_front().expect("a frame");
+                map.clear();
+                self.spare.push(map);
+            }
+        }
+    }
+
+    fn fire(&mut self, start: i64, sum: &mut Checksum) {
+        let end = start + Q5_WINDOW_MS;
+        self.window.clear();
+        for (_, frame) in self.frames.iter().take_while(|f| f.0 < end) {
+            for (&auction, &n) in frame {
+                *self.window.entry(auction).or_insert(0) += n;
+            }
+        }
+        let mut max = 0;
+        self.top.clear();
+        for (&auction, &n) in &self.window {
+            if n > max {
+                max = n;
+                self.top.clear();
+            }
+            if n == max {
+                self.top.push(auction);
+            }
+        }
+        for &auction in &self.top {
+            sum.add(&Q5Row {
+                window_start: start,
+                window_end: end,
+                auction,
+                num: u64::from(max),
+            });
+        }
+    }
+}
+
+/// q5: per 10 s window sliding by 2 s, the auctions with the most bids.
+fn hand_q5(events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
+    let mut clock = EventClock::new(lag);
+    let mut state = HotItems::new();
+    let mut sum = Checksum::default();
+    for e in events {
+        let t = e.date_time();
+        if !clock.admit(t) {
+            continue;
+        }
+        if let Event::Bid(b) = &e {
+            state.count(b.auction, t);
+        }
+        state.advance(clock.watermark(), &mut sum);
+    }
+    state.advance(i64::MAX, &mut sum);
+    sum
+}
+
+/// One open window of q7: its highest price and the bids that have it.
+struct TopBids {
+    start: i64,
+    price: i64,
+    /// (auction, bidder, date_time) of each bid at `price`.
+    bids: Vec<(i64, i64, i64)>,
+}
+
+/// q7: per 10 s tumbling window, the bids with the highest price.
+fn hand_q7(events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
+    let mut clock = EventClock::new(lag);
+    let mut open: VecDeque<TopBids> = VecDeque::new();
+    let mut spare: Vec<Vec<(i64, i64, i64)>> = Vec::new();
+    let mut sum = Checksum::default();
+    let fire = |w: TopBids, sum: &mut Checksum, spare: &mut Vec<Vec<_>>| {
+        for &(auction, bidder, date_time) in &w.bids {
+            sum.add(&Q7Row {
+                window_start: w.start,
+                window_end: w.start + Q7_WINDOW_MS,
+                auction,
+                bidder,
+                price: w.price,
+                date_time,
+            });
+        }
+        let mut bids = w.bids;
+        bids.clear();
+        spare.push(bids);
+    };
+    for e in events {
+        let t = e.date_time();
+        if !clock.admit(t) {
+            continue;
+        }
+        if let Event::Bid(b) = &e {
+            let start = t.div_euclid(Q7_WINDOW_MS) * Q7_WINDOW_MS;
+            let mut i = open.len();
+            while i > 0 && open[i - 1].start > start {
+                i -= 1;
+            }
+            if i == 0 || open[i - 1].start != start {
+                let bids = spare.pop().unwrap_or_default();
+                open.insert(
+                    i,
+                    TopBids {
+                        start,
+                        price: i64::MIN,
+                        bids,
+                    },
+                );
+                i += 1;
+            }
+            let w = &mut open[i - 1];
+            if b.price > w.price {
+                w.price = b.price;
+                w.bids.clear();
+            }
+            if b.price == w.price {
+                w.bids.push((b.auction, b.bidder, t));
+            }
+        }
+        let watermark = clock.watermark();
+        while open
+            .front()
+            .is_some_and(|w| w.start + Q7_WINDOW_MS <= watermark)
+        {
+            fire(open.pop_front().expect("a window"), &mut sum, &mut spare);
+        }
+    }
+    while let Some(w) = open.pop_front() {
+        fire(w, &mut sum, &mut spare);
+    }
+    sum
+}
+
+/// Runs the hand loop of `query` (or of the source alone) over `events`.
+fn hand_run(query: Option<Query>, events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
+    match query {
+        None => hand_source(events),
+        Some(Query::Q0) => hand_q0(events, lag),
+        Some(Query::Q5) => hand_q5(events, lag),
+        Some(Query::Q7) => hand_q7(events, lag),
+        Some(q) => panic!("{q} has no hand loop"),
+    }
+}
+
+/// Child: the hand loop of `query` over `input`.
+fn hand_child(query: Option<Query>, input: &Input) -> Checksum {
+    match input {
+        Input::Generator(config) => hand_run(
+            query,
+            Generator::new(config.clone()).expect("config").iter(),
+            LAG_MS,
+        ),
+        Input::File { path, .. } => {
+            let mut events = FileEvents::open(path);
+            let sum = hand_run(query, &mut events, LAG_MS);
+            assert_eq!(events.malformed, 0, "malformed lines in {}", path.display());
+            sum
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reference results
+
+/// The reference's count and checksum of every query and of the source, over `config`'s
+/// events with the allowed lag `lag`.
+fn reference_results(config: &GeneratorConfig, lag: i64) -> Vec<(Option<Query>, Checksum)> {
+    let events: Vec<Event> = Generator::new(config.clone())
+        .expect("config")
+        .iter()
+        .collect();
+    let options = reference::Options {
+        allowed_lag_ms: lag as u64,
+    };
+    let mut out = vec![(None, Checksum::of(&events))];
+    for q in Query::ALL {
+        let sum = match q {
+            Query::Q0 => Checksum::of(&reference::q0(&events, &options).rows),
+            Query::Q1 => Checksum::of(&reference::q1(&events, &options).rows),
+            Query::Q2 => Checksum::of(&reference::q2(&events, &options).rows),
+            Query::Q3 => Checksum::of(&reference::q3(&events, &options).rows),
+            Query::Q4 => Checksum::of(&reference::q4(&events, &options).rows),
+            Query::Q5 => Checksum::of(&reference::q5(&events, &options).rows),
+            Query::Q7 => Checksum::of(&reference::q7(&events, &options).rows),
+            Query::Q8 => Checksum::of(&reference::q8(&events, &options).rows),
+        };
+        out.push((Some(q), sum));
+    }
+    out
+}
+
+/// The cached reference results of `config`, computed in a child process on first use.
+fn cached_reference(me: &Path, config: &GeneratorConfig) -> FxHashMap<Option<Query>, Checksum> {
+    let path = Path::new(DATA_DIR).join(format!(
+        "nexmark-reference-v{CHECKSUM_VERSION}-{}-rate{}-seed{}-base{}-ooo{}-lag{LAG_MS}.txt",
+        config.count.expect("finite"),
+        config.rate,
+        config.seed,
+        config.base_time_ms,
+        config.out_of_order_ms,
+    ));
+    if !path.exists() {
+        eprintln!(
+            "computing the reference results into {} ...",
+            path.display()
+        );
+        std::fs::create_dir_all(DATA_DIR).expect("bench data dir");
+        let mut cmd = Command::new(me);
+        cmd.args(["--child", "reference"])
+            .args(Input::Generator(config.clone()).to_args())
+            .arg("--result")
+            .arg(&path);
+        support::time_child(&mut cmd);
+    }
+    let text = std::fs::read_to_string(&path).expect("reference results");
+    text.lines()
+        .map(|line| {
+            let (what, sum) = line.split_once(' ').expect("`what rows sum`");
+            let sum = Checksum::from_line(sum).expect("rows and checksum");
+            (parse_what(what), sum)
+        })
+        .collect()
+}
+
+/// Child: checks the hand loops against the reference on events out of order by up to 6 s,
+/// so that some are late with the 4 s lag.
+fn check_hand_loops() {
+    let config = GeneratorConfig {
+        count: Some(300_000),
+        rate: 20_000,
+        out_of_order_ms: 6_000,
+        ..GeneratorConfig::default()
+    };
+    let events: Vec<Event> = Generator::new(config.clone())
+        .expect("config")
+        .iter()
+        .collect();
+    let expected: FxHashMap<_, _> = reference_results(&config, LAG_MS).into_iter().collect();
+    let late = reference::split_late(
+        &events,
+        &reference::Options {
+            allowed_lag_ms: LAG_MS as u64,
+        },
+    )
+    .1;
+    assert!(late > 0, "the check input must have late events");
+    for q in HAND_QUERIES {
+        let got = hand_run(Some(q), events.iter().cloned(), LAG_MS);
+        assert_eq!(
+            got,
+            expected[&Some(q)],
+            "the {q} hand loop disagrees with the reference on out-of-order input"
+        );
+    }
+    println!(
+        "hand loops q0, q5, q7 match the reference on {} out-of-order events ({late} late)",
+        events.len()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Latency
 
 /// Records (window end, latency) for each window result it receives.
 struct LatencySink {
@@ -168,98 +1005,13 @@ fn latency_child(events: u64, wall_rate: u64, parallelism: usize) {
     );
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str| support::flag(&args, name);
-    let events: u64 = flag("--events").map_or(10_000_000, |v| v.parse().unwrap());
-    if let Some(what) = flag("--child") {
-        let parallelism = flag("--parallelism").map_or(1, |v| v.parse().unwrap());
-        return child(&what, events, parallelism);
-    }
-    if args.iter().any(|a| a == "--latency-child") {
-        let rate = flag("--wall-rate").map_or(1_000_000, |v| v.parse().unwrap());
-        let parallelism = flag("--parallelism").map_or(2, |v| v.parse().unwrap());
-        return latency_child(events, rate, parallelism);
-    }
-    let latency_events: u64 = flag("--latency-events").map_or(20_000_000, |v| v.parse().unwrap());
-    let wall_rate: u64 = flag("--wall-rate").map_or(1_000_000, |v| v.parse().unwrap());
-    let me = std::env::current_exe().unwrap();
-    let run = |what: &str, parallelism: usize| {
-        let mut cmd = Command::new(&me);
-        cmd.args([
-            "--child",
-            what,
-            "--events",
-            &events.to_string(),
-            "--parallelism",
-            &parallelism.to_string(),
-        ]);
-        support::time_child(cmd.stdout(Stdio::null()))
-    };
-    if args.iter().any(|a| a == "--latency-only") {
-        let mut cmd = Command::new(&me);
-        cmd.args([
-            "--latency-child",
-            "--events",
-            &latency_events.to_string(),
-            "--wall-rate",
-            &wall_rate.to_string(),
-            "--parallelism",
-            "2",
-        ]);
-        let (_, rss) = support::time_child(&mut cmd);
-        println!("latency run peak RSS {:.1} MiB", rss as f64 / 1024.0);
-        return;
-    }
-    println!("NEXMark, {events} events per run, generator in process, results counted");
-    println!(
-        "{:<26} {:>3} {:>9} {:>14} {:>16} {:>10} {:>9}",
-        "run", "p", "seconds", "events/s", "events/s/core", "vs gen", "RSS MiB"
-    );
-    let (hand, hand_rss) = run("hand-loop", 1);
-    let rate = |d: Duration| events as f64 / d.as_secs_f64();
-    println!(
-        "{:<26} {:>3} {:>9.3} {:>14.0} {:>16.0} {:>10} {:>9.1}",
-        "generator, hand loop",
-        1,
-        hand.as_secs_f64(),
-        rate(hand),
-        rate(hand),
-        "",
-        hand_rss as f64 / 1024.0
-    );
-    for parallelism in [1usize, 2] {
-        let (gen_time, gen_rss) = run("generator", parallelism);
-        let per_core = |d: Duration| rate(d) / parallelism as f64;
-        println!(
-            "{:<26} {:>3} {:>9.3} {:>14.0} {:>16.0} {:>10} {:>9.1}",
-            "generator, weir job",
-            parallelism,
-            gen_time.as_secs_f64(),
-            rate(gen_time),
-            per_core(gen_time),
-            "1.00x",
-            gen_rss as f64 / 1024.0
-        );
-        for query in Query::ALL {
-            let (t, rss) = run(query.name(), parallelism);
-            println!(
-                "{:<26} {:>3} {:>9.3} {:>14.0} {:>16.0} {:>9.2}x {:>9.1}",
-                query.name(),
-                parallelism,
-                t.as_secs_f64(),
-                rate(t),
-                per_core(t),
-                gen_time.as_secs_f64() / t.as_secs_f64(),
-                rss as f64 / 1024.0
-            );
-        }
-    }
-    let mut cmd = Command::new(&me);
+fn latency_run(me: &Path, events: u64, wall_rate: u64) {
+    let mut cmd = Command::new(me);
     cmd.args([
-        "--latency-child",
+        "--child",
+        "latency",
         "--events",
-        &latency_events.to_string(),
+        &events.to_string(),
         "--wall-rate",
         &wall_rate.to_string(),
         "--parallelism",
@@ -267,4 +1019,261 @@ fn main() {
     ]);
     let (_, rss) = support::time_child(&mut cmd);
     println!("latency run peak RSS {:.1} MiB", rss as f64 / 1024.0);
+}
+
+// ---------------------------------------------------------------------------------------
+// The parent
+
+/// One measured configuration: the best time of its runs and that run's peak RSS.
+#[derive(Clone, Copy)]
+struct Measured {
+    time: Duration,
+    rss_kib: u64,
+    result: Checksum,
+}
+
+/// Runs a child `runs` times; checks every run's result against `expected`; keeps the best.
+fn measure(
+    me: &Path,
+    kind: &str,
+    query: Option<Query>,
+    input: &Input,
+    parallelism: usize,
+    runs: usize,
+    expected: Checksum,
+) -> Measured {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let result_path = dir.path().join("result");
+    let mut best: Option<Measured> = None;
+    for _ in 0..runs {
+        let _ = std::fs::remove_file(&result_path);
+        let mut cmd = Command::new(me);
+        cmd.args(["--child", kind, "--what", what_name(query)])
+            .args(input.to_args())
+            .args(["--parallelism", &parallelism.to_string()])
+            .arg("--result")
+            .arg(&result_path)
+            .stdout(Stdio::null());
+        let (time, rss_kib) = support::time_child(&mut cmd);
+        let text = std::fs::read_to_string(&result_path).expect("the child wrote its result");
+        let result = Checksum::from_line(&text).expect("rows and checksum");
+        assert_eq!(
+            result,
+            expected,
+            "WRONG RESULT: {kind} {} on the {} input at parallelism {parallelism} gave {result}; \
+             the reference gives {expected}",
+            what_name(query),
+            input.name()
+        );
+        if best.is_none_or(|b| time < b.time) {
+            best = Some(Measured {
+                time,
+                rss_kib,
+                result,
+            });
+        }
+    }
+    best.expect("at least one run")
+}
+
+/// Prints one table row.
+#[allow(clippy::too_many_arguments)]
+fn print_row(
+    label: &str,
+    parallelism: usize,
+    m: &Measured,
+    events: u64,
+    vs_hand: Option<f64>,
+    vs_source: Option<f64>,
+) {
+    let rate = events as f64 / m.time.as_secs_f64();
+    let ratio = |r: Option<f64>| r.map_or(String::new(), |r| format!("{r:.2}x"));
+    println!(
+        "{:<22} {:>2} {:>8.3} {:>12.0} {:>12.0} {:>8} {:>9} {:>10} {:>8.1}",
+        label,
+        parallelism,
+        m.time.as_secs_f64(),
+        rate,
+        rate / parallelism as f64,
+        ratio(vs_hand),
+        ratio(vs_source),
+        m.result.rows,
+        m.rss_kib as f64 / 1024.0
+    );
+}
+
+/// Measures every run of one input and prints its table.
+fn bench_input(me: &Path, input: &Input, selected: &[Query], parallelisms: &[usize], runs: usize) {
+    let config = input.config();
+    let expected = cached_reference(me, config);
+    let events = input.events();
+    let span_s = events as f64 / config.rate as f64;
+    println!();
+    println!(
+        "NEXMark, {} input: {events} events at {} events/s of event time ({span_s:.0} s), lag \
+         {LAG_MS} ms, best of {runs}; every result checked against the reference",
+        input.name(),
+        config.rate
+    );
+    if let Input::File { path, .. } = input {
+        let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+        println!(
+            "file {} ({:.0} MB), read by stream_replay (one instance), parse included",
+            path.display(),
+            bytes as f64 / 1e6
+        );
+    }
+    println!(
+        "{:<22} {:>2} {:>8} {:>12} {:>12} {:>8} {:>9} {:>10} {:>8}",
+        "run",
+        "p",
+        "seconds",
+        "events/s",
+        "events/s/core",
+        "vs hand",
+        "vs source",
+        "rows",
+        "RSS MiB"
+    );
+    let hand_source = measure(me, "hand", None, input, 1, runs, expected[&None]);
+    print_row("source, hand loop", 1, &hand_source, events, None, None);
+    let mut hand = FxHashMap::default();
+    for q in HAND_QUERIES.into_iter().filter(|q| selected.contains(q)) {
+        let m = measure(me, "hand", Some(q), input, 1, runs, expected[&Some(q)]);
+        print_row(&format!("{q}, hand loop"), 1, &m, events, None, None);
+        hand.insert(q, m);
+    }
+    for &parallelism in parallelisms {
+        let source = measure(
+            me,
+            "engine",
+            None,
+            input,
+            parallelism,
+            runs,
+            expected[&None],
+        );
+        print_row(
+            "source, weir",
+            parallelism,
+            &source,
+            events,
+            Some(hand_source.time.as_secs_f64() / source.time.as_secs_f64()),
+            Some(1.0),
+        );
+        for &q in selected {
+            let m = measure(
+                me,
+                "engine",
+                Some(q),
+                input,
+                parallelism,
+                runs,
+                expected[&Some(q)],
+            );
+            print_row(
+                &format!("{q}, weir"),
+                parallelism,
+                &m,
+                events,
+                hand.get(&q)
+                    .map(|h| h.time.as_secs_f64() / m.time.as_secs_f64()),
+                Some(source.time.as_secs_f64() / m.time.as_secs_f64()),
+            );
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| support::flag(&args, name);
+    if let Some(kind) = flag("--child") {
+        let parallelism: usize =
+            flag("--parallelism").map_or(1, |v| v.parse().expect("--parallelism"));
+        let result_path = flag("--result");
+        let write_result = |text: String| {
+            std::fs::write(result_path.as_ref().expect("--result"), text).expect("write result")
+        };
+        match kind.as_str() {
+            "engine" | "hand" => {
+                let input = Input::from_args(&flag);
+                let query = parse_what(&flag("--what").expect("--what"));
+                let result = if kind == "engine" {
+                    engine_run(query, &input, parallelism)
+                } else {
+                    hand_child(query, &input)
+                };
+                write_result(result.to_line());
+            }
+            "reference" => {
+                let input = Input::from_args(&flag);
+                let results = reference_results(input.config(), LAG_MS);
+                write_result(
+                    results
+                        .iter()
+                        .map(|(q, sum)| format!("{} {}\n", what_name(*q), sum.to_line()))
+                        .collect(),
+                );
+            }
+            "check-hand-loops" => check_hand_loops(),
+            "latency" => {
+                let events = flag("--events").map_or(20_000_000, |v| v.parse().unwrap());
+                let rate = flag("--wall-rate").map_or(1_000_000, |v| v.parse().unwrap());
+                latency_child(events, rate, parallelism);
+            }
+            other => panic!("unknown child {other}"),
+        }
+        return;
+    }
+
+    let me = std::env::current_exe().expect("own path");
+    let latency_events: u64 = flag("--latency-events").map_or(20_000_000, |v| v.parse().unwrap());
+    let wall_rate: u64 = flag("--wall-rate").map_or(1_000_000, |v| v.parse().unwrap());
+    if args.iter().any(|a| a == "--latency-only") {
+        return latency_run(&me, latency_events, wall_rate);
+    }
+    let number = |name: &str, default: u64| flag(name).map_or(default, |v| v.parse().expect(name));
+    let runs = number("--runs", 1) as usize;
+    let selected: Vec<Query> = flag("--queries").map_or(Query::ALL.to_vec(), |v| {
+        v.split(',')
+            .map(|q| q.parse().expect("--queries"))
+            .collect()
+    });
+    let parallelisms: Vec<usize> = flag("--parallelism").map_or(vec![1, 2], |v| {
+        v.split(',')
+            .map(|p| p.parse().expect("--parallelism"))
+            .collect()
+    });
+    let inputs = flag("--inputs").unwrap_or_else(|| "generator,file".into());
+
+    let mut cmd = Command::new(&me);
+    cmd.args(["--child", "check-hand-loops"]);
+    support::time_child(&mut cmd);
+
+    for name in inputs.split(',') {
+        let input = match name {
+            "generator" => Input::Generator(GeneratorConfig {
+                count: Some(number("--events", 10_000_000)),
+                rate: number("--rate", 100_000),
+                ..GeneratorConfig::default()
+            }),
+            "file" => {
+                let events = GeneratorConfig {
+                    count: Some(number("--file-events", 2_000_000)),
+                    rate: number("--file-rate", 20_000),
+                    ..GeneratorConfig::default()
+                };
+                Input::File {
+                    path: event_file(&events),
+                    events,
+                }
+            }
+            other => panic!("unknown input {other} (generator, file)"),
+        };
+        bench_input(&me, &input, &selected, &parallelisms, runs);
+    }
+    if !args.iter().any(|a| a == "--no-latency") {
+        println!();
+        latency_run(&me, latency_events, wall_rate);
+    }
 }
