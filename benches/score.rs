@@ -7,17 +7,22 @@
 //! cargo bench --bench score -- --runs 3 --sizes 1000000,4000000
 //! ```
 //!
-//! The server runs in this process (on the shared runtime, 2 threads); `weir score` runs as
-//! a child process, timed from spawn to exit, with its peak RSS (`VmHWM`) sampled from
-//! `/proc` (see `time_child`). Every run's
-//! output is checked for one line per row. Inputs: `id` plus four numeric features, in
-//! `target/bench-data/`.
+//! The server runs in this process (on the shared runtime, 2 threads), a fresh one for every
+//! run, so that its counters (requests, rows, the most rows in flight at once) are that run's
+//! alone. `weir score` runs as a child process, timed from spawn to exit, with its peak RSS
+//! (`VmHWM`) sampled from `/proc` (see `time_child`). Every run's output is checked for one
+//! line per row, the server must have received every row exactly once, and no run may have
+//! had more than parallelism × batch rows in flight. Inputs: `id` plus four numeric features,
+//! in `target/bench-data/`. `weir score` runs twice at 1 M rows: in input order (its default)
+//! and with `--unordered`, the hand loop's order.
 //!
 //! The hand-written loop (this bench re-invoked with `--hand-loop`, also a child process)
-//! does the same work without the engine: it reads the CSV, sends batches of 256 with
-//! `futures`' `buffered(8)` over one pooled `reqwest` client on a 2-thread runtime, and
-//! writes `id,score` in order. It shows what the service and the HTTP stack allow on this
-//! machine.
+//! does the same work without the engine, as a careful engineer would write it: a
+//! multi-thread tokio runtime (one worker per core), one pooled `reqwest` client, the CSV
+//! read into batches of 256 on the main thread, each batch's request (JSON encoding, the
+//! call, decoding the reply) spawned onto the runtime, `buffer_unordered(8)` over those
+//! tasks, and `id,score` written as batches complete. It shows what the service and the HTTP
+//! stack allow on this machine.
 
 #![allow(unsafe_code)] // wait4 on the child; see `time_child`.
 
@@ -51,49 +56,61 @@ fn main() {
         .split(',')
         .map(|s| s.parse().expect("--sizes N,M"))
         .collect();
-    let (_, server) = serve(ServerConfig {
-        latency: LATENCY,
-        ..Default::default()
-    })
-    .expect("the model server starts");
-    let url = server.url("bench");
     let limit = (PARALLELISM * BATCH) as f64 / LATENCY.as_secs_f64();
     println!(
         "weir score, batch {BATCH}, parallelism {PARALLELISM}, server latency {LATENCY:?}: limit {limit:.0} rows/s; best of {runs}"
     );
     println!(
-        "{:<11} {:>9} {:>9} {:>11} {:>9} {:>13} {:>15} {:>19}",
+        "{:<23} {:>9} {:>9} {:>11} {:>9} {:>8} {:>13} {:>15} {:>19}",
         "run",
         "rows",
         "seconds",
         "rows/s",
         "vs limit",
+        "vs hand",
         "peak RSS MiB",
         "ru_maxrss MiB",
         "max rows in flight"
     );
     let out_dir = tempfile::tempdir().expect("temp dir");
     let me = std::env::current_exe().expect("own path");
-    let mut runs_to_do: Vec<(usize, bool)> = vec![(sizes[0], true)];
-    runs_to_do.extend(sizes.iter().map(|&n| (n, false)));
-    for (rows, hand) in runs_to_do {
+    let mut runs_to_do = vec![
+        (sizes[0], Run::HandLoop),
+        (sizes[0], Run::Weir { unordered: true }),
+    ];
+    runs_to_do.extend(sizes.iter().map(|&n| (n, Run::Weir { unordered: false })));
+    let mut hand_rate = None;
+    for (rows, run) in runs_to_do {
         let input = input(rows);
         let output = out_dir.path().join("scores.csv");
-        let mut best = (Duration::MAX, 0u64, 0u64);
+        let mut best: Option<(Duration, u64, u64, u64)> = None;
         for _ in 0..runs {
-            let mut cmd = if hand {
-                let mut c = Command::new(&me);
-                c.arg("--hand-loop").arg(&input).arg(&url).arg(&output);
-                c
-            } else {
-                let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
-                c.args(["score", "--input"])
-                    .arg(&input)
-                    .args(["--url", &url, "--output"])
-                    .arg(&output)
-                    .args(["--batch-size", &BATCH.to_string()])
-                    .args(["--parallelism", &PARALLELISM.to_string()]);
-                c
+            // A fresh server per run: its counters are this run's.
+            let (_, server) = serve(ServerConfig {
+                latency: LATENCY,
+                ..Default::default()
+            })
+            .expect("the model server starts");
+            let url = server.url("bench");
+            let mut cmd = match run {
+                Run::HandLoop => {
+                    let mut c = Command::new(&me);
+                    c.arg("--hand-loop").arg(&input).arg(&url).arg(&output);
+                    c
+                }
+                Run::Weir { unordered } => {
+                    let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+                    c.args(["score", "--input"])
+                        .arg(&input)
+                        .args(["--url", &url, "--output"])
+                        .arg(&output)
+                        .args(["--batch-size", &BATCH.to_string()])
+                        .args(["--parallelism", &PARALLELISM.to_string()]);
+                    if unordered {
+                        c.arg("--unordered");
+                    }
+                    c
+                }
             };
             cmd.stdout(Stdio::null());
             let (elapsed, rss, maxrss) = time_child(&mut cmd);
@@ -103,23 +120,49 @@ fn main() {
                 .lines()
                 .count();
             assert_eq!(lines, rows + 1, "one score per row, under a header");
-            if elapsed < best.0 {
-                best = (elapsed, rss, maxrss);
+            let stats = server.stats();
+            assert_eq!(stats.rows, rows as u64, "every row sent once: {stats:?}");
+            assert!(
+                stats.max_in_flight_rows <= (PARALLELISM * BATCH) as u64,
+                "{} rows in flight at once, more than parallelism × batch",
+                stats.max_in_flight_rows
+            );
+            if best.is_none_or(|b| elapsed < b.0) {
+                best = Some((elapsed, rss, maxrss, stats.max_in_flight_rows));
             }
         }
-        let rate = rows as f64 / best.0.as_secs_f64();
+        let (elapsed, rss, maxrss, in_flight) = best.expect("at least one run");
+        let rate = rows as f64 / elapsed.as_secs_f64();
+        if matches!(run, Run::HandLoop) {
+            hand_rate = Some(rate);
+        }
+        let label = match run {
+            Run::HandLoop => "hand loop",
+            Run::Weir { unordered: false } => "weir score",
+            Run::Weir { unordered: true } => "weir score --unordered",
+        };
         println!(
-            "{:<11} {:>9} {:>9.3} {:>11.0} {:>9.3} {:>13.1} {:>15.1} {:>19}",
-            if hand { "hand loop" } else { "weir score" },
+            "{:<23} {:>9} {:>9.3} {:>11.0} {:>9.3} {:>8} {:>13.1} {:>15.1} {:>19}",
+            label,
             rows,
-            best.0.as_secs_f64(),
+            elapsed.as_secs_f64(),
             rate,
             rate / limit,
-            best.1 as f64 / 1024.0,
-            best.2 as f64 / 1024.0,
-            server.stats().max_in_flight_rows
+            hand_rate.map_or(String::new(), |h| format!("{:.2}x", rate / h)),
+            rss as f64 / 1024.0,
+            maxrss as f64 / 1024.0,
+            in_flight
         );
     }
+}
+
+/// What one measured run executes.
+#[derive(Debug, Clone, Copy)]
+enum Run {
+    /// The hand-written loop.
+    HandLoop,
+    /// `weir score`, in input order or not.
+    Weir { unordered: bool },
 }
 
 /// The input of `rows` rows, generated on first use.
@@ -159,7 +202,10 @@ fn hand_loop(input: &Path, url: &str, output: &Path) {
     struct Reply {
         predictions: Vec<serde_json::Value>,
     }
-    let rt = weir::async_io::runtime().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let client = {
         let _context = rt.enter();
         reqwest::Client::builder()
@@ -169,6 +215,7 @@ fn hand_loop(input: &Path, url: &str, output: &Path) {
             .build()
             .expect("client")
     };
+    let url: std::sync::Arc<str> = url.into();
     let mut reader = csv::Reader::from_path(input).expect("input");
     let mut rows = reader.records().map(|r| {
         let r = r.expect("record");
@@ -190,10 +237,13 @@ fn hand_loop(input: &Path, url: &str, output: &Path) {
         let mut replies = futures::stream::iter(batches)
             .map(|batch| {
                 let client = client.clone();
-                async move {
+                let url = std::sync::Arc::clone(&url);
+                // Spawned, so that encoding and decoding run on the runtime's workers beside
+                // this thread's reading and writing.
+                tokio::spawn(async move {
                     let instances: Vec<&[f64]> = batch.iter().map(|(_, f)| &f[..]).collect();
                     let reply: Reply = client
-                        .post(url)
+                        .post(&*url)
                         .json(&serde_json::json!({ "instances": instances }))
                         .send()
                         .await
@@ -201,11 +251,13 @@ fn hand_loop(input: &Path, url: &str, output: &Path) {
                         .json()
                         .await
                         .expect("reply");
+                    assert_eq!(reply.predictions.len(), batch.len(), "one score per row");
                     (batch, reply.predictions)
-                }
+                })
             })
-            .buffered(PARALLELISM);
-        while let Some((batch, predictions)) = replies.next().await {
+            .buffer_unordered(PARALLELISM);
+        while let Some(done) = replies.next().await {
+            let (batch, predictions) = done.expect("the request task");
             for ((id, _), p) in batch.iter().zip(predictions) {
                 out.write_record([id.as_str(), &p.to_string()])
                     .expect("write");
