@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo bench --bench nexmark                        # 10 M generated events, 2 M from a file
-//! cargo bench --bench nexmark -- --runs 3            # best of 3
+//! cargo bench --bench nexmark -- --runs 3            # best of 3 (default 1)
 //! cargo bench --bench nexmark -- --inputs generator --queries q0,q5 --parallelism 1
 //! cargo bench --bench nexmark -- --events 2000000 --rate 20000 --no-latency
 //! cargo bench --bench nexmark -- --latency-only [--latency-events 20000000 --wall-rate 1000000]
@@ -50,10 +50,12 @@
 //!   2, against the same single-thread loop).
 //!
 //! Every measurement runs in a child process (this bench re-invoked), timed from spawn to
-//! exit (so it includes process start and planning), with its peak RSS from `wait4`; the
-//! best of `--runs` is shown. The reference is computed in a child so that this process
-//! stays small: Linux reports a child's `ru_maxrss` as at least its parent's RSS at the
-//! spawn.
+//! exit (so it includes process start and planning), with its CPU time (user + system) and
+//! peak RSS from `wait4`; the best of `--runs` is shown. The machine is shared: before each
+//! run the bench waits (up to `--patience-s`, 30) until other work keeps less than
+//! `--quiet-percent` (10) of all CPU time busy, and the "others" column shows the share it
+//! saw before the best run. The reference is computed in a child so that this process stays
+//! small: Linux reports a child's `ru_maxrss` as at least its parent's RSS at the spawn.
 //!
 //! # Latency
 //!
@@ -603,6 +605,10 @@ struct HotItems {
     frames: VecDeque<(i64, FxHashMap<i64, u32>)>,
     /// The first window start not fired yet.
     next_start: i64,
+    /// The watermark at which the first window that holds a frame fires: the end of
+    /// [`first_window`](Self::first_window), kept up to date so that each event costs one
+    /// comparison.
+    fire_at: i64,
     spare: Vec<FxHashMap<i64, u32>>,
     window: FxHashMap<i64, u32>,
     top: Vec<i64>,
@@ -613,6 +619,7 @@ impl HotItems {
         HotItems {
             frames: VecDeque::new(),
             next_start: i64::MIN,
+            fire_at: i64::MAX,
             spare: Vec::new(),
             window: FxHashMap::default(),
             top: Vec::new(),
@@ -631,6 +638,7 @@ impl HotItems {
             let map = self.spare.pop().unwrap_or_default();
             self.frames.insert(i, (frame, map));
             i += 1;
+            self.fire_at = self.next_fire_at();
         }
         *self.frames[i - 1].1.entry(auction).or_insert(0) += 1;
     }
@@ -642,9 +650,17 @@ impl HotItems {
         Some(self.next_start.max(oldest - (Q5_WINDOW_MS - Q5_SLIDE_MS)))
     }
 
+    fn next_fire_at(&self) -> i64 {
+        self.first_window()
+            .map_or(i64::MAX, |start| start.saturating_add(Q5_WINDOW_MS))
+    }
+
     /// Fires every window whose end is at or below `watermark`.
     #[inline]
     fn advance(&mut self, watermark: i64, sum: &mut Checksum) {
+        if watermark < self.fire_at {
+            return;
+        }
         while let Some(start) = self.first_window() {
             if start.saturating_add(Q5_WINDOW_MS) > watermark {
                 break;
@@ -657,6 +673,7 @@ impl HotItems {
                 self.spare.push(map);
             }
         }
+        self.fire_at = self.next_fire_at();
     }
 
     fn fire(&mut self, start: i64, sum: &mut Checksum) {
@@ -1024,12 +1041,24 @@ fn latency_run(me: &Path, events: u64, wall_rate: u64) {
 // ---------------------------------------------------------------------------------------
 // The parent
 
-/// One measured configuration: the best time of its runs and that run's peak RSS.
+/// One measured configuration: its best run's wall time, CPU time, peak RSS and the share
+/// of the CPUs that other work kept busy just before it.
 #[derive(Clone, Copy)]
 struct Measured {
     time: Duration,
+    cpu: Duration,
     rss_kib: u64,
+    others_busy: f64,
     result: Checksum,
+}
+
+/// How each configuration is measured: `runs` times, each run waiting (up to `patience`)
+/// until other work keeps less than `quiet` of all CPU time busy.
+#[derive(Clone, Copy)]
+struct Repeat {
+    runs: usize,
+    quiet: f64,
+    patience: Duration,
 }
 
 /// Runs a child `runs` times; checks every run's result against `expected`; keeps the best.
@@ -1039,13 +1068,13 @@ fn measure(
     query: Option<Query>,
     input: &Input,
     parallelism: usize,
-    runs: usize,
+    repeat: Repeat,
     expected: Checksum,
 ) -> Measured {
     let dir = tempfile::tempdir().expect("temp dir");
     let result_path = dir.path().join("result");
     let mut best: Option<Measured> = None;
-    for _ in 0..runs {
+    for _ in 0..repeat.runs {
         let _ = std::fs::remove_file(&result_path);
         let mut cmd = Command::new(me);
         cmd.args(["--child", kind, "--what", what_name(query)])
@@ -1054,7 +1083,8 @@ fn measure(
             .arg("--result")
             .arg(&result_path)
             .stdout(Stdio::null());
-        let (time, rss_kib) = support::time_child(&mut cmd);
+        let others_busy = support::wait_for_quiet(repeat.quiet, repeat.patience);
+        let usage = support::run_child(&mut cmd);
         let text = std::fs::read_to_string(&result_path).expect("the child wrote its result");
         let result = Checksum::from_line(&text).expect("rows and checksum");
         assert_eq!(
@@ -1065,10 +1095,12 @@ fn measure(
             what_name(query),
             input.name()
         );
-        if best.is_none_or(|b| time < b.time) {
+        if best.is_none_or(|b| usage.wall < b.time) {
             best = Some(Measured {
-                time,
-                rss_kib,
+                time: usage.wall,
+                cpu: usage.cpu,
+                rss_kib: usage.max_rss_kib,
+                others_busy,
                 result,
             });
         }
@@ -1089,21 +1121,29 @@ fn print_row(
     let rate = events as f64 / m.time.as_secs_f64();
     let ratio = |r: Option<f64>| r.map_or(String::new(), |r| format!("{r:.2}x"));
     println!(
-        "{:<22} {:>2} {:>8.3} {:>12.0} {:>12.0} {:>8} {:>9} {:>10} {:>8.1}",
+        "{:<22} {:>2} {:>8.3} {:>7.2} {:>12.0} {:>12.0} {:>8} {:>9} {:>10} {:>8.1} {:>6.0}%",
         label,
         parallelism,
         m.time.as_secs_f64(),
+        m.cpu.as_secs_f64(),
         rate,
         rate / parallelism as f64,
         ratio(vs_hand),
         ratio(vs_source),
         m.result.rows,
-        m.rss_kib as f64 / 1024.0
+        m.rss_kib as f64 / 1024.0,
+        m.others_busy * 100.0
     );
 }
 
 /// Measures every run of one input and prints its table.
-fn bench_input(me: &Path, input: &Input, selected: &[Query], parallelisms: &[usize], runs: usize) {
+fn bench_input(
+    me: &Path,
+    input: &Input,
+    selected: &[Query],
+    parallelisms: &[usize],
+    repeat: Repeat,
+) {
     let config = input.config();
     let expected = cached_reference(me, config);
     let events = input.events();
@@ -1111,9 +1151,10 @@ fn bench_input(me: &Path, input: &Input, selected: &[Query], parallelisms: &[usi
     println!();
     println!(
         "NEXMark, {} input: {events} events at {} events/s of event time ({span_s:.0} s), lag \
-         {LAG_MS} ms, best of {runs}; every result checked against the reference",
+         {LAG_MS} ms, best of {}; every result checked against the reference",
         input.name(),
-        config.rate
+        config.rate,
+        repeat.runs
     );
     if let Input::File { path, .. } = input {
         let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
@@ -1124,22 +1165,24 @@ fn bench_input(me: &Path, input: &Input, selected: &[Query], parallelisms: &[usi
         );
     }
     println!(
-        "{:<22} {:>2} {:>8} {:>12} {:>12} {:>8} {:>9} {:>10} {:>8}",
+        "{:<22} {:>2} {:>8} {:>7} {:>12} {:>12} {:>8} {:>9} {:>10} {:>8} {:>7}",
         "run",
         "p",
         "seconds",
+        "cpu s",
         "events/s",
         "events/s/core",
         "vs hand",
         "vs source",
         "rows",
-        "RSS MiB"
+        "RSS MiB",
+        "others"
     );
-    let hand_source = measure(me, "hand", None, input, 1, runs, expected[&None]);
+    let hand_source = measure(me, "hand", None, input, 1, repeat, expected[&None]);
     print_row("source, hand loop", 1, &hand_source, events, None, None);
     let mut hand = FxHashMap::default();
     for q in HAND_QUERIES.into_iter().filter(|q| selected.contains(q)) {
-        let m = measure(me, "hand", Some(q), input, 1, runs, expected[&Some(q)]);
+        let m = measure(me, "hand", Some(q), input, 1, repeat, expected[&Some(q)]);
         print_row(&format!("{q}, hand loop"), 1, &m, events, None, None);
         hand.insert(q, m);
     }
@@ -1150,7 +1193,7 @@ fn bench_input(me: &Path, input: &Input, selected: &[Query], parallelisms: &[usi
             None,
             input,
             parallelism,
-            runs,
+            repeat,
             expected[&None],
         );
         print_row(
@@ -1168,7 +1211,7 @@ fn bench_input(me: &Path, input: &Input, selected: &[Query], parallelisms: &[usi
                 Some(q),
                 input,
                 parallelism,
-                runs,
+                repeat,
                 expected[&Some(q)],
             );
             print_row(
@@ -1233,7 +1276,11 @@ fn main() {
         return latency_run(&me, latency_events, wall_rate);
     }
     let number = |name: &str, default: u64| flag(name).map_or(default, |v| v.parse().expect(name));
-    let runs = number("--runs", 1) as usize;
+    let repeat = Repeat {
+        runs: number("--runs", 1) as usize,
+        quiet: number("--quiet-percent", 10) as f64 / 100.0,
+        patience: Duration::from_secs(number("--patience-s", 30)),
+    };
     let selected: Vec<Query> = flag("--queries").map_or(Query::ALL.to_vec(), |v| {
         v.split(',')
             .map(|q| q.parse().expect("--queries"))
@@ -1270,7 +1317,7 @@ fn main() {
             }
             other => panic!("unknown input {other} (generator, file)"),
         };
-        bench_input(&me, &input, &selected, &parallelisms, runs);
+        bench_input(&me, &input, &selected, &parallelisms, repeat);
     }
     if !args.iter().any(|a| a == "--no-latency") {
         println!();

@@ -13,8 +13,9 @@
 //! (`VmHWM`) sampled from `/proc` (see `time_child`). Every run's output is checked for one
 //! line per row, the server must have received every row exactly once, and no run may have
 //! had more than parallelism × batch rows in flight. Inputs: `id` plus four numeric features,
-//! in `target/bench-data/`. `weir score` runs twice at 1 M rows: in input order (its default)
-//! and with `--unordered`, the hand loop's order.
+//! in `target/bench-data/`. Each run starts once other work keeps less than 10% of the CPU
+//! time busy (or after 30 s of waiting). `weir score` runs twice at 1 M rows: in input order
+//! (its default) and with `--unordered`, the hand loop's order.
 //!
 //! The hand-written loop (this bench re-invoked with `--hand-loop`, also a child process)
 //! does the same work without the engine, as a careful engineer would write it: a
@@ -25,6 +26,8 @@
 //! stack allow on this machine.
 
 #![allow(unsafe_code)] // wait4 on the child; see `time_child`.
+
+mod support;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -113,6 +116,8 @@ fn main() {
                 }
             };
             cmd.stdout(Stdio::null());
+            // The machine is shared: start when other work leaves the CPUs mostly idle.
+            support::wait_for_quiet(0.10, Duration::from_secs(30));
             let (elapsed, rss, maxrss) = time_child(&mut cmd);
             // Counted streaming: reading the file whole would raise this process's peak
             // memory, and a child spawned later inherits that in its `ru_maxrss`.

@@ -1,5 +1,6 @@
-//! What the whole-job benchmarks share: timing a child process with its peak memory, and
-//! reading `--name value` flags.
+//! What the whole-job benchmarks share: timing a child process with its CPU time and peak
+//! memory, waiting for the shared machine to be quiet before a run, and reading
+//! `--name value` flags.
 
 #![allow(unsafe_code)] // wait4, for the child's peak RSS.
 #![allow(dead_code)] // each bench uses what it needs
@@ -7,12 +8,33 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// What a finished child process took.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildUsage {
+    /// Wall time from spawn to exit.
+    pub wall: Duration,
+    /// User plus system CPU time of the child (its threads included).
+    pub cpu: Duration,
+    /// Peak RSS (`ru_maxrss`), in KiB. Linux counts the parent's RSS at the spawn in it too,
+    /// so the parent must stay small.
+    pub max_rss_kib: u64,
+}
+
 /// Runs `cmd` to completion; returns its wall time and peak RSS in KiB.
 ///
 /// # Panics
 /// If the child cannot be started or does not exit with status 0.
-#[allow(clippy::zombie_processes)] // the child is reaped by wait4, which also reports its peak RSS
 pub fn time_child(cmd: &mut Command) -> (Duration, u64) {
+    let usage = run_child(cmd);
+    (usage.wall, usage.max_rss_kib)
+}
+
+/// Runs `cmd` to completion; returns its wall time, CPU time and peak RSS.
+///
+/// # Panics
+/// If the child cannot be started or does not exit with status 0.
+#[allow(clippy::zombie_processes)] // the child is reaped by wait4, which also reports its usage
+pub fn run_child(cmd: &mut Command) -> ChildUsage {
     let start = Instant::now();
     let child = cmd.spawn().expect("spawn");
     let mut status = 0;
@@ -27,7 +49,55 @@ pub fn time_child(cmd: &mut Command) -> (Duration, u64) {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{cmd:?} failed with status {status}"
     );
-    (elapsed, usage.ru_maxrss as u64)
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    ChildUsage {
+        wall: elapsed,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+        max_rss_kib: usage.ru_maxrss as u64,
+    }
+}
+
+/// The machine's CPU counters from `/proc/stat`: (busy, total) jiffies over all CPUs, where
+/// busy counts everything but idle and I/O wait (steal by other virtual machines included).
+fn cpu_jiffies() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .take(8)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let total: u64 = fields.iter().sum();
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// The share of the machine's CPU time (all cores) that was busy over the next `window`.
+/// Call it while this process is idle: it then measures everyone else.
+pub fn cpu_busy(window: Duration) -> f64 {
+    let Some((busy0, total0)) = cpu_jiffies() else {
+        return 0.0;
+    };
+    std::thread::sleep(window); // the sampling window, not synchronisation
+    let Some((busy1, total1)) = cpu_jiffies() else {
+        return 0.0;
+    };
+    (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64
+}
+
+/// Waits, for at most `patience`, until the rest of the machine keeps its CPUs busy less
+/// than `threshold` of the time over half a second; returns the busy share last seen. The
+/// machine is shared with other builds, and a run that starts in their middle measures them.
+pub fn wait_for_quiet(threshold: f64, patience: Duration) -> f64 {
+    let start = Instant::now();
+    loop {
+        let busy = cpu_busy(Duration::from_millis(500));
+        if busy < threshold || start.elapsed() >= patience {
+            return busy;
+        }
+    }
 }
 
 /// The value after `--name` on the command line, if any.
