@@ -96,7 +96,7 @@ impl<T: Item> Feed for TypedFeed<T> {
                 }
                 Message::Watermark(wm) => Some(Marker::Watermark(*wm)),
                 Message::Idle => Some(Marker::Idle),
-                Message::Done => None,
+                Message::Barrier(_) | Message::Done => None,
             };
             match marker {
                 Some(marker) if items.is_empty() => return (at + 1, Some(marker)),

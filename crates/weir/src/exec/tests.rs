@@ -239,6 +239,7 @@ mod streaming {
                     Message::Item(f) => format!("{}@{}={}", f.key, f.end, f.acc),
                     Message::Watermark(w) => format!("wm{}", w.0),
                     Message::Idle => "idle".into(),
+                    Message::Barrier(n) => format!("barrier{n}"),
                     Message::Done => "done".into(),
                 })
                 .collect();

@@ -230,7 +230,7 @@ fn assert_never_crosses_a_watermark(
                     segments.last_mut().unwrap().1 = Some(*wm);
                     segments.push((Vec::new(), None));
                 }
-                Message::Idle | Message::Done => {}
+                Message::Idle | Message::Barrier(_) | Message::Done => {}
             }
         }
         for s in &mut segments {
