@@ -121,12 +121,16 @@ pub trait Processor: Send + 'static {
     /// Phase 1 of a snapshot: saves this processor's state, and a transactional sink
     /// prepares what it wrote since the last snapshot (without making it visible). Returns
     /// true when done; false to be called again (for example while a backlog is still going
-    /// out: everything emitted before the barrier must leave first).
+    /// out through `outbox`: everything emitted before the barrier must leave first).
     ///
     /// Called between two other calls, once every input delivered the snapshot's barrier
     /// (for a source: when the snapshot is asked for), and once more, after
     /// [`complete`](Self::complete), for the processor's final state.
-    fn save_to_snapshot(&mut self, _writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
+    fn save_to_snapshot(
+        &mut self,
+        _outbox: &mut Outbox,
+        _writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
         Ok(true)
     }
 
@@ -183,8 +187,12 @@ impl Processor for Box<dyn Processor> {
     fn is_cooperative(&self) -> bool {
         (**self).is_cooperative()
     }
-    fn save_to_snapshot(&mut self, writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
-        (**self).save_to_snapshot(writer)
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        (**self).save_to_snapshot(outbox, writer)
     }
     fn snapshot_commit_finish(&mut self, success: bool) -> ProcessorResult<bool> {
         (**self).snapshot_commit_finish(success)

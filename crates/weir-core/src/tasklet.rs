@@ -497,7 +497,10 @@ impl ProcessorTasklet {
     fn continue_save(&mut self, id: u64) -> ProcessorResult<bool> {
         let duty = self.snapshots.as_mut().expect("called with a duty");
         if duty.saving == Some((id, false)) {
-            if !self.processor.save_to_snapshot(&mut duty.writer)? {
+            if !self
+                .processor
+                .save_to_snapshot(&mut self.outbox, &mut duty.writer)?
+            {
                 return Ok(self.outbox.progress_in_call());
             }
             let part = duty.take_part();
@@ -525,7 +528,10 @@ impl ProcessorTasklet {
     /// later snapshot.
     fn save_final(&mut self) -> ProcessorResult<bool> {
         let duty = self.snapshots.as_mut().expect("called with a duty");
-        if !self.processor.save_to_snapshot(&mut duty.writer)? {
+        if !self
+            .processor
+            .save_to_snapshot(&mut self.outbox, &mut duty.writer)?
+        {
             return Ok(self.outbox.progress_in_call());
         }
         let part = duty.take_part();

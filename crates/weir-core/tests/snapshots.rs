@@ -43,7 +43,11 @@ impl Processor for CountingSource {
         Ok(self.next == self.end)
     }
 
-    fn save_to_snapshot(&mut self, writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
+    fn save_to_snapshot(
+        &mut self,
+        _: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
         writer.put(b"next".to_vec(), self.next.to_le_bytes().to_vec());
         Ok(true)
     }
@@ -114,7 +118,11 @@ impl Processor for KeyedSum {
         Ok(true)
     }
 
-    fn save_to_snapshot(&mut self, writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
+    fn save_to_snapshot(
+        &mut self,
+        _: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
         let partitioner = Partitioner::default();
         for (k, (c, s)) in &self.totals {
             let mut value = c.to_le_bytes().to_vec();
@@ -186,7 +194,11 @@ impl Processor for TwoPhaseSink {
         Ok(())
     }
 
-    fn save_to_snapshot(&mut self, writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
+    fn save_to_snapshot(
+        &mut self,
+        _: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
         self.epoch += 1;
         let rows = std::mem::take(&mut self.pending);
         self.prepared.push((self.epoch, rows));

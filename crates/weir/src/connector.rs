@@ -226,4 +226,30 @@ pub trait SinkWriter: Send + 'static {
     fn is_cooperative(&self) -> bool {
         true
     }
+
+    /// Phase 1 of a snapshot: what was written since the last snapshot becomes durable but
+    /// stays invisible, and the returned bytes (the prepared file's name, say) are saved in
+    /// the snapshot, so that [`commit`](Self::commit) or a restore can make it visible.
+    ///
+    /// The default, for a sink that is not transactional, saves nothing: its output is
+    /// visible as soon as it is written, so after a restore it may be written again
+    /// (at-least-once).
+    fn prepare(&mut self) -> Result<Option<Vec<u8>>, BoxError> {
+        Ok(None)
+    }
+
+    /// Phase 2: the snapshot is durable; makes every prepared output visible. Must be
+    /// idempotent: a restore calls it again for output that may already be visible. Returns
+    /// true when done; false to be called again.
+    fn commit(&mut self) -> Result<bool, BoxError> {
+        Ok(true)
+    }
+
+    /// After a restore, before anything is written: takes back what [`prepare`](Self::prepare)
+    /// returned, once per prepared output this instance now owns (after a rescale, several
+    /// old instances' may come to one). The next [`commit`](Self::commit) makes them visible;
+    /// output prepared after the snapshot was taken is discarded.
+    fn restore(&mut self, _prepared: Vec<u8>) -> Result<(), BoxError> {
+        Ok(())
+    }
 }

@@ -202,6 +202,7 @@ mod streaming {
     use super::{emit, erased};
     use crate::aggregate::counting;
     use crate::exec::link::{Link, inbox_head};
+    use crate::exec::state::StateCodec;
     use crate::exec::stream_join::StreamJoin;
     use crate::exec::transform::ExpiringKeyedLink;
     use crate::exec::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
@@ -220,6 +221,7 @@ mod streaming {
                     &def,
                     Arc::new(|k: &u8| *k),
                     Arc::new(counting()),
+                    (StateCodec::postcard(), StateCodec::postcard()),
                 ));
             inbox_head::<Timestamped<u8>>(erased(link))
         })
@@ -260,6 +262,7 @@ mod streaming {
                 &def,
                 Arc::new(counting()),
                 emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
+                (StateCodec::postcard(), StateCodec::postcard()),
             ))
         })
         .input_events(vec![
@@ -323,6 +326,7 @@ mod streaming {
                 Arc::new(|k: &u8| *k),
                 Arc::new(counting()),
                 emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
+                (StateCodec::postcard(), StateCodec::postcard()),
             ));
             inbox_head::<Timestamped<u8>>(erased(link))
         })
@@ -398,6 +402,7 @@ mod streaming {
                     Some(*n)
                 }),
                 next: emit::<Timestamped<u32>>(),
+                codec: (StateCodec::postcard(), StateCodec::postcard()),
             });
             inbox_head::<Timestamped<u8>>(erased(link))
         })

@@ -164,6 +164,23 @@ impl<T: Item, O: Outlet<T>> Link<T> for ChannelTerminal<T, O> {
     fn idle(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
         Ok(true)
     }
+
+    /// Items handed to the consumer are out of the job's hands: after a restore, those
+    /// after the snapshot are handed over again (at-least-once). Nothing to save.
+    fn save(&mut self, _state: &mut crate::exec::state::LinkWriter<'_>) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    fn restore(
+        &mut self,
+        _entries: &mut crate::exec::state::LinkEntries<'_>,
+    ) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        Ok(true)
+    }
 }
 
 /// A sink over the sending end `outlet`, for one instance of one run. The instance leaves

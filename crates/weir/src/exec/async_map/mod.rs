@@ -755,7 +755,11 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
         self.chain.is_cooperative()
     }
 
-    fn save_to_snapshot(&mut self, writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
+    fn save_to_snapshot(
+        &mut self,
+        _outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
         let codec = self.spec.codec.clone();
         for (i, held) in self.held().into_iter().enumerate() {
             let key = (i as u64).to_be_bytes().to_vec();
