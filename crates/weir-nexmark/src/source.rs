@@ -148,6 +148,29 @@ impl SourceReader for GeneratorReader {
         self.counter.add(n as u64);
         Ok(done || events.peek_number().is_none())
     }
+
+    /// The number of the next event (`u64::MAX` once every event was made), 8 bytes.
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(
+            self.next_number()
+                .unwrap_or(u64::MAX)
+                .to_le_bytes()
+                .to_vec(),
+        )
+    }
+
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        let number = <[u8; 8]>::try_from(position)
+            .map(u64::from_le_bytes)
+            .map_err(|_| "a damaged generator position")?;
+        let events = self.events.get_or_insert_with(|| self.generator.iter());
+        if !events.seek(number) {
+            return Err(
+                format!("event {number} is not this instance's: the parallelism changed").into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// A stream source of `config`'s events, each with its `date_time` as native event time.
@@ -276,6 +299,15 @@ impl SourceReader for ReplayReader {
 
     fn is_cooperative(&self) -> bool {
         false
+    }
+
+    /// A byte offset in a file: see [`LineReader::position`].
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(self.lines.position())
+    }
+
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        Ok(self.lines.seek(position)?)
     }
 
     fn close(&mut self) -> Result<(), BoxError> {

@@ -67,6 +67,36 @@ pub trait SourceReader: Send + 'static {
         true
     }
 
+    /// Where the reader is, as bytes that [`seek`](Self::seek) takes back: the place just
+    /// after the last item handed to an [`Emitter`], so that a job restored from a snapshot
+    /// reads on from there and sees every later item exactly once. `None`: the input cannot
+    /// be replayed (a socket, an async stream), and a restored job loses what this reader
+    /// handed out after the snapshot (at most once).
+    ///
+    /// Called between two `read` calls: when a snapshot is taken, and, for a reader that reads
+    /// ahead on an I/O thread, after every `read` that emitted something. Keep it cheap: a
+    /// few words (a file index, a byte offset, a line number), never the data.
+    ///
+    /// The default: `None`.
+    fn position(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// Moves the reader to `position`, a value [`position`](Self::position) returned in an
+    /// earlier run of the same job (same input, same instance of the same parallelism), after
+    /// [`open`](Self::open) and before the first `read`. Line numbers, counters of malformed
+    /// records and the like go on as if the items before it had been read.
+    ///
+    /// Cost: one file seek for file readers, nothing for generators; the bytes before the
+    /// position are not read again.
+    ///
+    /// # Errors
+    /// The position does not fit this reader (another input, a damaged value), or the
+    /// reader cannot replay (the default).
+    fn seek(&mut self, _position: &[u8]) -> Result<(), BoxError> {
+        Err("this source cannot replay its input".into())
+    }
+
     /// Releases the input.
     fn close(&mut self) -> Result<(), BoxError> {
         Ok(())

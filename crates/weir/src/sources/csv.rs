@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 use csv::ByteRecord;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use weir_core::{BoxError, Item, ProcessorContext};
 
 use super::files::{InputFiles, MalformedLog, SourceError};
@@ -75,6 +76,20 @@ const READ_BUFFER: usize = 256 * 1024;
 
 /// About how many bytes a reader handles per `read` call.
 const READ_BUDGET: u64 = 64 * 1024;
+
+/// Where a [`CsvReader`] is, as saved in a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum CsvPosition {
+    /// Before file `file` (past the last: done).
+    Next { file: usize },
+    /// In file `file`, where the record numbered `record` starts at `byte`, on `line`.
+    In {
+        file: usize,
+        byte: u64,
+        line: u64,
+        record: u64,
+    },
+}
 
 /// The file being read.
 struct OpenFile {
@@ -196,6 +211,72 @@ impl<T: DeserializeOwned + Item> SourceReader for CsvReader<T> {
         false
     }
 
+    /// A file index and the byte offset, line and record number of the next record.
+    fn position(&self) -> Option<Vec<u8>> {
+        let at = match &self.current {
+            Some(open) => {
+                let p = open.reader.position();
+                CsvPosition::In {
+                    file: open.file,
+                    byte: p.byte(),
+                    line: p.line(),
+                    record: p.record(),
+                }
+            }
+            None => CsvPosition::Next {
+                file: self.next_file,
+            },
+        };
+        Some(super::encode_position(&at))
+    }
+
+    /// Opens the file of the position, reads its header row and seeks to the record.
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        let at: CsvPosition =
+            super::decode_position(position).map_err(|reason| SourceError::Position { reason })?;
+        let file = match at {
+            CsvPosition::Next { file } | CsvPosition::In { file, .. } => file,
+        };
+        // Files `i`, `i + n`, ... are this instance's: `next_file` is `i` after `open`.
+        if file % self.step != self.next_file % self.step {
+            return Err(SourceError::Position {
+                reason: format!(
+                    "file {file} is not read by instance {} of {}",
+                    self.next_file % self.step,
+                    self.step
+                ),
+            }
+            .into());
+        }
+        self.current = None;
+        self.next_file = file;
+        if let CsvPosition::In {
+            file,
+            byte,
+            line,
+            record,
+        } = at
+        {
+            if file >= self.files.files.len() {
+                return Err(SourceError::Position {
+                    reason: format!("there is no file {file}; the input files changed"),
+                }
+                .into());
+            }
+            let mut open = open_file(&self.files, file)?;
+            let mut p = csv::Position::new();
+            p.set_byte(byte).set_line(line).set_record(record);
+            let path = &self.files.files[file].path;
+            open.reader.seek(p).map_err(|source| SourceError::Csv {
+                path: path.clone(),
+                source,
+            })?;
+            self.current = Some(open);
+            self.next_file = file + self.step;
+        }
+        Ok(())
+    }
+
     fn close(&mut self) -> Result<(), BoxError> {
         self.current = None;
         self.malformed.close();
@@ -210,7 +291,7 @@ mod tests {
     use serde::Deserialize;
 
     use super::*;
-    use crate::sources::files::testing::{run, run_all, run_throttled};
+    use crate::sources::files::testing::{check_resume, run, run_all, run_throttled};
 
     #[derive(Debug, Clone, PartialEq, Deserialize)]
     struct Person {
@@ -228,6 +309,45 @@ mod tests {
     fn reader(path: &Path) -> impl Fn() -> CsvReader<Person> {
         let files = Arc::new(InputFiles::resolve(path).unwrap());
         move || CsvReader::new(Arc::clone(&files))
+    }
+
+    #[test]
+    fn a_seek_resumes_after_the_last_row_across_files_with_line_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(
+            dir.path().join("a.csv"),
+            "name,age\r\nann,30\r\n\"b\nc\",4\r\nbad,x\r\ndan,5\r\n",
+        )
+        .unwrap();
+        fs::write(dir.path().join("b.csv"), "age,name\n7,eve\n1\n8,fay\n").unwrap();
+        fs::write(dir.path().join("c.csv"), "name,age\ngus,9").unwrap();
+        let mut all = Vec::new();
+        for index in 0..2 {
+            let (items, resumed) = check_resume(reader(dir.path()), index, 2);
+            all.extend(items);
+            let whole = resumed[0].malformed.logged.clone();
+            for r in &resumed {
+                assert!(
+                    whole.ends_with(&r.malformed.logged),
+                    "{:?}",
+                    r.malformed.logged
+                );
+            }
+            let lines: Vec<u64> = whole.iter().map(|(_, l)| *l).collect();
+            // A whole read numbers them as the csv crate does.
+            assert_eq!(lines, if index == 0 { vec![4] } else { vec![3] });
+        }
+        assert_eq!(
+            all,
+            [
+                person("ann", 30),
+                person("b\nc", 4),
+                person("dan", 5),
+                person("gus", 9),
+                person("eve", 7),
+                person("fay", 8),
+            ]
+        );
     }
 
     #[test]

@@ -122,6 +122,15 @@ impl<T: DeserializeOwned + Item> SourceReader for JsonReader<T> {
         false
     }
 
+    /// A byte offset in a file: see [`LineReader::position`].
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(self.lines.position())
+    }
+
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        Ok(self.lines.seek(position)?)
+    }
+
     fn close(&mut self) -> Result<(), BoxError> {
         self.malformed.close();
         Ok(())
@@ -136,7 +145,7 @@ mod tests {
     use serde::Deserialize;
 
     use super::*;
-    use crate::sources::files::testing::{run, run_all, run_throttled};
+    use crate::sources::files::testing::{check_resume, run, run_all, run_throttled};
 
     #[derive(Debug, Clone, PartialEq, Deserialize)]
     struct Rec {
@@ -181,6 +190,41 @@ mod tests {
         let lines: Vec<u64> = r.malformed.logged.iter().map(|(_, l)| *l).collect();
         assert_eq!(lines, [2, 4, 5]);
         assert!(r.malformed.logged.iter().all(|(p, _)| *p == path));
+    }
+
+    #[test]
+    fn a_seek_resumes_after_the_last_record_and_malformed_lines_keep_their_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let mut content = String::new();
+        for i in 1..=40u64 {
+            match i % 7 {
+                0 => content.push_str("{broken\r\n"),
+                3 => content.push('\n'),
+                _ => content.push_str(&format!("{{\"name\":\"r{i}\",\"n\":{i}}}\r\n")),
+            }
+        }
+        fs::write(&path, &content).unwrap();
+        fs::write(
+            dir.path().join("b.jsonl"),
+            "{\"name\":\"b\",\"n\":1}\nbad\n",
+        )
+        .unwrap();
+        let (items, resumed) = check_resume(reader(dir.path()), 0, 1);
+        assert_eq!(items.len(), 40 - 5 - 6 + 1);
+        // Every resumed reader logged the malformed lines after its position, with the
+        // numbers a whole read gives.
+        let whole: Vec<(PathBuf, u64)> = resumed[0].malformed.logged.clone();
+        let lines: Vec<u64> = whole.iter().map(|(_, l)| *l).collect();
+        assert_eq!(lines, [7, 14, 21, 28, 35, 2]);
+        for r in &resumed {
+            assert!(
+                whole.ends_with(&r.malformed.logged),
+                "{:?}",
+                r.malformed.logged
+            );
+        }
+        assert!(resumed.last().unwrap().malformed.logged.is_empty());
     }
 
     #[test]
