@@ -1,0 +1,3 @@
+//! The processors of the traditional engine, with NiFi's names, properties and relationships.
+
+pub mod spec;
