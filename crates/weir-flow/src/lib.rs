@@ -18,4 +18,7 @@
 
 pub mod definition;
 pub mod expression;
+pub mod flowfile;
 pub mod processors;
+pub mod provenance;
+pub mod repository;
