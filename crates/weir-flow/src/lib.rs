@@ -17,6 +17,7 @@
 //! ```
 
 pub mod definition;
+pub mod engine;
 pub mod expression;
 pub mod flowfile;
 pub mod processors;
