@@ -839,15 +839,15 @@ fn processor(
             }
         }
     }
-    if spec.kind == "ListenHTTP" {
-        if let Some(addr) = properties.get("Listening Address") {
-            let loopback = addr
-                .parse::<std::net::IpAddr>()
-                .map(|a| a.is_loopback())
-                .unwrap_or(addr == "localhost");
-            if !loopback {
-                c.error(key_line("Listening Address"), format!("{field}.properties.Listening Address"), "only loopback addresses are allowed: a flow has no token to protect a wider listener");
-            }
+    if spec.kind == "ListenHTTP"
+        && let Some(addr) = properties.get("Listening Address")
+    {
+        let loopback = addr
+            .parse::<std::net::IpAddr>()
+            .map(|a| a.is_loopback())
+            .unwrap_or(addr == "localhost");
+        if !loopback {
+            c.error(key_line("Listening Address"), format!("{field}.properties.Listening Address"), "only loopback addresses are allowed: a flow has no token to protect a wider listener");
         }
     }
     let schedule = match &pd.schedule {

@@ -416,10 +416,10 @@ pub fn status_path(dir: &Path) -> PathBuf {
 fn write_status(s: &Shared) {
     let path = status_path(&s.dir);
     let tmp = path.with_extension("json.tmp");
-    if let Ok(text) = serde_json::to_vec_pretty(&status_of(s)) {
-        if std::fs::write(&tmp, text).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
-        }
+    if let Ok(text) = serde_json::to_vec_pretty(&status_of(s))
+        && std::fs::write(&tmp, text).is_ok()
+    {
+        let _ = std::fs::rename(&tmp, &path);
     }
 }
 

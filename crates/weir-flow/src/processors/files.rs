@@ -182,13 +182,13 @@ impl Processor for PutFile {
             }
             let dir = PathBuf::from(dir);
             let target = dir.join(&name);
-            if self.create_dirs {
-                if let Err(e) = fs::create_dir_all(&dir) {
-                    tracing::warn!("PutFile: cannot create {}: {e}", dir.display());
-                    session.penalize(ff);
-                    session.transfer(ff, "failure")?;
-                    continue;
-                }
+            if self.create_dirs
+                && let Err(e) = fs::create_dir_all(&dir)
+            {
+                tracing::warn!("PutFile: cannot create {}: {e}", dir.display());
+                session.penalize(ff);
+                session.transfer(ff, "failure")?;
+                continue;
             }
             if target.exists() {
                 match self.conflict {

@@ -483,10 +483,10 @@ impl FlowFileRepository {
         for op in &txn.ops {
             if let Op::DeleteSource { path } = op {
                 // Already gone is fine: a crash may have come between commit and delete.
-                if let Err(e) = fs::remove_file(path) {
-                    if e.kind() != io::ErrorKind::NotFound {
-                        tracing::warn!("cannot delete source file {path}: {e}");
-                    }
+                if let Err(e) = fs::remove_file(path)
+                    && e.kind() != io::ErrorKind::NotFound
+                {
+                    tracing::warn!("cannot delete source file {path}: {e}");
                 }
             }
         }
@@ -510,10 +510,10 @@ impl FlowFileRepository {
         j.next_txn += 1;
         frame::encode(&mut j.pending, txn, payload);
         loop {
-            if let Some(p) = &j.poisoned {
-                if j.done_txn < txn {
-                    return Err(RepositoryError::Poisoned(p.clone()));
-                }
+            if let Some(p) = &j.poisoned
+                && j.done_txn < txn
+            {
+                return Err(RepositoryError::Poisoned(p.clone()));
             }
             if j.done_txn >= txn {
                 return Ok(txn);
