@@ -3,7 +3,7 @@
 //!
 //! A flow is a graph of processors joined by connections (queues), written in YAML
 //! ([`definition`]). The traditional engine ([`engine`]) runs it with every queue durable: a
-//! processor's work is a [`session`] that commits as one frame of the flow-file repository's
+//! processor's work is a [session](engine::session) that commits as one frame of the flow-file repository's
 //! write-ahead log ([`repository`]), with content in append-only claim files and provenance
 //! events in the same frame. A crash loses nothing that was committed.
 //!
