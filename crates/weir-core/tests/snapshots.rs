@@ -456,3 +456,408 @@ fn a_changed_dag_is_refused_naming_the_vertex() {
         "{text}"
     );
 }
+
+// ---- Crash windows: a store that dies around the manifest, a sink that dies in phase 2, and
+// the same snapshot restored twice. The sink's committed items must hold every item once.
+
+/// Committed items by (sink instance, epoch).
+type CommittedItems = Arc<Mutex<BTreeMap<(usize, u64), Vec<u64>>>>;
+
+/// A two-phase sink of items. A commit inserts each prepared epoch under its key, so a commit
+/// repeated after a restore changes nothing. `fail_commits` makes instance 1 fail that many
+/// commits, after instance 0 has committed the same snapshot.
+struct ItemSink {
+    instance: usize,
+    epoch: u64,
+    pending: Vec<u64>,
+    prepared: Vec<(u64, Vec<u64>)>,
+    committed: CommittedItems,
+    commits: Arc<AtomicU64>,
+    fail_commits: Arc<AtomicU64>,
+    repeated: Arc<AtomicU64>,
+    /// Commits of instance 0, and this instance's own.
+    zero_commits: Arc<AtomicU64>,
+    own_commits: u64,
+}
+
+impl Processor for ItemSink {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.instance = ctx.global_index();
+        Ok(())
+    }
+
+    fn process(&mut self, _: usize, inbox: &mut Inbox, _: &mut Outbox) -> ProcessorResult<()> {
+        self.pending.extend(inbox.items::<u64>().drain(..));
+        Ok(())
+    }
+
+    fn save_to_snapshot(
+        &mut self,
+        _: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        self.epoch += 1;
+        self.prepared
+            .push((self.epoch, std::mem::take(&mut self.pending)));
+        writer.put(
+            (self.instance as u64).to_le_bytes().to_vec(),
+            serde_json_like(self.epoch, &self.prepared),
+        );
+        Ok(true)
+    }
+
+    fn snapshot_commit_finish(&mut self, _success: bool) -> ProcessorResult<bool> {
+        if self.instance == 1 && self.fail_commits.load(Ordering::Relaxed) > 0 {
+            // Fail only once instance 0 committed this snapshot: it must commit it again.
+            if self.zero_commits.load(Ordering::Relaxed) <= self.own_commits {
+                return Ok(false);
+            }
+            self.fail_commits.fetch_sub(1, Ordering::Relaxed);
+            return Err("injected failure in phase 2".into());
+        }
+        self.own_commits += 1;
+        if self.instance == 0 {
+            self.zero_commits.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut committed = self.committed.lock().unwrap();
+        for (epoch, items) in self.prepared.drain(..) {
+            if committed.insert((self.instance, epoch), items).is_some() {
+                self.repeated.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        for e in entries {
+            if u64::from_le_bytes(e.key[..8].try_into()?) as usize != self.instance {
+                continue;
+            }
+            let (epoch, prepared) = parse_json_like(&e.value);
+            self.epoch = epoch;
+            self.prepared = prepared;
+        }
+        Ok(())
+    }
+}
+
+/// `epoch`, then each prepared epoch as (epoch, count, items...), all little-endian u64.
+fn serde_json_like(epoch: u64, prepared: &[(u64, Vec<u64>)]) -> Vec<u8> {
+    let mut out = epoch.to_le_bytes().to_vec();
+    for (e, items) in prepared {
+        out.extend(e.to_le_bytes());
+        out.extend((items.len() as u64).to_le_bytes());
+        for i in items {
+            out.extend(i.to_le_bytes());
+        }
+    }
+    out
+}
+
+fn parse_json_like(bytes: &[u8]) -> (u64, Vec<(u64, Vec<u64>)>) {
+    let mut words = bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()));
+    let epoch = words.next().unwrap();
+    let mut prepared = Vec::new();
+    while let Some(e) = words.next() {
+        let n = words.next().unwrap() as usize;
+        prepared.push((e, words.by_ref().take(n).collect()));
+    }
+    (epoch, prepared)
+}
+
+/// Where a [`CrashingStore`] dies.
+#[derive(Clone, Copy)]
+enum Crash {
+    /// The `n`th publish fails before the manifest is written.
+    BeforeManifest(u64),
+    /// The `n`th publish writes the manifest, then fails before phase 2 can start.
+    AfterManifest(u64),
+}
+
+/// A local store that dies once at a chosen point, like a process killed there.
+struct CrashingStore {
+    inner: LocalDirStore,
+    crash: Crash,
+    publishes: AtomicU64,
+}
+
+impl weir_core::snapshot::SnapshotStore for CrashingStore {
+    fn write_part(
+        &self,
+        job: &str,
+        id: u64,
+        file: &str,
+        bytes: &[u8],
+    ) -> Result<(), weir_core::snapshot::SnapshotError> {
+        self.inner.write_part(job, id, file, bytes)
+    }
+    fn publish(
+        &self,
+        job: &str,
+        id: u64,
+        manifest: &[u8],
+    ) -> Result<(), weir_core::snapshot::SnapshotError> {
+        let n = self.publishes.fetch_add(1, Ordering::Relaxed) + 1;
+        let died = || weir_core::snapshot::SnapshotError::Io {
+            path: self.inner.location(job, id, "manifest"),
+            source: std::io::Error::other("the process died here"),
+        };
+        match self.crash {
+            Crash::BeforeManifest(at) if n == at => Err(died()),
+            Crash::AfterManifest(at) if n == at => {
+                self.inner.publish(job, id, manifest)?;
+                Err(died())
+            }
+            _ => self.inner.publish(job, id, manifest),
+        }
+    }
+    fn ids(&self, job: &str) -> Result<Vec<u64>, weir_core::snapshot::SnapshotError> {
+        self.inner.ids(job)
+    }
+    fn read_manifest(
+        &self,
+        job: &str,
+        id: u64,
+    ) -> Result<Option<Vec<u8>>, weir_core::snapshot::SnapshotError> {
+        self.inner.read_manifest(job, id)
+    }
+    fn read_part(
+        &self,
+        job: &str,
+        id: u64,
+        file: &str,
+    ) -> Result<Vec<u8>, weir_core::snapshot::SnapshotError> {
+        self.inner.read_part(job, id, file)
+    }
+    fn remove(&self, job: &str, id: u64) -> Result<(), weir_core::snapshot::SnapshotError> {
+        self.inner.remove(job, id)
+    }
+    fn jobs(&self) -> Result<Vec<String>, weir_core::snapshot::SnapshotError> {
+        self.inner.jobs()
+    }
+    fn location(&self, job: &str, id: u64, file: &str) -> std::path::PathBuf {
+        self.inner.location(job, id, file)
+    }
+}
+
+struct Items {
+    committed: CommittedItems,
+    commits: Arc<AtomicU64>,
+    fail_commits: Arc<AtomicU64>,
+    repeated: Arc<AtomicU64>,
+    zero_commits: Arc<AtomicU64>,
+    armed: Arc<AtomicBool>,
+}
+
+impl Items {
+    fn new() -> Self {
+        Items {
+            committed: Arc::default(),
+            commits: Arc::default(),
+            fail_commits: Arc::default(),
+            repeated: Arc::default(),
+            zero_commits: Arc::default(),
+            armed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// source → faulty → sink (2 instances), the source holding at half-way until the sink
+    /// committed `hold` times.
+    fn dag(&self, items: u64, hold: u64, fail_after: u64) -> Dag {
+        let mut dag = Dag::new();
+        let commits = Arc::clone(&self.commits);
+        let source = dag.vertex(
+            Vertex::new("source", move |_| CountingSource {
+                next: 0,
+                end: items,
+                per_call: 200,
+                hold: Some((Arc::clone(&commits), hold)),
+            })
+            .emits::<u64>()
+            .local_parallelism(1),
+        );
+        let (armed, commits) = (Arc::clone(&self.armed), Arc::clone(&self.commits));
+        let faulty = dag.vertex(
+            Vertex::new("faulty", move |_| Faulty {
+                armed: Arc::clone(&armed),
+                commits: Arc::clone(&commits),
+                after_commits: fail_after,
+            })
+            .accepts::<u64>()
+            .emits::<u64>()
+            .local_parallelism(1),
+        );
+        let (committed, commits, fail, repeated) = (
+            Arc::clone(&self.committed),
+            Arc::clone(&self.commits),
+            Arc::clone(&self.fail_commits),
+            Arc::clone(&self.repeated),
+        );
+        let zero_commits = Arc::clone(&self.zero_commits);
+        let sink = dag.vertex(
+            Vertex::new("sink", move |_| ItemSink {
+                instance: 0,
+                epoch: 0,
+                pending: Vec::new(),
+                prepared: Vec::new(),
+                committed: Arc::clone(&committed),
+                commits: Arc::clone(&commits),
+                fail_commits: Arc::clone(&fail),
+                repeated: Arc::clone(&repeated),
+                zero_commits: Arc::clone(&zero_commits),
+                own_commits: 0,
+            })
+            .accepts::<u64>()
+            .local_parallelism(2),
+        );
+        dag.edge(Edge::between(source, faulty));
+        dag.edge(Edge::between(faulty, sink));
+        dag
+    }
+
+    /// Every item in `0..items` committed exactly once.
+    fn assert_exactly_once(&self, items: u64) {
+        let mut seen = vec![0u8; items as usize];
+        for batch in self.committed.lock().unwrap().values() {
+            for &i in batch {
+                seen[i as usize] += 1;
+            }
+        }
+        let wrong: Vec<usize> = (0..seen.len()).filter(|&i| seen[i] != 1).take(5).collect();
+        assert!(
+            wrong.is_empty(),
+            "items not committed exactly once: {wrong:?}"
+        );
+    }
+}
+
+fn store_config(
+    store: Arc<dyn weir_core::snapshot::SnapshotStore>,
+    restart: RestartPolicy,
+) -> JobConfig {
+    let mut snapshots =
+        SnapshotConfig::new(store, Duration::from_millis(2), Guarantee::ExactlyOnce);
+    snapshots.restart = restart;
+    snapshots.restart.backoff = Duration::from_millis(1);
+    JobConfig {
+        name: "items".into(),
+        snapshots: Some(snapshots),
+        ..JobConfig::default()
+    }
+}
+
+fn crash_and_resume(crash: Crash) {
+    let dir = tempfile::tempdir().unwrap();
+    let items = 50_000;
+    let s = Items::new();
+    let crashing = Arc::new(CrashingStore {
+        inner: LocalDirStore::new(dir.path()),
+        crash,
+        publishes: AtomicU64::new(0),
+    });
+    let failed = executor()
+        .submit(
+            s.dag(items, 3, u64::MAX),
+            store_config(crashing, RestartPolicy::default()),
+        )
+        .unwrap()
+        .join();
+    assert!(
+        matches!(&failed, Err(Error::Snapshot(_))),
+        "the store's death fails the job without a restart: {failed:?}"
+    );
+    let job = executor()
+        .submit(
+            s.dag(items, 0, u64::MAX),
+            store_config(
+                Arc::new(LocalDirStore::new(dir.path())),
+                RestartPolicy::never(),
+            ),
+        )
+        .unwrap();
+    assert!(job.restored_from().is_some(), "the next run resumes");
+    job.join().unwrap();
+    s.assert_exactly_once(items);
+}
+
+#[test]
+fn a_crash_before_the_manifest_resumes_from_the_snapshot_before() {
+    crash_and_resume(Crash::BeforeManifest(3));
+}
+
+#[test]
+fn a_crash_after_the_manifest_commits_that_snapshot_on_restore() {
+    crash_and_resume(Crash::AfterManifest(3));
+}
+
+#[test]
+fn a_crash_during_phase_2_commits_the_rest_on_restore_and_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = 50_000;
+    let s = Items::new();
+    s.fail_commits.store(1, Ordering::Relaxed);
+    let job = executor()
+        .submit(
+            s.dag(items, 4, u64::MAX),
+            store_config(
+                Arc::new(LocalDirStore::new(dir.path())),
+                RestartPolicy::default(),
+            ),
+        )
+        .unwrap();
+    assert!(job.wait_timeout(Duration::from_secs(120)));
+    let restarts = job.restarts();
+    job.join().unwrap();
+    assert_eq!(restarts, 1, "the failed commit restarted the job");
+    assert_eq!(s.fail_commits.load(Ordering::Relaxed), 0);
+    assert!(
+        s.repeated.load(Ordering::Relaxed) > 0,
+        "instance 0 committed the restored snapshot again, idempotently"
+    );
+    s.assert_exactly_once(items);
+}
+
+#[test]
+fn the_same_snapshot_restored_twice_commits_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = 50_000;
+    let s = Items::new();
+    let store = || -> Arc<dyn weir_core::snapshot::SnapshotStore> {
+        Arc::new(LocalDirStore::new(dir.path()))
+    };
+    s.armed.store(true, Ordering::Relaxed);
+    let first = executor()
+        .submit(
+            s.dag(items, 3, 3),
+            store_config(store(), RestartPolicy::never()),
+        )
+        .unwrap()
+        .join();
+    assert!(first.is_err(), "the injected failure stops the first run");
+    // The second run fails at its first item, and takes no snapshot before it (the interval
+    // is an hour).
+    s.armed.store(true, Ordering::Relaxed);
+    let mut no_snapshots = store_config(store(), RestartPolicy::never());
+    if let Some(c) = no_snapshots.snapshots.as_mut() {
+        c.interval = Duration::from_secs(3600);
+    }
+    let second = executor().submit(s.dag(items, 0, 0), no_snapshots).unwrap();
+    let restored = second.restored_from();
+    assert!(second.join().is_err());
+    let third = executor()
+        .submit(
+            s.dag(items, 0, u64::MAX),
+            store_config(store(), RestartPolicy::never()),
+        )
+        .unwrap();
+    assert_eq!(
+        third.restored_from(),
+        restored,
+        "the same snapshot, restored again"
+    );
+    third.join().unwrap();
+    s.assert_exactly_once(items);
+}

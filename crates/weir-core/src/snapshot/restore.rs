@@ -143,3 +143,86 @@ fn read_parts(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::format::{PartInfo, VertexInfo, encode_part};
+    use crate::snapshot::{Guarantee, LocalDirStore};
+
+    /// Publishes snapshot `id` of a one-vertex job whose single part holds `value`.
+    fn publish(store: &LocalDirStore, id: u64, value: u8) {
+        let part = encode_part(&[SnapshotEntry {
+            partition: None,
+            key: b"k".to_vec(),
+            value: vec![value],
+        }]);
+        store.write_part("j", id, "p0", &part).unwrap();
+        let manifest = Manifest {
+            job: "j".into(),
+            id,
+            taken_at_ms: 0,
+            duration_ms: 0,
+            alignment_ms: 0,
+            terminal: false,
+            guarantee: Guarantee::ExactlyOnce,
+            vertices: vec![VertexInfo {
+                name: "v".into(),
+                parallelism: 1,
+                parts: vec![PartInfo {
+                    instance: 0,
+                    file: "p0".into(),
+                    bytes: part.len() as u64,
+                    entries: 1,
+                }],
+            }],
+        };
+        store.publish("j", id, &manifest.encode()).unwrap();
+    }
+
+    fn damage(path: &std::path::Path, how: &str) {
+        let mut bytes = std::fs::read(path).unwrap();
+        match how {
+            "flip" => {
+                let last = bytes.len() - 1;
+                bytes[last] ^= 0x01;
+            }
+            _ => bytes.truncate(bytes.len() / 2),
+        }
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_newest_snapshot_falls_back_to_the_one_before() {
+        for (file, how) in [
+            ("p0", "flip"),
+            ("p0", "truncate"),
+            ("manifest", "flip"),
+            ("manifest", "truncate"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = LocalDirStore::new(dir.path());
+            publish(&store, 1, 10);
+            publish(&store, 2, 20);
+            damage(&store.location("j", 2, file), how);
+            let restored = load_latest(&store, "j", &["v"]).unwrap().unwrap();
+            assert_eq!(restored.manifest.id, 1, "{file} {how}");
+            assert_eq!(restored.entries_for(0, 0, 1)[0].value, vec![10]);
+            assert_eq!(
+                restored.next_id, 3,
+                "new snapshots never reuse a damaged one's id"
+            );
+        }
+    }
+
+    #[test]
+    fn a_snapshot_of_another_dag_is_refused_naming_the_vertex() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalDirStore::new(dir.path());
+        publish(&store, 1, 10);
+        let err = load_latest(&store, "j", &["w"]).unwrap_err();
+        assert!(err.to_string().contains("vertex 'w'"), "{err}");
+        let err = load_latest(&store, "j", &["v", "extra"]).unwrap_err();
+        assert!(err.to_string().contains("'extra'"), "{err}");
+    }
+}
