@@ -6,6 +6,7 @@
 //! weir nexmark generate --events N [--rate R] [--seed S] [--out-of-order-ms M] --output events.jsonl
 //! weir score --input rows.csv --url http://127.0.0.1:8501/v1/models/NAME:predict --output scores.csv
 //! weir model-server [--addr 127.0.0.1:8501] [--latency-ms 5]
+//! weir flow validate|run|status|provenance|lineage ...
 //! weir snapshots list --state-dir DIR
 //! ```
 //!
@@ -55,6 +56,11 @@ enum Command {
     /// Score a CSV data set (an `id` column and numeric features) against a model server
     /// that speaks the TensorFlow Serving / KServe v1 REST protocol.
     Score(commands::score::ScoreArgs),
+    /// NiFi-style flows: validate, run (durable queues, provenance), inspect a repository.
+    Flow {
+        #[command(subcommand)]
+        command: commands::flow::Command,
+    },
     /// Serve a demo model (TensorFlow Serving v1 REST) for `weir score`, until interrupted.
     ModelServer(commands::model_server::ModelServerArgs),
     /// Inspect the snapshots jobs took with --state-dir.
@@ -89,6 +95,7 @@ pub fn main() -> ExitCode {
         Command::Nexmark { command } => commands::nexmark::run(command),
         Command::Score(args) => commands::score::score(args),
         Command::ModelServer(args) => commands::model_server::model_server(args),
+        Command::Flow { command } => commands::flow::run(command),
         Command::Snapshots {
             command: SnapshotsCommand::List(args),
         } => snapshots::list(&args),

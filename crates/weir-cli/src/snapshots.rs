@@ -187,9 +187,15 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Milliseconds since the Unix epoch as an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`).
+/// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
 fn utc(ms: u64) -> String {
-    httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+    i64::try_from(ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map_or_else(
+            || format!("{ms} ms after the epoch"),
+            |t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string(),
+        )
 }
 
 #[cfg(test)]
@@ -197,8 +203,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn snapshot_times_are_http_dates() {
-        assert_eq!(utc(0), "Thu, 01 Jan 1970 00:00:00 GMT");
-        assert_eq!(utc(1_436_918_400_002), "Wed, 15 Jul 2015 00:00:00 GMT");
+    fn snapshot_times_are_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00.000 UTC");
+        assert_eq!(utc(1_436_918_400_002), "2015-07-15 00:00:00.002 UTC");
     }
 }

@@ -285,6 +285,10 @@ impl Executor {
 
 /// Starts a failed job again from its last complete snapshot, on the executor it ran on.
 pub(crate) fn restart(job: &Arc<JobShared>) {
+    if job.cancelled_by_user() {
+        job.fail_to_restart(Error::Cancelled);
+        return;
+    }
     let (executor, attempt) = {
         let restarter = job.restarter();
         let Some(r) = restarter.as_ref() else {

@@ -264,15 +264,32 @@ impl JobShared {
                 .extend(old.stats());
         }
         *self.restored_from.lock().unwrap_or_else(|e| e.into_inner()) = restored_from;
-        self.cancel.store(false, Ordering::Relaxed);
+        // A cancel that came while the job waited to restart stops the new attempt at once.
+        self.cancel.store(
+            self.cancelled_by_user.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
     }
 
-    /// Fails the job for good, when an attempt cannot even start.
+    /// Whether the user cancelled the job.
+    pub(crate) fn cancelled_by_user(&self) -> bool {
+        self.cancelled_by_user.load(Ordering::Relaxed)
+    }
+
+    /// Ends the job for good without another attempt: it could not start again, or the user
+    /// cancelled it while it waited to restart (`Error::Cancelled`).
     pub(crate) fn fail_to_restart(&self, error: Error) {
         let mut outcome = self.lock();
-        tracing::error!(job = %self.name, %error, "job could not be restarted");
-        outcome.error = Some(error);
-        outcome.status = JobStatus::Failed;
+        let cancelled = matches!(error, Error::Cancelled);
+        if !cancelled {
+            tracing::error!(job = %self.name, %error, "job could not be restarted");
+        }
+        outcome.error = (!cancelled).then_some(error);
+        outcome.status = if cancelled {
+            JobStatus::Cancelled
+        } else {
+            JobStatus::Failed
+        };
         outcome.finished_at = Some(Instant::now());
         self.watch.finish(
             outcome.status,

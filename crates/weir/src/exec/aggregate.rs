@@ -12,13 +12,14 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use weir_core::{
-    Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, SnapshotEntry,
-    SnapshotWriter, Watermark,
+    Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, SnapshotWriter, Watermark,
 };
 
 use crate::aggregate::AggregateOperation;
-use crate::exec::link::{Link, chain_head_hooks, complete_chain, drain_into_chain, save_chain};
-use crate::exec::state::{ChainEntries, LinkEntries, LinkWriter, not_durable};
+use crate::exec::link::{
+    Link, chain_head_hooks, chain_restore, complete_chain, drain_into_chain, save_chain,
+};
+use crate::exec::state::{LinkEntries, LinkWriter, not_durable};
 
 /// Accumulates items per key; emits `(key, accumulator)` pairs on output 0 at the end.
 pub(crate) struct AccumulateByKey<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
@@ -259,12 +260,8 @@ where
         save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
     }
 
-    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
-        self.chain
-            .restore(&mut ChainEntries::new(entries).head().next())
-    }
-
     chain_head_hooks!();
+    chain_restore!();
 }
 
 /// Combines every partial accumulator into one result and pushes it into its chain.
@@ -328,10 +325,6 @@ impl<T: 'static, Op: AggregateOperation<T>> Processor for CombineAll<T, Op> {
         save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
     }
 
-    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
-        self.chain
-            .restore(&mut ChainEntries::new(entries).head().next())
-    }
-
     chain_head_hooks!();
+    chain_restore!();
 }

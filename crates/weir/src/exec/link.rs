@@ -313,6 +313,15 @@ macro_rules! stateless_head_snapshots {
             $crate::exec::link::save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
         }
 
+        $crate::exec::link::chain_restore!();
+    };
+}
+pub(crate) use stateless_head_snapshots;
+
+/// Implements `restore_from_snapshot` for a head whose own state is never saved (it refuses
+/// to save while it holds any): only its chain restores.
+macro_rules! chain_restore {
+    () => {
         fn restore_from_snapshot(
             &mut self,
             entries: Vec<weir_core::SnapshotEntry>,
@@ -322,7 +331,7 @@ macro_rules! stateless_head_snapshots {
         }
     };
 }
-pub(crate) use stateless_head_snapshots;
+pub(crate) use chain_restore;
 
 /// How a head saves: its backlog goes out first (everything emitted before the barrier leaves
 /// before it); then `own` saves the head's state at scope 0, and the chain from scope 1.

@@ -52,7 +52,7 @@ impl<T: Durable> StateCodec<T> {
 
 impl<T> StateCodec<T> {
     /// `value` as a new byte vector.
-    pub(crate) fn to_bytes(&self, value: &T) -> Result<Vec<u8>, BoxError> {
+    pub(crate) fn to_bytes(self, value: &T) -> Result<Vec<u8>, BoxError> {
         let mut out = Vec::new();
         (self.encode)(value, &mut out)?;
         Ok(out)

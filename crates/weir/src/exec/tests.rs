@@ -225,6 +225,7 @@ mod streaming {
                 ));
             inbox_head::<Timestamped<u8>>(erased(link))
         })
+        .snapshot_restore()
         .input_events(vec![
             ts(1, 7u8),
             ts(5, 7),
@@ -265,6 +266,7 @@ mod streaming {
                 (StateCodec::postcard(), StateCodec::postcard()),
             ))
         })
+        .snapshot_restore()
         .input_events(vec![
             Message::Item(Frame {
                 key: 1u8,
@@ -330,6 +332,7 @@ mod streaming {
             ));
             inbox_head::<Timestamped<u8>>(erased(link))
         })
+        .snapshot_restore()
         .input_events(vec![
             ts(0, 1u8),
             ts(5, 1),
@@ -372,8 +375,14 @@ mod streaming {
                 None,
                 Arc::new(|_: &Window, l: &(u8, char), r: &(u8, u32)| Some((l.1, r.1))),
                 emit::<Timestamped<(char, u32)>>(),
+                (
+                    StateCodec::postcard(),
+                    StateCodec::postcard(),
+                    StateCodec::postcard(),
+                ),
             ))
         })
+        .snapshot_restore()
         .input_events(vec![ts(1, (1u8, 'a')), ts(2, (2, 'b'))])
         .input_events(vec![ts(3, (1u8, 10u32)), ts(4, (1, 11)), ts(5, (3, 12))])
         .expect_output_unordered(vec![
@@ -406,6 +415,7 @@ mod streaming {
             });
             inbox_head::<Timestamped<u8>>(erased(link))
         })
+        .snapshot_restore()
         .input_events(vec![
             ts(0, 1u8),
             ts(5, 1),

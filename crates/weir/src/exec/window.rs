@@ -151,8 +151,9 @@ fn decode_timed<A, const N: usize>(
     Ok((times, (codec.decode)(&value[8 * N..])?))
 }
 
-/// Saves an instance-wide time (a watermark); on restore the greatest of every old
-/// instance's is kept: aligned barriers mean every instance had seen the same watermarks.
+/// Saves an instance-wide time (a watermark). Every instance of a vertex receives every old
+/// instance's on restore: after a shuffle they are equal (aligned barriers: every instance
+/// had seen the same watermarks), before one each link says which it keeps.
 fn put_time(state: &mut LinkWriter<'_>, name: &[u8], time: i64) {
     state.put(name, time.to_le_bytes().to_vec());
 }
@@ -278,15 +279,29 @@ where
 
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
         let (keys, accs) = &self.codec;
+        let mut restored_watermark = false;
         for e in entries.take() {
             if let Some(wm) = restored_time(&e, b"watermark") {
-                self.watermark = self.watermark.max(wm);
+                // Before the shuffle each instance follows its own source's watermark, so the
+                // old instances' differ: the least never drops an item the uninterrupted run
+                // kept (the source head drops its own late items anyway).
+                self.watermark = if restored_watermark {
+                    self.watermark.min(wm)
+                } else {
+                    wm
+                };
+                restored_watermark = true;
             } else if e.partition.is_some() {
+                // This stage runs before the shuffle: several old instances may have partial
+                // frames of one key, and any instance may restore them. Partials combine.
                 let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
-                self.open
-                    .entry(end)
-                    .or_default()
-                    .insert((keys.decode)(&e.key)?, acc);
+                let frame = self.open.entry(end).or_default();
+                match frame.entry((keys.decode)(&e.key)?) {
+                    hash_map::Entry::Occupied(mut held) => self.op.combine(held.get_mut(), acc),
+                    hash_map::Entry::Vacant(slot) => {
+                        slot.insert(acc);
+                    }
+                }
             }
         }
         Ok(())
@@ -576,10 +591,13 @@ where
                 self.next_end = self.next_end.max(next_end);
             } else if e.partition.is_some() {
                 let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
-                self.received
-                    .entry(end)
-                    .or_default()
-                    .insert((keys.decode)(&e.key)?, acc);
+                let frame = self.received.entry(end).or_default();
+                match frame.entry((keys.decode)(&e.key)?) {
+                    hash_map::Entry::Occupied(mut held) => self.op.combine(held.get_mut(), acc),
+                    hash_map::Entry::Vacant(slot) => {
+                        slot.insert(acc);
+                    }
+                }
             }
         }
         self.running.clear();

@@ -372,8 +372,9 @@ impl<T: Item> StreamStage<T> {
         merge: impl Fn(&Window, &T, &U) -> R + Send + Sync + 'static,
     ) -> StreamStage<R>
     where
-        U: Item,
-        K: Item + Hash + Eq + PartitionKey,
+        T: Durable,
+        U: Item + Durable,
+        K: Item + Hash + Eq + PartitionKey + Durable,
         R: Item,
     {
         assert!(
@@ -401,8 +402,9 @@ impl<T: Item> StreamStage<T> {
         merge: impl Fn(&T, &U) -> R + Send + Sync + 'static,
     ) -> StreamStage<R>
     where
-        U: Item,
-        K: Item + Hash + Eq + PartitionKey,
+        T: Durable,
+        U: Item + Durable,
+        K: Item + Hash + Eq + PartitionKey + Durable,
         R: Item,
     {
         self.join_streams(
@@ -425,8 +427,9 @@ impl<T: Item> StreamStage<T> {
         merge: impl Fn(&Window, &T, &U) -> R + Send + Sync + 'static,
     ) -> StreamStage<R>
     where
-        U: Item,
-        K: Item + Hash + Eq + PartitionKey,
+        T: Durable,
+        U: Item + Durable,
+        K: Item + Hash + Eq + PartitionKey + Durable,
         R: Item,
     {
         let (left_key, right_key): (KeyFn<T, K>, KeyFn<U, K>) = on.into_keys();
@@ -446,6 +449,11 @@ impl<T: Item> StreamStage<T> {
                 ttl,
                 Arc::clone(&merge),
                 unerase::<Timestamped<R>>(chain),
+                (
+                    StateCodec::postcard(),
+                    StateCodec::postcard(),
+                    StateCodec::postcard(),
+                ),
             ))
         });
         let kind = NodeKind::StreamJoin {
