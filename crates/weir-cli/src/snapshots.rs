@@ -90,7 +90,10 @@ impl Snapshots {
     /// After a successful run: removes the job's snapshots, so that the next run of the
     /// same command starts afresh.
     pub fn finished(&self, job: &str) -> anyhow::Result<()> {
-        let ids = self.store.ids(job).context("cannot list the job's snapshots")?;
+        let ids = self
+            .store
+            .ids(job)
+            .context("cannot list the job's snapshots")?;
         for id in ids {
             self.store
                 .remove(job, id)
@@ -141,7 +144,10 @@ pub struct ListArgs {
 /// duration, and each vertex's parts.
 pub fn list(args: &ListArgs) -> anyhow::Result<()> {
     if !args.state_dir.is_dir() {
-        anyhow::bail!("--state-dir {} is not a directory", args.state_dir.display());
+        anyhow::bail!(
+            "--state-dir {} is not a directory",
+            args.state_dir.display()
+        );
     }
     let store = LocalDirStore::new(&args.state_dir);
     let jobs = store.jobs().context("cannot list the state directory")?;

@@ -288,7 +288,10 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     job.join().with_context(|| format!("{query} failed"))?;
     if let Some(s) = &snapshots {
         s.finished(&name).with_context(|| {
-            format!("{query} succeeded, but its snapshots in {} remain", s.dir().display())
+            format!(
+                "{query} succeeded, but its snapshots in {} remain",
+                s.dir().display()
+            )
         })?;
     }
     let elapsed = started.elapsed().as_secs_f64();
