@@ -82,7 +82,7 @@ impl Snapshots {
         if let Some(id) = job.restored_from() {
             eprintln!(
                 "resumed from snapshot {id} in {}",
-                self.store.location(&job.name(), id, "").display()
+                self.store.location(job.name(), id, "").display()
             );
         }
     }

@@ -831,17 +831,17 @@ impl IoThread {
     fn handle(&mut self, job: IoJob) -> Result<Option<IoDone>, SinkError> {
         Ok(Some(match job {
             IoJob::Write(mut buf) => {
-                let path = epochs::part_tmp(&self.path, self.next_part);
-                let target = if self.file.is_none() {
+                if self.file.is_none() {
+                    // Epochs: the first write of an epoch opens its part.
+                    let path = epochs::part_tmp(&self.path, self.next_part);
                     let f = File::create(&path).map_err(|source| SinkError::Create {
                         path: path.clone(),
                         source,
                     })?;
                     self.tmp = path;
-                    self.file.insert(f)
-                } else {
-                    self.file.as_mut().expect("checked")
-                };
+                    self.file = Some(f);
+                }
+                let target = self.file.as_mut().expect("opened above");
                 target.write_all(&buf).map_err(|source| SinkError::Write {
                     path: self.tmp.clone(),
                     source,
