@@ -1,11 +1,10 @@
 //! The job's snapshot coordinator: asks for snapshots, collects the instances' parts, writes
 //! them and the manifest, and releases phase 2.
 //!
-//! Tasklets talk to it through two counters they read once per call
-//! ([`requested`](Coordinator::requested), [`committed`](Coordinator::committed)) and two
-//! calls: [`saved`](Coordinator::saved) when an instance finished phase 1 of a snapshot, and
-//! [`finished`](Coordinator::finished) when it ended, with its final state, which stands in
-//! for it in every later snapshot. One snapshot is in flight at a time. The coordinator runs
+//! Tasklets talk to it through two counters they read once per call (`requested`,
+//! `committed`) and two calls: `saved` when an instance finished phase 1 of a snapshot, and
+//! `finished` when it ended, with its final state, which stands in for it in every later
+//! snapshot. One snapshot is in flight at a time. The coordinator runs
 //! on a thread of its own, so that writing and syncing files never stalls a worker.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

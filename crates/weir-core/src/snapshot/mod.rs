@@ -19,7 +19,7 @@
 //!
 //! # The barrier path
 //!
-//! Every `interval` the job's [coordinator](coordinator) asks for snapshot *n*. A source
+//! Every `interval` the job's [`coordinator`] asks for snapshot *n*. A source
 //! saves its state (its read position) between two calls, then sends the barrier of *n* in
 //! band on every output, after everything it emitted before. A vertex with several inputs
 //! *aligns* (exactly-once): an input queue that delivered barrier *n* is not read again until

@@ -39,6 +39,12 @@
 //!
 //! Cost: one channel send per item (no allocation, no lock: tokio's and std's bounded
 //! channels are lock-free on this path).
+//!
+//! # Snapshots
+//!
+//! A channel cannot take back what it delivered: in a job that takes snapshots, the
+//! results produced after the last snapshot are delivered again after a restore
+//! (at-least-once).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
