@@ -371,3 +371,76 @@ fn snapshot_flags_are_checked_by_the_parser() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--guarantee"), "{}", stderr(&o));
 }
+
+/// Word count keeps batch state that snapshots do not save, so its job snapshots only at its
+/// end; killed at any moment and rerun, its output is byte for byte an uninterrupted run's,
+/// and a run killed after its terminal snapshot finds nothing left to count.
+#[test]
+fn wordcount_with_a_state_dir_survives_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    let mut text = String::new();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..60_000 {
+        for _ in 0..6 {
+            text.push_str(&format!("w{} ", rng.below(3_000)));
+        }
+        text.push('\n');
+    }
+    std::fs::write(&input, text).unwrap();
+    let (reference, output, state) = (
+        dir.path().join("ref.txt"),
+        dir.path().join("out.txt"),
+        dir.path().join("state"),
+    );
+    let p = |p: &Path| p.to_str().unwrap().to_string();
+    let o = weir(&[
+        "run",
+        "wordcount",
+        "--input",
+        &p(&input),
+        "--output",
+        &p(&reference),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let args = [
+        "run",
+        "wordcount",
+        "--input",
+        &p(&input),
+        "--output",
+        &p(&output),
+        "--state-dir",
+        &p(&state),
+        "--snapshot-interval-ms",
+        "10",
+    ];
+    let mut rng = Rng::new();
+    let rounds = std::env::var("WEIR_KILL9_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5u64);
+    for _ in 0..rounds {
+        let mut child = spawn(&args);
+        std::thread::sleep(Duration::from_millis(rng.below(600)));
+        kill9(&mut child);
+        // A killed run never leaves a partial output file.
+        if output.exists() {
+            assert_eq!(
+                std::fs::read(&output).unwrap(),
+                std::fs::read(&reference).unwrap(),
+                "a visible output is a whole one"
+            );
+        }
+    }
+    let o = weir(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&output).unwrap(),
+        std::fs::read(&reference).unwrap()
+    );
+    assert!(
+        complete_snapshots(&state).is_empty(),
+        "a finished run removes its snapshots"
+    );
+}

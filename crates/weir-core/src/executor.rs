@@ -37,7 +37,7 @@ use crate::metrics::InstanceMetrics;
 use crate::outbox::{ErasedPort, Outbox};
 use crate::processor::{Processor, ProcessorContext};
 use crate::snapshot::coordinator::{Coordinator, Slot};
-use crate::snapshot::{self, Guarantee};
+use crate::snapshot::{self, Guarantee, SnapshotHolds};
 use crate::stall::Watchdog;
 use crate::tasklet::{InboundStream, ProcessorTasklet, Progress, SnapshotDuty};
 
@@ -340,11 +340,16 @@ fn prepare(
         None => None,
     };
     let guarantee = snapshots.map_or(Guarantee::None, |s| s.guarantee);
+    let holds = if snapshots.is_some() {
+        SnapshotHolds::active()
+    } else {
+        SnapshotHolds::default()
+    };
     let (mut tasklets, parallelism) = build_tasklets(
         dag,
         config,
         default_parallelism,
-        (watch, guarantee),
+        (watch, guarantee, holds.clone()),
         metrics,
     )?;
     let restored_id = restored.as_ref().map(|r| r.manifest.id);
@@ -396,6 +401,7 @@ fn prepare(
             vertices,
             slots,
             (restored_id.unwrap_or(0), next_id),
+            holds.clone(),
         ))
     });
     if let Some(c) = &coordinator {
@@ -610,7 +616,7 @@ fn build_tasklets(
     dag: &Dag,
     config: &JobConfig,
     default_parallelism: usize,
-    (watch, guarantee): (&JobWatch, Guarantee),
+    (watch, guarantee, holds): (&JobWatch, Guarantee, SnapshotHolds),
     metrics: Option<&[Arc<InstanceMetrics>]>,
 ) -> Result<(Vec<(ProcessorTasklet, Arc<InstanceMetrics>)>, Vec<usize>)> {
     let parallelism: Vec<usize> = dag
@@ -700,7 +706,8 @@ fn build_tasklets(
                 Arc::clone(&name),
                 (i, parallelism[v]),
                 Arc::clone(&metrics),
-                (config.idle_timeout, watch.clone(), guarantee),
+                (config.idle_timeout, watch.clone()),
+                (guarantee, holds.clone()),
             );
             let processor = match create_and_init(vertex, &ctx) {
                 Ok(p) => p,

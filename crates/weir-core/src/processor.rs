@@ -47,7 +47,7 @@ use crate::inbox::Inbox;
 use crate::job::JobWatch;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
-use crate::snapshot::{Guarantee, SnapshotEntry, SnapshotWriter};
+use crate::snapshot::{Guarantee, SnapshotEntry, SnapshotHold, SnapshotHolds, SnapshotWriter};
 use crate::watermark::Watermark;
 
 /// A unit of computation driven by a tasklet. See the [module docs](self).
@@ -276,6 +276,7 @@ pub struct ProcessorContext {
     idle_timeout: Duration,
     job: JobWatch,
     guarantee: Guarantee,
+    holds: SnapshotHolds,
 }
 
 impl ProcessorContext {
@@ -298,6 +299,7 @@ impl ProcessorContext {
             idle_timeout: crate::job::DEFAULT_IDLE_TIMEOUT,
             job: JobWatch::default(),
             guarantee: Guarantee::None,
+            holds: SnapshotHolds::default(),
         }
     }
 
@@ -311,7 +313,8 @@ impl ProcessorContext {
         vertex: Arc<str>,
         (local_index, local_parallelism): (usize, usize),
         metrics: Arc<InstanceMetrics>,
-        (idle_timeout, job, guarantee): (Duration, JobWatch, Guarantee),
+        (idle_timeout, job): (Duration, JobWatch),
+        (guarantee, holds): (Guarantee, SnapshotHolds),
     ) -> Self {
         ProcessorContext {
             vertex,
@@ -324,6 +327,7 @@ impl ProcessorContext {
             idle_timeout,
             job,
             guarantee,
+            holds,
         }
     }
 
@@ -380,6 +384,12 @@ impl ProcessorContext {
     /// output visible when it completes.
     pub fn guarantee(&self) -> Guarantee {
         self.guarantee
+    }
+
+    /// Holds the job's snapshots back while the returned guard lives: for a stage that keeps
+    /// state it cannot save (see [`SnapshotHolds`]). Does nothing in a job without snapshots.
+    pub fn hold_snapshots(&self) -> SnapshotHold {
+        self.holds.hold()
     }
 
     /// A view of how this instance's job ends. In a context made with [`new`](Self::new)

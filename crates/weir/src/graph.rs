@@ -113,6 +113,9 @@ pub(crate) struct Node {
     /// `None` for a sink.
     pub output: Option<StageType>,
     pub parallelism: Option<usize>,
+    /// The stage keeps state that snapshots cannot save (a batch aggregation, sort, hash join
+    /// or `map_stateful`): its vertices hold snapshots back until they complete.
+    pub holds_state: bool,
 }
 
 pub(crate) struct Graph {

@@ -90,6 +90,7 @@ impl Pipeline {
             inputs: Vec::new(),
             output: Some(StageType::of::<T>()),
             parallelism,
+            holds_state: false,
         });
         BatchStage::at(Rc::clone(&self.graph), node)
     }
@@ -218,8 +219,16 @@ impl<T: Item> BatchStage<T> {
             inputs,
             output: Some(StageType::of::<R>()),
             parallelism: None,
+            holds_state: false,
         });
         BatchStage::at(Rc::clone(&self.graph), node)
+    }
+
+    /// Marks this stage as keeping state that snapshots cannot save (see
+    /// [`Node::holds_state`](crate::graph::Node)).
+    fn holding_state(self) -> Self {
+        self.graph.borrow_mut().nodes[self.node].holds_state = true;
+        self
     }
 
     fn transform<R: Item>(&self, name: &str, wrap: WrapFn) -> BatchStage<R> {
@@ -318,6 +327,7 @@ impl<T: Item> BatchStage<T> {
                 })
             }),
         )
+        .holding_state()
     }
 
     /// Logs every item at `info` level, passing it on unchanged.
@@ -409,7 +419,7 @@ impl<T: Item> BatchStage<T> {
             route: None,
             combine,
         };
-        self.add("aggregate", kind, vec![self.node])
+        self.add("aggregate", kind, vec![self.node]).holding_state()
     }
 
     /// Joins every item with the items of `build` whose key matches, as a left outer join:
@@ -472,6 +482,7 @@ impl<T: Item> BatchStage<T> {
             ))
         });
         self.add(name, NodeKind::Join { head }, vec![self.node, build.node])
+            .holding_state()
     }
 
     /// Joins every item with two build sides at once, as a left outer join on each: `merge` is
@@ -510,6 +521,7 @@ impl<T: Item> BatchStage<T> {
             NodeKind::Join { head },
             vec![self.node, build1.node, build2.node],
         )
+        .holding_state()
     }
 
     /// Removes duplicate items.
@@ -546,6 +558,7 @@ impl<T: Item> BatchStage<T> {
             Box::new(SortHead::new(Arc::clone(&compare), unerase::<T>(chain)))
         });
         self.add("sort", NodeKind::Sort { head }, vec![self.node])
+            .holding_state()
     }
 
     /// Writes every item to `sink`. Every branch of a pipeline ends here.
@@ -558,6 +571,7 @@ impl<T: Item> BatchStage<T> {
             inputs: vec![self.node],
             output: None,
             parallelism: sink.parallelism,
+            holds_state: false,
         });
     }
 }
@@ -625,7 +639,9 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedBatchStage<T, K> {
             route: Some(route),
             combine,
         };
-        self.stage.add("aggregate", kind, vec![self.stage.node])
+        self.stage
+            .add("aggregate", kind, vec![self.stage.node])
+            .holding_state()
     }
 
     /// Maps with state kept per key: `create` makes a key's state on its first item, `f` may
@@ -651,11 +667,13 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedBatchStage<T, K> {
             })
         });
         let route = route_by::<T, K>(Arc::clone(&self.key));
-        self.stage.add(
-            "map-stateful",
-            NodeKind::Keyed { wrap, route },
-            vec![self.stage.node],
-        )
+        self.stage
+            .add(
+                "map-stateful",
+                NodeKind::Keyed { wrap, route },
+                vec![self.stage.node],
+            )
+            .holding_state()
     }
 
     /// Keeps the first item of each key.

@@ -35,6 +35,7 @@ use weir_core::{Dag, Edge, ItemType, Processor, ProcessorContext, Vertex};
 
 use crate::error::{Error, Result};
 use crate::exec::link::ErasedLink;
+use crate::exec::state::HoldingSnapshots;
 use crate::graph::{
     Graph, HeadFn, NodeId, NodeKind, RouteFn, SinkTerminalFactory, SourceHeadFactory, StageType,
     TerminalFn, WrapFn,
@@ -76,6 +77,9 @@ struct PlannedVertex {
     outputs: usize,
     /// Its output is in a meaningful order (a sort): stages after it stay in this vertex.
     ordered: bool,
+    /// A stage in it keeps state that snapshots cannot save: its instances hold snapshots
+    /// back until they complete.
+    holds_snapshots: bool,
 }
 
 struct PlannedEdge {
@@ -186,6 +190,7 @@ impl Planner<'_> {
             output: None,
             outputs: 0,
             ordered: false,
+            holds_snapshots: false,
         });
         self.vertices.len() - 1
     }
@@ -250,6 +255,7 @@ impl Planner<'_> {
     /// Adds `node` to vertex `v`'s chain.
     fn fuse(&mut self, v: usize, node: NodeId) {
         let vertex = &mut self.vertices[v];
+        vertex.holds_snapshots |= self.graph.nodes[node].holds_state;
         if vertex.last_node != node {
             vertex.stages.push(self.graph.nodes[node].name.clone());
         }
@@ -310,6 +316,7 @@ impl Planner<'_> {
                     None => self.inbox_vertex(id, input, Route::Unicast, None),
                 };
                 let accumulate_vertex = &mut self.vertices[acc];
+                accumulate_vertex.holds_snapshots |= node.holds_state;
                 accumulate_vertex.stages.push("accumulate".to_string());
                 accumulate_vertex.terminal = Some(Terminal::Accumulate(Arc::clone(accumulate)));
                 accumulate_vertex.output = Some(partial.item);
@@ -434,6 +441,7 @@ impl Planner<'_> {
             let terminal = vertex
                 .terminal
                 .expect("every vertex ends in a terminal: sinks close branches");
+            let holds_snapshots = vertex.holds_snapshots;
             let supplier = move |ctx: &ProcessorContext| -> Box<dyn Processor> {
                 let mut chain: ErasedLink = match &terminal {
                     Terminal::Emit(t) => (t.emit)(),
@@ -443,11 +451,16 @@ impl Planner<'_> {
                 for wrap in links.iter().rev() {
                     chain = wrap(chain);
                 }
-                match &head {
+                let processor = match &head {
                     Head::Source(f) => f(ctx, chain),
                     Head::Inbox(t) => (t.inbox_head)(chain),
                     Head::ProbeBuffer(t) => (t.probe_buffer)(chain),
                     Head::Custom(f) => f(chain),
+                };
+                if holds_snapshots {
+                    Box::new(HoldingSnapshots::new(processor))
+                } else {
+                    processor
                 }
             };
             let mut v = Vertex::new(name, supplier);

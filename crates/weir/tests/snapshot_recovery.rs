@@ -325,3 +325,31 @@ fn a_snapshot_taken_at_parallelism_2_restores_at_1_and_at_4() {
         );
     }
 }
+
+#[test]
+fn batch_stages_that_keep_state_hold_snapshots_back_until_they_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::generator::sequence(200_000))
+        .grouping_key(|n: &u64| n % 7)
+        .aggregate(aggregate::counting())
+        .write_to(sink);
+    let mut config = config(dir.path(), Guarantee::ExactlyOnce);
+    if let Some(s) = config.snapshots.as_mut() {
+        s.interval = Duration::from_millis(1);
+    }
+    let job = p.submit(&Executor::shared(), config).unwrap();
+    assert!(job.wait_timeout(Duration::from_secs(120)));
+    let stats = job.snapshot_stats();
+    job.join().expect("a batch aggregation with snapshots runs");
+    assert_eq!(
+        stats.iter().map(|s| s.terminal).collect::<Vec<_>>(),
+        [true],
+        "no snapshot while the aggregation held its counts; the terminal one after"
+    );
+    let mut counts = out.take();
+    counts.sort();
+    assert_eq!(counts.len(), 7);
+    assert_eq!(counts.iter().map(|(_, c)| c).sum::<u64>(), 200_000);
+}

@@ -7,12 +7,12 @@
 //! snapshot. One snapshot is in flight at a time. The coordinator runs
 //! on a thread of its own, so that writing and syncing files never stalls a worker.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::format::{Manifest, PartInfo, SnapshotError, VertexInfo};
-use super::{Guarantee, SnapshotConfig};
+use super::{Guarantee, SnapshotConfig, SnapshotHold, SnapshotHolds};
 
 /// The figures of one completed snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,9 +74,12 @@ pub struct Coordinator {
     requested: AtomicU64,
     committed: AtomicU64,
     terminal_committed: AtomicBool,
-    /// Instances whose build-side (lower priority) inputs are still open: no snapshot starts
-    /// while any is, as in Jet.
-    gates: AtomicUsize,
+    /// Holds on snapshots: instances whose build-side (lower priority) inputs are still open,
+    /// as in Jet, and stages keeping state that cannot be saved. No snapshot starts while any
+    /// is taken.
+    holds: SnapshotHolds,
+    /// This coordinator's own holds for open build sides, one per instance.
+    gates: Mutex<Vec<SnapshotHold>>,
     state: Mutex<State>,
     wake: Condvar,
 }
@@ -116,6 +119,7 @@ impl Coordinator {
         vertices: Vec<(String, usize)>,
         slots: Vec<Slot>,
         (restored, next_id): (u64, u64),
+        holds: SnapshotHolds,
     ) -> Self {
         let n = slots.len();
         let due = Instant::now() + config.interval;
@@ -127,7 +131,8 @@ impl Coordinator {
             requested: AtomicU64::new(restored),
             committed: AtomicU64::new(restored),
             terminal_committed: AtomicBool::new(false),
-            gates: AtomicUsize::new(0),
+            holds,
+            gates: Mutex::new(Vec::new()),
             state: Mutex::new(State {
                 next_id: next_id.max(restored + 1),
                 due,
@@ -171,12 +176,16 @@ impl Coordinator {
 
     /// An instance has build-side inputs still open.
     pub(crate) fn close_gate(&self) {
-        self.gates.fetch_add(1, Ordering::AcqRel);
+        let hold = self.holds.hold();
+        self.gates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hold);
     }
 
     /// An instance's build-side inputs completed.
     pub(crate) fn open_gate(&self) {
-        self.gates.fetch_sub(1, Ordering::AcqRel);
+        drop(self.gates.lock().unwrap_or_else(|e| e.into_inner()).pop());
         self.wake.notify_all();
     }
 
@@ -254,7 +263,7 @@ impl Coordinator {
             }
             if state.in_flight.is_none() && !state.terminal_taken {
                 let all_final = state.final_count == total;
-                let gates_open = self.gates.load(Ordering::Acquire) == 0;
+                let gates_open = !self.holds.held();
                 if all_final || (gates_open && Instant::now() >= state.due) {
                     let id = state.next_id;
                     state.next_id += 1;

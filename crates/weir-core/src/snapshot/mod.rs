@@ -128,6 +128,59 @@ impl SnapshotWriter {
     }
 }
 
+/// Holds a job's snapshots back: while any hold is taken, the coordinator starts no new
+/// snapshot. A stage whose state cannot be saved (a batch aggregation, a sort, a hash join's
+/// table, an unkeyed `map_stateful`) takes a hold for as long as it keeps state, as a hash
+/// join's open build side does in Jet; its job then snapshots only before and after it.
+///
+/// Cheap to clone; a [`SnapshotHold`] releases its hold when dropped.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotHolds {
+    count: Arc<std::sync::atomic::AtomicUsize>,
+    /// Whether the job takes snapshots at all; without, holds cost nothing.
+    active: bool,
+}
+
+impl SnapshotHolds {
+    /// Holds for a job that takes snapshots.
+    pub(crate) fn active() -> Self {
+        SnapshotHolds {
+            count: Arc::default(),
+            active: true,
+        }
+    }
+
+    /// Takes a hold until the returned guard is dropped. In a job without snapshots, the
+    /// guard does nothing.
+    pub fn hold(&self) -> SnapshotHold {
+        if self.active {
+            self.count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+        SnapshotHold {
+            holds: self.active.then(|| Arc::clone(&self.count)),
+        }
+    }
+
+    /// Whether any hold is taken.
+    pub(crate) fn held(&self) -> bool {
+        self.count.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+}
+
+/// One hold on a job's snapshots; see [`SnapshotHolds`]. Released on drop.
+#[derive(Debug, Default)]
+pub struct SnapshotHold {
+    holds: Option<Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+impl Drop for SnapshotHold {
+    fn drop(&mut self) {
+        if let Some(holds) = self.holds.take() {
+            holds.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+}
+
 /// What a restarted job may see again, or miss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub enum Guarantee {

@@ -14,7 +14,11 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use weir_core::{BoxError, PartitionKey, Partitioner, SnapshotEntry, SnapshotWriter};
+use weir_core::snapshot::{Guarantee, SnapshotHold};
+use weir_core::{
+    BoxError, Inbox, Outbox, PartitionKey, Partitioner, Processor, ProcessorContext,
+    ProcessorResult, SnapshotEntry, SnapshotWriter, Watermark,
+};
 
 /// A type whose values can be saved in a snapshot: serde both ways, encoded with postcard.
 /// Implemented for every such type.
@@ -165,6 +169,91 @@ impl LinkEntries<'_> {
             .by_scope
             .remove(&self.scope)
             .unwrap_or_default()
+    }
+}
+
+/// Wraps the processor of a vertex whose stages keep state that snapshots cannot save (a
+/// batch aggregation, a sort, a hash join's table, a batch `map_stateful`): from `init` until
+/// `complete` is done it holds the job's snapshots back
+/// ([`ProcessorContext::hold_snapshots`]), so that no snapshot is asked of it while it holds
+/// that state. A batch job therefore snapshots only before and after such stages (for most,
+/// its terminal snapshot only), and a restart starts them over; its transactional sinks
+/// still commit exactly once.
+///
+/// Cost: one virtual call per hook; nothing per item.
+pub(crate) struct HoldingSnapshots {
+    inner: Box<dyn Processor>,
+    hold: Option<SnapshotHold>,
+}
+
+impl HoldingSnapshots {
+    pub(crate) fn new(inner: Box<dyn Processor>) -> Self {
+        HoldingSnapshots { inner, hold: None }
+    }
+}
+
+impl Processor for HoldingSnapshots {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        if ctx.guarantee() != Guarantee::None && ctx.global_index() == 0 {
+            tracing::info!(
+                vertex = ctx.vertex(),
+                "keeps state that snapshots cannot save: the job takes no snapshot until it completes"
+            );
+        }
+        self.hold = Some(ctx.hold_snapshots());
+        self.inner.init(ctx)
+    }
+    fn process(
+        &mut self,
+        ordinal: usize,
+        inbox: &mut Inbox,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
+        self.inner.process(ordinal, inbox, outbox)
+    }
+    fn try_process(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.inner.try_process(outbox)
+    }
+    fn try_process_watermark(
+        &mut self,
+        wm: Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        self.inner.try_process_watermark(wm, outbox)
+    }
+    fn try_process_idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.inner.try_process_idle(outbox)
+    }
+    fn complete_edge(&mut self, ordinal: usize, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.inner.complete_edge(ordinal, outbox)
+    }
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        let done = self.inner.complete(outbox)?;
+        if done {
+            // Its state is all out: later snapshots may be taken.
+            self.hold = None;
+        }
+        Ok(done)
+    }
+    fn is_cooperative(&self) -> bool {
+        self.inner.is_cooperative()
+    }
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        self.inner.save_to_snapshot(outbox, writer)
+    }
+    fn snapshot_commit_finish(&mut self, success: bool) -> ProcessorResult<bool> {
+        self.inner.snapshot_commit_finish(success)
+    }
+    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        self.inner.restore_from_snapshot(entries)
+    }
+    fn close(&mut self) -> ProcessorResult<()> {
+        self.hold = None;
+        self.inner.close()
     }
 }
 
