@@ -449,3 +449,13 @@ pub fn queued(engine: &Engine, from: &str) -> u64 {
         .find(|c| c.key.starts_with(&format!("{from}[")))
         .map_or(0, |c| c.count)
 }
+
+/// The queued count of the connection into `to`.
+pub fn queued_to(engine: &Engine, to: &str) -> u64 {
+    engine
+        .status()
+        .connections
+        .iter()
+        .find(|c| c.key.ends_with(&format!("]->{to}")))
+        .map_or(0, |c| c.count)
+}
