@@ -299,12 +299,12 @@ fn expected_cmp(prioritizer: &str, a: &FlowFile, b: &FlowFile) -> Ordering {
     by_key.then(a.queue_seq.cmp(&b.queue_seq))
 }
 
-/// 25,000 flow files with scattered entry dates and priorities behind a swap threshold of
+/// 12,500 flow files with scattered entry dates and priorities behind a swap threshold of
 /// 1,000: for each prioritizer, the dequeue order is exact through swap-outs, swap-ins and
 /// a crash (the repository dropped without a checkpoint) in the middle.
 #[test]
 fn prioritizer_order_survives_swapping_and_a_crash() {
-    const N: u64 = 25_000;
+    const N: u64 = 12_500;
     for prioritizer in [
         "OldestFlowFileFirst",
         "NewestFlowFileFirst",
@@ -381,7 +381,7 @@ fn prioritizer_order_survives_swapping_and_a_crash() {
             }
         };
         let mut got = Vec::new();
-        take(&repo, &queue, 8_000, &mut got);
+        take(&repo, &queue, 4_000, &mut got);
         drop(queue);
         drop(repo);
         let (repo, rec) = FlowFileRepository::open(dir.path(), SyncPolicy::None, &keys).unwrap();
@@ -391,7 +391,7 @@ fn prioritizer_order_survives_swapping_and_a_crash() {
             rec.queues.into_iter().next().unwrap(),
             rec.swaps.into_iter().next().unwrap(),
         );
-        assert_eq!(queue.counts().count, N - 8_000, "{prioritizer}");
+        assert_eq!(queue.counts().count, N - 4_000, "{prioritizer}");
         take(&repo, &queue, usize::MAX, &mut got);
         assert_eq!(got.len(), expected.len(), "{prioritizer}: count");
         let first_wrong = got.iter().zip(&expected).position(|(g, e)| g != e);
