@@ -5,11 +5,13 @@
 //!   journal frame per session of the same batch size, `fdatasync` after each, as the three
 //!   sessions per batch do) and writes the same output files.
 //! - 1 MiB flow files, GetFile → PutFile, in MB/s, against the disk's O_DSYNC bandwidth
-//!   (1 MiB writes to a file opened with O_DSYNC).
+//!   (1 MiB writes to a file opened with O_DSYNC), measured before and after each engine run
+//!   in several rounds; the median round's ratio is the figure.
 //! - Recovery time and memory with 1 M queued flow files (swap threshold 20,000).
 //!
-//! `cargo bench -p weir-flow --bench flow`; `WEIR_FLOW_BENCH_SECS` (default 5) sets each
-//! engine run, `WEIR_FLOW_BENCH_QUEUED` (default 1,000,000) the recovery size.
+//! `cargo bench -p weir-flow --bench flow [-- small|large|recovery]`; `WEIR_FLOW_BENCH_SECS`
+//! (default 5) sets each 1 KiB engine run, `WEIR_FLOW_BENCH_ROUNDS` (default 5) the 1 MiB
+//! rounds, `WEIR_FLOW_BENCH_QUEUED` (default 1,000,000) the recovery size.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -256,22 +258,27 @@ fn small_files(fresh: &dyn Fn(&str) -> std::path::PathBuf, secs: u64) {
     );
 }
 
-/// The engine and the O_DSYNC yardstick run in turns, three times, so that both see the
-/// same (shared, noisy) disk; the ratio is the median of the three rounds' ratios.
+/// The engine runs between two runs of the O_DSYNC yardstick, in rounds (five unless
+/// `WEIR_FLOW_BENCH_ROUNDS` says otherwise), so that both see the same shared, noisy disk:
+/// a round's ratio is the engine's rate over the mean of the yardstick's before and after,
+/// and the figure is the median round.
 fn large_files(fresh: &dyn Fn(&str) -> std::path::PathBuf) {
     let files = 200;
-    let rounds = env("WEIR_FLOW_BENCH_ROUNDS", 3).max(1) as usize;
+    let rounds = env("WEIR_FLOW_BENCH_ROUNDS", 5).max(1) as usize;
     let mut ratios = Vec::new();
     println!("1 MiB flow files, GetFile -> PutFile, sync: always ({files} files per run):");
+    let mut before = dsync_bandwidth(&fresh("dsync"), files);
     for round in 0..rounds {
         let big = large_files_engine(&fresh("large"), files);
-        let dsync = dsync_bandwidth(&fresh("dsync"), files);
+        let after = dsync_bandwidth(&fresh("dsync"), files);
+        let dsync = (before + after) / 2.0;
         println!(
-            "  round {}: engine {big:>7.1} MB/s   O_DSYNC {dsync:>7.1} MB/s   ratio {:.2}",
+            "  round {}: engine {big:>7.1} MB/s   O_DSYNC {before:>7.1} and {after:>7.1} MB/s   ratio {:.2}",
             round + 1,
             big / dsync
         );
         ratios.push(big / dsync);
+        before = after;
     }
     ratios.sort_by(f64::total_cmp);
     println!("  median ratio {:.2}", ratios[ratios.len() / 2]);
