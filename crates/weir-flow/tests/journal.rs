@@ -9,7 +9,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use weir_flow::definition::SyncPolicy;
 use weir_flow::flowfile::FlowFile;
+use weir_flow::flowfile::SortKey;
 use weir_flow::repository::journal::{FlowFileRepository, Op, RepositoryError, Txn};
+use weir_flow::repository::swap::{self, SwapInfo};
 
 fn queues() -> Vec<String> {
     vec!["a[success]->b".into(), "b[success]->c".into()]
@@ -282,6 +284,12 @@ enum Action {
     Modify(u8),
     Drop(u8),
     Checkpoint,
+    /// Up to this many flow files of one queue go to a new swap file.
+    SwapOut(u8),
+    /// A swap file is read back.
+    SwapIn(u8),
+    /// A swap file is written but the process dies before its swap-out frame.
+    TornSwapOut(u8),
     /// A crash that keeps only synced bytes; `u16` is how much of the unsynced tail a power
     /// loss leaves behind (as garbage).
     Crash(u16),
@@ -295,6 +303,9 @@ fn action() -> impl Strategy<Value = Action> {
         2 => any::<u8>().prop_map(Action::Modify),
         2 => any::<u8>().prop_map(Action::Drop),
         1 => Just(Action::Checkpoint),
+        2 => any::<u8>().prop_map(Action::SwapOut),
+        2 => any::<u8>().prop_map(Action::SwapIn),
+        1 => any::<u8>().prop_map(Action::TornSwapOut),
         1 => any::<u16>().prop_map(Action::Crash),
     ]
 }
@@ -302,14 +313,19 @@ fn action() -> impl Strategy<Value = Action> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
-    /// Random sessions, checkpoints and crash points: the recovered state always equals the
-    /// model's last durable state.
+    /// Random sessions, swap-outs and swap-ins, checkpoints and crash points: the recovered
+    /// state (in memory and in swap files, with readable content) always equals the model's
+    /// last durable state.
     #[test]
     fn recovered_state_equals_the_model(actions in proptest::collection::vec(action(), 1..60)) {
         let dir = tempfile::tempdir().unwrap();
         let (mut repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
-        // id -> (queue, tag)
+        // id -> (queue, tag), in memory
         let mut model: BTreeMap<u64, (u32, String)> = BTreeMap::new();
+        // swap file -> (queue, its flow files: id -> tag)
+        let mut swapped: BTreeMap<u64, (u32, BTreeMap<u64, String>)> = BTreeMap::new();
+        // id -> the flow file as last committed
+        let mut committed: BTreeMap<u64, FlowFile> = BTreeMap::new();
         let mut n = 0;
         let pick = |model: &BTreeMap<u64, (u32, String)>, k: u8| -> Option<(u64, (u32, String))> {
             if model.is_empty() { return None; }
@@ -332,27 +348,83 @@ proptest! {
                     let q = u32::from(k % 2);
                     repo.commit(txn(vec![put(q, f.clone())])).unwrap();
                     model.insert(f.id, (q, tag));
+                    committed.insert(f.id, f);
                 }
                 Action::Transfer(k) => if let Some((id, (q, tag))) = pick(&model, k) {
                     let f = make(&repo, id, &tag);
-                    repo.commit(txn(vec![put(1 - q, f)])).unwrap();
+                    repo.commit(txn(vec![put(1 - q, f.clone())])).unwrap();
                     model.insert(id, (1 - q, tag));
+                    committed.insert(id, f);
                 },
                 Action::Clone(k) => if let Some((_, (q, tag))) = pick(&model, k) {
                     let f = make(&repo, repo.next_id(), &format!("{tag}+"));
                     repo.commit(txn(vec![put(q, f.clone())])).unwrap();
                     model.insert(f.id, (q, format!("{tag}+")));
+                    committed.insert(f.id, f);
                 },
                 Action::Modify(k) => if let Some((id, (q, _))) = pick(&model, k) {
                     let tag = format!("m{n}");
-                    repo.commit(txn(vec![put(q, make(&repo, id, &tag))])).unwrap();
+                    let f = make(&repo, id, &tag);
+                    repo.commit(txn(vec![put(q, f.clone())])).unwrap();
                     model.insert(id, (q, tag));
+                    committed.insert(id, f);
                 },
                 Action::Drop(k) => if let Some((id, _)) = pick(&model, k) {
                     repo.commit(txn(vec![Op::Delete { id }])).unwrap();
                     model.remove(&id);
+                    committed.remove(&id);
                 },
                 Action::Checkpoint => repo.checkpoint().unwrap(),
+                Action::SwapOut(k) | Action::TornSwapOut(k) => {
+                    let q = u32::from(k % 2);
+                    let ids: Vec<u64> = model
+                        .iter()
+                        .filter(|(_, (mq, _))| *mq == q)
+                        .map(|(id, _)| *id)
+                        .take(1 + usize::from(k % 5))
+                        .collect();
+                    if ids.is_empty() {
+                        continue;
+                    }
+                    // The flow files as committed (content claims included) go to the file.
+                    let batch: Vec<FlowFile> = ids.iter().map(|id| committed[id].clone()).collect();
+                    let id = repo.next_swap_id();
+                    swap::write(&repo.swap_dir(), id, &batch).unwrap();
+                    if matches!(a, Action::TornSwapOut(_)) {
+                        // Killed before the frame: the file is a leftover recovery removes.
+                        continue;
+                    }
+                    let mut claims: BTreeMap<u64, u64> = BTreeMap::new();
+                    for f in &batch {
+                        *claims.entry(f.claim.unwrap().file).or_default() += 1;
+                    }
+                    let info = SwapInfo {
+                        id,
+                        queue: q,
+                        count: batch.len() as u64,
+                        bytes: batch.iter().map(FlowFile::size).sum(),
+                        min_key: SortKey { parts: vec![], seq: batch.iter().map(|f| f.queue_seq).min().unwrap() },
+                        max_id: batch.iter().map(|f| f.id).max().unwrap(),
+                        max_seq: batch.iter().map(|f| f.queue_seq).max().unwrap(),
+                        claims: claims.into_iter().collect(),
+                    };
+                    repo.commit(txn(vec![Op::SwapOut { info, ids: ids.clone() }])).unwrap();
+                    let files = ids.iter().map(|i| (*i, model.remove(i).unwrap().1)).collect();
+                    swapped.insert(id, (q, files));
+                }
+                Action::SwapIn(k) => {
+                    let Some(&id) = swapped.keys().nth(usize::from(k) % swapped.len().max(1)) else {
+                        continue;
+                    };
+                    let back = swap::read(&repo.swap_dir(), id).unwrap();
+                    repo.commit(txn(vec![Op::SwapIn { swap: id }])).unwrap();
+                    let (q, files) = swapped.remove(&id).unwrap();
+                    repo.add_swapped_in(q, &back);
+                    for f in &back {
+                        prop_assert_eq!(&files[&f.id], &f.attributes["tag"]);
+                    }
+                    model.extend(files.into_iter().map(|(i, tag)| (i, (q, tag))));
+                }
                 Action::Crash(garbage) => {
                     drop(repo);
                     // With sync: always every acknowledged frame is synced; a power loss
@@ -374,6 +446,26 @@ proptest! {
                         }
                     }
                     prop_assert_eq!(&got, &model);
+                    // Swap files: the ones the model has, with their flow files and readable
+                    // content (reference counts rebuilt from the swap-out frames).
+                    let mut got_swapped: BTreeMap<u64, (u32, BTreeMap<u64, String>)> = BTreeMap::new();
+                    for (q, infos) in rec.swaps.iter().enumerate() {
+                        for info in infos {
+                            let files = swap::read(&repo.swap_dir(), info.id).unwrap();
+                            prop_assert_eq!(info.count, files.len() as u64);
+                            let mut tags = BTreeMap::new();
+                            for f in files {
+                                prop_assert_eq!(repo.content().read(&f.claim.unwrap()).unwrap(), f.attributes["tag"].as_bytes().to_vec());
+                                tags.insert(f.id, f.attributes["tag"].clone());
+                            }
+                            got_swapped.insert(info.id, (q as u32, tags));
+                        }
+                    }
+                    prop_assert_eq!(&got_swapped, &swapped);
+                    // Leftovers of torn swap-outs and files read back are gone after the
+                    // recovery's checkpoint.
+                    let on_disk = fs::read_dir(repo.swap_dir()).unwrap().count();
+                    prop_assert_eq!(on_disk, swapped.len());
                 }
             }
         }

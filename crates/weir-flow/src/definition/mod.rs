@@ -33,7 +33,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::expression::Template;
-use crate::processors::spec::{self, Dynamic, LATER_TYPES, ProcessorSpec, PropertyKind};
+use crate::processors::registry::ProcessorRegistry;
+use crate::processors::spec::{Dynamic, LATER_TYPES, ProcessorSpec, PropertyKind};
 use locate::Locator;
 use units::{parse_duration, parse_size};
 
@@ -217,7 +218,8 @@ pub enum Schedule {
 /// What a component is.
 #[derive(Debug, Clone, Copy)]
 pub enum ComponentKind {
-    /// A processor of a type in [`spec::SPECS`].
+    /// A processor of a built-in type ([`crate::processors::spec::SPECS`]) or of a type
+    /// registered in the flow's [`ProcessorRegistry`].
     Processor(&'static ProcessorSpec),
     /// A group's port: a pass-through with one relationship, `success`.
     Port,
@@ -318,11 +320,14 @@ pub struct Flow {
     pub connections: Vec<Connection>,
     /// Groups marked `engine: stateless` (run by the stateless engine, not this one).
     pub stateless_groups: Vec<String>,
+    /// Custom processor types the flow was validated with; the engine builds them.
+    pub registry: ProcessorRegistry,
 }
 
 struct Checker<'a> {
     file: &'a str,
     errors: Vec<ValidationError>,
+    registry: &'a ProcessorRegistry,
 }
 
 impl Checker<'_> {
@@ -376,6 +381,19 @@ impl Flow {
     /// # Errors
     /// [`ValidationErrors`] with every problem found.
     pub fn parse(text: &str, file: &str) -> Result<Flow, ValidationErrors> {
+        Flow::parse_with(text, file, &ProcessorRegistry::default())
+    }
+
+    /// As [`Flow::parse`], with the custom processor types of `registry` besides the
+    /// built-in ones; the flow keeps the registry so that the engine can build them.
+    ///
+    /// # Errors
+    /// [`ValidationErrors`] with every problem found.
+    pub fn parse_with(
+        text: &str,
+        file: &str,
+        registry: &ProcessorRegistry,
+    ) -> Result<Flow, ValidationErrors> {
         let def: FileDef = serde_yaml_ng::from_str(text).map_err(|e| {
             let line = e.location().map(|l| l.line());
             let message = e.to_string();
@@ -398,6 +416,7 @@ impl Flow {
         let mut c = Checker {
             file,
             errors: Vec::new(),
+            registry,
         };
         let flow = build(def, &locator, &mut c);
         if c.errors.is_empty() {
@@ -695,6 +714,7 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
         processors,
         connections,
         stateless_groups,
+        registry: c.registry.clone(),
     }
 }
 
@@ -760,7 +780,7 @@ fn processor(
     c: &mut Checker<'_>,
 ) -> Option<Component> {
     let key_line = |k: &str| loc.key_line(k, line).or(line);
-    let Some(spec) = spec::spec(&pd.kind) else {
+    let Some(spec) = c.registry.spec(&pd.kind) else {
         let message = if LATER_TYPES.contains(&pd.kind.as_str()) {
             format!(
                 "processor type `{}` needs a broker or database connector, which the next flow issue (issue 11) brings; the traditional engine does not run it yet",
@@ -770,11 +790,7 @@ fn processor(
             format!(
                 "unknown processor type `{}` (known: {})",
                 pd.kind,
-                spec::SPECS
-                    .iter()
-                    .map(|s| s.kind)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                c.registry.kinds().join(", ")
             )
         };
         c.error(key_line("type"), format!("{field}.type"), message);

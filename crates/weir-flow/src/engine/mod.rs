@@ -7,7 +7,8 @@
 //! journal. There is no thread system of the engine's own.
 //!
 //! A trigger that returns an error or panics rolls its session back with its inputs
-//! penalized, and the processor yields; the engine goes on. A poisoned repository holds the
+//! penalized, and the processor yields; the engine goes on. This holds for custom processor
+//! types too ([`crate::processors::registry`]). A poisoned repository holds the
 //! sources back, tries one checkpoint, and stops the run with the cause.
 
 pub mod queue;
@@ -23,7 +24,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use crate::definition::{ComponentKind, Flow, Schedule};
-use crate::processors::{self, Processor, Trigger};
+use crate::processors::{Processor, Trigger};
 use crate::provenance::ProvenanceRepository;
 use crate::repository::journal::{FlowFileRepository, RepositoryError};
 use queue::Queue;
@@ -271,10 +272,14 @@ impl Engine {
         });
         let mut processors: Vec<Arc<dyn Processor>> = Vec::new();
         for (i, c) in shared.flow.processors.iter().enumerate() {
-            let p = processors::build(c).map_err(|reason| EngineError::Start {
-                name: c.name.clone(),
-                reason,
-            })?;
+            let p = shared
+                .flow
+                .registry
+                .build(c)
+                .map_err(|reason| EngineError::Start {
+                    name: c.name.clone(),
+                    reason,
+                })?;
             let factory = SessionFactory {
                 shared: Arc::clone(&shared),
                 component: i,

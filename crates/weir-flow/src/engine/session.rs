@@ -293,6 +293,41 @@ impl Session {
         Ok(())
     }
 
+    /// Replaces the content with the rest of `source`, copied in the kernel into the
+    /// content repository (no copy through memory); `len_hint` is the file's size. As
+    /// [`Session::write`] otherwise.
+    ///
+    /// # Errors
+    /// The content repository's I/O error.
+    pub fn write_from(
+        &mut self,
+        ff: FlowFileRef,
+        source: &mut std::fs::File,
+        len_hint: u64,
+    ) -> Result<(), SessionError> {
+        let claim = self.shared.repo.content().write_from(source, len_hint)?;
+        self.new_claims.push(claim);
+        let claim = (claim.len > 0).then_some(claim);
+        let r = &mut self.records[ff.0];
+        r.flowfile.claim = claim;
+        r.flowfile
+            .attributes
+            .insert("fileSize".into(), claim.map_or(0, |c| c.len).to_string());
+        r.content_changed = true;
+        Ok(())
+    }
+
+    /// Appends the content of `ff` to `out`, large contents copied in the kernel.
+    ///
+    /// # Errors
+    /// The content repository's or `out`'s I/O error.
+    pub fn export(&self, ff: FlowFileRef, out: &mut std::fs::File) -> Result<(), SessionError> {
+        match &self.records[ff.0].flowfile.claim {
+            None => Ok(()),
+            Some(c) => Ok(self.shared.repo.content().copy_to(c, out)?),
+        }
+    }
+
     /// Sends `ff` to `relationship` at commit.
     ///
     /// # Errors

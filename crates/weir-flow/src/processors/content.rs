@@ -332,6 +332,13 @@ impl Processor for ReplaceText {
             } else {
                 None
             };
+            if self.strategy == Replace::Always && !self.line_by_line {
+                // The new content does not depend on the old one: it is not read (NiFi),
+                // so any content, text or not, is replaced.
+                session.write(ff, replacement.as_bytes())?;
+                session.transfer(ff, "success")?;
+                continue;
+            }
             let data = session.read(ff)?;
             let Ok(text) = String::from_utf8(data) else {
                 session.transfer(ff, "failure")?;

@@ -8,7 +8,7 @@ use regex::Regex;
 
 use super::{ProcessError, Processor, Trigger, eval, props};
 use crate::definition::Component;
-use crate::engine::Session;
+use crate::engine::{Session, SessionError};
 use crate::expression::Template;
 use crate::provenance::EventType;
 
@@ -79,8 +79,8 @@ impl Processor for GetFile {
             return Ok(Trigger::Idle);
         }
         for path in files {
-            let data = match fs::read(&path) {
-                Ok(d) => d,
+            let mut source = match fs::File::open(&path) {
+                Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
                     return Err(ProcessError::Other(format!(
@@ -89,8 +89,12 @@ impl Processor for GetFile {
                     )));
                 }
             };
+            let len = source.metadata().map(|m| m.len()).unwrap_or(0);
             let ff = session.create();
-            session.write(ff, &data)?;
+            // File to claim in the kernel: the bytes never pass through this process.
+            session
+                .write_from(ff, &mut source, len)
+                .map_err(|e| ProcessError::Other(format!("cannot read {}: {e}", path.display())))?;
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -204,9 +208,13 @@ impl Processor for PutFile {
                     Conflict::Replace => {}
                 }
             }
-            let data = session.read(ff)?;
             let tmp = dir.join(format!(".{name}.tmp"));
-            match fs::write(&tmp, &data).and_then(|()| fs::rename(&tmp, &target)) {
+            // Claim to output in the kernel, then the rename.
+            let written = fs::File::create(&tmp)
+                .map_err(SessionError::from)
+                .and_then(|mut out| session.export(ff, &mut out))
+                .and_then(|()| fs::rename(&tmp, &target).map_err(SessionError::from));
+            match written {
                 Ok(()) => {
                     session.report(
                         ff,

@@ -4,6 +4,7 @@
 mod content;
 mod files;
 mod http;
+pub mod registry;
 mod routing;
 pub mod spec;
 

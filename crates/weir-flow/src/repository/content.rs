@@ -19,6 +19,10 @@ use crate::flowfile::ContentClaim;
 /// A claim file is closed for appends once it holds this much; larger contents get their own.
 pub const CLAIM_FILE_SIZE: u64 = 1 << 20;
 
+/// From this size on, [`ContentRepository::copy_to`] copies in the kernel; below it, one
+/// read through a cached handle costs less than opening the claim file.
+const COPY_IN_KERNEL_FROM: u64 = 64 << 10;
+
 /// Append-only claim files in one directory.
 #[derive(Debug)]
 pub struct ContentRepository {
@@ -103,6 +107,73 @@ impl ContentRepository {
                 len: data.len() as u64,
             });
         }
+        let (n, file, offset) = self.current_file(&mut st)?;
+        (&*file).write_all(data)?;
+        if let Some((_, _, len)) = st.current.as_mut() {
+            *len += data.len() as u64;
+        }
+        st.dirty.insert(n, file);
+        Ok(ContentClaim {
+            file: n,
+            offset,
+            len: data.len() as u64,
+        })
+    }
+
+    /// Appends the rest of `source` (read from its current position) as a new claim, copied
+    /// in the kernel (`copy_file_range` through [`std::io::copy`]) without passing through
+    /// memory of ours. `len_hint` (the file's size) chooses the claim file: 1 MiB or more
+    /// gets its own. Not yet synced, as for [`ContentRepository::write`].
+    ///
+    /// # Errors
+    /// I/O errors reading `source` or writing the claim file.
+    pub fn write_from(&self, source: &mut File, len_hint: u64) -> io::Result<ContentClaim> {
+        let mut st = self.lock();
+        if len_hint >= CLAIM_FILE_SIZE {
+            let n = st.next_file;
+            st.next_file += 1;
+            // A file of its own, which nobody else knows yet: copy without the lock.
+            drop(st);
+            let path = claim_path(&self.dir, n);
+            let mut file = File::create(&path)?;
+            let len = io::copy(source, &mut file).inspect_err(|_| {
+                let _ = fs::remove_file(&path);
+            })?;
+            self.lock().dirty.insert(n, Arc::new(file));
+            return Ok(ContentClaim {
+                file: n,
+                offset: 0,
+                len,
+            });
+        }
+        let (n, file, offset) = self.current_file(&mut st)?;
+        match io::copy(source, &mut &*file) {
+            Ok(len) => {
+                if let Some((_, _, end)) = st.current.as_mut() {
+                    *end += len;
+                }
+                st.dirty.insert(n, file);
+                Ok(ContentClaim {
+                    file: n,
+                    offset,
+                    len,
+                })
+            }
+            Err(e) => {
+                // How much was appended is unknown: the file takes no more claims.
+                if let Some((old, _, _)) = st.current.take() {
+                    st.dirty.insert(old, Arc::clone(&file));
+                    st.open_for_append.remove(&old);
+                    Self::delete_if_unused(&self.dir, &mut st, old);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The shared claim file taking appends (a new one once the last is full): its number,
+    /// handle and length so far.
+    fn current_file(&self, st: &mut State) -> io::Result<(u64, Arc<File>, u64)> {
         if st
             .current
             .as_ref()
@@ -110,7 +181,7 @@ impl ContentRepository {
         {
             if let Some((old, _, _)) = st.current.take() {
                 st.open_for_append.remove(&old);
-                Self::delete_if_unused(&self.dir, &mut st, old);
+                Self::delete_if_unused(&self.dir, st, old);
             }
             let n = st.next_file;
             st.next_file += 1;
@@ -122,17 +193,33 @@ impl ContentRepository {
             st.open_for_append.insert(n);
             st.current = Some((n, Arc::new(file), 0));
         }
-        let (n, file, len) = st.current.as_mut().expect("a current claim file");
-        let offset = *len;
-        (&**file).write_all(data)?;
-        *len += data.len() as u64;
-        let (n, file) = (*n, Arc::clone(file));
-        st.dirty.insert(n, file);
-        Ok(ContentClaim {
-            file: n,
-            offset,
-            len: data.len() as u64,
-        })
+        let (n, file, len) = st.current.as_ref().expect("a current claim file");
+        Ok((*n, Arc::clone(file), *len))
+    }
+
+    /// Copies a claim's bytes to the end of `out`: large claims in the kernel
+    /// (`copy_file_range` through [`std::io::copy`]), small ones through one read.
+    ///
+    /// # Errors
+    /// I/O errors, or a claim past the end of its file.
+    pub fn copy_to(&self, claim: &ContentClaim, out: &mut File) -> io::Result<()> {
+        if claim.len < COPY_IN_KERNEL_FROM {
+            return out.write_all(&self.read(claim)?);
+        }
+        // A handle of its own: the copy moves its file position.
+        let mut file = File::open(claim_path(&self.dir, claim.file))?;
+        io::Seek::seek(&mut file, io::SeekFrom::Start(claim.offset))?;
+        let copied = io::copy(&mut io::Read::take(file, claim.len), out)?;
+        if copied < claim.len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "claim file {} ends before its claim ({copied} of {} bytes)",
+                    claim.file, claim.len
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Reads a claim's bytes.
@@ -166,10 +253,36 @@ impl ContentRepository {
     /// The first I/O error; the caller poisons the repository.
     pub fn sync(&self) -> io::Result<()> {
         let dirty: Vec<(u64, Arc<File>)> = self.lock().dirty.drain().collect();
-        for (_, file) in &dirty {
-            file.sync_data()?;
+        let pool = match weir::async_io::runtime() {
+            Ok(handle) if dirty.len() > 1 => handle,
+            _ => {
+                for (_, file) in &dirty {
+                    file.sync_data()?;
+                }
+                return Ok(());
+            }
+        };
+        // Several files (large contents have their own): sync them at once on the shared
+        // runtime's blocking pool, so the disk sees every write together and the file
+        // system commits its journal once, rather than once per file in turn.
+        let (tx, rx) = std::sync::mpsc::channel();
+        for (_, file) in dirty {
+            let tx = tx.clone();
+            pool.spawn_blocking(move || {
+                let _ = tx.send(file.sync_data());
+            });
         }
-        Ok(())
+        drop(tx);
+        let mut result = Ok(());
+        // Every sync is waited for, so that none is still running when the caller goes on.
+        for r in rx {
+            if let Err(e) = r
+                && result.is_ok()
+            {
+                result = Err(e);
+            }
+        }
+        result
     }
 
     /// Applies committed reference changes (+1 for a new reference, -1 for a dropped one) and
@@ -241,5 +354,44 @@ mod tests {
         let repo = ContentRepository::open(dir.path(), HashMap::new()).unwrap();
         assert!(!claim_path(dir.path(), a.file).exists());
         assert_eq!(repo.referenced_files(), 0);
+    }
+
+    #[test]
+    fn files_copy_in_and_out_of_claims_at_their_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = ContentRepository::open(&dir.path().join("content"), HashMap::new()).unwrap();
+        let small: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let large: Vec<u8> = (0..(CLAIM_FILE_SIZE as u32 + 7))
+            .map(|i| (i % 253) as u8)
+            .collect();
+        let before = repo.write(b"first").unwrap();
+        let mut claims = Vec::new();
+        for data in [&small, &large] {
+            let src = dir.path().join("src");
+            fs::write(&src, data).unwrap();
+            let mut f = File::open(&src).unwrap();
+            claims.push(repo.write_from(&mut f, data.len() as u64).unwrap());
+        }
+        // The small one shares the file after "first"; the large one has its own.
+        assert_eq!((claims[0].file, claims[0].offset), (before.file, 5));
+        assert_ne!(claims[1].file, before.file);
+        repo.sync().unwrap();
+        for (claim, data) in claims.iter().zip([&small, &large]) {
+            assert_eq!(claim.len, data.len() as u64);
+            let out_path = dir.path().join("out");
+            let mut out = File::create(&out_path).unwrap();
+            out.write_all(b"head:").unwrap();
+            repo.copy_to(claim, &mut out).unwrap();
+            let got = fs::read(&out_path).unwrap();
+            assert_eq!(&got[..5], b"head:");
+            assert_eq!(&got[5..], &data[..]);
+        }
+        // A claim past the end of its file is an error, not a short copy.
+        let bad = ContentClaim {
+            len: claims[1].len + 10,
+            ..claims[1]
+        };
+        let mut out = File::create(dir.path().join("bad")).unwrap();
+        assert!(repo.copy_to(&bad, &mut out).is_err());
     }
 }

@@ -1,0 +1,360 @@
+//! The content processors in running flows: MergeContent, ReplaceText, CompressContent and
+//! CryptographicHashContent. A test `Feed` makes the input and `Recorder`s keep what each
+//! relationship receives.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::{Item, Probe, start, wait_for};
+use weir_flow::provenance::{EventType, ProvenanceRepository, Query};
+
+fn contents(probe: &Probe, recorder: &str) -> BTreeMap<String, Vec<u8>> {
+    probe
+        .recorded(recorder)
+        .into_iter()
+        .map(|r| (r.attr("name").to_string(), r.content))
+        .collect()
+}
+
+#[test]
+fn merge_content_bins_by_correlation_attribute_and_flushes_old_bins() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let yaml = r#"flow: merge
+settings: { sync: none }
+groups:
+  - name: g
+    processors:
+      - { name: feed, type: Feed }
+      - name: merge
+        type: MergeContent
+        properties:
+          Minimum Number of Entries: "3"
+          Maximum Number of Entries: "3"
+          Correlation Attribute Name: group
+          Demarcator: '\n'
+          Max Bin Age: 400 ms
+      - { name: merged, type: Recorder, auto_terminate: [success] }
+      - { name: originals, type: Recorder, auto_terminate: [success] }
+    connections:
+      - { from: feed, relationships: [success], to: merge }
+      - { from: merge, relationships: [merged], to: merged }
+      - { from: merge, relationships: [original], to: originals }
+      - { from: merge, relationships: [failure], to: originals }
+"#;
+    let engine = start(yaml, &probe, dir.path());
+    let items = [
+        ("a1", "a"),
+        ("b1", "b"),
+        ("a2", "a"),
+        ("b2", "b"),
+        ("a3", "a"),
+        ("c1", "c"),
+        ("b3", "b"),
+    ];
+    probe.feed(
+        "feed",
+        items
+            .iter()
+            .map(|(n, g)| Item::new(n, &[("group", g), ("name", n)])),
+    );
+    assert!(wait_for(Duration::from_secs(10), || probe.count("merged")
+        == 3
+        && probe.count("originals") == 7));
+    let merged = probe.recorded("merged");
+    let by_group: BTreeMap<&str, (&[u8], &str)> = merged
+        .iter()
+        .map(|r| (r.attr("group"), (&r.content[..], r.attr("merge.count"))))
+        .collect();
+    assert_eq!(
+        by_group,
+        BTreeMap::from([
+            ("a", (&b"a1\na2\na3"[..], "3")),
+            ("b", (&b"b1\nb2\nb3"[..], "3")),
+            // c never fills its bin: it goes once it is older than Max Bin Age.
+            ("c", (&b"c1"[..], "1")),
+        ])
+    );
+    // The full bins merged before the lone one.
+    assert_eq!(merged[2].attr("group"), "c");
+    engine.stop().unwrap();
+    let prov =
+        ProvenanceRepository::open(&dir.path().join("repo/provenance"), Duration::MAX, u64::MAX)
+            .unwrap();
+    let joins = prov
+        .query(
+            &Query {
+                event_type: Some(EventType::JOIN),
+                ..Query::default()
+            },
+            100,
+        )
+        .unwrap();
+    assert_eq!(joins.len(), 3);
+    assert_eq!(joins.iter().map(|e| e.parents.len()).sum::<usize>(), 7);
+}
+
+#[test]
+fn replace_text_strategies_and_evaluation_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let yaml = r#"flow: replace
+settings: { sync: none }
+groups:
+  - name: g
+    processors:
+      - { name: feed, type: Feed }
+      - name: regex-lines
+        type: ReplaceText
+        properties: { Search Value: '(\w+) (\w+)', Replacement Value: '$2 $1', Evaluation Mode: Line-by-Line }
+      - name: regex-entire
+        type: ReplaceText
+        properties: { Replacement Value: '[$1]', Evaluation Mode: Entire text }
+      - name: literal
+        type: ReplaceText
+        properties: { Search Value: o, Replacement Value: '0', Replacement Strategy: Literal Replace, Evaluation Mode: Entire text }
+      - name: prepend
+        type: ReplaceText
+        properties: { Replacement Value: '> ', Replacement Strategy: Prepend, Evaluation Mode: Line-by-Line }
+      - name: append
+        type: ReplaceText
+        properties: { Replacement Value: ';', Replacement Strategy: Append, Evaluation Mode: Entire text }
+      - name: always
+        type: ReplaceText
+        properties: { Replacement Value: '${name:toUpper()}', Replacement Strategy: Always Replace, Evaluation Mode: Entire text }
+      - { name: out-regex-lines, type: Recorder, auto_terminate: [success] }
+      - { name: out-regex-entire, type: Recorder, auto_terminate: [success] }
+      - { name: out-literal, type: Recorder, auto_terminate: [success] }
+      - { name: out-prepend, type: Recorder, auto_terminate: [success] }
+      - { name: out-append, type: Recorder, auto_terminate: [success] }
+      - { name: out-always, type: Recorder, auto_terminate: [success] }
+      - { name: failed, type: Recorder, auto_terminate: [success] }
+    connections:
+      - { from: feed, relationships: [success], to: regex-lines }
+      - { from: feed, relationships: [success], to: regex-entire }
+      - { from: feed, relationships: [success], to: literal }
+      - { from: feed, relationships: [success], to: prepend }
+      - { from: feed, relationships: [success], to: append }
+      - { from: feed, relationships: [success], to: always }
+      - { from: regex-lines, relationships: [success], to: out-regex-lines }
+      - { from: regex-entire, relationships: [success], to: out-regex-entire }
+      - { from: literal, relationships: [success], to: out-literal }
+      - { from: prepend, relationships: [success], to: out-prepend }
+      - { from: append, relationships: [success], to: out-append }
+      - { from: always, relationships: [success], to: out-always }
+      - { from: regex-lines, relationships: [failure], to: failed }
+      - { from: regex-entire, relationships: [failure], to: failed }
+      - { from: literal, relationships: [failure], to: failed }
+      - { from: prepend, relationships: [failure], to: failed }
+      - { from: append, relationships: [failure], to: failed }
+      - { from: always, relationships: [failure], to: failed }
+"#;
+    let engine = start(yaml, &probe, dir.path());
+    probe.feed(
+        "feed",
+        [
+            Item::new("hello world\nfoo bar\n", &[("name", "text")]),
+            Item {
+                attributes: vec![("name".into(), "binary".into())],
+                content: vec![0xff, 0xfe, b'\n', 0x80],
+            },
+        ],
+    );
+    let outs = [
+        ("out-regex-lines", "world hello\nbar foo\n"),
+        ("out-regex-entire", "[hello world\nfoo bar\n]"),
+        ("out-literal", "hell0 w0rld\nf00 bar\n"),
+        ("out-prepend", "> hello world\n> foo bar\n"),
+        ("out-append", "hello world\nfoo bar\n;"),
+        ("out-always", "TEXT"),
+    ];
+    assert!(wait_for(Duration::from_secs(10), || {
+        outs.iter().all(|(o, _)| probe.count(o) >= 1) && probe.count("failed") >= 5
+    }));
+    for (out, want) in outs {
+        let got = contents(&probe, out);
+        if out == "out-always" {
+            // Always Replace on the entire text does not read the content (as in NiFi), so
+            // binary content is replaced too.
+            assert_eq!(got["binary"], b"BINARY", "{out}");
+        } else {
+            assert!(!got.contains_key("binary"), "{out} took binary content");
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&got["text"]),
+            want,
+            "{out}: {:?}",
+            got
+        );
+    }
+    // Every processor that reads the text sends the invalid UTF-8 to failure, unchanged.
+    let failed = probe.recorded("failed");
+    assert_eq!(failed.len(), 5);
+    assert!(
+        failed
+            .iter()
+            .all(|r| r.attr("name") == "binary" && r.content == [0xff, 0xfe, b'\n', 0x80])
+    );
+    engine.stop().unwrap();
+}
+
+#[test]
+fn compress_content_gzip_round_trip_and_bad_input_to_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let yaml = r#"flow: gzip
+settings: { sync: none }
+groups:
+  - name: g
+    processors:
+      - { name: feed, type: Feed }
+      - { name: junk, type: Feed }
+      - { name: compress, type: CompressContent, properties: { Mode: compress } }
+      - { name: decompress, type: CompressContent, properties: { Mode: decompress } }
+      - { name: gz, type: Recorder, auto_terminate: [success] }
+      - { name: plain, type: Recorder, auto_terminate: [success] }
+      - { name: failed, type: Recorder, auto_terminate: [success] }
+    connections:
+      - { from: feed, relationships: [success], to: compress }
+      - { from: junk, relationships: [success], to: decompress }
+      - { from: compress, relationships: [success], to: decompress }
+      - { from: compress, relationships: [success], to: gz }
+      - { from: decompress, relationships: [success], to: plain }
+      - { from: compress, relationships: [failure], to: failed }
+      - { from: decompress, relationships: [failure], to: failed }
+"#;
+    let engine = start(yaml, &probe, dir.path());
+    let text: Vec<u8> = "the quick brown fox jumps over the lazy dog\n"
+        .repeat(500)
+        .into_bytes();
+    let binary: Vec<u8> = (0..70_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let originals = BTreeMap::from([
+        ("text".to_string(), text),
+        ("binary".to_string(), binary),
+        ("empty".to_string(), Vec::new()),
+    ]);
+    probe.feed(
+        "feed",
+        originals.iter().map(|(n, c)| Item {
+            attributes: vec![("name".into(), n.clone())],
+            content: c.clone(),
+        }),
+    );
+    probe.feed("junk", [Item::new("not gzip at all", &[("name", "junk")])]);
+    assert!(wait_for(Duration::from_secs(10), || probe.count("plain")
+        == 3
+        && probe.count("gz") == 3
+        && probe.count("failed") == 1));
+    for r in probe.recorded("gz") {
+        assert_eq!(&r.content[..2], [0x1f, 0x8b], "gzip magic");
+        assert_eq!(r.attr("mime.type"), "application/gzip");
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&r.content[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, originals[r.attr("name")], "{}", r.attr("name"));
+    }
+    let gz_text = probe
+        .recorded("gz")
+        .into_iter()
+        .find(|r| r.attr("name") == "text")
+        .unwrap();
+    assert!(gz_text.content.len() < 2_000, "text compresses");
+    assert_eq!(contents(&probe, "plain"), originals);
+    let failed = probe.recorded("failed");
+    assert_eq!(failed[0].attr("name"), "junk");
+    assert_eq!(failed[0].content, b"not gzip at all");
+    engine.stop().unwrap();
+}
+
+#[test]
+fn cryptographic_hash_content_writes_known_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let mut yaml = String::from(
+        "flow: hash\nsettings: { sync: none }\ngroups:\n  - name: g\n    processors:\n      - { name: feed, type: Feed }\n",
+    );
+    let algorithms = ["SHA-224", "SHA-256", "SHA-384", "SHA-512"];
+    for a in algorithms {
+        yaml += &format!(
+            "      - {{ name: h{a}, type: CryptographicHashContent, properties: {{ Hash Algorithm: {a} }}, auto_terminate: [failure] }}\n      - {{ name: out{a}, type: Recorder, auto_terminate: [success] }}\n"
+        );
+    }
+    yaml += "    connections:\n";
+    for a in algorithms {
+        yaml += &format!(
+            "      - {{ from: feed, relationships: [success], to: h{a} }}\n      - {{ from: h{a}, relationships: [success], to: out{a} }}\n"
+        );
+    }
+    let engine = start(&yaml, &probe, dir.path());
+    probe.feed(
+        "feed",
+        [
+            Item::new("abc", &[("name", "abc")]),
+            Item::new("", &[("name", "empty")]),
+        ],
+    );
+    // FIPS 180-2 test vectors.
+    let known: [(&str, &str, &str); 8] = [
+        (
+            "SHA-224",
+            "abc",
+            "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7",
+        ),
+        (
+            "SHA-224",
+            "empty",
+            "d14a028c2a3a2bc9476102bb288234c415a2b01f828ea62ac5b3e42f",
+        ),
+        (
+            "SHA-256",
+            "abc",
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        ),
+        (
+            "SHA-256",
+            "empty",
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        ),
+        (
+            "SHA-384",
+            "abc",
+            "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed8086072ba1e7cc2358baeca134c825a7",
+        ),
+        (
+            "SHA-384",
+            "empty",
+            "38b060a751ac96384cd9327eb1b1e36a21fdb71114be07434c0cc7bf63f6e1da274edebfe76f65fbd51ad2f14898b95b",
+        ),
+        (
+            "SHA-512",
+            "abc",
+            "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f",
+        ),
+        (
+            "SHA-512",
+            "empty",
+            "cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e",
+        ),
+    ];
+    assert!(wait_for(Duration::from_secs(10), || algorithms
+        .iter()
+        .all(|a| probe.count(&format!("out{a}")) == 2)));
+    for (a, name, digest) in known {
+        let r = probe
+            .recorded(&format!("out{a}"))
+            .into_iter()
+            .find(|r| r.attr("name") == name)
+            .unwrap();
+        assert_eq!(r.attr(&format!("content_{a}")), digest, "{a} of {name}");
+        // The content is untouched.
+        assert_eq!(r.content, if name == "abc" { &b"abc"[..] } else { b"" });
+    }
+    engine.stop().unwrap();
+}
