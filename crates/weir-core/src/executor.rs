@@ -30,7 +30,7 @@ use std::thread::{self, JoinHandle, Thread};
 use std::time::Duration;
 
 use crate::dag::{Dag, Routing, Vertex};
-use crate::error::{Error, Result, panic_message};
+use crate::error::{BoxError, Error, Result, panic_message};
 use crate::item::{ErasedEnd, ErasedRoute};
 use crate::job::{Job, JobConfig, JobShared, JobStatus, JobWatch, Restarter};
 use crate::metrics::InstanceMetrics;
@@ -332,7 +332,7 @@ fn prepare(
     metrics: Option<&[Arc<InstanceMetrics>]>,
 ) -> Result<Attempt> {
     let snapshots = config.snapshotting();
-    let restored = match snapshots {
+    let mut restored = match snapshots {
         Some(s) => {
             let names: Vec<&str> = dag.vertices.iter().map(|v| v.name.as_str()).collect();
             snapshot::load_latest(&*s.store, &config.name, &names)?
@@ -353,30 +353,51 @@ fn prepare(
         metrics,
     )?;
     let restored_id = restored.as_ref().map(|r| r.manifest.id);
-    if let Some(restored) = &restored {
-        let mut slot = 0;
-        for (v, p) in parallelism.iter().enumerate() {
-            for i in 0..*p {
-                let tasklet = &mut tasklets[slot].0;
-                let entries = restored.entries_for(v, i, *p);
-                let outcome = catch_unwind(AssertUnwindSafe(|| tasklet.restore(entries)));
-                let error = match outcome {
-                    Ok(Ok(())) => None,
-                    Ok(Err(source)) => Some(source),
-                    Err(payload) => Some(panic_message(&*payload).into()),
-                };
-                if let Some(source) = error {
-                    let e = Error::RestoreFailed {
-                        vertex: dag.vertices[v].name.clone(),
-                        instance: i,
-                        snapshot: restored.manifest.id,
-                        source,
-                    };
-                    discard(tasklets);
-                    return Err(e);
-                }
-                slot += 1;
-            }
+    if let Some(restored) = restored.as_mut() {
+        // Entries move to their instances in one pass; instances restore in parallel, since a
+        // large keyed state is decoded and inserted in each.
+        let entries = restored.take_entries(&parallelism);
+        let slots: Vec<(usize, usize)> = parallelism
+            .iter()
+            .enumerate()
+            .flat_map(|(v, p)| (0..*p).map(move |i| (v, i)))
+            .collect();
+        let errors: Vec<Option<BoxError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = tasklets
+                .iter_mut()
+                .zip(entries)
+                .map(|((tasklet, _), entries)| {
+                    scope.spawn(move || {
+                        match catch_unwind(AssertUnwindSafe(|| tasklet.restore(entries))) {
+                            Ok(Ok(())) => None,
+                            Ok(Err(source)) => Some(source),
+                            Err(payload) => Some(panic_message(&*payload).into()),
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Some("restore thread died".into()))
+                })
+                .collect()
+        });
+        if let Some((slot, source)) = errors
+            .into_iter()
+            .enumerate()
+            .find_map(|(slot, e)| e.map(|e| (slot, e)))
+        {
+            let (v, i) = slots[slot];
+            let e = Error::RestoreFailed {
+                vertex: dag.vertices[v].name.clone(),
+                instance: i,
+                snapshot: restored.manifest.id,
+                source,
+            };
+            discard(tasklets);
+            return Err(e);
         }
         tracing::info!(job = %config.name, snapshot = restored.manifest.id, "restored from snapshot");
     }

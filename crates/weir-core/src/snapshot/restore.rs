@@ -19,25 +19,39 @@ pub struct Restored {
 }
 
 impl Restored {
-    /// The entries instance `instance` of vertex `vertex` restores when the vertex now runs
-    /// `parallelism` instances: every unkeyed entry of every old instance, in instance order,
-    /// and the keyed entries of the partitions it owns now.
-    pub fn entries_for(
-        &self,
-        vertex: usize,
-        instance: usize,
-        parallelism: usize,
-    ) -> Vec<SnapshotEntry> {
-        let owners = Partitioner::default().owner_table(parallelism.max(1));
-        self.entries[vertex]
-            .iter()
-            .flatten()
-            .filter(|e| match e.partition {
-                None => true,
-                Some(p) => owners.get(p as usize).copied() == Some(instance as u32),
-            })
-            .cloned()
-            .collect()
+    /// Moves every entry to the instances that restore it, when vertex `v` now runs
+    /// `parallelism[v]` instances: `[slot]` in vertex order, instances in order. Keyed entries
+    /// move to their partition's owner; unkeyed ones are copied to every instance. Cost: one
+    /// pass; only unkeyed entries (positions, watermarks) are copied.
+    pub fn take_entries(&mut self, parallelism: &[usize]) -> Vec<Vec<SnapshotEntry>> {
+        let mut out = Vec::new();
+        for (v, &p) in parallelism.iter().enumerate() {
+            let p = p.max(1);
+            let owners = Partitioner::default().owner_table(p);
+            let first = out.len();
+            out.extend((0..p).map(|_| Vec::new()));
+            let parts = self
+                .entries
+                .get_mut(v)
+                .map(std::mem::take)
+                .unwrap_or_default();
+            for e in parts.into_iter().flatten() {
+                match e.partition {
+                    Some(partition) => {
+                        if let Some(&owner) = owners.get(partition as usize) {
+                            out[first + owner as usize].push(e);
+                        }
+                    }
+                    None => {
+                        for i in 1..p {
+                            out[first + i].push(e.clone());
+                        }
+                        out[first].push(e);
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
@@ -122,26 +136,62 @@ fn read_parts(
     job: &str,
     manifest: &Manifest,
 ) -> Result<Vec<Vec<Vec<SnapshotEntry>>>, SnapshotError> {
-    let mut out = Vec::with_capacity(manifest.vertices.len());
-    for vertex in &manifest.vertices {
-        let mut parts = vec![Vec::new(); vertex.parallelism];
-        for part in &vertex.parts {
-            let bytes = store.read_part(job, manifest.id, &part.file)?;
-            let path = store.location(job, manifest.id, &part.file);
-            if bytes.len() as u64 != part.bytes {
-                return Err(SnapshotError::Corrupt {
-                    path,
-                    reason: format!("{} bytes, the manifest says {}", bytes.len(), part.bytes),
-                });
-            }
-            let entries = decode_part(&path, &bytes)?;
-            if let Some(slot) = parts.get_mut(part.instance) {
-                *slot = entries;
-            }
+    // Parts are read and decoded in parallel, one thread per part up to the core count:
+    // decoding a large keyed state is the bulk of a restore.
+    let parts: Vec<(usize, &super::format::PartInfo)> = manifest
+        .vertices
+        .iter()
+        .enumerate()
+        .flat_map(|(v, vertex)| vertex.parts.iter().map(move |p| (v, p)))
+        .collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = parts.len().div_ceil(threads).max(1);
+    let decoded: Vec<Result<Vec<SnapshotEntry>, SnapshotError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .chunks(chunk)
+            .map(|group| {
+                scope.spawn(move || {
+                    group
+                        .iter()
+                        .map(|(_, part)| read_part(store, job, manifest.id, part))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a part decoder does not panic"))
+            .collect()
+    });
+    let mut out: Vec<Vec<Vec<SnapshotEntry>>> = manifest
+        .vertices
+        .iter()
+        .map(|v| vec![Vec::new(); v.parallelism])
+        .collect();
+    for ((v, part), entries) in parts.into_iter().zip(decoded) {
+        let entries = entries?;
+        if let Some(slot) = out[v].get_mut(part.instance) {
+            *slot = entries;
         }
-        out.push(parts);
     }
     Ok(out)
+}
+
+fn read_part(
+    store: &dyn SnapshotStore,
+    job: &str,
+    id: u64,
+    part: &super::format::PartInfo,
+) -> Result<Vec<SnapshotEntry>, SnapshotError> {
+    let bytes = store.read_part(job, id, &part.file)?;
+    let path = store.location(job, id, &part.file);
+    if bytes.len() as u64 != part.bytes {
+        return Err(SnapshotError::Corrupt {
+            path,
+            reason: format!("{} bytes, the manifest says {}", bytes.len(), part.bytes),
+        });
+    }
+    decode_part(&path, &bytes)
 }
 
 #[cfg(test)]
@@ -205,9 +255,9 @@ mod tests {
             publish(&store, 1, 10);
             publish(&store, 2, 20);
             damage(&store.location("j", 2, file), how);
-            let restored = load_latest(&store, "j", &["v"]).unwrap().unwrap();
+            let mut restored = load_latest(&store, "j", &["v"]).unwrap().unwrap();
             assert_eq!(restored.manifest.id, 1, "{file} {how}");
-            assert_eq!(restored.entries_for(0, 0, 1)[0].value, vec![10]);
+            assert_eq!(restored.take_entries(&[1])[0][0].value, vec![10]);
             assert_eq!(
                 restored.next_id, 3,
                 "new snapshots never reuse a damaged one's id"

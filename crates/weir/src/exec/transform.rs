@@ -405,7 +405,9 @@ where
     }
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
         let (keys, values) = &self.codec;
-        for e in entries.take() {
+        let own = entries.take();
+        self.states.reserve(own.len());
+        for e in own {
             if e.partition.is_none() {
                 if e.key == b"evicted_at" && e.value.len() == 8 {
                     let at = i64::from_le_bytes(e.value[..8].try_into()?);
