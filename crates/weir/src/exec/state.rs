@@ -172,6 +172,98 @@ impl LinkEntries<'_> {
     }
 }
 
+/// Where an instance sits, and what its job guarantees: what a link needs to restore times
+/// saved per instance (a watermark, the next window to emit). Set at `init`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InstancePlace {
+    pub index: u32,
+    pub parallelism: u32,
+    pub guarantee: Guarantee,
+}
+
+impl Default for InstancePlace {
+    fn default() -> Self {
+        InstancePlace {
+            index: 0,
+            parallelism: 1,
+            guarantee: Guarantee::None,
+        }
+    }
+}
+
+impl InstancePlace {
+    pub(crate) fn of(ctx: &ProcessorContext) -> Self {
+        InstancePlace {
+            index: ctx.global_index() as u32,
+            parallelism: ctx.total_parallelism().max(1) as u32,
+            guarantee: ctx.guarantee(),
+        }
+    }
+}
+
+/// Which time a rescaled instance keeps when several old instances' come to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rescaled {
+    /// The greatest: after a shuffle, aligned barriers mean every instance had seen the same
+    /// watermarks, so the greatest never emits a window twice.
+    Greatest,
+    /// The least: never drops a replayed item as late.
+    Least,
+}
+
+/// Saves a time of this instance's (`name` plus its index).
+pub(crate) fn put_instance_time(
+    state: &mut LinkWriter<'_>,
+    place: InstancePlace,
+    name: &[u8],
+    time: i64,
+) {
+    let mut key = name.to_vec();
+    key.extend(place.index.to_le_bytes());
+    state.put(&key, time.to_le_bytes().to_vec());
+}
+
+/// Collects the times saved under `name` by [`put_instance_time`].
+#[derive(Debug, Default)]
+pub(crate) struct InstanceTimes {
+    times: Vec<(u32, i64)>,
+}
+
+impl InstanceTimes {
+    /// Takes `e` if it is a time saved under `name`; returns whether it was.
+    pub(crate) fn take(&mut self, name: &[u8], e: &SnapshotEntry) -> bool {
+        if e.partition.is_some()
+            || e.key.len() != name.len() + 4
+            || !e.key.starts_with(name)
+            || e.value.len() != 8
+        {
+            return false;
+        }
+        let index = u32::from_le_bytes(e.key[name.len()..].try_into().expect("4 bytes"));
+        let time = i64::from_le_bytes(e.value[..8].try_into().expect("8 bytes"));
+        self.times.push((index, time));
+        true
+    }
+
+    /// The time this instance resumes with: its own when the parallelism is unchanged;
+    /// otherwise, with exactly-once, the old instances' by `rescaled`, and with at-least-once
+    /// the least (unaligned barriers: the instances had not seen the same watermarks, and a
+    /// replayed item must not be dropped). `None` when nothing was saved.
+    pub(crate) fn resolve(&self, place: InstancePlace, rescaled: Rescaled) -> Option<i64> {
+        let old_parallelism = self.times.iter().map(|(i, _)| i + 1).max()?;
+        if old_parallelism == place.parallelism
+            && let Some(&(_, own)) = self.times.iter().find(|(i, _)| *i == place.index)
+        {
+            return Some(own);
+        }
+        let times = self.times.iter().map(|(_, t)| *t);
+        match (place.guarantee, rescaled) {
+            (Guarantee::ExactlyOnce, Rescaled::Greatest) => times.max(),
+            _ => times.min(),
+        }
+    }
+}
+
 /// Wraps the processor of a vertex whose stages keep state that snapshots cannot save (a
 /// batch aggregation, a sort, a hash join's table, a batch `map_stateful`): from `init` until
 /// `complete` is done it holds the job's snapshots back

@@ -18,7 +18,9 @@ use weir_core::{
 use crate::event_time::{Timestamped, Window};
 use crate::exec::join::KeyFn;
 use crate::exec::link::{Link, chain_idle, chain_watermark, complete_chain, save_chain};
-use crate::exec::state::{ChainEntries, LinkWriter, StateCodec};
+use crate::exec::state::{
+    ChainEntries, InstancePlace, InstanceTimes, LinkWriter, Rescaled, StateCodec, put_instance_time,
+};
 use crate::exec::window::Frames;
 
 /// Builds a match, or `None` to skip the pair.
@@ -86,6 +88,7 @@ pub(crate) struct StreamJoin<L, R, K, O> {
     earliest_end: i64,
     late: Counter,
     codec: JoinCodec<K, L, R>,
+    place: InstancePlace,
 }
 
 impl<L, R, K, O> StreamJoin<L, R, K, O> {
@@ -99,6 +102,7 @@ impl<L, R, K, O> StreamJoin<L, R, K, O> {
     ) -> Self {
         StreamJoin {
             codec,
+            place: InstancePlace::default(),
             left_key: keys.0,
             right_key: keys.1,
             window,
@@ -140,6 +144,7 @@ where
 {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.late = ctx.metrics().counter("late_events");
+        self.place = InstancePlace::of(ctx);
         self.chain.init(ctx)
     }
 
@@ -267,15 +272,13 @@ where
         outbox: &mut Outbox,
         writer: &mut SnapshotWriter,
     ) -> ProcessorResult<bool> {
-        let (left, right, codec) = (&self.left, &self.right, &self.codec);
-        let times = [self.watermark, self.evicted_at];
+        let (left, right, codec, place) = (&self.left, &self.right, &self.codec, self.place);
+        let (watermark, evicted_at) = (self.watermark, self.evicted_at);
         save_chain(&mut *self.chain, outbox, writer, |state| {
             save_side(state, 0, left, &codec.0, &codec.1)?;
             save_side(state, 1, right, &codec.0, &codec.2)?;
-            state.put(
-                b"times",
-                times.iter().flat_map(|t| t.to_le_bytes()).collect(),
-            );
+            put_instance_time(state, place, b"watermark", watermark);
+            put_instance_time(state, place, b"evicted_at", evicted_at);
             Ok(())
         })
     }
@@ -283,14 +286,12 @@ where
     fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
         let mut entries = ChainEntries::new(entries);
         let mut head = entries.head();
+        let (mut watermarks, mut evictions) = (InstanceTimes::default(), InstanceTimes::default());
         for e in head.take() {
+            if watermarks.take(b"watermark", &e) || evictions.take(b"evicted_at", &e) {
+                continue;
+            }
             match (e.partition, e.key.split_first()) {
-                (None, _) if e.key == b"times" && e.value.len() == 16 => {
-                    let t = |i: usize| i64::from_le_bytes(e.value[i..i + 8].try_into().expect("8"));
-                    // Every instance saw the same watermarks at an aligned barrier.
-                    self.watermark = self.watermark.max(t(0));
-                    self.evicted_at = self.evicted_at.max(t(8));
-                }
                 (Some(_), Some((&0, key))) => {
                     let end =
                         restore_side(&mut self.left, key, &e.value, &self.codec.0, &self.codec.1)?;
@@ -303,6 +304,13 @@ where
                 }
                 _ => return Err("unknown stream join entry".into()),
             }
+        }
+        // The least: no item a join would match is dropped as late, or evicted early.
+        if let Some(wm) = watermarks.resolve(self.place, Rescaled::Least) {
+            self.watermark = wm;
+        }
+        if let Some(at) = evictions.resolve(self.place, Rescaled::Least) {
+            self.evicted_at = at;
         }
         self.chain.restore(&mut head.next())
     }

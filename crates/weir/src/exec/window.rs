@@ -30,7 +30,10 @@ use weir_core::{
 use crate::aggregate::AggregateOperation;
 use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};
 use crate::exec::link::{Link, chain_idle, chain_watermark, save_chain};
-use crate::exec::state::{ChainEntries, LinkEntries, LinkWriter, StateCodec};
+use crate::exec::state::{
+    ChainEntries, InstancePlace, InstanceTimes, LinkEntries, LinkWriter, Rescaled, StateCodec,
+    put_instance_time,
+};
 
 /// The frame geometry of a tumbling, sliding or global window.
 #[derive(Debug, Clone, Copy)]
@@ -101,6 +104,7 @@ pub(crate) struct FrameAccumulate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     watermark: i64,
     late: Counter,
     codec: WindowCodec<K, Op::Acc>,
+    place: InstancePlace,
     _t: PhantomData<fn(T)>,
 }
 
@@ -124,6 +128,7 @@ impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> FrameAccumulate<T, K, KF, Op> 
             watermark: i64::MIN,
             late: Counter::default(),
             codec,
+            place: InstancePlace::default(),
             _t: PhantomData,
         }
     }
@@ -149,18 +154,6 @@ fn decode_timed<A, const N: usize>(
         *t = i64::from_le_bytes(value[8 * i..8 * i + 8].try_into()?);
     }
     Ok((times, (codec.decode)(&value[8 * N..])?))
-}
-
-/// Saves an instance-wide time (a watermark). Every instance of a vertex receives every old
-/// instance's on restore: after a shuffle they are equal (aligned barriers: every instance
-/// had seen the same watermarks), before one each link says which it keeps.
-fn put_time(state: &mut LinkWriter<'_>, name: &[u8], time: i64) {
-    state.put(name, time.to_le_bytes().to_vec());
-}
-
-fn restored_time(e: &weir_core::SnapshotEntry, name: &[u8]) -> Option<i64> {
-    (e.partition.is_none() && e.key == name && e.value.len() == 8)
-        .then(|| i64::from_le_bytes(e.value[..8].try_into().expect("8 bytes")))
 }
 
 impl<T, K, KF, Op> FrameAccumulate<T, K, KF, Op>
@@ -214,6 +207,7 @@ where
 {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.late = ctx.metrics().counter("late_events");
+        self.place = InstancePlace::of(ctx);
         Ok(())
     }
 
@@ -273,25 +267,18 @@ where
                 state.put_keyed(key, &keys.to_bytes(key)?, encode_timed(accs, &[*end], acc)?);
             }
         }
-        put_time(state, b"watermark", self.watermark);
+        put_instance_time(state, self.place, b"watermark", self.watermark);
         Ok(())
     }
 
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
         let (keys, accs) = &self.codec;
-        let mut restored_watermark = false;
+        let mut watermarks = InstanceTimes::default();
         for e in entries.take() {
-            if let Some(wm) = restored_time(&e, b"watermark") {
-                // Before the shuffle each instance follows its own source's watermark, so the
-                // old instances' differ: the least never drops an item the uninterrupted run
-                // kept (the source head drops its own late items anyway).
-                self.watermark = if restored_watermark {
-                    self.watermark.min(wm)
-                } else {
-                    wm
-                };
-                restored_watermark = true;
-            } else if e.partition.is_some() {
+            if watermarks.take(b"watermark", &e) {
+                continue;
+            }
+            if e.partition.is_some() {
                 // This stage runs before the shuffle: several old instances may have partial
                 // frames of one key, and any instance may restore them. Partials combine.
                 let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
@@ -303,6 +290,12 @@ where
                     }
                 }
             }
+        }
+        // Before the shuffle each instance follows its own source's watermark; rescaled, the
+        // least never drops an item the uninterrupted run kept (the source head drops its
+        // own late items anyway).
+        if let Some(wm) = watermarks.resolve(self.place, Rescaled::Least) {
+            self.watermark = wm;
         }
         Ok(())
     }
@@ -328,6 +321,7 @@ pub(crate) struct SlidingCombine<T, K, Op: AggregateOperation<T>> {
     chain: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
     late: Counter,
     codec: WindowCodec<K, Op::Acc>,
+    place: InstancePlace,
     _t: PhantomData<fn(T)>,
 }
 
@@ -347,6 +341,7 @@ impl<T, K, Op: AggregateOperation<T>> SlidingCombine<T, K, Op> {
     ) -> Self {
         SlidingCombine {
             codec,
+            place: InstancePlace::default(),
             frames: Frames::of(def),
             op,
             received: BTreeMap::new(),
@@ -502,6 +497,7 @@ where
 {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.late = ctx.metrics().counter("late_events");
+        self.place = InstancePlace::of(ctx);
         self.chain.init(ctx)
     }
 
@@ -569,7 +565,8 @@ where
         writer: &mut SnapshotWriter,
     ) -> ProcessorResult<bool> {
         debug_assert!(self.emitting.is_none(), "saved while emitting a window");
-        let (received, next_end, codec) = (&self.received, self.next_end, &self.codec);
+        let (received, next_end, codec, place) =
+            (&self.received, self.next_end, &self.codec, self.place);
         save_chain(&mut *self.chain, outbox, writer, |state| {
             let (keys, accs) = codec;
             for (end, frame) in received {
@@ -577,7 +574,7 @@ where
                     state.put_keyed(key, &keys.to_bytes(key)?, encode_timed(accs, &[*end], acc)?);
                 }
             }
-            put_time(state, b"next_end", next_end);
+            put_instance_time(state, place, b"next_end", next_end);
             Ok(())
         })
     }
@@ -586,10 +583,12 @@ where
         let mut entries = ChainEntries::new(entries);
         let mut head = entries.head();
         let (keys, accs) = &self.codec;
+        let mut next_ends = InstanceTimes::default();
         for e in head.take() {
-            if let Some(next_end) = restored_time(&e, b"next_end") {
-                self.next_end = self.next_end.max(next_end);
-            } else if e.partition.is_some() {
+            if next_ends.take(b"next_end", &e) {
+                continue;
+            }
+            if e.partition.is_some() {
                 let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
                 let frame = self.received.entry(end).or_default();
                 match frame.entry((keys.decode)(&e.key)?) {
@@ -599,6 +598,11 @@ where
                     }
                 }
             }
+        }
+        // After the shuffle: rescaled with aligned barriers, the greatest never emits a window
+        // twice.
+        if let Some(next_end) = next_ends.resolve(self.place, Rescaled::Greatest) {
+            self.next_end = next_end;
         }
         self.running.clear();
         self.running_end = None;
@@ -628,6 +632,7 @@ pub(crate) struct SessionLink<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     late: Counter,
     next: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
     codec: WindowCodec<K, Op::Acc>,
+    place: InstancePlace,
     _t: PhantomData<fn(T)>,
 }
 
@@ -641,6 +646,7 @@ impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> SessionLink<T, K, KF, Op> {
     ) -> Self {
         SessionLink {
             codec,
+            place: InstancePlace::default(),
             gap,
             key,
             op,
@@ -663,6 +669,7 @@ where
 {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.late = ctx.metrics().counter("late_events");
+        self.place = InstancePlace::of(ctx);
         self.next.init(ctx)
     }
 
@@ -766,22 +773,28 @@ where
                 state.put_keyed(key, &k, encode_timed(accs, &[s.start, s.end], &s.acc)?);
             }
         }
-        put_time(state, b"watermark", self.watermark);
+        put_instance_time(state, self.place, b"watermark", self.watermark);
         self.next.save(&mut state.next())
     }
 
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
         let (keys, accs) = &self.codec;
+        let mut watermarks = InstanceTimes::default();
         for e in entries.take() {
-            if let Some(wm) = restored_time(&e, b"watermark") {
-                self.watermark = self.watermark.max(wm);
-            } else if e.partition.is_some() {
+            if watermarks.take(b"watermark", &e) {
+                continue;
+            }
+            if e.partition.is_some() {
                 let ([start, end], acc) = decode_timed::<_, 2>(accs, &e.value)?;
                 self.sessions
                     .entry((keys.decode)(&e.key)?)
                     .or_default()
                     .push(Session { start, end, acc });
             }
+        }
+        // The least: an item a session would take is never dropped as late.
+        if let Some(wm) = watermarks.resolve(self.place, Rescaled::Least) {
+            self.watermark = wm;
         }
         self.next.restore(&mut entries.next())
     }
