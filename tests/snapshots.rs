@@ -543,6 +543,18 @@ fn check_no_committed_row_rescored(
 
 #[test]
 fn score_survives_kill_9_and_rescores_exactly_the_uncommitted_rows() {
+    score_kill_9(false);
+}
+
+#[test]
+fn unordered_score_survives_kill_9_and_rescores_exactly_the_uncommitted_rows() {
+    score_kill_9(true);
+}
+
+/// Kills `weir score --state-dir` with requests in flight and reruns it; see the callers.
+/// In input order the final output equals an uninterrupted run's byte for byte; with
+/// `--unordered`, line for line after sorting.
+fn score_kill_9(unordered: bool) {
     let rounds = kill_rounds();
     let n = 10_000;
     let dir = tempfile::tempdir().unwrap();
@@ -573,6 +585,9 @@ fn score_survives_kill_9_and_rescores_exactly_the_uncommitted_rows() {
         ]
         .map(String::from)
         .to_vec();
+        if unordered {
+            a.push("--unordered".into());
+        }
         if let Some(state) = state {
             a.extend(
                 [
@@ -598,10 +613,9 @@ fn score_survives_kill_9_and_rescores_exactly_the_uncommitted_rows() {
     // last one stopped, do not all finish first.
     let span = (started.elapsed().as_millis() as u64 / 2).max(20);
     let reference = std::fs::read(&reference).unwrap();
-    assert_eq!(
-        scored_rows(&String::from_utf8_lossy(&reference)),
-        (0..n).collect::<Vec<_>>()
-    );
+    let mut rows = scored_rows(&String::from_utf8_lossy(&reference));
+    rows.sort_unstable();
+    assert_eq!(rows, (0..n).collect::<Vec<_>>());
 
     let output = dir.path().join("scores.csv");
     let state = dir.path().join("state");
@@ -671,10 +685,26 @@ fn score_survives_kill_9_and_rescores_exactly_the_uncommitted_rows() {
             stderr(&o)
         );
     }
-    assert!(
-        std::fs::read(&output).unwrap() == reference,
-        "the resumed run's output differs from an uninterrupted run's"
-    );
+    let got = std::fs::read(&output).unwrap();
+    if unordered {
+        let sorted = |bytes: &[u8]| {
+            let mut lines: Vec<String> = String::from_utf8_lossy(bytes)
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            lines.sort();
+            lines
+        };
+        assert!(
+            sorted(&got) == sorted(&reference),
+            "the resumed run's rows differ from an uninterrupted run's"
+        );
+    } else {
+        assert!(
+            got == reference,
+            "the resumed run's output differs from an uninterrupted run's"
+        );
+    }
     // The final run scored each row at most once, no committed row, and every other row.
     let scored = check_no_committed_row_rescored(&server, "final", restoring.as_ref());
     let scored_set: BTreeSet<u64> = scored.iter().copied().collect();
@@ -706,7 +736,12 @@ fn score_survives_kill_9_and_rescores_exactly_the_uncommitted_rows() {
         .collect();
     assert!(left.is_empty(), "part files left behind: {left:?}");
     println!(
-        "{round} kills ({in_flight_kills} with requests in flight), {restores} reruns restored a snapshot; the final run restored {:?} and scored {} of {n} rows, {held_again} of them in flight at its snapshot",
+        "{}: {round} kills ({in_flight_kills} with requests in flight), {restores} reruns restored a snapshot; the final run restored {:?} and scored {} of {n} rows, {held_again} of them in flight at its snapshot",
+        if unordered {
+            "unordered"
+        } else {
+            "in input order"
+        },
         restoring.as_ref().map(|r| r.id),
         scored.len(),
     );
