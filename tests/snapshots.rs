@@ -1,18 +1,25 @@
 //! Surviving kill -9: `weir nexmark run --state-dir` is killed at random moments and rerun,
 //! and its final output must equal an uninterrupted run's (after sorting lines, since the
-//! rows of a window come in no fixed order). Also: a damaged newest snapshot is skipped with
+//! rows of a window come in no fixed order). `weir score --state-dir` is killed while
+//! requests are in flight to the in-process model server, and every rerun must score exactly
+//! the rows its snapshot had not committed. Also: a damaged newest snapshot is skipped with
 //! a warning naming its file, a changed pipeline is refused naming the vertex, and
 //! `weir snapshots list` shows what is kept.
 //!
-//! `WEIR_KILL9_ROUNDS` sets the kills per query (default 5: 20 over the four queries);
+//! `WEIR_KILL9_ROUNDS` sets the kills per query, and of the score run (default 5: 20 over the
+//! four queries);
 //! `WEIR_KILL9_SEED` replays a run's random delays (each run prints its seed).
 //!
 //! Nothing waits on a timer to synchronise: kills come after random delays (that is the
 //! point), and where a test needs snapshots to exist it polls the state directory for them.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use weir::snapshot::{LocalDirStore, Manifest, SnapshotStore, load_latest};
+use weir_cli::model_server::{ServerConfig, ServerHandle, serve};
 
 fn weir(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weir"))
@@ -151,12 +158,16 @@ fn kill_after_snapshots(args: &[&str], state: &Path, n: usize) -> bool {
     }
 }
 
-#[test]
-fn nexmark_survives_kill_9_at_random_moments() {
-    let rounds: u64 = std::env::var("WEIR_KILL9_ROUNDS")
+fn kill_rounds() -> u64 {
+    std::env::var("WEIR_KILL9_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+        .unwrap_or(5)
+}
+
+#[test]
+fn nexmark_survives_kill_9_at_random_moments() {
+    let rounds = kill_rounds();
     let dir = tempfile::tempdir().unwrap();
     let input = events(dir.path(), 60_000);
     let input = input.to_str().unwrap();
@@ -442,5 +453,369 @@ fn wordcount_with_a_state_dir_survives_kill_9() {
     assert!(
         complete_snapshots(&state).is_empty(),
         "a finished run removes its snapshots"
+    );
+}
+
+/// Writes `n` rows `r0..` whose first feature is the row's number, so that the server's
+/// record of what it answered names the rows.
+fn score_input(dir: &Path, n: u64) -> PathBuf {
+    let mut text = String::from("id,x,y\n");
+    for i in 0..n {
+        text.push_str(&format!("r{i},{i},{}\n", i % 5));
+    }
+    let path = dir.join("rows.csv");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The row numbers of an `id,score` CSV text (header rows skipped).
+fn scored_rows(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter(|l| *l != "id,score")
+        .map(|l| {
+            l.strip_prefix('r')
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("not an output row: {l:?}"))
+        })
+        .collect()
+}
+
+/// The row numbers the server answered for model `name`, in answer order.
+fn answered(server: &ServerHandle, name: &str) -> Vec<u64> {
+    server
+        .answered(name)
+        .iter()
+        .map(|features| features[0] as u64)
+        .collect()
+}
+
+/// Whether a vertex named `name` holds the scoring stage (named `score`), fused or alone.
+fn is_scoring(name: &str) -> bool {
+    name == "score" || name.starts_with("fused(score,")
+}
+
+/// The newest complete snapshot's id in `state`, 0 without one.
+fn newest_snapshot(state: &Path) -> u64 {
+    complete_snapshots(state)
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str()?.parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// What a rerun restores, read from the state directory the way the job reads it.
+#[derive(Debug)]
+struct Restorable {
+    id: u64,
+    /// Rows the snapshot's committed output holds: they must never be scored again.
+    committed: BTreeSet<u64>,
+    /// Rows the scoring stage had sent but not written: they must be scored again.
+    in_flight: BTreeSet<u64>,
+}
+
+/// The snapshot a rerun of `weir score` resumes from, if any: the newest complete one, as
+/// `load_latest` finds it. Its committed rows are those of the output's parts `1..=k`, `k`
+/// being the count the CSV sink saved (its state: a postcard list of `(file, parts)`); once
+/// a finished job joined them, those of the output. Its rows in flight are the scoring
+/// stage's saved batches (scope 0 of the chain, keyed by instance and place, tag 0, a
+/// postcard list of `Row`s).
+fn restorable(state: &Path, output: &Path) -> Option<Restorable> {
+    let store = LocalDirStore::new(state);
+    let jobs = store.jobs().unwrap();
+    let job = match jobs.as_slice() {
+        [] => return None,
+        [job] => job,
+        more => panic!("one job expected: {more:?}"),
+    };
+    let names: Vec<String> = store.ids(job).unwrap().into_iter().find_map(|id| {
+        let bytes = store.read_manifest(job, id).unwrap()?;
+        let m = Manifest::decode(&store.location(job, id, "manifest"), &bytes).ok()?;
+        Some(m.vertices.into_iter().map(|v| v.name).collect())
+    })?;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let restored = load_latest(&store, job, &names).unwrap()?;
+    let mut parts = None;
+    let mut in_flight = BTreeSet::new();
+    for (vertex, instances) in restored.entries.iter().enumerate() {
+        for e in instances.iter().flatten() {
+            let sink_state = postcard::from_bytes::<Vec<(PathBuf, u64)>>(&e.value)
+                .ok()
+                .and_then(|s| s.into_iter().find(|(path, _)| path == output));
+            if let Some((_, k)) = sink_state {
+                assert!(parts.is_none(), "one sink state");
+                parts = Some(k);
+            } else if is_scoring(names[vertex])
+                && e.key.len() == 13
+                && e.key[0] == 0
+                && e.value[0] == 0
+            {
+                let rows: Vec<(String, Vec<f64>)> = postcard::from_bytes(&e.value[1..])
+                    .unwrap_or_else(|err| panic!("a saved batch of rows: {err}"));
+                assert!(!rows.is_empty());
+                in_flight.extend(rows.iter().map(|(_, features)| features[0] as u64));
+            }
+        }
+    }
+    let parts = parts.unwrap_or(0);
+    let part = |n: u64| -> Option<String> {
+        let name = format!("{}.part-{n:08}", output.display());
+        std::fs::read_to_string(&name)
+            .or_else(|_| std::fs::read_to_string(format!("{name}.tmp")))
+            .ok()
+    };
+    let texts: Option<Vec<String>> = (1..=parts).map(part).collect();
+    let committed: Vec<u64> = match texts {
+        Some(texts) => texts.iter().flat_map(|t| scored_rows(t)).collect(),
+        None => {
+            assert!(
+                restored.manifest.terminal,
+                "a committed part is missing before the job ended"
+            );
+            scored_rows(&std::fs::read_to_string(output).unwrap())
+        }
+    };
+    let committed_set: BTreeSet<u64> = committed.iter().copied().collect();
+    assert_eq!(
+        committed_set.len(),
+        committed.len(),
+        "a row committed twice"
+    );
+    Some(Restorable {
+        id: restored.manifest.id,
+        committed: committed_set,
+        in_flight,
+    })
+}
+
+/// A run of `weir score` that restores `restoring` scores none of its committed rows again:
+/// what the server answered for `model` in that run (even a killed one) is disjoint from
+/// them. Returns the rows answered.
+fn check_no_committed_row_rescored(
+    server: &ServerHandle,
+    model: &str,
+    restoring: Option<&Restorable>,
+) -> Vec<u64> {
+    let rows = answered(server, model);
+    if let Some(r) = restoring {
+        let again: Vec<u64> = rows
+            .iter()
+            .filter(|i| r.committed.contains(i))
+            .copied()
+            .collect();
+        assert!(
+            again.is_empty(),
+            "{model}: {} rows committed in snapshot {} were scored again, the first: {:?}",
+            again.len(),
+            r.id,
+            &again[..again.len().min(10)]
+        );
+    }
+    rows
+}
+
+#[test]
+fn score_survives_kill_9_and_rescores_exactly_the_uncommitted_rows() {
+    score_kill_9(false);
+}
+
+#[test]
+fn unordered_score_survives_kill_9_and_rescores_exactly_the_uncommitted_rows() {
+    score_kill_9(true);
+}
+
+/// Kills `weir score --state-dir` with requests in flight and reruns it; see the callers.
+/// In input order the final output equals an uninterrupted run's byte for byte; with
+/// `--unordered`, line for line after sorting.
+fn score_kill_9(unordered: bool) {
+    let rounds = kill_rounds();
+    let n = 10_000;
+    let dir = tempfile::tempdir().unwrap();
+    let input = score_input(dir.path(), n);
+    let input = input.to_str().unwrap();
+    let (_, server) = serve(ServerConfig {
+        latency: Duration::from_millis(4),
+        record: true,
+        ..Default::default()
+    })
+    .expect("the model server starts");
+    let reference = dir.path().join("reference.csv");
+    let args = |model: &str, output: &Path, state: Option<&Path>| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "score",
+            "--input",
+            input,
+            "--url",
+            &server.url(model),
+            "--output",
+            output.to_str().unwrap(),
+            "--batch-size",
+            "8",
+            "--parallelism",
+            "4",
+            "--max-wait-ms",
+            "2",
+        ]
+        .map(String::from)
+        .to_vec();
+        if unordered {
+            a.push("--unordered".into());
+        }
+        if let Some(state) = state {
+            a.extend(
+                [
+                    "--state-dir",
+                    state.to_str().unwrap(),
+                    "--snapshot-interval-ms",
+                    "20",
+                ]
+                .map(String::from),
+            );
+        }
+        a
+    };
+    let started = Instant::now();
+    let o = weir(
+        &args("reference", &reference, None)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Kills come within half a run of the start, so that the reruns, which go on where the
+    // last one stopped, do not all finish first.
+    let span = (started.elapsed().as_millis() as u64 / 2).max(20);
+    let reference = std::fs::read(&reference).unwrap();
+    let mut rows = scored_rows(&String::from_utf8_lossy(&reference));
+    rows.sort_unstable();
+    assert_eq!(rows, (0..n).collect::<Vec<_>>());
+
+    let output = dir.path().join("scores.csv");
+    let state = dir.path().join("state");
+    let mut rng = Rng::new();
+    let (mut in_flight_kills, mut restores, mut held_again) = (0, 0, 0);
+    let mut last_killed_after_its_snapshot = false;
+    // The kills asked for, then (a few at most) until a run is killed after a snapshot of its
+    // own, so that the final run has one to resume from: a rerun that finished first made
+    // the next one start afresh.
+    let mut round = 0;
+    while round < rounds || (!last_killed_after_its_snapshot && round < rounds + 5) {
+        let restoring = restorable(&state, &output);
+        let model = format!("run{round}");
+        let a = args(&model, &output, Some(&state));
+        let before = newest_snapshot(&state);
+        let mut child = spawn(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        // A random moment; every other round and the last, not before the run took a
+        // snapshot of its own (one takes a few hundred ms in a debug build: the barrier
+        // queues behind the rows waiting for the server); then the first moment with
+        // requests at the server.
+        std::thread::sleep(Duration::from_millis(rng.below(span)));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let running = |child: &mut Child| child.try_wait().unwrap().is_none();
+        let own_snapshot = round % 2 == 1 || round + 1 >= rounds;
+        while own_snapshot && newest_snapshot(&state) <= before && running(&mut child) {
+            assert!(Instant::now() < deadline, "no snapshot appeared");
+            std::thread::yield_now();
+        }
+        let in_flight = loop {
+            if server.stats().in_flight_rows > 0 {
+                break true;
+            }
+            if !running(&mut child) {
+                break false;
+            }
+            assert!(Instant::now() < deadline, "no request in flight");
+            std::thread::yield_now();
+        };
+        last_killed_after_its_snapshot = in_flight && newest_snapshot(&state) > before;
+        kill9(&mut child);
+        println!(
+            "round {round}: restored {:?}, killed {}",
+            restoring.as_ref().map(|r| r.id),
+            if in_flight {
+                "with requests in flight"
+            } else {
+                "after it ended"
+            }
+        );
+        in_flight_kills += u64::from(in_flight);
+        check_no_committed_row_rescored(&server, &model, restoring.as_ref());
+        restores += u64::from(restoring.is_some());
+        round += 1;
+    }
+
+    let restoring = restorable(&state, &output);
+    if last_killed_after_its_snapshot {
+        assert!(restoring.is_some(), "the last run's snapshot is found");
+    }
+    let a = args("final", &output, Some(&state));
+    let o = weir(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    if let Some(r) = &restoring {
+        assert!(
+            stderr(&o).contains(&format!("resumed from snapshot {} ", r.id)),
+            "resumes from the snapshot found: {}",
+            stderr(&o)
+        );
+    }
+    let got = std::fs::read(&output).unwrap();
+    if unordered {
+        let sorted = |bytes: &[u8]| {
+            let mut lines: Vec<String> = String::from_utf8_lossy(bytes)
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            lines.sort();
+            lines
+        };
+        assert!(
+            sorted(&got) == sorted(&reference),
+            "the resumed run's rows differ from an uninterrupted run's"
+        );
+    } else {
+        assert!(
+            got == reference,
+            "the resumed run's output differs from an uninterrupted run's"
+        );
+    }
+    // The final run scored each row at most once, no committed row, and every other row.
+    let scored = check_no_committed_row_rescored(&server, "final", restoring.as_ref());
+    let scored_set: BTreeSet<u64> = scored.iter().copied().collect();
+    assert_eq!(scored_set.len(), scored.len(), "a row scored twice");
+    let committed = restoring
+        .as_ref()
+        .map(|r| r.committed.clone())
+        .unwrap_or_default();
+    let not_committed: BTreeSet<u64> = (0..n).filter(|i| !committed.contains(i)).collect();
+    assert_eq!(
+        scored_set, not_committed,
+        "the final run scores exactly the rows its snapshot had not committed"
+    );
+    if let Some(r) = &restoring {
+        assert!(
+            r.in_flight.is_subset(&scored_set),
+            "rows in flight at the snapshot are scored again"
+        );
+        held_again = r.in_flight.len();
+    }
+    assert!(
+        complete_snapshots(&state).is_empty(),
+        "a successful run removes its snapshots"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("scores.csv."))
+        .collect();
+    assert!(left.is_empty(), "part files left behind: {left:?}");
+    println!(
+        "{}: {round} kills ({in_flight_kills} with requests in flight), {restores} reruns restored a snapshot; the final run restored {:?} and scored {} of {n} rows, {held_again} of them in flight at its snapshot",
+        if unordered {
+            "unordered"
+        } else {
+            "in input order"
+        },
+        restoring.as_ref().map(|r| r.id),
+        scored.len(),
     );
 }

@@ -26,13 +26,15 @@
 //! prediction is a list `[s, 2s, ...]`. Every request waits [`ServerConfig::latency`]
 //! first, measured with a sub-millisecond timer ([`precise_sleep`]), and
 //! [`ServerConfig::failure`] injects errors. [`ServerStats`] counts requests and rows and
-//! keeps the most rows in flight at once, so that tests can check a client's bound.
+//! keeps the most rows in flight at once, so that tests can check a client's bound. With
+//! [`ServerConfig::record`], the server also keeps every row it answered, by model name
+//! ([`ServerHandle::answered`]), so that a test can tell which rows a client had scored.
 //!
 //! The server runs on the shared runtime ([`weir::async_io::runtime`]) and binds
 //! `127.0.0.1` unless told otherwise. Dropping the [`ServerHandle`] shuts it down.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -80,6 +82,9 @@ pub struct ServerConfig {
     pub outputs: usize,
     /// Injected failures. Default none.
     pub failure: Failure,
+    /// Keep every row answered with a prediction, by model name, for
+    /// [`ServerHandle::answered`]. Default off: the record grows with every row.
+    pub record: bool,
 }
 
 impl Default for ServerConfig {
@@ -89,6 +94,7 @@ impl Default for ServerConfig {
             latency: Duration::ZERO,
             outputs: 1,
             failure: Failure::Never,
+            record: false,
         }
     }
 }
@@ -104,6 +110,8 @@ pub struct ServerStats {
     pub failed: u64,
     /// The most rows being handled at once.
     pub max_in_flight_rows: u64,
+    /// The rows being handled now: received, not yet answered.
+    pub in_flight_rows: u64,
 }
 
 #[derive(Default)]
@@ -118,6 +126,8 @@ struct Counters {
 struct AppState {
     config: ServerConfig,
     counters: Counters,
+    /// With [`ServerConfig::record`]: the rows answered, by model name, in answer order.
+    answered: Mutex<HashMap<String, Vec<Vec<f64>>>>,
 }
 
 /// A running server. Dropping it shuts the server down (requests in progress are cut off).
@@ -155,7 +165,25 @@ impl ServerHandle {
             rows: c.rows.load(Ordering::SeqCst),
             failed: c.failed.load(Ordering::SeqCst),
             max_in_flight_rows: c.max_in_flight_rows.load(Ordering::SeqCst),
+            in_flight_rows: c.in_flight_rows.load(Ordering::SeqCst),
         }
+    }
+
+    /// The rows (their features) answered with a prediction for model `name` (the `NAME` of
+    /// `NAME:predict`), in the order the answers were made; empty unless the server was
+    /// started with [`ServerConfig::record`]. A row answered twice is listed twice. A row is
+    /// listed once its answer is made, before it is sent: a client killed at that moment
+    /// never got it.
+    ///
+    /// Cost: a copy of the model's record.
+    pub fn answered(&self, name: &str) -> Vec<Vec<f64>> {
+        self.state
+            .answered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -202,6 +230,7 @@ pub fn serve(config: ServerConfig) -> Result<(SocketAddr, ServerHandle), ServerE
     let state = Arc::new(AppState {
         config,
         counters: Counters::default(),
+        answered: Mutex::new(HashMap::new()),
     });
     let app = Router::new()
         .route("/v1/models/{model}", post(predict))
@@ -303,6 +332,16 @@ async fn predict(
             }
         })
         .collect();
+    if state.config.record {
+        let name = model.strip_suffix(":predict").unwrap_or(&model).to_string();
+        state
+            .answered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name)
+            .or_default()
+            .extend(body.0.instances);
+    }
     axum::Json(PredictReply { predictions }).into_response()
 }
 
@@ -471,6 +510,35 @@ mod tests {
         assert_eq!(post(&url, serde_json::json!({"instances": [[1.0]]})).0, 200);
         assert_eq!(poisoned.stats().failed, 1);
         assert_eq!(poisoned.stats().rows, 3);
+        assert!(poisoned.answered("m").is_empty(), "recording is off");
+    }
+
+    #[test]
+    fn records_the_rows_it_answered_by_model() {
+        let (_, server) = serve(ServerConfig {
+            failure: Failure::Poison {
+                value: -1.0,
+                status: 500,
+            },
+            record: true,
+            ..Default::default()
+        })
+        .unwrap();
+        post(
+            &server.url("a"),
+            serde_json::json!({"instances": [[1.0], [2.0]]}),
+        );
+        post(&server.url("b"), serde_json::json!({"instances": [[3.0]]}));
+        post(&server.url("a"), serde_json::json!({"instances": [[-1.0]]}));
+        post(&server.url("a"), serde_json::json!({"instances": [[1.0]]}));
+        assert_eq!(
+            server.answered("a"),
+            [[1.0], [2.0], [1.0]],
+            "failed rows are not answered"
+        );
+        assert_eq!(server.answered("b"), [[3.0]]);
+        assert!(server.answered("c").is_empty());
+        assert_eq!(server.stats().in_flight_rows, 0);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use weir::core::snapshot::{Guarantee, LocalDirStore, Manifest, SnapshotConfig, SnapshotStore};
-use weir::{Job, JobConfig};
+use weir::{Executor, Job, JobConfig, Pipeline};
 
 /// The default time between snapshots.
 const DEFAULT_INTERVAL_MS: u64 = 1000;
@@ -72,24 +72,49 @@ impl SnapshotArgs {
 }
 
 impl Snapshots {
-    /// Puts the settings into `config`.
-    pub fn apply(&self, config: &mut JobConfig) {
-        config.snapshots = Some(self.config.clone());
-    }
-
-    /// Says on standard error whether `job` resumed from a snapshot.
-    pub fn report_resume(&self, job: &Job) {
-        if let Some(id) = job.restored_from() {
+    /// Submits `pipeline` under `config` with these settings, and says on standard error
+    /// when the job resumed from a snapshot (`resumed from snapshot 7 in DIR`).
+    ///
+    /// # Errors
+    /// As [`Pipeline::submit`]: an invalid pipeline, or a snapshot that does not fit it.
+    pub fn submit(
+        snapshots: Option<&Snapshots>,
+        pipeline: &Pipeline,
+        executor: &Executor,
+        mut config: JobConfig,
+    ) -> weir::Result<Job> {
+        if let Some(s) = snapshots {
+            config.snapshots = Some(s.config.clone());
+        }
+        let job = pipeline.submit(executor, config)?;
+        if let (Some(s), Some(id)) = (snapshots, job.restored_from()) {
             eprintln!(
                 "resumed from snapshot {id} in {}",
-                self.store.location(job.name(), id, "").display()
+                s.store.location(job.name(), id, "").display()
             );
         }
+        Ok(job)
     }
 
-    /// After a successful run: removes the job's snapshots, so that the next run of the
-    /// same command starts afresh.
-    pub fn finished(&self, job: &str) -> anyhow::Result<()> {
+    /// After a successful run of `job` (its name; `what` names it in the error): removes
+    /// its snapshots, so that the next run of the same command starts afresh. Nothing
+    /// without snapshots.
+    ///
+    /// # Errors
+    /// A snapshot could not be listed or removed.
+    pub fn finished(snapshots: Option<&Snapshots>, job: &str, what: &str) -> anyhow::Result<()> {
+        let Some(s) = snapshots else {
+            return Ok(());
+        };
+        s.remove_all(job).with_context(|| {
+            format!(
+                "{what} succeeded, but its snapshots in {} remain",
+                s.dir.display()
+            )
+        })
+    }
+
+    fn remove_all(&self, job: &str) -> anyhow::Result<()> {
         let ids = self
             .store
             .ids(job)
@@ -105,11 +130,6 @@ impl Snapshots {
         }
         Ok(())
     }
-
-    /// The state directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 /// A job name from the parts of a command that decide its state: the same command gives
@@ -123,11 +143,20 @@ pub fn job_name(command: &str, parts: &[String]) -> String {
     name
 }
 
-/// An input path as it goes into a job name: absolute when it can be made so, so that the
-/// same file run from another directory is the same job.
-pub fn input_part(path: &Path) -> String {
-    std::fs::canonicalize(path)
-        .unwrap_or_else(|_| path.to_path_buf())
+/// A path as it goes into a job name: absolute when it can be made so, so that the same
+/// file named from another directory is the same job. A file that does not exist yet (an
+/// output) is named by its folder's absolute path, so its name is the same before and after
+/// it is written.
+pub fn path_part(path: &Path) -> String {
+    let absolute = std::fs::canonicalize(path).ok().or_else(|| {
+        let folder = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(folder).ok()?.join(path.file_name()?))
+    });
+    absolute
+        .unwrap_or_else(|| path.to_path_buf())
         .display()
         .to_string()
 }
@@ -207,6 +236,17 @@ fn utc(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_is_named_alike_before_and_after_it_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out.csv");
+        let before = path_part(&file);
+        std::fs::write(&file, "").unwrap();
+        assert_eq!(path_part(&file), before);
+        assert!(Path::new(&before).is_absolute(), "{before}");
+        assert_eq!(path_part(Path::new("/nonexistent/x/y")), "/nonexistent/x/y");
+    }
 
     #[test]
     fn snapshot_times_are_utc() {

@@ -49,6 +49,7 @@ pub fn model_server(args: ModelServerArgs) -> anyhow::Result<()> {
         latency: Duration::from_millis(args.latency_ms),
         outputs: args.outputs as usize,
         failure,
+        record: false,
     })
     .context("cannot start the model server")?;
     println!("serving http://{addr}/v1/models/NAME:predict (any NAME); stop with Ctrl-C");

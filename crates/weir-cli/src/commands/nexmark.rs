@@ -20,7 +20,7 @@ use weir_nexmark::generator::{
 use weir_nexmark::{Event, Query, queries, reference, source};
 
 use crate::progress;
-use crate::snapshots::{SnapshotArgs, input_part, job_name};
+use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
 
 /// The `weir nexmark` subcommands.
 #[derive(Debug, Subcommand)]
@@ -257,7 +257,7 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     // The same command gives the same name, so a rerun finds its snapshots.
     let name_parts = match (&args.input, args.events) {
-        (Some(path), _) => vec![query.to_string(), input_part(path)],
+        (Some(path), _) => vec![query.to_string(), path_part(path)],
         (None, count) => vec![
             query.to_string(),
             format!("generated-{}", count.unwrap_or(0)),
@@ -265,35 +265,21 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
             format!("seed-{}", args.seed),
         ],
     };
-    let mut config = JobConfig {
+    let config = JobConfig {
         name: job_name("nexmark", &name_parts),
         default_parallelism: Some(parallelism),
         ..Default::default()
     };
     let snapshots = args.snapshots.snapshots();
-    if let Some(s) = &snapshots {
-        s.apply(&mut config);
-    }
     let name = config.name.clone();
-    let job = pipeline
-        .submit(&executor, config)
+    let job = Snapshots::submit(snapshots.as_ref(), &pipeline, &executor, config)
         .with_context(|| format!("cannot start {query}"))?;
-    if let Some(s) = &snapshots {
-        s.report_resume(&job);
-    }
     let metrics = match total {
         Some(total) => progress::watch(&job, total, "events", progress::Unit::Items),
         None => progress::watch(&job, 0, "bytes", progress::Unit::Bytes),
     };
     job.join().with_context(|| format!("{query} failed"))?;
-    if let Some(s) = &snapshots {
-        s.finished(&name).with_context(|| {
-            format!(
-                "{query} succeeded, but its snapshots in {} remain",
-                s.dir().display()
-            )
-        })?;
-    }
+    Snapshots::finished(snapshots.as_ref(), &name, &query.to_string())?;
     let elapsed = started.elapsed().as_secs_f64();
     let events = progress::counter(&metrics, "events");
     let late = progress::counter(&metrics, "late_events");

@@ -9,7 +9,7 @@ use weir::jobs::wordcount;
 use weir::{Executor, ExecutorConfig, JobConfig, sinks, sources};
 
 use crate::progress;
-use crate::snapshots::{SnapshotArgs, input_part, job_name};
+use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
 
 /// The jobs `weir run` knows.
 #[derive(Debug, Subcommand)]
@@ -69,36 +69,22 @@ fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
     let pipeline = wordcount::pipeline(input, sink);
     let (executor, parallelism) = executor(args.parallelism)?;
     let started = Instant::now();
-    let mut config = JobConfig {
+    let config = JobConfig {
         // The same command gives the same name, so a rerun finds its snapshots.
         name: job_name(
             "wordcount",
-            &[input_part(&args.input), input_part(&args.output)],
+            &[path_part(&args.input), path_part(&args.output)],
         ),
         default_parallelism: Some(parallelism),
         ..Default::default()
     };
     let snapshots = args.snapshots.snapshots();
-    if let Some(s) = &snapshots {
-        s.apply(&mut config);
-    }
     let name = config.name.clone();
-    let job = pipeline
-        .submit(&executor, config)
+    let job = Snapshots::submit(snapshots.as_ref(), &pipeline, &executor, config)
         .context("cannot start word count")?;
-    if let Some(s) = &snapshots {
-        s.report_resume(&job);
-    }
     let metrics = progress::watch(&job, total_bytes, "bytes", progress::Unit::Bytes);
     job.join().context("word count failed")?;
-    if let Some(s) = &snapshots {
-        s.finished(&name).with_context(|| {
-            format!(
-                "word count succeeded, but its snapshots in {} remain",
-                s.dir().display()
-            )
-        })?;
-    }
+    Snapshots::finished(snapshots.as_ref(), &name, "word count")?;
     let elapsed = started.elapsed().as_secs_f64();
     let lines = progress::counter(&metrics, "lines");
     let bytes = progress::counter(&metrics, "bytes");

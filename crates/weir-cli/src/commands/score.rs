@@ -4,7 +4,8 @@
 //! ```text
 //! weir score --input rows.csv --url http://127.0.0.1:8501/v1/models/NAME:predict \
 //!            --output scores.csv [--batch-size 64] [--parallelism 8] [--timeout-ms 5000] \
-//!            [--retries 3] [--unordered] [--max-wait-ms 10]
+//!            [--retries 3] [--unordered] [--max-wait-ms 10] \
+//!            [--state-dir DIR [--snapshot-interval-ms 1000] [--guarantee exactly-once]]
 //! ```
 //!
 //! The input has a header row with an `id` column; every other column is a numeric feature,
@@ -22,6 +23,17 @@
 //! and the one-line error names the batch's first id. A row that cannot be scored (wrong
 //! field count, a feature that is not a finite number, an empty id, invalid UTF-8) is
 //! skipped, counted, and reported with its line number.
+//!
+//! With `--state-dir` the job takes snapshots (see [`crate::snapshots`]) and running the same
+//! command again after a crash resumes it. A snapshot holds the reader's place in the input
+//! (a byte offset, [`RowPosition`]), the rows sent to the server but not yet written (the
+//! async stage's `snapshot_inputs`), and the output's committed part files (the CSV sink
+//! writes each snapshot's rows to a part beside `--output` and joins them at the end). A
+//! resumed run scores again exactly the rows that no committed part holds: those in flight
+//! when the snapshot was taken, then the input after its place. The output file of a resumed
+//! run equals an uninterrupted run's (byte for byte in input order; the same lines with
+//! `--unordered`). The job is named after the input and output files, not the URL, so a
+//! restarted model server at another address resumes the same job.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -38,6 +50,7 @@ use weir::sources::{BatchSource, Emitter, SourceReader};
 use weir::{Executor, ExecutorConfig, JobConfig, Pipeline, sinks};
 
 use crate::progress;
+use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
 
 /// Arguments of `weir score`.
 #[derive(Debug, Args)]
@@ -69,10 +82,13 @@ pub struct ScoreArgs {
     /// How long a partial batch waits for more rows, in milliseconds.
     #[arg(long, default_value_t = 10)]
     pub max_wait_ms: u64,
+    /// Snapshots, to resume after a crash without rescoring the committed rows.
+    #[command(flatten)]
+    pub snapshots: SnapshotArgs,
 }
 
-/// One input row.
-#[derive(Debug, Clone)]
+/// One input row. Serde: rows in flight are saved in snapshots.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     id: String,
     features: Vec<f64>,
@@ -275,21 +291,68 @@ const BAD_ROWS_SHOWN: usize = 10;
 /// About how many bytes the reader handles per call.
 const READ_BUDGET: u64 = 64 * 1024;
 
-/// Reads the input's rows, skipping and recording the bad ones.
+/// Where a [`RowReader`] is, as saved in a snapshot: the CSV reader's place after the last
+/// row it handed out, how many bad rows it skipped before, and the input's size then (a
+/// resumed run refuses an input whose size changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct RowPosition {
+    byte: u64,
+    line: u64,
+    record: u64,
+    bad: u64,
+    input_len: u64,
+}
+
+impl RowPosition {
+    fn csv(&self) -> csv::Position {
+        let mut p = csv::Position::new();
+        p.set_byte(self.byte)
+            .set_line(self.line)
+            .set_record(self.record);
+        p
+    }
+}
+
+/// Reads the input's rows, skipping and recording the bad ones. Replayable: its position is
+/// a byte offset into the input.
 struct RowReader {
     path: PathBuf,
     layout: Layout,
     reader: Option<csv::Reader<File>>,
+    /// Where the next row starts: after the last one handed out, or the end of the input.
+    at: csv::Position,
+    /// The input's size when it was opened.
+    input_len: u64,
     record: csv::StringRecord,
+    /// Shared with the command, which reports them. One instance reads, so its count is the
+    /// job's.
     bad: Arc<Mutex<BadRows>>,
     bytes: Counter,
     bad_rows: Counter,
 }
 
 impl RowReader {
+    fn new(path: PathBuf, layout: Layout, bad: Arc<Mutex<BadRows>>) -> Self {
+        RowReader {
+            path,
+            layout,
+            reader: None,
+            at: csv::Position::new(),
+            input_len: 0,
+            record: csv::StringRecord::new(),
+            bad,
+            bytes: Counter::default(),
+            bad_rows: Counter::default(),
+        }
+    }
+
+    fn bad_rows(&self) -> std::sync::MutexGuard<'_, BadRows> {
+        self.bad.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn bad(&mut self, line: u64, reason: String) {
         self.bad_rows.increment();
-        let mut bad = self.bad.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bad = self.bad_rows();
         bad.count += 1;
         if bad.first.len() < BAD_ROWS_SHOWN {
             bad.first.push((line, reason));
@@ -332,13 +395,18 @@ impl SourceReader for RowReader {
         self.bytes = ctx.metrics().counter("bytes");
         self.bad_rows = ctx.metrics().counter("bad_rows");
         let file = File::open(&self.path)?;
+        self.input_len = file.metadata()?.len();
         let mut reader = csv::ReaderBuilder::new()
             .flexible(true)
             .buffer_capacity(256 * 1024)
             .from_reader(file);
         reader.headers()?;
         self.bytes.add(reader.position().byte());
+        self.at = reader.position().clone();
         self.reader = Some(reader);
+        // A restarted job reads from the start (or seeks): the rows it skipped before count
+        // again.
+        *self.bad_rows() = BadRows::default();
         Ok(())
     }
 
@@ -376,6 +444,7 @@ impl SourceReader for RowReader {
             }
         }
         self.bytes.add(reader.position().byte() - start);
+        self.at = reader.position().clone();
         if !done {
             self.reader = Some(reader);
         }
@@ -384,6 +453,54 @@ impl SourceReader for RowReader {
 
     fn is_cooperative(&self) -> bool {
         false
+    }
+
+    /// The byte offset, line and record number of the next row, and the bad rows so far.
+    fn position(&self) -> Option<Vec<u8>> {
+        let at = RowPosition {
+            byte: self.at.byte(),
+            line: self.at.line(),
+            record: self.at.record(),
+            bad: self.bad_rows().count,
+            input_len: self.input_len,
+        };
+        Some(postcard::to_stdvec(&at).expect("a position always encodes"))
+    }
+
+    /// Seeks the input to the saved row; bad rows counted before it count again, and the
+    /// ones reported before it are not reported twice.
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        let at: RowPosition = postcard::from_bytes(position)
+            .map_err(|e| format!("a damaged read position in the snapshot ({e})"))?;
+        if at.input_len != self.input_len {
+            return Err(format!(
+                "input '{}' changed since the snapshot: {} bytes, then {}",
+                self.path.display(),
+                self.input_len,
+                at.input_len
+            )
+            .into());
+        }
+        let header_end = self.at.byte();
+        if at.byte < header_end || at.byte > self.input_len {
+            return Err(format!(
+                "the saved position, byte {}, is not in the rows of '{}' (bytes {header_end} to {})",
+                at.byte,
+                self.path.display(),
+                self.input_len
+            )
+            .into());
+        }
+        let Some(reader) = self.reader.as_mut() else {
+            return Err("the input is not open".into());
+        };
+        reader.seek(at.csv())?;
+        self.at = at.csv();
+        self.bytes.add(at.byte - header_end);
+        let mut bad = self.bad_rows();
+        bad.count = at.bad;
+        bad.first.retain(|(line, _)| *line < at.line);
+        Ok(())
     }
 }
 
@@ -416,7 +533,9 @@ pub fn score(args: ScoreArgs) -> anyhow::Result<()> {
         e.downcast_ref::<ScoreError>()
             .is_none_or(ScoreError::is_transient)
     })
-    .describe_with(|row: &Row| format!("id {}", row.id));
+    .describe_with(|row: &Row| format!("id {}", row.id))
+    // Rows sent but not yet written are saved in snapshots and sent again after a restore.
+    .snapshot_inputs();
 
     let client = ServiceFactory::new(move || {
         reqwest::Client::builder()
@@ -435,15 +554,7 @@ pub fn score(args: ScoreArgs) -> anyhow::Result<()> {
     let source = BatchSource::new(
         format!("csv-rows({})", args.input.display()),
         Some(1),
-        move |_| RowReader {
-            path: path.clone(),
-            layout: layout.clone(),
-            reader: None,
-            record: csv::StringRecord::new(),
-            bad: Arc::clone(&reader_bad),
-            bytes: Counter::default(),
-            bad_rows: Counter::default(),
-        },
+        move |_| RowReader::new(path.clone(), layout.clone(), Arc::clone(&reader_bad)),
     )
     .with_size_hint(total_bytes);
 
@@ -475,25 +586,28 @@ pub fn score(args: ScoreArgs) -> anyhow::Result<()> {
     })
     .context("cannot start the worker thread")?;
     let started = Instant::now();
-    let job = p
-        .submit(
-            &executor,
-            JobConfig {
-                name: "score".into(),
-                default_parallelism: Some(1),
-                ..Default::default()
-            },
-        )
+    // The same input and output give the same name, so a rerun finds its snapshots.
+    let config = JobConfig {
+        name: job_name("score", &[path_part(&args.input), path_part(&args.output)]),
+        default_parallelism: Some(1),
+        ..Default::default()
+    };
+    let name = config.name.clone();
+    let snapshots = args.snapshots.snapshots();
+    let job = Snapshots::submit(snapshots.as_ref(), &p, &executor, config)
         .context("cannot start scoring")?;
     let metrics = progress::watch(&job, total_bytes, "bytes", progress::Unit::Bytes);
     let outcome = job.join();
-    report_bad_rows(&args.input, &bad.lock().unwrap_or_else(|e| e.into_inner()));
+    let bad = bad.lock().unwrap_or_else(|e| e.into_inner());
+    report_bad_rows(&args.input, &bad);
     if let Err(e) = outcome {
         return Err(scoring_failure(e));
     }
+    Snapshots::finished(snapshots.as_ref(), &name, "scoring")?;
     let elapsed = started.elapsed().as_secs_f64();
+    // This run's rows; a resumed run's committed rows were scored before.
     let rows = progress::counter(&metrics, "records_written");
-    let bad_rows = progress::counter(&metrics, "bad_rows");
+    let bad_rows = bad.count;
     println!(
         "score: {rows} rows scored in {elapsed:.2} s ({:.0} rows/s); {} requests of up to {batch_size} rows, {parallelism} in flight; {bad_rows} bad rows skipped",
         rows as f64 / elapsed.max(1e-9),
