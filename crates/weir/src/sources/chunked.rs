@@ -183,6 +183,7 @@ pub fn for_each_line(chunk: &[u8], mut f: impl FnMut(u64, &[u8])) {
 
 /// A chunk cut from a file, on its way to a parser.
 struct Job<F: ChunkFormat> {
+    file: usize,
     bytes: Vec<u8>,
     header: Arc<F::Header>,
 }
@@ -372,6 +373,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
                 lines_before,
             });
             self.dispatch(Job {
+                file,
                 bytes: chunk,
                 header,
             })?;
@@ -487,12 +489,13 @@ impl<F: ChunkFormat> ChunkedReader<F> {
         }
         let worker = &self.workers[(self.dispatched % self.workers.len() as u64) as usize];
         self.dispatched += 1;
+        let file = job.file;
         let sent = worker
             .jobs
             .as_ref()
             .is_some_and(|jobs| jobs.send(job).is_ok());
         if !sent {
-            return Err(parser_gone());
+            return Err(parser_gone(&self.files.files[file].path));
         }
         Ok(())
     }
@@ -500,11 +503,13 @@ impl<F: ChunkFormat> ChunkedReader<F> {
     /// Takes back the oldest chunk in flight, which came from `file`.
     fn take_back(&mut self, file: usize) -> Result<Parts<F>, SourceError> {
         let done = if self.workers.is_empty() {
-            self.inline.pop_front().ok_or_else(parser_gone)?
+            let gone = || parser_gone(&self.files.files[file].path);
+            self.inline.pop_front().ok_or_else(gone)?
         } else {
             let worker = &self.workers[(self.taken % self.workers.len() as u64) as usize];
             self.taken += 1;
-            worker.done.recv().map_err(|_| parser_gone())?
+            let gone = |_| parser_gone(&self.files.files[file].path);
+            worker.done.recv().map_err(gone)?
         };
         done.map_err(|message| SourceError::Io {
             path: self.files.files[file].path.clone(),
@@ -528,9 +533,9 @@ impl<F: ChunkFormat> Drop for ChunkedReader<F> {
     }
 }
 
-fn parser_gone() -> SourceError {
+fn parser_gone(path: &Path) -> SourceError {
     SourceError::Io {
-        path: Default::default(),
+        path: path.to_owned(),
         source: io::Error::other("a record parser thread ended unexpectedly"),
     }
 }
@@ -584,9 +589,8 @@ fn start_worker<F: ChunkFormat>(format: Arc<F>, index: usize) -> Result<Worker<F
         .name(format!("weir-parse-{index}"))
         .spawn(move || {
             while let Ok(job) = job_rx.recv() {
-                let done = parse_job(&*format, job);
-                let failed = done.is_err();
-                if done_tx.send(done).is_err() || failed {
+                // After a panic too: the reader takes the failure back in order.
+                if done_tx.send(parse_job(&*format, job)).is_err() {
                     return;
                 }
             }
@@ -600,4 +604,232 @@ fn start_worker<F: ChunkFormat>(format: Arc<F>, index: usize) -> Result<Worker<F
         done,
         thread: Some(thread),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::path::PathBuf;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::sources::files::LineReader;
+
+    /// Lines as text; a line that is not UTF-8 is malformed.
+    struct Utf8Lines;
+
+    impl ChunkFormat for Utf8Lines {
+        type Item = String;
+        type Error = std::str::Utf8Error;
+        type Header = ();
+
+        fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<String, Self::Error>) {
+            for_each_line(chunk, |number, line| match std::str::from_utf8(line) {
+                Ok(text) => out.items.push(text.to_owned()),
+                Err(e) => out.malformed.push((number, e)),
+            });
+        }
+    }
+
+    /// Panics on a line `boom`.
+    struct Fragile;
+
+    impl ChunkFormat for Fragile {
+        type Item = ();
+        type Error = String;
+        type Header = ();
+
+        fn parse(&self, chunk: &[u8], _: &(), _: &mut Parsed<(), String>) {
+            for_each_line(chunk, |_, line| assert_ne!(line, b"boom", "boom"));
+        }
+    }
+
+    type Outcome = (Vec<String>, Vec<(PathBuf, u64)>);
+
+    /// Reads everything with `options`, in calls that take at most `batch` items.
+    fn chunked(path: &Path, options: ChunkOptions, batch: usize) -> Outcome {
+        let files = Arc::new(InputFiles::resolve(path).unwrap());
+        let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&files), options);
+        reader.open(0, 1);
+        let (mut items, mut bad) = (Vec::new(), Vec::new());
+        loop {
+            let limit = items.len() + batch;
+            let mut out = Emitter::new(&mut items, limit);
+            if reader
+                .read(&mut out, |p, line, _| bad.push((p.to_owned(), line)))
+                .unwrap()
+            {
+                break;
+            }
+        }
+        assert_eq!(reader.bytes_read(), files.total_bytes());
+        (items, bad)
+    }
+
+    /// The single reader: the line reader, line by line.
+    fn line_by_line(path: &Path) -> Outcome {
+        let mut reader = LineReader::new(Arc::new(InputFiles::resolve(path).unwrap()), true);
+        reader.open(0, 1);
+        let (mut items, mut bad) = (Vec::new(), Vec::new());
+        while !reader
+            .read(|line| {
+                match std::str::from_utf8(line.bytes) {
+                    Ok(text) => items.push(text.to_owned()),
+                    Err(_) => bad.push((line.path.to_owned(), line.number)),
+                }
+                true
+            })
+            .unwrap()
+        {}
+        (items, bad)
+    }
+
+    fn content() -> impl Strategy<Value = Vec<u8>> {
+        // Short and long lines (longer than the small chunks), LF or CRLF, with or without a
+        // final newline, and invalid UTF-8 bytes anywhere.
+        (
+            prop::collection::vec(prop_oneof!["[a-z é]{0,6}", "[a-z]{20,90}"], 0..30),
+            any::<bool>(),
+            any::<bool>(),
+            prop::collection::vec((any::<prop::sample::Index>(), 0x80u8..=0xff), 0..3),
+        )
+            .prop_map(|(lines, crlf, final_newline, invalid)| {
+                let mut bytes = lines.join(if crlf { "\r\n" } else { "\n" }).into_bytes();
+                if final_newline && !lines.is_empty() {
+                    bytes.push(b'\n');
+                }
+                for (at, byte) in invalid {
+                    let i = at.index(bytes.len() + 1);
+                    bytes.insert(i, byte);
+                }
+                bytes
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// Whatever the threads and the chunk size, the items and the malformed lines with
+        /// their numbers are those of a single reader going line by line.
+        #[test]
+        fn chunked_parsing_is_the_single_reader(
+            files in prop::collection::vec(content(), 1..=3),
+            threads in 1..=4usize,
+            chunk_bytes in 1..48usize,
+            batch in 1..50usize,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            for (i, bytes) in files.iter().enumerate() {
+                fs::write(dir.path().join(format!("f{i}.txt")), bytes).unwrap();
+            }
+            let want = line_by_line(dir.path());
+            let got = chunked(dir.path(), ChunkOptions { threads, chunk_bytes }, batch);
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_at_every_position_is_reported_on_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let base = b"ab\r\ncd\n\nefgh\r\nij".to_vec();
+        for at in 0..=base.len() {
+            let mut bytes = base.clone();
+            bytes.insert(at, 0xff);
+            fs::write(&path, &bytes).unwrap();
+            let want = line_by_line(&path);
+            assert_eq!(want.1.len(), 1, "one bad line with 0xff at {at}");
+            for threads in [1, 2, 4] {
+                for chunk_bytes in [1, 3, 7, 1 << 20] {
+                    let options = ChunkOptions {
+                        threads,
+                        chunk_bytes,
+                    };
+                    assert_eq!(
+                        chunked(&path, options, 2),
+                        want,
+                        "0xff at {at}, {options:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_file_no_final_newline_and_a_line_longer_than_a_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let options = ChunkOptions {
+            threads: 2,
+            chunk_bytes: 8,
+        };
+        fs::write(&path, "").unwrap();
+        assert_eq!(chunked(&path, options, 10), (vec![], vec![]));
+        let long = "x".repeat(100);
+        fs::write(&path, format!("a\r\n{long}\r\nb")).unwrap();
+        let (items, bad) = chunked(&path, options, 10);
+        assert_eq!(items, ["a", long.as_str(), "b"]);
+        assert!(bad.is_empty());
+        fs::write(&path, "only\r").unwrap();
+        assert_eq!(chunked(&path, options, 10).0, ["only\r"]);
+    }
+
+    #[test]
+    fn a_panicking_parser_fails_the_read_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        fs::write(
+            &path,
+            "fine\n".repeat(1000) + "boom\n" + &"fine\n".repeat(1000),
+        )
+        .unwrap();
+        for threads in [1, 3] {
+            let files = Arc::new(InputFiles::resolve(&path).unwrap());
+            let options = ChunkOptions {
+                threads,
+                chunk_bytes: 64,
+            };
+            let mut reader = ChunkedReader::new(Arc::new(Fragile), files, options);
+            reader.open(0, 1);
+            let mut items = Vec::new();
+            let err = loop {
+                match reader.read(&mut Emitter::unbounded(&mut items), |_, _, _| {}) {
+                    Ok(true) => panic!("read past a panic"),
+                    Ok(false) => {}
+                    Err(e) => break e,
+                }
+            };
+            let text = err.to_string();
+            assert!(text.contains("a.txt") && text.contains("boom"), "{text}");
+            // Dropping the reader joins its parser threads.
+            drop(reader);
+        }
+    }
+
+    #[test]
+    fn instances_deal_out_whole_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in 0..5 {
+            fs::write(dir.path().join(format!("{f}.txt")), format!("{f}a\n{f}b\n")).unwrap();
+        }
+        let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let mut all = Vec::new();
+        for index in 0..2 {
+            let mut reader = ChunkedReader::new(
+                Arc::new(Utf8Lines),
+                Arc::clone(&files),
+                ChunkOptions::with_threads(2),
+            );
+            reader.open(index, 2);
+            let mut items = Vec::new();
+            while !reader
+                .read(&mut Emitter::unbounded(&mut items), |_, _, _| {})
+                .unwrap()
+            {}
+            all.push(items);
+        }
+        assert_eq!(all[0], ["0a", "0b", "2a", "2b", "4a", "4b"]);
+        assert_eq!(all[1], ["1a", "1b", "3a", "3b"]);
+    }
 }
