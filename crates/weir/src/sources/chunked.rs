@@ -71,9 +71,10 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use weir_core::error::panic_message;
+use weir_core::{BoxError, Item, ProcessorContext};
 
-use super::Emitter;
-use super::files::{InputFiles, SourceError};
+use super::files::{InputFiles, MalformedLog, SourceError};
+use super::{Emitter, SourceReader};
 
 /// How a [`ChunkedReader`] cuts and parses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +179,58 @@ pub fn for_each_line(chunk: &[u8], mut f: impl FnMut(u64, &[u8])) {
     }
     if start < chunk.len() {
         f(number + 1, &chunk[start..]);
+    }
+}
+
+/// Hands out the records of a [`ChunkedReader`] as a source, logging the malformed ones:
+/// the reader of the JSON Lines stream replay and of the CSV source.
+pub(crate) struct ChunkedSource<F: ChunkFormat> {
+    chunks: ChunkedReader<F>,
+    malformed: MalformedLog,
+}
+
+impl<F: ChunkFormat> ChunkedSource<F> {
+    pub(crate) fn new(format: Arc<F>, files: Arc<InputFiles>, options: ChunkOptions) -> Self {
+        ChunkedSource {
+            chunks: ChunkedReader::new(format, files, options),
+            malformed: MalformedLog::new(),
+        }
+    }
+
+    /// The malformed records seen so far.
+    #[cfg(test)]
+    pub(crate) fn malformed(&self) -> &MalformedLog {
+        &self.malformed
+    }
+}
+
+impl<F: ChunkFormat> SourceReader for ChunkedSource<F>
+where
+    F::Item: Item,
+{
+    type Item = F::Item;
+
+    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+        self.chunks
+            .open(ctx.global_index(), ctx.total_parallelism());
+        self.malformed.open(ctx);
+        Ok(())
+    }
+
+    fn read(&mut self, out: &mut Emitter<'_, F::Item>) -> Result<bool, BoxError> {
+        let malformed = &mut self.malformed;
+        Ok(self
+            .chunks
+            .read(out, |path, line, e| malformed.record(path, line, e))?)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        false
+    }
+
+    fn close(&mut self) -> Result<(), BoxError> {
+        self.malformed.close();
+        Ok(())
     }
 }
 

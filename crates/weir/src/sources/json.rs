@@ -33,6 +33,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use weir_core::{BoxError, Item, ProcessorContext};
 
+use super::chunked::{ChunkFormat, Parsed, for_each_line};
 use super::files::{InputFiles, LineReader, MalformedLog, SourceError};
 use super::{BatchSource, Emitter, SourceReader};
 
@@ -65,8 +66,7 @@ pub fn lines<T: DeserializeOwned + Item>(
     ))
 }
 
-/// Resolves `path` and returns a factory of JSON Lines readers over it, shared by the batch
-/// source and the stream replay source.
+/// Resolves `path` and returns a factory of JSON Lines readers over it.
 pub(crate) fn reader_factory<T: DeserializeOwned + Item>(
     path: &Path,
 ) -> Result<
@@ -125,6 +125,35 @@ impl<T: DeserializeOwned + Item> SourceReader for JsonReader<T> {
     fn close(&mut self) -> Result<(), BoxError> {
         self.malformed.close();
         Ok(())
+    }
+}
+
+/// JSON Lines for a [`ChunkedReader`]: one `T` per line by serde_json; a blank line is
+/// skipped, any other line that does not parse is malformed.
+pub struct JsonLinesFormat<T>(PhantomData<fn() -> T>);
+
+impl<T> Default for JsonLinesFormat<T> {
+    fn default() -> Self {
+        JsonLinesFormat(PhantomData)
+    }
+}
+
+impl<T: DeserializeOwned + Item> ChunkFormat for JsonLinesFormat<T> {
+    type Item = T;
+    type Error = serde_json::Error;
+    type Header = ();
+
+    fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<T, serde_json::Error>) {
+        for_each_line(chunk, |number, line| {
+            match serde_json::from_slice::<T>(line) {
+                Ok(item) => out.items.push(item),
+                Err(e) => {
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        out.malformed.push((number, e));
+                    }
+                }
+            }
+        });
     }
 }
 
@@ -254,6 +283,67 @@ mod tests {
             assert_eq!(run_throttled(reader(&path)(), k), expected);
         }
         assert_eq!(run(reader(&path)(), 0, 1).0.len(), 5000);
+    }
+
+    /// The stream replay parses in chunks on a pool of threads; its records and malformed
+    /// lines are those of the single line-by-line reader.
+    #[test]
+    fn chunked_parsing_matches_the_line_reader() {
+        use crate::sources::chunked::{ChunkOptions, ChunkedSource};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let mut content = Vec::new();
+        for i in 1..=3000u64 {
+            match i % 97 {
+                0 => content.extend_from_slice(b"{broken\r\n"),
+                1 => content.extend_from_slice(b"{\"name\":\"\xff\",\"n\":1}\n"),
+                2 => content.extend_from_slice(b"  \r\n"),
+                3 => content.extend_from_slice(
+                    format!("{{\"name\":\"{}\",\"n\":{i}}}\n", "l".repeat(300)).as_bytes(),
+                ),
+                _ => content
+                    .extend_from_slice(format!("{{\"name\":\"r{i}\",\"n\":{i}}}\n").as_bytes()),
+            }
+        }
+        content.extend_from_slice(b"{\"name\":\"last\",\"n\":0}");
+        fs::write(&path, &content).unwrap();
+        let single = {
+            let mut r = reader(&path)();
+            let ctx = ProcessorContext::new("test", 0, 1, 0);
+            r.open(&ctx).unwrap();
+            let mut out = Vec::new();
+            while !r.read(&mut Emitter::unbounded(&mut out)).unwrap() {}
+            (
+                out,
+                r.malformed.logged.clone(),
+                ctx.metrics().snapshot().counter("malformed_records"),
+            )
+        };
+        assert_eq!(single.2, 30 + 31);
+        let files = Arc::new(InputFiles::resolve(&path).unwrap());
+        for threads in [1, 2, 4] {
+            let options = ChunkOptions {
+                threads,
+                chunk_bytes: 256,
+            };
+            let mut r = ChunkedSource::new(
+                Arc::new(JsonLinesFormat::<Rec>::default()),
+                Arc::clone(&files),
+                options,
+            );
+            let ctx = ProcessorContext::new("test", 0, 1, 0);
+            r.open(&ctx).unwrap();
+            let mut out = Vec::new();
+            while !r.read(&mut Emitter::new(&mut out, usize::MAX)).unwrap() {}
+            let logged = r.malformed().logged().to_vec();
+            assert_eq!(out, single.0, "{threads} threads");
+            assert_eq!(logged, single.1, "{threads} threads");
+            assert_eq!(
+                ctx.metrics().snapshot().counter("malformed_records"),
+                single.2
+            );
+        }
     }
 
     #[test]
