@@ -238,6 +238,8 @@ where
 struct Job<F: ChunkFormat> {
     file: usize,
     bytes: Vec<u8>,
+    /// An empty vector for the items, reused.
+    items: Vec<F::Item>,
     header: Arc<F::Header>,
 }
 
@@ -283,7 +285,7 @@ struct OpenFile<H> {
 /// The parsed chunk being handed out.
 struct Ready<T> {
     file: usize,
-    items: std::vec::IntoIter<T>,
+    items: VecDeque<T>,
 }
 
 /// Reads files in chunks parsed by a pool of threads, handing items out in file order. See
@@ -306,8 +308,9 @@ pub struct ChunkedReader<F: ChunkFormat> {
     lines_done: u64,
     lines_file: Option<usize>,
     ready: Option<Ready<F::Item>>,
-    /// Spare chunk buffers.
+    /// Spare chunk buffers, and item vectors.
     spare: Vec<Vec<u8>>,
+    spare_items: Vec<Vec<F::Item>>,
     /// Chunks parsed inline (one thread), waiting to be handed out.
     inline: VecDeque<Done<F>>,
     /// Bytes of the chunks handed out so far.
@@ -336,6 +339,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
             lines_file: None,
             ready: None,
             spare: Vec::new(),
+            spare_items: Vec::new(),
             inline: VecDeque::new(),
             bytes_read: 0,
         }
@@ -371,12 +375,15 @@ impl<F: ChunkFormat> ChunkedReader<F> {
     ) -> Result<bool, SourceError> {
         loop {
             if let Some(ready) = &mut self.ready {
-                for item in ready.items.by_ref() {
+                while let Some(item) = ready.items.pop_front() {
                     if !out.emit(item) {
                         return Ok(false);
                     }
                 }
-                self.ready = None;
+                // The emptied vector goes back to a parser with the next chunk.
+                if let Some(ready) = self.ready.take() {
+                    self.spare_items.push(Vec::from(ready.items));
+                }
                 return Ok(false);
             }
             self.fill()?;
@@ -398,7 +405,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
             }
             self.ready = Some(Ready {
                 file: cut.file,
-                items: parsed.items.into_iter(),
+                items: VecDeque::from(parsed.items),
             });
         }
     }
@@ -425,9 +432,11 @@ impl<F: ChunkFormat> ChunkedReader<F> {
                 bytes: chunk.len() as u64,
                 lines_before,
             });
+            let items = self.spare_items.pop().unwrap_or_default();
             self.dispatch(Job {
                 file,
                 bytes: chunk,
+                items,
                 header,
             })?;
         }
@@ -623,7 +632,10 @@ fn read_up_to(input: &mut File, buf: &mut Vec<u8>, want: usize) -> io::Result<()
 /// Parses one chunk, catching a panic of the format.
 fn parse_job<F: ChunkFormat>(format: &F, job: Job<F>) -> Done<F> {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut parsed = Parsed::default();
+        let mut parsed = Parsed {
+            items: job.items,
+            malformed: Vec::new(),
+        };
         format.parse(&job.bytes, &job.header, &mut parsed);
         parsed
     }));
