@@ -2,8 +2,11 @@
 //!
 //! [`records`] takes the same paths as [`files::text`](super::files::text) (a file, a
 //! directory or a glob pattern). A CSV record may span lines (a quoted field with a newline),
-//! so files are not split by byte range: instance `i` of `n` reads files `i`, `i + n`, ...
-//! A row that does not fit `T` is skipped and counted, never an error.
+//! so files are not split by byte range between instances: instance `i` of `n` reads files
+//! `i`, `i + n`, ... Within an instance, each file is cut into chunks at record ends
+//! (newlines outside quoted fields) that a pool of threads parses
+//! ([`chunked`](super::chunked)); the rows come back in file order, with the line numbers a
+//! single reader gives. A row that does not fit `T` is skipped and counted, never an error.
 //!
 //! ```no_run
 //! use weir::prelude::*;
@@ -26,17 +29,17 @@
 //! `tracing::warn!`, naming the file and the 1-based line number; a summary follows at close.
 //! Blank lines are skipped silently and not counted.
 
-use std::fs::File;
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 
 use csv::ByteRecord;
 use serde::de::DeserializeOwned;
-use weir_core::{BoxError, Item, ProcessorContext};
+use weir_core::Item;
 
-use super::files::{InputFiles, MalformedLog, SourceError};
-use super::{BatchSource, Emitter, SourceReader};
+use super::BatchSource;
+use super::chunked::{ChunkFormat, ChunkOptions, ChunkedSource, Parsed};
+use super::files::{InputFiles, SourceError};
 
 /// Creates a source that reads the CSV files at `path`, one `T` per row.
 ///
@@ -49,9 +52,10 @@ use super::{BatchSource, Emitter, SourceReader};
 /// A malformed row is counted in `malformed_records` and logged with its file and line
 /// number; it does not fail the job.
 ///
-/// Cost: the row is parsed into a reused record buffer and deserialized from it, so only
-/// `T`'s own fields allocate. Reads go through a 256 KiB buffer; each `read` call handles
-/// about 64 KiB, read ahead on an I/O thread per instance.
+/// Cost: each file is read in 1 MiB chunks, cut by a scan for the last newline outside
+/// quotes, and parsed on a pool of threads (one per core): a row is parsed into a reused
+/// record buffer and deserialized from it, so only `T`'s own fields allocate. The rows are
+/// handed out in file order, read ahead on an I/O thread per instance.
 ///
 /// # Errors
 /// As [`files::text`](super::files::text): [`SourceError::NotFound`],
@@ -61,156 +65,206 @@ use super::{BatchSource, Emitter, SourceReader};
 pub fn records<T: DeserializeOwned + Item>(
     path: impl AsRef<Path>,
 ) -> Result<BatchSource<T>, SourceError> {
+    records_with(path, ChunkOptions::default())
+}
+
+/// [`records`], with each file cut and parsed as `options` say: `threads: 1` parses on the
+/// instance's reading thread alone.
+///
+/// # Errors
+/// As [`records`].
+pub fn records_with<T: DeserializeOwned + Item>(
+    path: impl AsRef<Path>,
+    options: ChunkOptions,
+) -> Result<BatchSource<T>, SourceError> {
     let path = path.as_ref();
     let files = Arc::new(InputFiles::resolve(path)?);
+    let format = Arc::new(CsvFormat::<T>::default());
     Ok(BatchSource::new(
         format!("csv({})", path.display()),
         None,
-        move |_| CsvReader::<T>::new(Arc::clone(&files)),
+        move |_| ChunkedSource::new(Arc::clone(&format), Arc::clone(&files), options),
     ))
 }
 
-/// The read buffer of each file.
-const READ_BUFFER: usize = 256 * 1024;
-
-/// About how many bytes a reader handles per `read` call.
-const READ_BUDGET: u64 = 64 * 1024;
-
-/// The file being read.
-struct OpenFile {
-    file: usize,
-    reader: csv::Reader<File>,
-    headers: ByteRecord,
+/// What is wrong with a malformed CSV row.
+#[derive(Debug, thiserror::Error)]
+pub enum RowError {
+    /// The row has another number of fields than the header row.
+    #[error("the row has {found} fields, but the header row has {expected}")]
+    FieldCount {
+        /// Fields in the header row.
+        expected: usize,
+        /// Fields in this row.
+        found: usize,
+    },
+    /// The row cannot be read or does not deserialize into its type.
+    #[error("{0}")]
+    Csv(#[from] csv::Error),
 }
 
-/// The reader behind [`records`].
-struct CsvReader<T> {
-    files: Arc<InputFiles>,
-    /// The next file this instance reads, and the step to the one after.
-    next_file: usize,
-    step: usize,
-    current: Option<OpenFile>,
-    record: ByteRecord,
-    malformed: MalformedLog,
-    _item: PhantomData<fn() -> T>,
-}
+/// CSV with a header row, for a [`ChunkedReader`](super::chunked::ChunkedReader): each
+/// file's first record is its header, and each later record deserializes into a `T` by
+/// column name. Records end at a newline outside quotes, so a chunk is never cut inside a
+/// quoted field.
+pub struct CsvFormat<T>(PhantomData<fn() -> T>);
 
-impl<T> CsvReader<T> {
-    fn new(files: Arc<InputFiles>) -> Self {
-        CsvReader {
-            files,
-            next_file: 0,
-            step: 1,
-            current: None,
-            record: ByteRecord::new(),
-            malformed: MalformedLog::new(),
-            _item: PhantomData,
-        }
+impl<T> Default for CsvFormat<T> {
+    fn default() -> Self {
+        CsvFormat(PhantomData)
     }
 }
 
-fn open_file(files: &InputFiles, file: usize) -> Result<OpenFile, SourceError> {
-    let path = &files.files[file].path;
-    let input = File::open(path).map_err(|source| SourceError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let mut reader = csv::ReaderBuilder::new()
-        .buffer_capacity(READ_BUFFER)
-        .from_reader(input);
-    let headers = reader
-        .byte_headers()
-        .map_err(|source| SourceError::Csv {
-            path: path.clone(),
-            source,
-        })?
-        .clone();
-    Ok(OpenFile {
-        file,
-        reader,
-        headers,
-    })
-}
-
-impl<T: DeserializeOwned + Item> SourceReader for CsvReader<T> {
+impl<T: DeserializeOwned + Item> ChunkFormat for CsvFormat<T> {
     type Item = T;
+    type Error = RowError;
+    type Header = ByteRecord;
 
-    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
-        self.next_file = ctx.global_index();
-        self.step = ctx.total_parallelism().max(1);
-        self.current = None;
-        self.malformed.open(ctx);
-        Ok(())
+    fn last_record_end(&self, bytes: &[u8]) -> Option<usize> {
+        last_record_end(bytes)
     }
 
-    fn read(&mut self, out: &mut Emitter<'_, T>) -> Result<bool, BoxError> {
-        let mut budget = READ_BUDGET;
+    fn has_header(&self) -> bool {
+        true
+    }
+
+    fn read_header(&self, path: &Path, record: &[u8]) -> Result<ByteRecord, SourceError> {
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(record);
+        let mut header = ByteRecord::new();
+        reader
+            .read_byte_record(&mut header)
+            .map_err(|source| SourceError::Csv {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(header)
+    }
+
+    fn parse(&self, chunk: &[u8], header: &ByteRecord, out: &mut Parsed<T, RowError>) {
+        // Flexible, so that a row of the wrong length is reported here, against the header
+        // row, rather than against the chunk's first row.
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(chunk);
+        let mut record = ByteRecord::new();
+        let mut lines = LineCursor::default();
         loop {
-            let open = match self.current {
-                Some(ref mut open) => open,
-                None if self.next_file >= self.files.files.len() => return Ok(true),
-                None => {
-                    let file = self.next_file;
-                    self.next_file += self.step;
-                    self.current.insert(open_file(&self.files, file)?)
-                }
-            };
-            let path = &self.files.files[open.file].path;
-            let start = open.reader.position().byte();
-            loop {
-                match open.reader.read_byte_record(&mut self.record) {
-                    Ok(false) => break,
-                    Ok(true) => match self.record.deserialize::<T>(Some(&open.headers)) {
-                        Ok(item) => {
-                            if !out.emit(item) {
-                                return Ok(false);
-                            }
-                        }
-                        Err(e) => {
-                            let line = self.record.position().map_or(0, csv::Position::line);
-                            self.malformed.record(path, line, &e);
-                        }
-                    },
-                    Err(source) if source.is_io_error() => {
-                        return Err(SourceError::Csv {
-                            path: path.clone(),
-                            source,
-                        }
-                        .into());
+            match reader.read_byte_record(&mut record) {
+                Ok(false) => break,
+                Ok(true) => {
+                    let start = record.position().map_or(0, csv::Position::byte) as usize;
+                    let line = lines.line_at(chunk, start);
+                    if record.len() != header.len() {
+                        let error = RowError::FieldCount {
+                            expected: header.len(),
+                            found: record.len(),
+                        };
+                        out.malformed.push((line, error));
+                        continue;
                     }
-                    Err(e) => {
-                        let line = e.position().map_or(0, csv::Position::line);
-                        self.malformed.record(path, line, &e);
+                    match record.deserialize::<T>(Some(header)) {
+                        Ok(item) => out.items.push(item),
+                        Err(e) => out.malformed.push((line, e.into())),
                     }
                 }
-                if open.reader.position().byte() - start >= budget {
-                    return Ok(false);
+                Err(e) => {
+                    let start = e.position().map_or(0, csv::Position::byte) as usize;
+                    out.malformed.push((lines.line_at(chunk, start), e.into()));
                 }
             }
-            budget = budget.saturating_sub(open.reader.position().byte() - start);
-            self.current = None;
         }
     }
+}
 
-    fn is_cooperative(&self) -> bool {
-        false
-    }
+/// Numbers the records of a chunk by the line they start on, counting newlines as the
+/// records go by.
+///
+/// The csv crate's own line number is one short for a record after a `\r\n`: it takes the
+/// record's start before the `\n` of the previous terminator. So the line is counted from
+/// the record's byte offset, past the line ends (and blank lines, which are skipped) before it.
+#[derive(Default)]
+struct LineCursor {
+    byte: usize,
+    line: u64,
+}
 
-    fn close(&mut self) -> Result<(), BoxError> {
-        self.current = None;
-        self.malformed.close();
-        Ok(())
+impl LineCursor {
+    /// The 1-based line of the record whose reading started at byte `start` of `chunk`;
+    /// `start` does not decrease from one call to the next.
+    fn line_at(&mut self, chunk: &[u8], start: usize) -> u64 {
+        let mut start = start.min(chunk.len());
+        while let Some(b'\r' | b'\n') = chunk.get(start) {
+            start += 1;
+        }
+        if start > self.byte {
+            self.line += memchr::memchr_iter(b'\n', &chunk[self.byte..start]).count() as u64;
+            self.byte = start;
+        }
+        self.line + 1
     }
+}
+
+/// Where the last record of `bytes` (which starts at a record's start) ends: after the last
+/// `\n` outside a quoted field. The states follow the csv crate's reader: a quote opens a
+/// quoted field only at the start of a field, and `""` inside one is an escaped quote.
+fn last_record_end(bytes: &[u8]) -> Option<usize> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        FieldStart,
+        Quoted,
+        /// A quote inside a quoted field: its end, or the first of `""`.
+        QuoteInQuoted,
+    }
+    let mut state = State::FieldStart;
+    let mut last = None;
+    let mut at = 0;
+    while at < bytes.len() {
+        match state {
+            State::Quoted => match memchr::memchr(b'"', &bytes[at..]) {
+                Some(i) => {
+                    at += i + 1;
+                    state = State::QuoteInQuoted;
+                }
+                None => break,
+            },
+            State::FieldStart if bytes[at] == b'"' => {
+                at += 1;
+                state = State::Quoted;
+            }
+            State::QuoteInQuoted if bytes[at] == b'"' => {
+                at += 1;
+                state = State::Quoted;
+            }
+            _ => match memchr::memchr3(b',', b'\n', b'\r', &bytes[at..]) {
+                Some(i) => {
+                    at += i;
+                    if bytes[at] == b'\n' {
+                        last = Some(at + 1);
+                    }
+                    at += 1;
+                    state = State::FieldStart;
+                }
+                None => break,
+            },
+        }
+    }
+    last
 }
 
 #[cfg(test)]
 mod tests {
     use std::fs;
 
+    use proptest::prelude::*;
     use serde::Deserialize;
+    use weir_core::ProcessorContext;
 
     use super::*;
     use crate::sources::files::testing::{run, run_all, run_throttled};
+    use crate::sources::{Emitter, SourceReader};
 
     #[derive(Debug, Clone, PartialEq, Deserialize)]
     struct Person {
@@ -225,9 +279,16 @@ mod tests {
         }
     }
 
-    fn reader(path: &Path) -> impl Fn() -> CsvReader<Person> {
+    fn reader_with(
+        path: &Path,
+        options: ChunkOptions,
+    ) -> impl Fn() -> ChunkedSource<CsvFormat<Person>> {
         let files = Arc::new(InputFiles::resolve(path).unwrap());
-        move || CsvReader::new(Arc::clone(&files))
+        move || ChunkedSource::new(Arc::new(CsvFormat::default()), Arc::clone(&files), options)
+    }
+
+    fn reader(path: &Path) -> impl Fn() -> ChunkedSource<CsvFormat<Person>> {
+        reader_with(path, ChunkOptions::with_threads(2))
     }
 
     #[test]
@@ -261,7 +322,7 @@ mod tests {
             ]
         );
         assert_eq!(ctx.metrics().snapshot().counter("malformed_records"), 2);
-        let lines: Vec<u64> = r.malformed.logged.iter().map(|(_, l)| *l).collect();
+        let lines: Vec<u64> = r.malformed().logged().iter().map(|(_, l)| *l).collect();
         assert_eq!(lines, [3, 4]);
     }
 
@@ -320,6 +381,95 @@ mod tests {
         assert!(run_all(reader(&path), 2).is_empty());
         fs::write(&path, "name,age\n").unwrap();
         assert!(run_all(reader(&path), 1).is_empty());
+    }
+
+    /// The single reader: the csv crate over the whole file. Rows and malformed lines.
+    fn single_reader(path: &Path) -> (Vec<Person>, Vec<u64>) {
+        let mut reader = csv::Reader::from_path(path).unwrap();
+        let headers = reader.byte_headers().unwrap().clone();
+        let (mut rows, mut bad) = (Vec::new(), Vec::new());
+        let mut record = ByteRecord::new();
+        let content = fs::read(path).unwrap();
+        // The line a record starts on, past the line ends before it (see `LineCursor`).
+        let line_of = |start: u64| {
+            let mut start = start as usize;
+            while let Some(b'\r' | b'\n') = content.get(start) {
+                start += 1;
+            }
+            1 + content[..start].iter().filter(|&&b| b == b'\n').count() as u64
+        };
+        loop {
+            match reader.read_byte_record(&mut record) {
+                Ok(false) => break,
+                Ok(true) => match record.deserialize::<Person>(Some(&headers)) {
+                    Ok(p) => rows.push(p),
+                    Err(_) => bad.push(line_of(record.position().unwrap().byte())),
+                },
+                Err(e) => bad.push(line_of(e.position().unwrap().byte())),
+            }
+        }
+        (rows, bad)
+    }
+
+    fn csv_content() -> impl Strategy<Value = Vec<u8>> {
+        let field = prop_oneof![
+            "[a-z]{0,5}",
+            "[0-9]{1,3}",
+            // Quoted, with commas, newlines, CRLF and escaped quotes inside.
+            "\"([a-z,\n]|\r\n|\"\"){0,12}\"",
+            "[a-z]{30,60}",
+        ];
+        (
+            prop::collection::vec(prop::collection::vec(field, 1..=3), 0..25),
+            any::<bool>(),
+            any::<bool>(),
+            prop::collection::vec((any::<prop::sample::Index>(), 0x80u8..=0xff), 0..2),
+        )
+            .prop_map(|(rows, crlf, final_newline, invalid)| {
+                let end = if crlf { "\r\n" } else { "\n" };
+                let mut text = String::from("name,age");
+                for row in rows {
+                    text.push_str(end);
+                    text.push_str(&row.join(","));
+                }
+                if final_newline {
+                    text.push_str(end);
+                }
+                let mut bytes = text.into_bytes();
+                for (at, byte) in invalid {
+                    let i = at.index(bytes.len() + 1);
+                    bytes.insert(i, byte);
+                }
+                bytes
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// Whatever the threads and the chunk size, the rows and the malformed rows' lines
+        /// are the csv crate's, reading the whole file alone.
+        #[test]
+        fn chunked_parsing_is_the_single_reader(
+            content in csv_content(),
+            threads in 1..=4usize,
+            chunk_bytes in 1..64usize,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("a.csv");
+            fs::write(&path, &content).unwrap();
+            let (rows, bad) = single_reader(&path);
+            let mut r = reader_with(&path, ChunkOptions { threads, chunk_bytes })();
+            let ctx = ProcessorContext::new("test", 0, 1, 0);
+            r.open(&ctx).unwrap();
+            let mut out = Vec::new();
+            while !r.read(&mut Emitter::unbounded(&mut out)).unwrap() {}
+            r.close().unwrap();
+            let logged: Vec<u64> = r.malformed().logged().iter().map(|(_, l)| *l).collect();
+            prop_assert_eq!(out, rows);
+            prop_assert_eq!(ctx.metrics().snapshot().counter("malformed_records"), bad.len() as u64);
+            prop_assert_eq!(logged, bad.into_iter().take(20).collect::<Vec<_>>());
+        }
     }
 
     #[test]
