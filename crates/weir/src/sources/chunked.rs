@@ -56,7 +56,7 @@
 //! are parsed ahead, so memory stays at a few chunk sizes per reader; backpressure on the
 //! emitter stops the reading, and with it the parsers.
 //!
-//! The reader blocks on file reads and on the parsers: a [`SourceReader`](super::SourceReader)
+//! The reader blocks on file reads and on the parsers: a [`SourceReader`]
 //! built on it is not cooperative, and runs on an I/O thread of its own.
 
 use std::collections::VecDeque;

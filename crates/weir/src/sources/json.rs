@@ -128,7 +128,7 @@ impl<T: DeserializeOwned + Item> SourceReader for JsonReader<T> {
     }
 }
 
-/// JSON Lines for a [`ChunkedReader`]: one `T` per line by serde_json; a blank line is
+/// JSON Lines for a [`ChunkedReader`](super::chunked::ChunkedReader): one `T` per line by serde_json; a blank line is
 /// skipped, any other line that does not parse is malformed.
 pub struct JsonLinesFormat<T>(PhantomData<fn() -> T>);
 
