@@ -6,7 +6,12 @@
 //! weir nexmark generate --events N [--rate R] [--seed S] [--out-of-order-ms M] --output events.jsonl
 //! weir score --input rows.csv --url http://127.0.0.1:8501/v1/models/NAME:predict --output scores.csv
 //! weir model-server [--addr 127.0.0.1:8501] [--latency-ms 5]
+//! weir flow validate|run|status|provenance|lineage ...
+//! weir snapshots list --state-dir DIR
 //! ```
+//!
+//! `weir nexmark run` takes `--state-dir DIR [--snapshot-interval-ms N] [--guarantee G]`:
+//! see the `snapshots` module; rerunning a killed command resumes it.
 //!
 //! Exit code 0 on success; otherwise a one-line cause on standard error and a non-zero code
 //! (2 for a bad command line, 1 for anything else).
@@ -17,6 +22,7 @@
 mod commands;
 pub mod model_server;
 mod progress;
+mod snapshots;
 
 use std::process::ExitCode;
 
@@ -50,8 +56,25 @@ enum Command {
     /// Score a CSV data set (an `id` column and numeric features) against a model server
     /// that speaks the TensorFlow Serving / KServe v1 REST protocol.
     Score(commands::score::ScoreArgs),
+    /// NiFi-style flows: validate, run (durable queues, provenance), inspect a repository.
+    Flow {
+        #[command(subcommand)]
+        command: commands::flow::Command,
+    },
     /// Serve a demo model (TensorFlow Serving v1 REST) for `weir score`, until interrupted.
     ModelServer(commands::model_server::ModelServerArgs),
+    /// Inspect the snapshots jobs took with --state-dir.
+    Snapshots {
+        #[command(subcommand)]
+        command: SnapshotsCommand,
+    },
+}
+
+/// The `weir snapshots` subcommands.
+#[derive(Debug, Subcommand)]
+enum SnapshotsCommand {
+    /// List every job's snapshots: id, time, size, duration, and each vertex's share.
+    List(snapshots::ListArgs),
 }
 
 /// Parses the command line, runs the command and reports the outcome.
@@ -72,6 +95,10 @@ pub fn main() -> ExitCode {
         Command::Nexmark { command } => commands::nexmark::run(command),
         Command::Score(args) => commands::score::score(args),
         Command::ModelServer(args) => commands::model_server::model_server(args),
+        Command::Flow { command } => commands::flow::run(command),
+        Command::Snapshots {
+            command: SnapshotsCommand::List(args),
+        } => snapshots::list(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -25,8 +25,9 @@
 //!
 //! Markers travel in-band, in order with the items: a [`Watermark`], the *idle* marker that
 //! tells the consumer this producer has no data for now (so it stops holding the watermark back
-//! until it sends again), and the *done* marker that tells the consumer this producer instance
-//! has finished.
+//! until it sends again), the snapshot *barrier* that separates what a snapshot covers from
+//! what follows it, and the *done* marker that tells the consumer this producer instance has
+//! finished.
 
 use std::collections::VecDeque;
 
@@ -45,6 +46,8 @@ pub enum Message<T> {
     /// The producer has no data for now: it stops holding the watermark back until its next
     /// item or watermark.
     Idle,
+    /// Everything before this belongs to snapshot `n`, everything after to later ones.
+    Barrier(u64),
     /// The producer has finished; nothing follows.
     Done,
 }
@@ -56,6 +59,8 @@ pub enum Signal {
     Watermark(Watermark),
     /// The producer went idle.
     Idle,
+    /// The producer passed the barrier of snapshot `n`.
+    Barrier(u64),
     /// The producer finished.
     Done,
 }
@@ -122,6 +127,11 @@ impl<T> Sender<T> {
     /// Sends the idle marker if there is room. Returns whether it was sent.
     pub fn send_idle(&mut self) -> bool {
         self.inner.push(Message::Idle).is_ok()
+    }
+
+    /// Sends the barrier of snapshot `n` if there is room. Returns whether it was sent.
+    pub fn send_barrier(&mut self, n: u64) -> bool {
+        self.inner.push(Message::Barrier(n)).is_ok()
     }
 
     /// Sends the done marker if there is room. Returns whether it was sent.
@@ -191,6 +201,10 @@ impl<T> Receiver<T> {
                 }
                 Message::Idle => {
                     drained.signal = Some(Signal::Idle);
+                    break;
+                }
+                Message::Barrier(n) => {
+                    drained.signal = Some(Signal::Barrier(n));
                     break;
                 }
                 Message::Done => {

@@ -65,6 +65,8 @@ impl PortTypes {
 }
 
 /// A vertex: a name, a processor supplier, the item types of its ordinals and a parallelism.
+/// Cloning shares the supplier.
+#[derive(Clone)]
 pub struct Vertex {
     pub(crate) name: String,
     pub(crate) parallelism: Option<usize>,
@@ -296,7 +298,9 @@ impl Edge {
     }
 }
 
-/// A DAG of vertices and edges, ready to validate and submit.
+/// A DAG of vertices and edges, ready to validate and submit. Cloning shares the suppliers:
+/// a restarted job creates its processors from the same ones.
+#[derive(Clone)]
 pub struct Dag {
     id: u64,
     pub(crate) vertices: Vec<Vertex>,

@@ -181,6 +181,24 @@ pub enum Error {
     /// A worker thread could not be started.
     #[error("could not start a thread: {0}")]
     Thread(#[source] std::io::Error),
+    /// A snapshot could not be written or read, or does not fit the job.
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
+    /// A processor could not restore its state from the snapshot.
+    #[error(
+        "vertex '{vertex}' instance {instance} failed to restore from snapshot {snapshot}: {source}"
+    )]
+    RestoreFailed {
+        /// The vertex.
+        vertex: String,
+        /// The processor index.
+        instance: usize,
+        /// The snapshot.
+        snapshot: u64,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
 }
 
 impl Error {
@@ -189,7 +207,8 @@ impl Error {
         match self {
             Error::InitFailed { vertex, .. }
             | Error::ProcessorFailed { vertex, .. }
-            | Error::ProcessorPanicked { vertex, .. } => Some(vertex),
+            | Error::ProcessorPanicked { vertex, .. }
+            | Error::RestoreFailed { vertex, .. } => Some(vertex),
             _ => None,
         }
     }

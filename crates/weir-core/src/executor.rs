@@ -32,12 +32,14 @@ use std::time::Duration;
 use crate::dag::{Dag, Routing, Vertex};
 use crate::error::{Error, Result, panic_message};
 use crate::item::{ErasedEnd, ErasedRoute};
-use crate::job::{Job, JobConfig, JobShared, JobStatus, JobWatch};
+use crate::job::{Job, JobConfig, JobShared, JobStatus, JobWatch, Restarter};
 use crate::metrics::InstanceMetrics;
 use crate::outbox::{ErasedPort, Outbox};
 use crate::processor::{Processor, ProcessorContext};
+use crate::snapshot::coordinator::{Coordinator, Slot};
+use crate::snapshot::{self, Guarantee};
 use crate::stall::Watchdog;
-use crate::tasklet::{InboundStream, ProcessorTasklet, Progress};
+use crate::tasklet::{InboundStream, ProcessorTasklet, Progress, SnapshotDuty};
 
 /// Settings for an [`Executor`].
 #[derive(Debug, Clone)]
@@ -72,7 +74,7 @@ struct WorkerShared {
     thread: OnceLock<Thread>,
 }
 
-struct ExecutorInner {
+pub(crate) struct ExecutorInner {
     config: ExecutorConfig,
     workers: Vec<Arc<WorkerShared>>,
     handles: Mutex<Vec<JoinHandle<()>>>,
@@ -176,25 +178,66 @@ impl Executor {
     }
 
     /// Validates `dag`, creates and initialises every processor instance, wires the conveyors
-    /// and starts the tasklets.
+    /// and starts the tasklets. With snapshots ([`JobConfig::snapshots`]), the newest complete
+    /// snapshot of a job of the same name is restored first, and a failure restarts the job
+    /// from its last snapshot under the restart policy.
     ///
     /// # Errors
-    /// [`Error::InvalidDag`] or [`Error::InitFailed`]; in both cases nothing ran.
+    /// [`Error::InvalidDag`], [`Error::InitFailed`], [`Error::Snapshot`] (the store cannot be
+    /// read, or its snapshot was taken of another DAG) or [`Error::RestoreFailed`]; in every
+    /// case nothing ran.
     pub fn submit(&self, dag: Dag, config: JobConfig) -> Result<Job> {
         dag.validate()?;
         let default_parallelism = config.default_parallelism.unwrap_or(self.workers()).max(1);
         let watch = JobWatch::default();
-        let tasklets = match build_tasklets(&dag, &config, default_parallelism, &watch) {
-            Ok(t) => t,
+        let attempt = match prepare(&dag, &config, default_parallelism, &watch, None) {
+            Ok(a) => a,
             Err(e) => {
                 watch.finish(JobStatus::Failed, Some(e.to_string()));
                 return Err(e);
             }
         };
-        let metrics = tasklets.iter().map(|(_, m)| Arc::clone(m)).collect();
-        let job = JobShared::new(&config, tasklets.len(), metrics, watch);
+        let metrics = attempt
+            .tasklets
+            .iter()
+            .map(|(_, m)| Arc::clone(m))
+            .collect();
+        let job = JobShared::new(&config, attempt.tasklets.len(), metrics, watch);
+        if config.snapshotting().is_some() {
+            job.set_restarter(Restarter {
+                dag,
+                config,
+                default_parallelism,
+                executor: Arc::downgrade(&self.inner),
+                attempts: 0,
+            });
+        }
         self.inner.watchdog.watch(&job);
-        for (tasklet, _) in tasklets {
+        self.launch(&job, attempt);
+        Ok(Job::new(job, self.clone()))
+    }
+
+    /// Starts an attempt's coordinator and tasklets.
+    fn launch(&self, job: &Arc<JobShared>, attempt: Attempt) {
+        job.begin_attempt(
+            attempt.tasklets.len(),
+            attempt.coordinator.clone(),
+            attempt.restored_from,
+        );
+        if let Some(coordinator) = attempt.coordinator {
+            let shared = Arc::clone(job);
+            match thread::Builder::new()
+                .name(format!("weir-snapshots-{}", job.name()))
+                .spawn(move || {
+                    if let Err(e) = coordinator.run() {
+                        shared.fail(e.into());
+                    }
+                }) {
+                Ok(handle) => job.add_blocking_thread(handle),
+                Err(e) => job.fail(Error::Thread(e)),
+            }
+        }
+        for (tasklet, _) in attempt.tasklets {
             if tasklet.is_cooperative() {
                 let w = self.inner.next_worker.fetch_add(1, Ordering::Relaxed)
                     % self.inner.workers.len();
@@ -208,7 +251,7 @@ impl Executor {
                     .unwrap_or_else(|e| e.into_inner())
                     .push(Scheduled {
                         tasklet,
-                        job: Arc::clone(&job),
+                        job: Arc::clone(job),
                     });
                 worker.has_incoming.store(true, Ordering::Release);
                 if let Some(t) = worker.thread.get() {
@@ -219,7 +262,7 @@ impl Executor {
                 let waker = tasklet.waker().clone();
                 let scheduled = Scheduled {
                     tasklet,
-                    job: Arc::clone(&job),
+                    job: Arc::clone(job),
                 };
                 let (min, max) = (self.inner.config.min_park, self.inner.config.max_park);
                 match thread::Builder::new()
@@ -237,8 +280,148 @@ impl Executor {
                 }
             }
         }
-        Ok(Job::new(job, self.clone()))
     }
+}
+
+/// Starts a failed job again from its last complete snapshot, on the executor it ran on.
+pub(crate) fn restart(job: &Arc<JobShared>) {
+    if job.cancelled_by_user() {
+        job.fail_to_restart(Error::Cancelled);
+        return;
+    }
+    let (executor, attempt) = {
+        let restarter = job.restarter();
+        let Some(r) = restarter.as_ref() else {
+            return;
+        };
+        let Some(inner) = r.executor.upgrade() else {
+            drop(restarter);
+            job.fail_to_restart(Error::ExecutorShutDown);
+            return;
+        };
+        let metrics = job.instance_metrics().to_vec();
+        let attempt = prepare(
+            &r.dag,
+            &r.config,
+            r.default_parallelism,
+            job.watch(),
+            Some(&metrics),
+        );
+        (Executor { inner }, attempt)
+    };
+    match attempt {
+        Ok(attempt) => executor.launch(job, attempt),
+        Err(e) => job.fail_to_restart(e),
+    }
+}
+
+/// One run of a job's tasklets, ready to launch.
+struct Attempt {
+    tasklets: Vec<(ProcessorTasklet, Arc<InstanceMetrics>)>,
+    coordinator: Option<Arc<Coordinator>>,
+    restored_from: Option<u64>,
+}
+
+/// Finds the snapshot to resume from, builds the tasklets, restores them and gives them
+/// their snapshot duties.
+fn prepare(
+    dag: &Dag,
+    config: &JobConfig,
+    default_parallelism: usize,
+    watch: &JobWatch,
+    metrics: Option<&[Arc<InstanceMetrics>]>,
+) -> Result<Attempt> {
+    let snapshots = config.snapshotting();
+    let restored = match snapshots {
+        Some(s) => {
+            let names: Vec<&str> = dag.vertices.iter().map(|v| v.name.as_str()).collect();
+            snapshot::load_latest(&*s.store, &config.name, &names)?
+        }
+        None => None,
+    };
+    let guarantee = snapshots.map_or(Guarantee::None, |s| s.guarantee);
+    let (mut tasklets, parallelism) = build_tasklets(
+        dag,
+        config,
+        default_parallelism,
+        (watch, guarantee),
+        metrics,
+    )?;
+    let restored_id = restored.as_ref().map(|r| r.manifest.id);
+    if let Some(restored) = &restored {
+        let mut slot = 0;
+        for (v, p) in parallelism.iter().enumerate() {
+            for i in 0..*p {
+                let tasklet = &mut tasklets[slot].0;
+                let entries = restored.entries_for(v, i, *p);
+                let outcome = catch_unwind(AssertUnwindSafe(|| tasklet.restore(entries)));
+                let error = match outcome {
+                    Ok(Ok(())) => None,
+                    Ok(Err(source)) => Some(source),
+                    Err(payload) => Some(panic_message(&*payload).into()),
+                };
+                if let Some(source) = error {
+                    let e = Error::RestoreFailed {
+                        vertex: dag.vertices[v].name.clone(),
+                        instance: i,
+                        snapshot: restored.manifest.id,
+                        source,
+                    };
+                    discard(tasklets);
+                    return Err(e);
+                }
+                slot += 1;
+            }
+        }
+        tracing::info!(job = %config.name, snapshot = restored.manifest.id, "restored from snapshot");
+    }
+    let coordinator = snapshots.map(|s| {
+        let vertices = dag
+            .vertices
+            .iter()
+            .zip(&parallelism)
+            .map(|(v, p)| (v.name.clone(), *p))
+            .collect();
+        let slots = parallelism
+            .iter()
+            .enumerate()
+            .flat_map(|(vertex, p)| (0..*p).map(move |instance| Slot { vertex, instance }))
+            .collect();
+        let next_id = restored
+            .as_ref()
+            .map_or_else(|| first_free_id(&*s.store, &config.name), |r| r.next_id);
+        Arc::new(Coordinator::new(
+            config.name.clone(),
+            s.clone(),
+            vertices,
+            slots,
+            (restored_id.unwrap_or(0), next_id),
+        ))
+    });
+    if let Some(c) = &coordinator {
+        for (slot, (tasklet, _)) in tasklets.iter_mut().enumerate() {
+            tasklet.take_part_in_snapshots(SnapshotDuty::new(
+                Arc::clone(c),
+                slot,
+                restored_id.unwrap_or(0),
+            ));
+        }
+    }
+    Ok(Attempt {
+        tasklets,
+        coordinator,
+        restored_from: restored_id,
+    })
+}
+
+/// The first snapshot id of a job that starts afresh: above any folder left behind, so that
+/// nothing stale is mixed into a new snapshot.
+fn first_free_id(store: &dyn snapshot::SnapshotStore, job: &str) -> u64 {
+    store
+        .ids(job)
+        .ok()
+        .and_then(|ids| ids.first().copied())
+        .map_or(1, |newest| newest + 1)
 }
 
 /// Calls one tasklet, turning an error or a panic into a job failure. Returns whether the
@@ -420,12 +603,16 @@ type PortSlots = Vec<Option<Box<dyn ErasedPort>>>;
 
 /// Turns a validated DAG into tasklets: one per vertex instance, with conveyors for every
 /// edge. Processors are created and initialised here, before anything runs.
+/// Returns them in vertex order, instances in order, with each vertex's parallelism. An
+/// attempt after a restart passes the first attempt's `metrics`, so that counters go on.
+#[allow(clippy::type_complexity)]
 fn build_tasklets(
     dag: &Dag,
     config: &JobConfig,
     default_parallelism: usize,
-    watch: &JobWatch,
-) -> Result<Vec<(ProcessorTasklet, Arc<InstanceMetrics>)>> {
+    (watch, guarantee): (&JobWatch, Guarantee),
+    metrics: Option<&[Arc<InstanceMetrics>]>,
+) -> Result<(Vec<(ProcessorTasklet, Arc<InstanceMetrics>)>, Vec<usize>)> {
     let parallelism: Vec<usize> = dag
         .vertices
         .iter()
@@ -505,12 +692,15 @@ fn build_tasklets(
             .zip(std::mem::take(&mut streams[v]))
             .enumerate()
         {
-            let metrics = Arc::new(InstanceMetrics::new(Arc::clone(&name), i, inputs));
+            let metrics = metrics.and_then(|m| m.get(tasklets.len())).map_or_else(
+                || Arc::new(InstanceMetrics::new(Arc::clone(&name), i, inputs)),
+                Arc::clone,
+            );
             let ctx = ProcessorContext::for_instance(
                 Arc::clone(&name),
                 (i, parallelism[v]),
                 Arc::clone(&metrics),
-                (config.idle_timeout, watch.clone()),
+                (config.idle_timeout, watch.clone(), guarantee),
             );
             let processor = match create_and_init(vertex, &ctx) {
                 Ok(p) => p,
@@ -545,5 +735,5 @@ fn build_tasklets(
             tasklets.push((tasklet, metrics));
         }
     }
-    Ok(tasklets)
+    Ok((tasklets, parallelism))
 }

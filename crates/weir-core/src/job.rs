@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use crate::error::Error;
 use crate::executor::Executor;
 use crate::metrics::{InstanceMetrics, MetricsSnapshot};
+use crate::snapshot::coordinator::{Coordinator, SnapshotStats};
+use crate::snapshot::{Guarantee, SnapshotConfig};
 use crate::stall::Stall;
 
 static NEXT_JOB_ID: AtomicU64 = AtomicU64::new(1);
@@ -55,6 +57,9 @@ pub struct JobConfig {
     /// executor's watchdog logs a warning naming the vertices and their queue fill (see
     /// [`Job::stall`]).
     pub stall_timeout: std::time::Duration,
+    /// Snapshots and restarts; `None` (the default): none, and a failure loses the job's
+    /// state. See [`crate::snapshot`].
+    pub snapshots: Option<SnapshotConfig>,
 }
 
 impl Default for JobConfig {
@@ -66,7 +71,18 @@ impl Default for JobConfig {
             outbox_batch: crate::outbox::DEFAULT_BATCH_LIMIT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             stall_timeout: Duration::from_secs(10),
+            snapshots: None,
         }
+    }
+}
+
+impl JobConfig {
+    /// The snapshot settings in force: `None` without snapshots, or with
+    /// [`Guarantee::None`].
+    pub fn snapshotting(&self) -> Option<&SnapshotConfig> {
+        self.snapshots
+            .as_ref()
+            .filter(|s| s.guarantee != Guarantee::None)
     }
 }
 
@@ -149,11 +165,29 @@ struct Outcome {
     finished_at: Option<Instant>,
 }
 
+/// What a failed job needs to start again from its last snapshot.
+pub(crate) struct Restarter {
+    pub dag: crate::dag::Dag,
+    pub config: JobConfig,
+    pub default_parallelism: usize,
+    pub executor: std::sync::Weak<crate::executor::ExecutorInner>,
+    pub attempts: u32,
+}
+
 /// The state a job's tasklets and its handle share.
 pub(crate) struct JobShared {
     id: u64,
     name: String,
     cancel: AtomicBool,
+    /// Set by the user's cancel: the job is not restarted.
+    cancelled_by_user: AtomicBool,
+    /// The current attempt's snapshot coordinator.
+    coordinator: Mutex<Option<Arc<Coordinator>>>,
+    /// The snapshot the current attempt resumed from.
+    restored_from: Mutex<Option<u64>>,
+    /// Completed snapshots of earlier attempts.
+    earlier_stats: Mutex<Vec<SnapshotStats>>,
+    restarter: Mutex<Option<Restarter>>,
     outcome: Mutex<Outcome>,
     finished: Condvar,
     metrics: Vec<Arc<InstanceMetrics>>,
@@ -175,6 +209,11 @@ impl JobShared {
             id: NEXT_JOB_ID.fetch_add(1, Ordering::Relaxed),
             name: config.name.clone(),
             cancel: AtomicBool::new(false),
+            cancelled_by_user: AtomicBool::new(false),
+            coordinator: Mutex::new(None),
+            restored_from: Mutex::new(None),
+            earlier_stats: Mutex::new(Vec::new()),
+            restarter: Mutex::new(None),
             outcome: Mutex::new(Outcome {
                 status: JobStatus::Running,
                 error: None,
@@ -193,6 +232,70 @@ impl JobShared {
 
     pub(crate) fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The job's end, as processors see it.
+    pub(crate) fn watch(&self) -> &JobWatch {
+        &self.watch
+    }
+
+    /// Lets the job restart from its snapshots after a failure.
+    pub(crate) fn set_restarter(&self, restarter: Restarter) {
+        *self.restarter.lock().unwrap_or_else(|e| e.into_inner()) = Some(restarter);
+    }
+
+    /// Starts an attempt of `tasklets` tasklets, with its coordinator.
+    pub(crate) fn begin_attempt(
+        &self,
+        tasklets: usize,
+        coordinator: Option<Arc<Coordinator>>,
+        restored_from: Option<u64>,
+    ) {
+        let mut outcome = self.lock();
+        outcome.remaining = tasklets;
+        let old = std::mem::replace(
+            &mut *self.coordinator.lock().unwrap_or_else(|e| e.into_inner()),
+            coordinator,
+        );
+        if let Some(old) = old {
+            self.earlier_stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(old.stats());
+        }
+        *self.restored_from.lock().unwrap_or_else(|e| e.into_inner()) = restored_from;
+        // A cancel that came while the job waited to restart stops the new attempt at once.
+        self.cancel.store(
+            self.cancelled_by_user.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Whether the user cancelled the job.
+    pub(crate) fn cancelled_by_user(&self) -> bool {
+        self.cancelled_by_user.load(Ordering::Relaxed)
+    }
+
+    /// Ends the job for good without another attempt: it could not start again, or the user
+    /// cancelled it while it waited to restart (`Error::Cancelled`).
+    pub(crate) fn fail_to_restart(&self, error: Error) {
+        let mut outcome = self.lock();
+        let cancelled = matches!(error, Error::Cancelled);
+        if !cancelled {
+            tracing::error!(job = %self.name, %error, "job could not be restarted");
+        }
+        outcome.error = (!cancelled).then_some(error);
+        outcome.status = if cancelled {
+            JobStatus::Cancelled
+        } else {
+            JobStatus::Failed
+        };
+        outcome.finished_at = Some(Instant::now());
+        self.watch.finish(
+            outcome.status,
+            outcome.error.as_ref().map(ToString::to_string),
+        );
+        self.finished.notify_all();
     }
 
     pub(crate) fn stall_timeout(&self) -> Duration {
@@ -240,11 +343,23 @@ impl JobShared {
         self.cancel.store(true, Ordering::Relaxed);
     }
 
-    /// A tasklet ended (finished, failed or stopped). The last one decides the outcome.
-    pub(crate) fn tasklet_ended(&self) {
+    /// A tasklet ended (finished, failed or stopped). The last one decides the outcome: a
+    /// failure with restarts left starts the job again from its last snapshot.
+    pub(crate) fn tasklet_ended(self: &Arc<Self>) {
         let mut outcome = self.lock();
         outcome.remaining -= 1;
         if outcome.remaining == 0 {
+            if let Some(c) = self
+                .coordinator
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+            {
+                c.stop();
+            }
+            if outcome.error.is_some() && self.try_restart(&mut outcome) {
+                return;
+            }
             outcome.status = if outcome.error.is_some() {
                 JobStatus::Failed
             } else if self.cancel.load(Ordering::Relaxed) {
@@ -259,6 +374,54 @@ impl JobShared {
             );
             self.finished.notify_all();
         }
+    }
+
+    /// Schedules a restart if the policy allows one; true if it did.
+    fn try_restart(self: &Arc<Self>, outcome: &mut Outcome) -> bool {
+        if self.cancelled_by_user.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut restarter = self.restarter.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(r) = restarter.as_mut() else {
+            return false;
+        };
+        let Some(policy) = r.config.snapshots.as_ref().map(|s| s.restart) else {
+            return false;
+        };
+        // A refusal (a snapshot that does not fit, a store that fails) would fail again.
+        if r.attempts >= policy.attempts || matches!(outcome.error, Some(Error::Snapshot(_))) {
+            return false;
+        }
+        r.attempts += 1;
+        let attempt = r.attempts;
+        let pause = policy.pause(attempt);
+        let error = outcome.error.take().expect("checked");
+        tracing::warn!(job = %self.name, %error, attempt, of = policy.attempts, ?pause, "job failed; restarting from its last snapshot");
+        let job = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name(format!("weir-restart-{}", self.name))
+            .spawn(move || {
+                std::thread::sleep(pause);
+                crate::executor::restart(&job);
+            });
+        match spawned {
+            Ok(handle) => {
+                self.blocking_threads
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(handle);
+                true
+            }
+            Err(e) => {
+                outcome.error = Some(Error::Thread(e));
+                false
+            }
+        }
+    }
+
+    /// The restart state, for the executor.
+    pub(crate) fn restarter(&self) -> std::sync::MutexGuard<'_, Option<Restarter>> {
+        self.restarter.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn add_blocking_thread(&self, handle: JoinHandle<()>) {
@@ -289,6 +452,7 @@ pub struct CancelHandle {
 impl CancelHandle {
     /// Asks every tasklet of the job to stop. Returns at once.
     pub fn cancel(&self) {
+        self.shared.cancelled_by_user.store(true, Ordering::Relaxed);
         self.shared.cancel.store(true, Ordering::Relaxed);
     }
 }
@@ -319,7 +483,42 @@ impl Job {
     /// Asks every tasklet to stop. Returns at once; [`join`](Self::join) waits for the end and
     /// then reports [`Error::Cancelled`].
     pub fn cancel(&self) {
+        self.shared.cancelled_by_user.store(true, Ordering::Relaxed);
         self.shared.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// The snapshot the job's current attempt resumed from, if it resumed.
+    pub fn restored_from(&self) -> Option<u64> {
+        *self
+            .shared
+            .restored_from
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The figures of every snapshot the job completed, oldest first, across restarts.
+    pub fn snapshot_stats(&self) -> Vec<SnapshotStats> {
+        let mut stats = self
+            .shared
+            .earlier_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(c) = self
+            .shared
+            .coordinator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            stats.extend(c.stats());
+        }
+        stats
+    }
+
+    /// How many times the job was restarted after a failure.
+    pub fn restarts(&self) -> u32 {
+        self.shared.restarter().as_ref().map_or(0, |r| r.attempts)
     }
 
     /// A cloneable handle that can cancel this job.

@@ -21,7 +21,7 @@
 //! let job = Executor::shared().submit(dag, JobConfig::default()).unwrap();
 //! job.join().unwrap();
 //! let sum: u64 = collected.lock().unwrap().iter().sum();
-//! assert_eq!(sum, (1..=1000u64).map(|x| x * x).sum());
+//! assert_eq!(sum, (1..=1000u64).map(|x| x * x).sum::<u64>());
 //! ```
 //!
 //! # Where things live

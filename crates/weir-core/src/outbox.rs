@@ -197,6 +197,7 @@ pub(crate) trait ErasedPort: Send {
     fn can_take_marker(&self) -> bool;
     fn offer_watermark(&mut self, wm: Watermark) -> bool;
     fn offer_idle(&mut self) -> bool;
+    fn offer_barrier(&mut self, n: u64) -> bool;
     fn offer_done(&mut self) -> bool;
     fn item_type_name(&self) -> &'static str;
 }
@@ -240,6 +241,15 @@ impl<T: Item> ErasedPort for OutPort<T> {
         }
         for target in &mut self.targets {
             target.send_idle();
+        }
+        true
+    }
+    fn offer_barrier(&mut self, n: u64) -> bool {
+        if !self.can_take_marker() {
+            return false;
+        }
+        for target in &mut self.targets {
+            target.send_barrier(n);
         }
         true
     }
@@ -370,6 +380,15 @@ impl Outbox {
             return false;
         }
         self.ports.iter_mut().all(|p| p.offer_idle())
+    }
+
+    /// Sends the barrier of snapshot `n` to every consumer, after everything emitted so far.
+    /// All or nothing, like [`offer_watermark`](Self::offer_watermark).
+    pub(crate) fn offer_barrier(&mut self, n: u64) -> bool {
+        if !self.ports.iter().all(|p| p.can_take_marker()) {
+            return false;
+        }
+        self.ports.iter_mut().all(|p| p.offer_barrier(n))
     }
 
     pub(crate) fn begin_call(&mut self) {

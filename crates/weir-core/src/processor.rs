@@ -47,7 +47,7 @@ use crate::inbox::Inbox;
 use crate::job::JobWatch;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
-use crate::snapshot::{SnapshotEntry, SnapshotWriter};
+use crate::snapshot::{Guarantee, SnapshotEntry, SnapshotWriter};
 use crate::watermark::Watermark;
 
 /// A unit of computation driven by a tasklet. See the [module docs](self).
@@ -118,12 +118,31 @@ pub trait Processor: Send + 'static {
         true
     }
 
-    /// Saves this processor's state. Returns true when done; false to be called again.
-    fn save_to_snapshot(&mut self, _writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
+    /// Phase 1 of a snapshot: saves this processor's state, and a transactional sink
+    /// prepares what it wrote since the last snapshot (without making it visible). Returns
+    /// true when done; false to be called again (for example while a backlog is still going
+    /// out through `outbox`: everything emitted before the barrier must leave first).
+    ///
+    /// Called between two other calls, once every input delivered the snapshot's barrier
+    /// (for a source: when the snapshot is asked for), and once more, after
+    /// [`complete`](Self::complete), for the processor's final state.
+    fn save_to_snapshot(
+        &mut self,
+        _outbox: &mut Outbox,
+        _writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
         Ok(true)
     }
 
-    /// Restores state saved by [`save_to_snapshot`](Self::save_to_snapshot), before any input.
+    /// Phase 2 of a snapshot: the snapshot is durable (`success`), so what was prepared in
+    /// phase 1 becomes visible. Also called after a restore, for the restored snapshot: a
+    /// commit must be idempotent. Returns true when done; false to be called again.
+    fn snapshot_commit_finish(&mut self, _success: bool) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    /// Restores state saved by [`save_to_snapshot`](Self::save_to_snapshot), after `init` and
+    /// before any input. See [`SnapshotEntry::partition`] for which entries an instance gets.
     fn restore_from_snapshot(&mut self, _entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
         Ok(())
     }
@@ -168,8 +187,15 @@ impl Processor for Box<dyn Processor> {
     fn is_cooperative(&self) -> bool {
         (**self).is_cooperative()
     }
-    fn save_to_snapshot(&mut self, writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
-        (**self).save_to_snapshot(writer)
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        (**self).save_to_snapshot(outbox, writer)
+    }
+    fn snapshot_commit_finish(&mut self, success: bool) -> ProcessorResult<bool> {
+        (**self).snapshot_commit_finish(success)
     }
     fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
         (**self).restore_from_snapshot(entries)
@@ -249,6 +275,7 @@ pub struct ProcessorContext {
     waker: TaskletWaker,
     idle_timeout: Duration,
     job: JobWatch,
+    guarantee: Guarantee,
 }
 
 impl ProcessorContext {
@@ -270,14 +297,21 @@ impl ProcessorContext {
             waker: TaskletWaker::default(),
             idle_timeout: crate::job::DEFAULT_IDLE_TIMEOUT,
             job: JobWatch::default(),
+            guarantee: Guarantee::None,
         }
+    }
+
+    /// The same context, in a job that takes snapshots with `guarantee` (tests).
+    pub fn with_guarantee(mut self, guarantee: Guarantee) -> Self {
+        self.guarantee = guarantee;
+        self
     }
 
     pub(crate) fn for_instance(
         vertex: Arc<str>,
         (local_index, local_parallelism): (usize, usize),
         metrics: Arc<InstanceMetrics>,
-        (idle_timeout, job): (Duration, JobWatch),
+        (idle_timeout, job, guarantee): (Duration, JobWatch, Guarantee),
     ) -> Self {
         ProcessorContext {
             vertex,
@@ -289,6 +323,7 @@ impl ProcessorContext {
             waker: TaskletWaker::default(),
             idle_timeout,
             job,
+            guarantee,
         }
     }
 
@@ -338,6 +373,13 @@ impl ProcessorContext {
     /// [`JobConfig::idle_timeout`]: crate::JobConfig::idle_timeout
     pub fn idle_timeout(&self) -> Duration {
         self.idle_timeout
+    }
+
+    /// What the job's snapshots guarantee: [`Guarantee::None`] when it takes none. A sink
+    /// that commits in phase 2 only does so when this is not `None`; otherwise it makes its
+    /// output visible when it completes.
+    pub fn guarantee(&self) -> Guarantee {
+        self.guarantee
     }
 
     /// A view of how this instance's job ends. In a context made with [`new`](Self::new)

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::conveyor::{Receiver, Signal};
 use crate::error::ProcessorResult;
@@ -21,6 +21,8 @@ use crate::item::Item;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
 use crate::processor::{Processor, ProcessorContext, TaskletWaker};
+use crate::snapshot::coordinator::{Coordinator, EncodedPart};
+use crate::snapshot::{Guarantee, SnapshotEntry, SnapshotWriter};
 use crate::watermark::{Watermark, WatermarkCoalescer};
 
 /// What one tasklet call achieved.
@@ -58,6 +60,14 @@ pub(crate) trait InboundStream: Send {
     fn is_idle(&self) -> bool;
     /// Items waiting in the conveyors right now.
     fn fill(&self) -> usize;
+    /// The newest snapshot barrier every unfinished queue has delivered; `u64::MAX` when no
+    /// queue is unfinished.
+    fn barrier_level(&self) -> u64;
+    /// The newest barrier any queue has delivered.
+    fn newest_barrier(&self) -> u64;
+    /// Exactly-once alignment: a queue that delivered a barrier above `released` is not read
+    /// until `released` reaches it. `None`: never hold a queue back.
+    fn hold_above(&mut self, released: Option<u64>);
 }
 
 /// The conveyors from every upstream instance into one input ordinal.
@@ -69,6 +79,9 @@ pub(crate) struct ConveyorStream<T> {
     ordinal: usize,
     priority: i32,
     coalescer: WatermarkCoalescer,
+    /// The newest barrier each queue delivered.
+    barriers: Vec<u64>,
+    hold_above: Option<u64>,
 }
 
 impl<T: Item> ConveyorStream<T> {
@@ -82,6 +95,8 @@ impl<T: Item> ConveyorStream<T> {
             ordinal,
             priority,
             coalescer: WatermarkCoalescer::new(n),
+            barriers: vec![0; n],
+            hold_above: None,
         }
     }
 }
@@ -113,6 +128,12 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
             if self.done[i] || room == 0 {
                 continue;
             }
+            if let Some(released) = self.hold_above
+                && self.barriers[i] > released
+            {
+                // Aligning: this queue is past the barrier the others have yet to deliver.
+                continue;
+            }
             let d = self.receivers[i].drain_into(queue, room);
             result.items += d.items;
             if d.items > 0 {
@@ -122,6 +143,10 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
             let advanced = match d.signal {
                 Some(Signal::Watermark(wm)) => self.coalescer.observe(i, wm),
                 Some(Signal::Idle) => self.coalescer.queue_idle(i),
+                Some(Signal::Barrier(n)) => {
+                    self.barriers[i] = n;
+                    None
+                }
                 Some(Signal::Done) => {
                     self.done[i] = true;
                     self.live -= 1;
@@ -146,14 +171,86 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
         self.live > 0
             && (0..self.receivers.len()).all(|i| self.done[i] || self.coalescer.is_idle(i))
     }
+
+    fn barrier_level(&self) -> u64 {
+        (0..self.receivers.len())
+            .filter(|&i| !self.done[i])
+            .map(|i| self.barriers[i])
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    fn newest_barrier(&self) -> u64 {
+        self.barriers.iter().copied().max().unwrap_or(0)
+    }
+
+    fn hold_above(&mut self, released: Option<u64>) {
+        self.hold_above = released;
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Running,
     Completing,
+    /// Saving the final state, which stands in for the instance in later snapshots.
+    SavingFinal,
     EmittingDone,
+    /// Waiting for the terminal snapshot to be durable, then committing.
+    AwaitingTerminal,
     Finished,
+}
+
+/// A tasklet's part in its job's snapshots. See [`crate::snapshot`].
+pub(crate) struct SnapshotDuty {
+    coordinator: Arc<Coordinator>,
+    slot: usize,
+    exactly_once: bool,
+    /// The newest snapshot this instance saved (phase 1).
+    saved: u64,
+    /// The newest snapshot committed here (phase 2).
+    committed: u64,
+    /// The snapshot being saved, and whether its part went to the coordinator (then only
+    /// the barrier is left to send).
+    saving: Option<(u64, bool)>,
+    writer: SnapshotWriter,
+    /// When a barrier newer than `saved` first arrived on some input.
+    aligning_since: Option<Instant>,
+    /// Whether this instance holds the coordinator back until its build-side inputs complete.
+    gate: bool,
+}
+
+impl SnapshotDuty {
+    /// The duty of tasklet `slot`, resuming after snapshot `restored` (0: a fresh start).
+    pub(crate) fn new(coordinator: Arc<Coordinator>, slot: usize, restored: u64) -> Self {
+        let exactly_once = coordinator.guarantee() == Guarantee::ExactlyOnce;
+        SnapshotDuty {
+            coordinator,
+            slot,
+            exactly_once,
+            saved: restored,
+            committed: restored,
+            saving: None,
+            writer: SnapshotWriter::new(),
+            aligning_since: None,
+            gate: false,
+        }
+    }
+
+    fn open_gate(&mut self) {
+        if std::mem::take(&mut self.gate) {
+            self.coordinator.open_gate();
+        }
+    }
+
+    /// Encodes what the writer collected.
+    fn take_part(&mut self) -> EncodedPart {
+        let entries = std::mem::take(&mut self.writer).into_entries();
+        EncodedPart {
+            bytes: crate::snapshot::encode_part(&entries),
+            entries: entries.len() as u64,
+        }
+    }
 }
 
 /// One processor instance and everything around it.
@@ -181,6 +278,7 @@ pub(crate) struct ProcessorTasklet {
     waker: TaskletWaker,
     cooperative: bool,
     closed: bool,
+    snapshots: Option<SnapshotDuty>,
 }
 
 impl ProcessorTasklet {
@@ -220,7 +318,40 @@ impl ProcessorTasklet {
             waker,
             cooperative,
             closed: false,
+            snapshots: None,
         }
+    }
+
+    /// Makes this tasklet take part in its job's snapshots. An instance with build-side
+    /// (lower priority) inputs holds snapshots back until they complete.
+    pub(crate) fn take_part_in_snapshots(&mut self, mut duty: SnapshotDuty) {
+        let priorities = || self.streams.iter().map(|s| s.priority());
+        if priorities().min() != priorities().max() {
+            duty.gate = true;
+            duty.coordinator.close_gate();
+        }
+        let hold = duty.exactly_once.then_some(duty.saved);
+        for s in &mut self.streams {
+            s.hold_above(hold);
+        }
+        self.snapshots = Some(duty);
+    }
+
+    /// Restores the processor from `entries` and commits the restored snapshot again
+    /// (phase 2 is idempotent), before the tasklet first runs.
+    ///
+    /// # Errors
+    /// The processor's own restore or commit error.
+    pub(crate) fn restore(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        self.processor.restore_from_snapshot(entries)?;
+        // A commit that asks to be called again is retried here: nothing else runs yet.
+        for _ in 0..1_000_000 {
+            if self.processor.snapshot_commit_finish(true)? {
+                return Ok(());
+            }
+            std::thread::yield_now();
+        }
+        Err("snapshot_commit_finish() after a restore never returned true".into())
     }
 
     /// Binds the processor's [`TaskletWaker`] to the thread that will call this tasklet.
@@ -252,25 +383,39 @@ impl ProcessorTasklet {
         let refused_before = self.outbox.refused_total();
         self.outbox.begin_call();
         let mut items_in = 0u64;
-        let progress = match self.state {
-            State::Running => self.run_inputs(&mut items_in)?,
-            State::Completing => {
-                if self.processor.complete(&mut self.outbox)? {
-                    self.state = State::EmittingDone;
-                    true
-                } else {
-                    false
+        let progress = if let Some(progress) = self.snapshot_step()? {
+            progress
+        } else {
+            match self.state {
+                State::Running => self.run_inputs(&mut items_in)?,
+                State::Completing => {
+                    if self.processor.complete(&mut self.outbox)? {
+                        self.state = if self.snapshots.is_some() {
+                            State::SavingFinal
+                        } else {
+                            State::EmittingDone
+                        };
+                        true
+                    } else {
+                        false
+                    }
                 }
-            }
-            State::EmittingDone => {
-                // A full downstream queue is not progress: let the worker back off.
-                let sent = self.outbox.offer_done();
-                if sent {
-                    self.state = State::Finished;
+                State::SavingFinal => self.save_final()?,
+                State::EmittingDone => {
+                    // A full downstream queue is not progress: let the worker back off.
+                    let sent = self.outbox.offer_done();
+                    if sent {
+                        self.state = if self.snapshots.is_some() {
+                            State::AwaitingTerminal
+                        } else {
+                            State::Finished
+                        };
+                    }
+                    sent
                 }
-                sent
+                State::AwaitingTerminal => self.commit_terminal()?,
+                State::Finished => return Ok(Progress::Done),
             }
-            State::Finished => return Ok(Progress::Done),
         };
         let emitted = self.outbox.accepted_total() - out_before;
         let progress = progress || self.outbox.progress_in_call();
@@ -289,6 +434,124 @@ impl ProcessorTasklet {
             (_, true) => Progress::MadeProgress,
             (_, false) => Progress::NoProgress,
         })
+    }
+
+    /// The snapshot work due in this call, before anything else: phase 2 of a snapshot that
+    /// became durable, then phase 1 of the one asked for, once this instance's inputs have
+    /// all delivered its barrier (a source, or an instance whose inputs all finished: as soon
+    /// as it is asked for). `Some(progress)` when the call was spent on it.
+    fn snapshot_step(&mut self) -> ProcessorResult<Option<bool>> {
+        let Some(duty) = self.snapshots.as_mut() else {
+            return Ok(None);
+        };
+        if !matches!(self.state, State::Running | State::Completing) {
+            // A finishing instance's final state stands in for it from now on.
+            return Ok(None);
+        }
+        // `requested` first: a snapshot is asked for only after the one before it committed.
+        let requested = duty.coordinator.requested();
+        let committed = duty.coordinator.committed();
+        if committed > duty.committed && duty.saving.is_none() {
+            if !self.processor.snapshot_commit_finish(true)? {
+                return Ok(Some(false));
+            }
+            duty.committed = committed;
+            self.outbox.report_progress();
+        }
+        if let Some((id, _)) = duty.saving {
+            return self.continue_save(id).map(Some);
+        }
+        if requested <= duty.saved {
+            return Ok(None);
+        }
+        let mut open = self
+            .streams
+            .iter()
+            .zip(&self.edge_completed)
+            .filter(|(s, completed)| !**completed && !s.is_done())
+            .map(|(s, _)| s)
+            .peekable();
+        let aligned = if open.peek().is_none() {
+            true
+        } else {
+            let mut level = u64::MAX;
+            let mut arrived = false;
+            for s in open {
+                level = level.min(s.barrier_level());
+                arrived |= s.newest_barrier() > duty.saved;
+            }
+            if arrived && duty.aligning_since.is_none() {
+                duty.aligning_since = Some(Instant::now());
+            }
+            level >= requested && self.active.is_none() && self.pending_watermark.is_none()
+        };
+        if !aligned {
+            return Ok(None);
+        }
+        duty.saving = Some((requested, false));
+        self.continue_save(requested).map(Some)
+    }
+
+    /// Phase 1 of snapshot `id`, resumable: the processor saves (it may first have to send its
+    /// backlog), the part goes to the coordinator, then the barrier to every consumer.
+    fn continue_save(&mut self, id: u64) -> ProcessorResult<bool> {
+        let duty = self.snapshots.as_mut().expect("called with a duty");
+        if duty.saving == Some((id, false)) {
+            if !self
+                .processor
+                .save_to_snapshot(&mut self.outbox, &mut duty.writer)?
+            {
+                return Ok(self.outbox.progress_in_call());
+            }
+            let part = duty.take_part();
+            let alignment = duty
+                .aligning_since
+                .take()
+                .map_or(Duration::ZERO, |t| t.elapsed());
+            duty.coordinator.saved(duty.slot, id, part, alignment);
+            duty.saving = Some((id, true));
+        }
+        if !self.outbox.offer_barrier(id) {
+            return Ok(true);
+        }
+        duty.saving = None;
+        duty.saved = id;
+        if duty.exactly_once {
+            for s in &mut self.streams {
+                s.hold_above(Some(id));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Saves the final state after `complete`; it stands in for this instance in every
+    /// later snapshot.
+    fn save_final(&mut self) -> ProcessorResult<bool> {
+        let duty = self.snapshots.as_mut().expect("called with a duty");
+        if !self
+            .processor
+            .save_to_snapshot(&mut self.outbox, &mut duty.writer)?
+        {
+            return Ok(self.outbox.progress_in_call());
+        }
+        let part = duty.take_part();
+        duty.coordinator.finished(duty.slot, part);
+        duty.open_gate();
+        self.state = State::EmittingDone;
+        Ok(true)
+    }
+
+    /// Commits once the terminal snapshot is durable, then finishes.
+    fn commit_terminal(&mut self) -> ProcessorResult<bool> {
+        let duty = self.snapshots.as_mut().expect("called with a duty");
+        if !duty.coordinator.terminal_committed() {
+            return Ok(false);
+        }
+        if self.processor.snapshot_commit_finish(true)? {
+            self.state = State::Finished;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     fn process_active(&mut self) -> ProcessorResult<(bool, bool)> {
@@ -346,6 +609,12 @@ impl ProcessorTasklet {
             self.state = State::Completing;
             return Ok(true);
         };
+        if let Some(duty) = self.snapshots.as_mut()
+            && duty.gate
+            && self.streams.iter().all(|s| s.priority() <= priority)
+        {
+            duty.open_gate();
+        }
         let n = self.streams.len();
         for k in 0..n {
             let s = (self.next_stream + k) % n;
@@ -424,6 +693,9 @@ impl ProcessorTasklet {
             return Ok(());
         }
         self.closed = true;
+        if let Some(duty) = self.snapshots.as_mut() {
+            duty.open_gate();
+        }
         self.processor.close()
     }
 }

@@ -96,7 +96,7 @@ impl<T: Item> Feed for TypedFeed<T> {
                 }
                 Message::Watermark(wm) => Some(Marker::Watermark(*wm)),
                 Message::Idle => Some(Marker::Idle),
-                Message::Done => None,
+                Message::Barrier(_) | Message::Done => None,
             };
             match marker {
                 Some(marker) if items.is_empty() => return (at + 1, Some(marker)),
@@ -426,11 +426,18 @@ impl<S: ProcessorSupplier, O: Item> Run<'_, S, O> {
             return;
         }
         let mut writer = SnapshotWriter::new();
-        while !self
-            .p
-            .save_to_snapshot(&mut writer)
-            .unwrap_or_else(|e| panic!("save_to_snapshot() failed: {e}"))
-        {}
+        loop {
+            self.outbox.begin_call();
+            let saved = self
+                .p
+                .save_to_snapshot(&mut self.outbox, &mut writer)
+                .unwrap_or_else(|e| panic!("save_to_snapshot() failed: {e}"));
+            // What the processor sent before saving (its backlog) is output like any other.
+            self.collect();
+            if saved {
+                break;
+            }
+        }
         self.p
             .close()
             .unwrap_or_else(|e| panic!("close() failed: {e}"));

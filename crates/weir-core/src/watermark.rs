@@ -174,6 +174,24 @@ impl EventTimeTracker {
         true
     }
 
+    /// The highest timestamp seen per partition (`None` before the first) and whether each
+    /// is idle: what a source saves in a snapshot so that its watermark and its lateness go
+    /// on after a restore exactly as they would have.
+    pub fn state(&self) -> (&[Option<i64>], &[bool]) {
+        (&self.highest, &self.idle)
+    }
+
+    /// Takes back what [`state`](Self::state) gave. Returns false, changing nothing, when
+    /// the partition count differs.
+    pub fn restore(&mut self, highest: &[Option<i64>], idle: &[bool]) -> bool {
+        if highest.len() != self.highest.len() || idle.len() != self.idle.len() {
+            return false;
+        }
+        self.highest.copy_from_slice(highest);
+        self.idle.copy_from_slice(idle);
+        true
+    }
+
     /// Marks `partition` idle: it stops holding the watermark back until its next event.
     pub fn mark_idle(&mut self, partition: usize) {
         self.idle[partition] = true;

@@ -417,6 +417,18 @@ impl Events {
     pub fn generator(&self) -> &Generator {
         &self.generator
     }
+
+    /// Moves on (or back) to event `number`, which must be one of this iterator's (its
+    /// index plus a multiple of its step); at or past the count, nothing is left. Returns
+    /// false, changing nothing, for a number that is not this iterator's. Cost: none; the
+    /// events before it are not generated.
+    pub fn seek(&mut self, number: u64) -> bool {
+        if number < self.end && number % self.step != self.next.min(self.end) % self.step {
+            return false;
+        }
+        self.next = number;
+        true
+    }
 }
 
 impl Iterator for Events {

@@ -126,7 +126,7 @@ pub fn q3(events: &StreamStage<Event>) -> StreamStage<Q3Row> {
 }
 
 /// An auction's validity interval and category: what q4 keeps of it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct AuctionSpan {
     id: i64,
     category: i64,

@@ -154,6 +154,29 @@ impl SourceReader for GeneratorReader {
         self.counter.add(n as u64);
         Ok(done || events.peek_number().is_none())
     }
+
+    /// The number of the next event (`u64::MAX` once every event was made), 8 bytes.
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(
+            self.next_number()
+                .unwrap_or(u64::MAX)
+                .to_le_bytes()
+                .to_vec(),
+        )
+    }
+
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        let number = <[u8; 8]>::try_from(position)
+            .map(u64::from_le_bytes)
+            .map_err(|_| "a damaged generator position")?;
+        let events = self.events.get_or_insert_with(|| self.generator.iter());
+        if !events.seek(number) {
+            return Err(
+                format!("event {number} is not this instance's: the parallelism changed").into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// A stream source of `config`'s events, each with its `date_time` as native event time.
@@ -257,10 +280,10 @@ impl ChunkFormat for EventLines {
 
     fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<Event, ParseError>) {
         // About one event per 100 bytes or more.
-        out.items.reserve(chunk.len() / 128);
-        for_each_line(chunk, |number, line| match parse_line(line) {
-            Ok(event) => out.items.push(event),
-            Err(e) => out.malformed.push((number, e)),
+        out.reserve(chunk.len() / 128);
+        for_each_line(chunk, |number, line, end| match parse_line(line) {
+            Ok(event) => out.push(event, end),
+            Err(e) => out.push_malformed(number, e, end),
         });
     }
 }
@@ -328,6 +351,19 @@ impl SourceReader for ReplayReader {
 
     fn is_cooperative(&self) -> bool {
         false
+    }
+
+    /// A file, a byte offset and a line number, just after the last event handed out (not
+    /// what the parser threads parsed ahead): see [`ChunkedReader::position`].
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(self.chunks.position())
+    }
+
+    /// Cuts chunks from the position on; `bytes` counts what is read after it.
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        self.chunks.seek(position)?;
+        self.counted = self.chunks.bytes_read();
+        Ok(())
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
@@ -600,6 +636,66 @@ mod tests {
         }
         assert_eq!(got, expected);
         assert_eq!(reader.malformed().count(), 0);
+    }
+
+    /// The replay parses ahead on threads, but its position is just after the last event
+    /// handed out: a reader moved there goes on with exactly the events and malformed lines
+    /// (same numbers) that came after it, across chunks, CRLF, a long line and two files.
+    #[test]
+    fn a_replay_resumed_at_any_position_goes_on_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let events: Vec<Event> = Generator::new(config(600)).unwrap().iter().collect();
+        for (f, part) in events.chunks(300).enumerate() {
+            let mut text = Vec::new();
+            for (i, e) in part.iter().enumerate() {
+                match i {
+                    5 | 150 | 299 => text.extend_from_slice(b"{\"bid\":broken\r\n"),
+                    9 => {
+                        text.extend_from_slice(&[b'x'; 3000]);
+                        text.push(b'\n');
+                    }
+                    _ => {}
+                }
+                e.write_json_line(&mut text);
+                if i % 3 == 0 {
+                    text.pop();
+                    text.extend_from_slice(b"\r\n");
+                }
+            }
+            fs::write(dir.path().join(format!("{f}.jsonl")), text).unwrap();
+        }
+        let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let options = ChunkOptions {
+            threads: 2,
+            chunk_bytes: 700,
+        };
+        let ctx = || ProcessorContext::new("test", 0, 1, 0);
+        let mut reader = ReplayReader::with_options(Arc::clone(&files), options);
+        reader.open(&ctx()).unwrap();
+        let (mut got, mut positions) = (Vec::new(), Vec::new());
+        for batch in (1..).map(|k| k % 23 + 1) {
+            positions.push((
+                got.len(),
+                reader.malformed().logged().len(),
+                reader.position(),
+            ));
+            let limit = got.len() + batch;
+            if reader.read(&mut Emitter::new(&mut got, limit)).unwrap() {
+                break;
+            }
+        }
+        assert!(got == events, "{} events of {}", got.len(), events.len());
+        let bad = reader.malformed().logged().to_vec();
+        assert_eq!(bad.len(), 2 * 4);
+        for (k, b, position) in positions {
+            let mut resumed = ReplayReader::with_options(Arc::clone(&files), options);
+            resumed.open(&ctx()).unwrap();
+            resumed.seek(&position.unwrap()).unwrap();
+            let mut rest = Vec::new();
+            while !resumed.read(&mut Emitter::unbounded(&mut rest)).unwrap() {}
+            assert!(rest == events[k..], "resumed after {k} events");
+            assert_eq!(resumed.malformed().logged(), &bad[b..], "after {k} events");
+        }
     }
 
     #[test]

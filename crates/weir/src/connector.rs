@@ -67,6 +67,36 @@ pub trait SourceReader: Send + 'static {
         true
     }
 
+    /// Where the reader is, as bytes that [`seek`](Self::seek) takes back: the place just
+    /// after the last item handed to an [`Emitter`], so that a job restored from a snapshot
+    /// reads on from there and sees every later item exactly once. `None`: the input cannot
+    /// be replayed (a socket, an async stream), and a restored job loses what this reader
+    /// handed out after the snapshot (at most once).
+    ///
+    /// Called between two `read` calls: when a snapshot is taken, and, for a reader that reads
+    /// ahead on an I/O thread, after every `read` that emitted something. Keep it cheap: a
+    /// few words (a file index, a byte offset, a line number), never the data.
+    ///
+    /// The default: `None`.
+    fn position(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// Moves the reader to `position`, a value [`position`](Self::position) returned in an
+    /// earlier run of the same job (same input, same instance of the same parallelism), after
+    /// [`open`](Self::open) and before the first `read`. Line numbers, counters of malformed
+    /// records and the like go on as if the items before it had been read.
+    ///
+    /// Cost: one file seek for file readers, nothing for generators; the bytes before the
+    /// position are not read again.
+    ///
+    /// # Errors
+    /// The position does not fit this reader (another input, a damaged value), or the
+    /// reader cannot replay (the default).
+    fn seek(&mut self, _position: &[u8]) -> Result<(), BoxError> {
+        Err("this source cannot replay its input".into())
+    }
+
     /// Releases the input.
     fn close(&mut self) -> Result<(), BoxError> {
         Ok(())
@@ -225,5 +255,31 @@ pub trait SinkWriter: Send + 'static {
     /// returns false and gets a thread of its own.
     fn is_cooperative(&self) -> bool {
         true
+    }
+
+    /// Phase 1 of a snapshot: what was written since the last snapshot becomes durable but
+    /// stays invisible, and the returned bytes (the prepared file's name, say) are saved in
+    /// the snapshot, so that [`commit`](Self::commit) or a restore can make it visible.
+    ///
+    /// The default, for a sink that is not transactional, saves nothing: its output is
+    /// visible as soon as it is written, so after a restore it may be written again
+    /// (at-least-once).
+    fn prepare(&mut self) -> Result<Option<Vec<u8>>, BoxError> {
+        Ok(None)
+    }
+
+    /// Phase 2: the snapshot is durable; makes every prepared output visible. Must be
+    /// idempotent: a restore calls it again for output that may already be visible. Returns
+    /// true when done; false to be called again.
+    fn commit(&mut self) -> Result<bool, BoxError> {
+        Ok(true)
+    }
+
+    /// After a restore, before anything is written: takes back what [`prepare`](Self::prepare)
+    /// returned, once per prepared output this instance now owns (after a rescale, several
+    /// old instances' may come to one). The next [`commit`](Self::commit) makes them visible;
+    /// output prepared after the snapshot was taken is discarded.
+    fn restore(&mut self, _prepared: Vec<u8>) -> Result<(), BoxError> {
+        Ok(())
     }
 }

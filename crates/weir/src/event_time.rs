@@ -14,7 +14,9 @@
 use std::sync::Arc;
 
 /// An item with its event time, in ms since the Unix epoch.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Timestamped<T> {
     /// The event time.
     pub timestamp: i64,

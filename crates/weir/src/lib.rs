@@ -61,6 +61,7 @@ pub use pipeline::{BatchStage, JoinClause, KeyedBatchStage, Pipeline, Source, jo
 pub use sinks::{Sink, SinkWriter};
 pub use sources::{BatchSource, SourceReader};
 pub use weir_core as core;
+pub use weir_core::snapshot;
 pub use weir_core::{
     BoxError, Executor, ExecutorConfig, Item, Job, JobConfig, JobStatus, ProcessorContext,
 };

@@ -291,10 +291,10 @@ fn unwindowed_stream_join_matches_whenever_each_side_arrives() {
     let (sink, out) = sinks::collection::list();
     let sellers = p
         .read_from(sources::stream::items(vec![
-            (1u32, "ann", 100i64),
-            (2, "bob", 5000),
+            (1u32, "ann".to_string(), 100i64),
+            (2, "bob".to_string(), 5000),
         ]))
-        .with_timestamps(|x: &(u32, &str, i64)| x.2, 10_000);
+        .with_timestamps(|x: &(u32, String, i64)| x.2, 10_000);
     let auctions = p
         .read_from(sources::stream::items(vec![
             (10u32, 1u32, 50i64),
@@ -305,15 +305,19 @@ fn unwindowed_stream_join_matches_whenever_each_side_arrives() {
     auctions
         .join(
             &sellers,
-            join_on(|a: &(u32, u32, i64)| a.1, |s: &(u32, &str, i64)| s.0),
+            join_on(|a: &(u32, u32, i64)| a.1, |s: &(u32, String, i64)| s.0),
             None,
-            |a, s| (a.0, s.1),
+            |a, s| (a.0, s.1.clone()),
         )
         .write_to(sink);
     p.run().unwrap();
     let mut got = out.take();
     got.sort();
-    assert_eq!(got, [(10, "ann"), (11, "bob"), (12, "ann")]);
+    let name = |n: &str| n.to_string();
+    assert_eq!(
+        got,
+        [(10, name("ann")), (11, name("bob")), (12, name("ann"))]
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod explain;
+pub mod flow;
 pub mod model_server;
 pub mod nexmark;
 pub mod run;

@@ -20,6 +20,7 @@ use weir_nexmark::generator::{
 use weir_nexmark::{Event, Query, queries, reference, source};
 
 use crate::progress;
+use crate::snapshots::{SnapshotArgs, input_part, job_name};
 
 /// The `weir nexmark` subcommands.
 #[derive(Debug, Subcommand)]
@@ -68,6 +69,9 @@ pub struct RunArgs {
     /// (keeps every event in memory; for conformance checks on modest inputs).
     #[arg(long)]
     pub check: bool,
+    /// Snapshots, to survive a crash.
+    #[command(flatten)]
+    pub snapshots: SnapshotArgs,
 }
 
 /// Arguments of `weir nexmark generate`.
@@ -251,19 +255,45 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     let parallelism = executor_config.workers;
     let executor = Executor::new(executor_config).context("cannot start the worker threads")?;
     let started = Instant::now();
-    let config = JobConfig {
-        name: format!("nexmark-{query}"),
+    // The same command gives the same name, so a rerun finds its snapshots.
+    let name_parts = match (&args.input, args.events) {
+        (Some(path), _) => vec![query.to_string(), input_part(path)],
+        (None, count) => vec![
+            query.to_string(),
+            format!("generated-{}", count.unwrap_or(0)),
+            format!("rate-{}", args.wall_rate.unwrap_or(args.rate)),
+            format!("seed-{}", args.seed),
+        ],
+    };
+    let mut config = JobConfig {
+        name: job_name("nexmark", &name_parts),
         default_parallelism: Some(parallelism),
         ..Default::default()
     };
+    let snapshots = args.snapshots.snapshots();
+    if let Some(s) = &snapshots {
+        s.apply(&mut config);
+    }
+    let name = config.name.clone();
     let job = pipeline
         .submit(&executor, config)
         .with_context(|| format!("cannot start {query}"))?;
+    if let Some(s) = &snapshots {
+        s.report_resume(&job);
+    }
     let metrics = match total {
         Some(total) => progress::watch(&job, total, "events", progress::Unit::Items),
         None => progress::watch(&job, 0, "bytes", progress::Unit::Bytes),
     };
     job.join().with_context(|| format!("{query} failed"))?;
+    if let Some(s) = &snapshots {
+        s.finished(&name).with_context(|| {
+            format!(
+                "{query} succeeded, but its snapshots in {} remain",
+                s.dir().display()
+            )
+        })?;
+    }
     let elapsed = started.elapsed().as_secs_f64();
     let events = progress::counter(&metrics, "events");
     let late = progress::counter(&metrics, "late_events");

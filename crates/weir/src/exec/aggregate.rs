@@ -11,10 +11,15 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
+use weir_core::{
+    Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, SnapshotWriter, Watermark,
+};
 
 use crate::aggregate::AggregateOperation;
-use crate::exec::link::{Link, chain_head_hooks, complete_chain, drain_into_chain};
+use crate::exec::link::{
+    Link, chain_head_hooks, chain_restore, complete_chain, drain_into_chain, save_chain,
+};
+use crate::exec::state::{LinkEntries, LinkWriter, not_durable};
 
 /// Accumulates items per key; emits `(key, accumulator)` pairs on output 0 at the end.
 pub(crate) struct AccumulateByKey<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
@@ -94,6 +99,23 @@ where
     fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         Ok(outbox.offer_idle())
     }
+
+    fn save(&mut self, _state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        let emitting =
+            self.pending.is_some() || self.draining.as_ref().is_some_and(|d| d.len() > 0);
+        if !self.groups.is_empty() || emitting {
+            return Err(not_durable("a batch aggregation"));
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, _entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        Ok(true)
+    }
 }
 
 /// Accumulates every item into one accumulator; emits it on output 0 at the end.
@@ -152,6 +174,21 @@ impl<T: 'static, Op: AggregateOperation<T>> Link<T> for AccumulateAll<T, Op> {
 
     fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         Ok(outbox.offer_idle())
+    }
+
+    fn save(&mut self, _state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        if self.acc.is_some() {
+            return Err(not_durable("a batch aggregation"));
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, _entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        Ok(true)
     }
 }
 
@@ -212,7 +249,19 @@ where
         drain_into_chain(&mut results, &mut *self.chain, outbox)
     }
 
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        if !self.groups.is_empty() || self.draining.as_ref().is_some_and(|d| d.len() > 0) {
+            return Err(not_durable("a batch aggregation"));
+        }
+        save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
+    }
+
     chain_head_hooks!();
+    chain_restore!();
 }
 
 /// Combines every partial accumulator into one result and pushes it into its chain.
@@ -265,5 +314,17 @@ impl<T: 'static, Op: AggregateOperation<T>> Processor for CombineAll<T, Op> {
         complete_chain(&mut *self.chain, outbox)
     }
 
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        if !self.emitted {
+            return Err(not_durable("a batch aggregation"));
+        }
+        save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
+    }
+
     chain_head_hooks!();
+    chain_restore!();
 }

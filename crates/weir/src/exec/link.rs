@@ -15,6 +15,8 @@ use std::collections::VecDeque;
 
 use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
 
+use crate::exec::state::{LinkEntries, LinkWriter};
+
 /// One step of a fused chain. See the [module docs](self).
 pub(crate) trait Link<T>: Send {
     /// Called once per processor instance, before any item.
@@ -51,6 +53,15 @@ pub(crate) trait Link<T>: Send {
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool>;
     /// Whether the chain may run on a cooperative thread (false if a sink blocks).
     fn is_cooperative(&self) -> bool;
+    /// Phase 1 of a snapshot: saves this link's state into `state`, then has the rest of the
+    /// chain save into `state.next()`. Called only once `flush` emptied the backlog. A sink
+    /// terminal prepares what it wrote since the last snapshot.
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()>;
+    /// Restores what [`save`](Self::save) saved, after `init` and before any item.
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()>;
+    /// Phase 2 of a snapshot: a sink terminal makes what it prepared visible. Idempotent.
+    /// Returns true when done; false to be called again.
+    fn commit(&mut self) -> ProcessorResult<bool>;
 }
 
 /// A `Box<dyn Link<T>>` whose `T` the planner does not know statically.
@@ -73,8 +84,34 @@ pub(crate) fn unerase<T: Item>(link: ErasedLink) -> Box<dyn Link<T>> {
     }
 }
 
-/// Implements the delegating methods of a non-terminal link whose next link is `self.next`.
+/// Implements the delegating methods of a non-terminal link whose next link is `self.next`,
+/// the snapshot hooks included: for a link without state of its own.
 macro_rules! delegate_to_next {
+    () => {
+        $crate::exec::link::delegate_flow_to_next!();
+
+        fn save(
+            &mut self,
+            state: &mut $crate::exec::state::LinkWriter<'_>,
+        ) -> weir_core::ProcessorResult<()> {
+            self.next.save(&mut state.next())
+        }
+        fn restore(
+            &mut self,
+            entries: &mut $crate::exec::state::LinkEntries<'_>,
+        ) -> weir_core::ProcessorResult<()> {
+            self.next.restore(&mut entries.next())
+        }
+        fn commit(&mut self) -> weir_core::ProcessorResult<bool> {
+            self.next.commit()
+        }
+    };
+}
+pub(crate) use delegate_to_next;
+
+/// Implements the delegating methods of a non-terminal link whose next link is `self.next`,
+/// except the snapshot hooks: for a link with state, which saves it and then calls the next.
+macro_rules! delegate_flow_to_next {
     () => {
         fn flush(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
             self.next.flush(outbox)
@@ -97,7 +134,7 @@ macro_rules! delegate_to_next {
         }
     };
 }
-pub(crate) use delegate_to_next;
+pub(crate) use delegate_flow_to_next;
 
 /// The terminal that emits to every output ordinal of the vertex (one per downstream vertex).
 pub(crate) struct Emit<T> {
@@ -165,6 +202,19 @@ impl<T: Item> Link<T> for Emit<T> {
     fn is_cooperative(&self) -> bool {
         true
     }
+
+    fn save(&mut self, _state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        debug_assert!(self.backlog.is_empty(), "saved with a backlog");
+        Ok(())
+    }
+
+    fn restore(&mut self, _entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        Ok(true)
+    }
 }
 
 /// A head that feeds its chain from the inbox: every input ordinal carries `T`.
@@ -209,6 +259,7 @@ impl<T: Item> Processor for InboxHead<T> {
     }
 
     chain_head_hooks!();
+    stateless_head_snapshots!();
 }
 
 /// Implements the hooks every head processor with a `self.chain` delegates the same way:
@@ -242,9 +293,63 @@ macro_rules! chain_head_hooks {
         ) -> weir_core::ProcessorResult<bool> {
             $crate::exec::link::chain_idle(&mut *self.chain, outbox)
         }
+
+        fn snapshot_commit_finish(&mut self, _success: bool) -> weir_core::ProcessorResult<bool> {
+            self.chain.commit()
+        }
     };
 }
 pub(crate) use chain_head_hooks;
+
+/// Implements the snapshot hooks of a head with no state of its own: it saves and restores
+/// its chain.
+macro_rules! stateless_head_snapshots {
+    () => {
+        fn save_to_snapshot(
+            &mut self,
+            outbox: &mut weir_core::Outbox,
+            writer: &mut weir_core::SnapshotWriter,
+        ) -> weir_core::ProcessorResult<bool> {
+            $crate::exec::link::save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
+        }
+
+        $crate::exec::link::chain_restore!();
+    };
+}
+pub(crate) use stateless_head_snapshots;
+
+/// Implements `restore_from_snapshot` for a head whose own state is never saved (it refuses
+/// to save while it holds any): only its chain restores.
+macro_rules! chain_restore {
+    () => {
+        fn restore_from_snapshot(
+            &mut self,
+            entries: Vec<weir_core::SnapshotEntry>,
+        ) -> weir_core::ProcessorResult<()> {
+            let mut entries = $crate::exec::state::ChainEntries::new(entries);
+            self.chain.restore(&mut entries.head().next())
+        }
+    };
+}
+pub(crate) use chain_restore;
+
+/// How a head saves: its backlog goes out first (everything emitted before the barrier leaves
+/// before it); then `own` saves the head's state at scope 0, and the chain from scope 1.
+/// False while the backlog cannot go out.
+pub(crate) fn save_chain<T>(
+    chain: &mut dyn Link<T>,
+    outbox: &mut Outbox,
+    writer: &mut weir_core::SnapshotWriter,
+    own: impl FnOnce(&mut LinkWriter<'_>) -> ProcessorResult<()>,
+) -> ProcessorResult<bool> {
+    if !chain.flush(outbox)? {
+        return Ok(false);
+    }
+    let mut head = LinkWriter::head(writer);
+    own(&mut head)?;
+    chain.save(&mut head.next())?;
+    Ok(true)
+}
 
 /// Ends a head's chain: flushes the backlog, then completes the chain. True when finished.
 pub(crate) fn complete_chain<T>(

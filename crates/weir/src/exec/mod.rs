@@ -10,6 +10,7 @@ pub(crate) mod read_ahead;
 pub(crate) mod sink;
 pub(crate) mod sort;
 pub(crate) mod source;
+pub(crate) mod state;
 pub(crate) mod stream_join;
 pub(crate) mod stream_source;
 pub(crate) mod transform;

@@ -18,7 +18,7 @@ use weir_core::{
     Counter, Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark,
 };
 
-use crate::exec::link::{ErasedLink, Link, chain_idle, chain_watermark, unerase};
+use crate::exec::link::{ErasedLink, Link, chain_idle, chain_watermark, save_chain, unerase};
 
 /// A marker held in place among the buffered items.
 #[derive(Debug, Clone, Copy)]
@@ -145,6 +145,30 @@ impl<T: Item> Processor for ProbeBuffer<T> {
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         Ok(self.pump(outbox)? && self.chain.complete(outbox)?)
+    }
+
+    /// Everything held came before the barrier: it goes on first, then the chain saves.
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut weir_core::SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        if !self.pump(outbox)? {
+            return Ok(false);
+        }
+        save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
+    }
+
+    fn restore_from_snapshot(
+        &mut self,
+        entries: Vec<weir_core::SnapshotEntry>,
+    ) -> ProcessorResult<()> {
+        let mut entries = crate::exec::state::ChainEntries::new(entries);
+        self.chain.restore(&mut entries.head().next())
+    }
+
+    fn snapshot_commit_finish(&mut self, _success: bool) -> ProcessorResult<bool> {
+        self.chain.commit()
     }
 
     fn is_cooperative(&self) -> bool {

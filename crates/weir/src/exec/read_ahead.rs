@@ -10,6 +10,14 @@
 //!
 //! Cost per batch of up to [`BATCH`] items: one queue hand-off (a lock-free push and pop), one
 //! `Vec` allocation on the I/O thread, one wake-up of the head's worker.
+//!
+//! # Positions
+//!
+//! A snapshot must record where the reader is as far as the *head* is concerned: after the
+//! last item handed to the chain, not after what the I/O thread has read ahead. So the thread
+//! asks the reader for its [`position`](SourceReader::position) after every read that
+//! emitted something and sends it with the batch; the feed's [`position`](SourceFeed::position)
+//! is that of the last batch taken.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -49,11 +57,16 @@ pub(crate) struct SourceFeed<R: SourceReader> {
     thread_name: String,
     waker: TaskletWaker,
     closed: bool,
+    /// Once the reader moved to its thread: the position after the last batch taken.
+    handed: Option<Vec<u8>>,
+    /// Whether the reader can replay (its position was `Some` when it was opened).
+    replayable: bool,
 }
 
 /// What the read-ahead thread sends.
 enum Message<T> {
-    Batch(Vec<T>, Vec<(usize, u32)>),
+    /// Items, their partition runs, and the reader's position after the last of them.
+    Batch(Vec<T>, Vec<(usize, u32)>, Option<Vec<u8>>),
     /// The reader is exhausted; the result of closing it.
     End(Result<(), BoxError>),
     Failed(BoxError),
@@ -74,6 +87,8 @@ impl<R: SourceReader> SourceFeed<R> {
             thread_name: String::new(),
             waker: TaskletWaker::default(),
             closed: false,
+            handed: None,
+            replayable: false,
         }
     }
 
@@ -83,8 +98,35 @@ impl<R: SourceReader> SourceFeed<R> {
         self.thread_name = format!("weir-io-{}-{}", ctx.vertex(), ctx.global_index());
         self.waker = ctx.waker().clone();
         match &mut self.reader {
-            Some(reader) => reader.open(ctx),
+            Some(reader) => {
+                reader.open(ctx)?;
+                self.replayable = reader.position().is_some();
+                Ok(())
+            }
             None => Ok(()),
+        }
+    }
+
+    /// Whether the reader can replay its input ([`SourceReader::position`] is `Some`).
+    pub(crate) fn replayable(&self) -> bool {
+        self.replayable
+    }
+
+    /// The reader's position after the last item [`read`](Self::read) handed out; `None`
+    /// when it cannot replay.
+    pub(crate) fn position(&self) -> Option<Vec<u8>> {
+        match (&self.reader, &self.ahead) {
+            (Some(reader), None) => reader.position(),
+            _ => self.handed.clone(),
+        }
+    }
+
+    /// Moves the reader to `position` (see [`SourceReader::seek`]). Only before the first
+    /// read: a restore comes right after `open`.
+    pub(crate) fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        match &mut self.reader {
+            Some(reader) if self.ahead.is_none() => reader.seek(position),
+            _ => Err("a source can only seek before it reads".into()),
         }
     }
 
@@ -123,7 +165,10 @@ impl<R: SourceReader> SourceFeed<R> {
             return ReadOutcome::Exhausted;
         };
         match rx.try_recv() {
-            Ok(Message::Batch(batch, batch_runs)) => {
+            Ok(Message::Batch(batch, batch_runs, position)) => {
+                if position.is_some() {
+                    self.handed = position;
+                }
                 let base = items.len();
                 if let Some(runs) = runs {
                     runs.extend(batch_runs.into_iter().map(|(at, p)| (base + at, p)));
@@ -158,6 +203,8 @@ impl<R: SourceReader> SourceFeed<R> {
             .reader
             .take()
             .expect("a feed starts its thread once, with its reader");
+        // Nothing handed out yet: the position is where the reader stands (after a seek).
+        self.handed = reader.position();
         let (tx, rx) = mpsc::sync_channel(READ_AHEAD);
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -232,7 +279,8 @@ fn read_ahead<R: SourceReader>(
             reader.read(&mut Emitter::with_partitions(&mut items, BATCH, &mut runs))
         }));
         let got = !items.is_empty();
-        if got && !send(Message::Batch(items, runs)) {
+        // The position travels with the items it follows (see the module docs).
+        if got && !send(Message::Batch(items, runs, reader.position())) {
             break;
         }
         match read {

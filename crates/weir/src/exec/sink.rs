@@ -5,6 +5,7 @@ use weir_core::{BoxError, Counter, Outbox, ProcessorContext, ProcessorResult};
 
 use crate::connector::SinkWriter;
 use crate::exec::link::{ErasedLink, Link, erase};
+use crate::exec::state::{LinkEntries, LinkWriter};
 
 pub(crate) struct SinkTerminal<W: SinkWriter> {
     writer: W,
@@ -13,6 +14,9 @@ pub(crate) struct SinkTerminal<W: SinkWriter> {
     closed: bool,
     written: u64,
     counter: Counter,
+    /// This instance's index and the sink's parallelism: prepared output is saved under the
+    /// index, and restored to `index % parallelism` of the new run.
+    instance: (usize, usize),
 }
 
 impl<W: SinkWriter> SinkTerminal<W> {
@@ -36,12 +40,14 @@ pub(crate) fn sink_terminal<W: SinkWriter>(writer: W) -> ErasedLink {
         closed: false,
         written: 0,
         counter: Counter::default(),
+        instance: (0, 1),
     }))
 }
 
 impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.counter = ctx.metrics().counter("records_written");
+        self.instance = (ctx.global_index(), ctx.total_parallelism().max(1));
         self.writer.open(ctx)
     }
 
@@ -120,5 +126,29 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
     fn idle(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
         // A sink has no consumers to tell.
         Ok(true)
+    }
+
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        if let Some(prepared) = self.writer.prepare()? {
+            state.put(&(self.instance.0 as u64).to_le_bytes(), prepared);
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        let (me, parallelism) = self.instance;
+        for e in entries.take() {
+            let Ok(old) = <[u8; 8]>::try_from(e.key.as_slice()) else {
+                continue;
+            };
+            if u64::from_le_bytes(old) as usize % parallelism == me {
+                self.writer.restore(e.value)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        self.writer.commit()
     }
 }

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
 
-use crate::exec::link::{Link, chain_head_hooks, drain_into_chain};
+use crate::exec::link::{Link, chain_head_hooks, chain_restore, drain_into_chain, save_chain};
+use crate::exec::state::not_durable;
 
 /// A sort comparator shared by every instance.
 pub(crate) type Compare<T> = Arc<dyn Fn(&T, &T) -> std::cmp::Ordering + Send + Sync>;
@@ -52,5 +53,17 @@ impl<T: Item> Processor for SortHead<T> {
         drain_into_chain(draining, &mut *self.chain, outbox)
     }
 
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut weir_core::SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        if !self.items.is_empty() || self.draining.as_ref().is_some_and(|d| d.len() > 0) {
+            return Err(not_durable("a sort"));
+        }
+        save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
+    }
+
     chain_head_hooks!();
+    chain_restore!();
 }

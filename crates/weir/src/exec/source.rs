@@ -1,10 +1,28 @@
 //! The head processor of a source vertex: runs a [`SourceReader`] into the fused chain.
+//!
+//! # Snapshots
+//!
+//! A source head saves, at scope 0 of its chain's entries, its reader's position (after the
+//! last item handed to the chain: see [`crate::exec::read_ahead`]), whether the input was
+//! exhausted, and for a stream source its event-time state. Its backlog goes out first, and a
+//! stream source hands its pending watermark down before it saves. The entry is keyed by the
+//! instance's index; entries of unkeyed state reach every instance on restore, and each takes
+//! its own. Positions are per instance's share of the input, so a source restored at another
+//! parallelism than it was saved at is refused, naming the vertex.
+//!
+//! A reader that cannot replay ([`SourceReader::position`] is `None`) refuses a job with
+//! exactly-once at submit (in `init`); with at-least-once it logs that it gives at most once.
 
-use weir_core::{BoxError, Outbox, Processor, ProcessorContext, ProcessorResult};
+use serde::{Deserialize, Serialize};
+use weir_core::snapshot::Guarantee;
+use weir_core::{
+    BoxError, Outbox, Processor, ProcessorContext, ProcessorResult, SnapshotEntry, SnapshotWriter,
+};
 
 use crate::connector::SourceReader;
-use crate::exec::link::{ErasedLink, Link, unerase};
+use crate::exec::link::{ErasedLink, Link, save_chain, unerase};
 use crate::exec::read_ahead::{BATCH, ReadOutcome, SourceFeed};
+use crate::exec::state::{ChainEntries, LinkWriter};
 
 pub(crate) struct SourceHead<R: SourceReader> {
     feed: SourceFeed<R>,
@@ -13,6 +31,7 @@ pub(crate) struct SourceHead<R: SourceReader> {
     exhausted: bool,
     /// A read failure, raised once the items read before it are down the chain.
     failed: Option<BoxError>,
+    place: SourcePlace,
 }
 
 pub(crate) fn source_head<R: SourceReader>(reader: R, chain: ErasedLink) -> Box<dyn Processor> {
@@ -22,12 +41,132 @@ pub(crate) fn source_head<R: SourceReader>(reader: R, chain: ErasedLink) -> Box<
         batch: Vec::with_capacity(BATCH),
         exhausted: false,
         failed: None,
+        place: SourcePlace::default(),
     })
+}
+
+/// A source instance's name and place, for its snapshot entry and its messages.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SourcePlace {
+    vertex: String,
+    instance: usize,
+    parallelism: usize,
+}
+
+impl SourcePlace {
+    /// The vertex name.
+    pub(crate) fn vertex(&self) -> &str {
+        &self.vertex
+    }
+
+    /// Takes the place from `ctx` and checks that the reader suits the job's guarantee:
+    /// exactly-once needs a reader that can replay.
+    pub(crate) fn init(ctx: &ProcessorContext, replayable: bool) -> ProcessorResult<Self> {
+        let place = SourcePlace {
+            vertex: ctx.vertex().to_owned(),
+            instance: ctx.global_index(),
+            parallelism: ctx.total_parallelism().max(1),
+        };
+        if !replayable {
+            match ctx.guarantee() {
+                Guarantee::ExactlyOnce => {
+                    return Err(format!(
+                        "source '{}' cannot replay its input, so it cannot give exactly-once: run the job with at-least-once (this source then gives at most once) or without snapshots",
+                        place.vertex
+                    )
+                    .into());
+                }
+                Guarantee::AtLeastOnce if place.instance == 0 => tracing::warn!(
+                    vertex = %place.vertex,
+                    "source '{}' cannot replay its input: after a restore, what it read since the last snapshot is lost (at most once for this source)",
+                    place.vertex
+                ),
+                _ => {}
+            }
+        }
+        Ok(place)
+    }
+
+    /// Saves `state` at scope 0, keyed by this instance's index.
+    pub(crate) fn save(&self, head: &mut LinkWriter<'_>, mut state: SavedSource) {
+        state.instance = self.instance as u64;
+        state.parallelism = self.parallelism as u64;
+        let value = postcard::to_stdvec(&state).expect("a source state always encodes");
+        head.put(&(self.instance as u64).to_le_bytes(), value);
+    }
+
+    /// This instance's state among the restored entries (scope 0 of the chain's): `None`
+    /// when the snapshot holds none for it.
+    ///
+    /// # Errors
+    /// An entry does not decode, or the source was saved at another parallelism.
+    pub(crate) fn restore(
+        &self,
+        entries: &mut ChainEntries,
+    ) -> Result<Option<SavedSource>, BoxError> {
+        let mut mine = None;
+        for e in entries.head().take() {
+            let state: SavedSource = postcard::from_bytes(&e.value).map_err(|err| {
+                format!(
+                    "source '{}': a damaged read position in the snapshot ({err})",
+                    self.vertex
+                )
+            })?;
+            if state.parallelism != self.parallelism as u64 {
+                return Err(format!(
+                    "source '{}' was saved with {} instances and now runs {}: its read positions belong to the old instances' shares of the input; run it with parallelism {} to resume",
+                    self.vertex, state.parallelism, self.parallelism, state.parallelism
+                )
+                .into());
+            }
+            if state.instance == self.instance as u64 {
+                mine = Some(state);
+            }
+        }
+        Ok(mine)
+    }
+
+    /// Seeks `feed` to the saved position. A reader that cannot replay starts again where
+    /// it is (at-least-once only: exactly-once was refused in `init`).
+    pub(crate) fn seek<R: SourceReader>(
+        &self,
+        feed: &mut SourceFeed<R>,
+        state: &SavedSource,
+    ) -> Result<(), BoxError> {
+        match &state.position {
+            Some(position) if !state.exhausted => feed
+                .seek(position)
+                .map_err(|e| format!("source '{}': {e}", self.vertex).into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a source instance saves. See the [module docs](self).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SavedSource {
+    pub instance: u64,
+    pub parallelism: u64,
+    /// The reader's position; `None` when it cannot replay.
+    pub position: Option<Vec<u8>>,
+    pub exhausted: bool,
+    /// A stream source's event-time state.
+    pub event_time: Option<SavedEventTime>,
+}
+
+/// A stream source's event-time state: the highest timestamp per partition, which are idle,
+/// and the last watermark it sent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SavedEventTime {
+    pub highest: Vec<Option<i64>>,
+    pub idle: Vec<bool>,
+    pub sent: i64,
 }
 
 impl<R: SourceReader> Processor for SourceHead<R> {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.feed.open(ctx)?;
+        self.place = SourcePlace::init(ctx, self.feed.replayable())?;
         self.chain.init(ctx)
     }
 
@@ -65,6 +204,36 @@ impl<R: SourceReader> Processor for SourceHead<R> {
     /// Always the chain's say: a reader that may block reads ahead on an I/O thread.
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
+    }
+
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        let state = SavedSource {
+            position: self.feed.position(),
+            exhausted: self.exhausted,
+            ..SavedSource::default()
+        };
+        let place = &self.place;
+        save_chain(&mut *self.chain, outbox, writer, |head| {
+            place.save(head, state);
+            Ok(())
+        })
+    }
+
+    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        let mut entries = ChainEntries::new(entries);
+        if let Some(state) = self.place.restore(&mut entries)? {
+            self.place.seek(&mut self.feed, &state)?;
+            self.exhausted = state.exhausted;
+        }
+        self.chain.restore(&mut entries.head().next())
+    }
+
+    fn snapshot_commit_finish(&mut self, _success: bool) -> ProcessorResult<bool> {
+        self.chain.commit()
     }
 
     fn close(&mut self) -> ProcessorResult<()> {

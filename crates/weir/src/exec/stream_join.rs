@@ -11,12 +11,14 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use weir_core::{
-    Counter, Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark,
+    Counter, Inbox, Item, Outbox, PartitionKey, Processor, ProcessorContext, ProcessorResult,
+    SnapshotEntry, SnapshotWriter, Watermark,
 };
 
 use crate::event_time::{Timestamped, Window};
 use crate::exec::join::KeyFn;
-use crate::exec::link::{Link, chain_idle, chain_watermark, complete_chain};
+use crate::exec::link::{Link, chain_idle, chain_watermark, complete_chain, save_chain};
+use crate::exec::state::{ChainEntries, LinkWriter, StateCodec};
 use crate::exec::window::Frames;
 
 /// Builds a match, or `None` to skip the pair.
@@ -24,6 +26,49 @@ pub(crate) type StreamMerge<L, R, O> = Arc<dyn Fn(&Window, &L, &R) -> Option<O> 
 
 /// One side's kept items, by (window end, key).
 type SideState<K, T> = FxHashMap<(i64, K), Vec<Timestamped<T>>>;
+
+/// How a stream join saves its state: keys, and each side's kept items.
+pub(crate) type JoinCodec<K, L, R> = (
+    StateCodec<K>,
+    StateCodec<Vec<Timestamped<L>>>,
+    StateCodec<Vec<Timestamped<R>>>,
+);
+
+/// Saves one side's items, one entry per (window end, key), under the key's partition.
+fn save_side<K: PartitionKey, T>(
+    state: &mut LinkWriter<'_>,
+    side: u8,
+    items: &SideState<K, T>,
+    keys: &StateCodec<K>,
+    values: &StateCodec<Vec<Timestamped<T>>>,
+) -> ProcessorResult<()> {
+    for ((end, key), kept) in items {
+        let mut k = vec![side];
+        (keys.encode)(key, &mut k)?;
+        let mut value = end.to_le_bytes().to_vec();
+        (values.encode)(kept, &mut value)?;
+        state.put_keyed(key, &k, value);
+    }
+    Ok(())
+}
+
+/// Restores one side's entry saved by [`save_side`].
+fn restore_side<K: Hash + Eq, T>(
+    side: &mut SideState<K, T>,
+    key: &[u8],
+    value: &[u8],
+    keys: &StateCodec<K>,
+    values: &StateCodec<Vec<Timestamped<T>>>,
+) -> ProcessorResult<i64> {
+    if value.len() < 8 {
+        return Err("a stream join entry is too short".into());
+    }
+    let end = i64::from_le_bytes(value[..8].try_into()?);
+    side.entry((end, (keys.decode)(key)?))
+        .or_default()
+        .extend((values.decode)(&value[8..])?);
+    Ok(end)
+}
 
 pub(crate) struct StreamJoin<L, R, K, O> {
     left_key: KeyFn<L, K>,
@@ -40,6 +85,7 @@ pub(crate) struct StreamJoin<L, R, K, O> {
     /// The earliest window end with state: nothing expires before the watermark passes it.
     earliest_end: i64,
     late: Counter,
+    codec: JoinCodec<K, L, R>,
 }
 
 impl<L, R, K, O> StreamJoin<L, R, K, O> {
@@ -49,8 +95,10 @@ impl<L, R, K, O> StreamJoin<L, R, K, O> {
         ttl: Option<i64>,
         merge: StreamMerge<L, R, O>,
         chain: Box<dyn Link<Timestamped<O>>>,
+        codec: JoinCodec<K, L, R>,
     ) -> Self {
         StreamJoin {
+            codec,
             left_key: keys.0,
             right_key: keys.1,
             window,
@@ -87,7 +135,7 @@ impl<L, R, K, O> Processor for StreamJoin<L, R, K, O>
 where
     L: Item,
     R: Item,
-    K: Item + Hash + Eq,
+    K: Item + Hash + Eq + PartitionKey,
     O: Item,
 {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
@@ -211,5 +259,55 @@ where
 
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
+    }
+
+    /// Saves both sides' kept items by key partition, and the watermark and eviction times.
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        let (left, right, codec) = (&self.left, &self.right, &self.codec);
+        let times = [self.watermark, self.evicted_at];
+        save_chain(&mut *self.chain, outbox, writer, |state| {
+            save_side(state, 0, left, &codec.0, &codec.1)?;
+            save_side(state, 1, right, &codec.0, &codec.2)?;
+            state.put(
+                b"times",
+                times.iter().flat_map(|t| t.to_le_bytes()).collect(),
+            );
+            Ok(())
+        })
+    }
+
+    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        let mut entries = ChainEntries::new(entries);
+        let mut head = entries.head();
+        for e in head.take() {
+            match (e.partition, e.key.split_first()) {
+                (None, _) if e.key == b"times" && e.value.len() == 16 => {
+                    let t = |i: usize| i64::from_le_bytes(e.value[i..i + 8].try_into().expect("8"));
+                    // Every instance saw the same watermarks at an aligned barrier.
+                    self.watermark = self.watermark.max(t(0));
+                    self.evicted_at = self.evicted_at.max(t(8));
+                }
+                (Some(_), Some((&0, key))) => {
+                    let end =
+                        restore_side(&mut self.left, key, &e.value, &self.codec.0, &self.codec.1)?;
+                    self.earliest_end = self.earliest_end.min(end);
+                }
+                (Some(_), Some((&1, key))) => {
+                    let end =
+                        restore_side(&mut self.right, key, &e.value, &self.codec.0, &self.codec.2)?;
+                    self.earliest_end = self.earliest_end.min(end);
+                }
+                _ => return Err("unknown stream join entry".into()),
+            }
+        }
+        self.chain.restore(&mut head.next())
+    }
+
+    fn snapshot_commit_finish(&mut self, _success: bool) -> ProcessorResult<bool> {
+        self.chain.commit()
     }
 }

@@ -12,19 +12,29 @@
 //! at most [`MAX_READ_GAP`] between two read attempts, so a source whose worker was busy with
 //! other tasklets for a while is not idle for that: a partition goes idle only after many
 //! attempts that found nothing.
+//!
+//! # Snapshots
+//!
+//! As a batch source head (see [`crate::exec::source`]), plus the event-time state: the
+//! highest timestamp per partition, which partitions are idle, and the last watermark sent,
+//! so that watermarks and lateness go on after a restore as in an uninterrupted run. The
+//! pending watermark goes down the chain before the head saves.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_core::watermark::EventTimeTracker;
 use weir_core::{
-    BoxError, Counter, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark,
+    BoxError, Counter, Item, Outbox, Processor, ProcessorContext, ProcessorResult, SnapshotEntry,
+    SnapshotWriter, Watermark,
 };
 
 use crate::connector::SourceReader;
 use crate::event_time::{TimestampFn, Timestamped};
-use crate::exec::link::{ErasedLink, Link, chain_idle, chain_watermark, unerase};
+use crate::exec::link::{ErasedLink, Link, chain_idle, chain_watermark, save_chain, unerase};
 use crate::exec::read_ahead::{BATCH, ReadOutcome, SourceFeed};
+use crate::exec::source::{SavedEventTime, SavedSource, SourcePlace};
+use crate::exec::state::ChainEntries;
 
 /// The most that one gap between two read attempts adds to the reading clock. An idle source
 /// is asked to read at least every millisecond or so (its worker's longest pause); a longer
@@ -77,6 +87,7 @@ pub(crate) struct StreamSourceHead<R: SourceReader> {
     /// A read failure, raised once the items read before it are down the chain.
     failed: Option<BoxError>,
     late: Counter,
+    place: SourcePlace,
 }
 
 pub(crate) fn stream_source_head<R: SourceReader>(
@@ -108,6 +119,7 @@ where
         exhausted: false,
         failed: None,
         late: Counter::default(),
+        place: SourcePlace::default(),
     })
 }
 
@@ -179,6 +191,7 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
         let partitions = self.feed.partitions().max(1);
         self.tracker = EventTimeTracker::new(partitions, self.policy.allowed_lag);
         self.last_seen = vec![Duration::ZERO; partitions];
+        self.place = SourcePlace::init(ctx, self.feed.replayable())?;
         self.chain.init(ctx)
     }
 
@@ -240,6 +253,58 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
     /// Always the chain's say: a reader that may block reads ahead on an I/O thread.
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
+    }
+
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        // The watermark of the items before the barrier goes before it.
+        if !self.drain_chain(outbox)? {
+            return Ok(false);
+        }
+        let (highest, idle) = self.tracker.state();
+        let state = SavedSource {
+            position: self.feed.position(),
+            exhausted: self.exhausted,
+            event_time: Some(SavedEventTime {
+                highest: highest.to_vec(),
+                idle: idle.to_vec(),
+                sent: self.sent.0,
+            }),
+            ..SavedSource::default()
+        };
+        let place = &self.place;
+        save_chain(&mut *self.chain, outbox, writer, |head| {
+            place.save(head, state);
+            Ok(())
+        })
+    }
+
+    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        let mut entries = ChainEntries::new(entries);
+        if let Some(state) = self.place.restore(&mut entries)? {
+            self.place.seek(&mut self.feed, &state)?;
+            self.exhausted = state.exhausted;
+            if let Some(time) = &state.event_time {
+                if !self.tracker.restore(&time.highest, &time.idle) {
+                    return Err(format!(
+                        "stream source '{}' read {} partitions when it was saved and {} now",
+                        self.place.vertex(),
+                        time.highest.len(),
+                        self.last_seen.len()
+                    )
+                    .into());
+                }
+                self.sent = Watermark(time.sent);
+            }
+        }
+        self.chain.restore(&mut entries.head().next())
+    }
+
+    fn snapshot_commit_finish(&mut self, _success: bool) -> ProcessorResult<bool> {
+        self.chain.commit()
     }
 
     fn close(&mut self) -> ProcessorResult<()> {

@@ -202,6 +202,7 @@ mod streaming {
     use super::{emit, erased};
     use crate::aggregate::counting;
     use crate::exec::link::{Link, inbox_head};
+    use crate::exec::state::StateCodec;
     use crate::exec::stream_join::StreamJoin;
     use crate::exec::transform::ExpiringKeyedLink;
     use crate::exec::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
@@ -220,9 +221,11 @@ mod streaming {
                     &def,
                     Arc::new(|k: &u8| *k),
                     Arc::new(counting()),
+                    (StateCodec::postcard(), StateCodec::postcard()),
                 ));
             inbox_head::<Timestamped<u8>>(erased(link))
         })
+        .snapshot_restore()
         .input_events(vec![
             ts(1, 7u8),
             ts(5, 7),
@@ -239,6 +242,7 @@ mod streaming {
                     Message::Item(f) => format!("{}@{}={}", f.key, f.end, f.acc),
                     Message::Watermark(w) => format!("wm{}", w.0),
                     Message::Idle => "idle".into(),
+                    Message::Barrier(n) => format!("barrier{n}"),
                     Message::Done => "done".into(),
                 })
                 .collect();
@@ -259,8 +263,10 @@ mod streaming {
                 &def,
                 Arc::new(counting()),
                 emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
+                (StateCodec::postcard(), StateCodec::postcard()),
             ))
         })
+        .snapshot_restore()
         .input_events(vec![
             Message::Item(Frame {
                 key: 1u8,
@@ -322,9 +328,11 @@ mod streaming {
                 Arc::new(|k: &u8| *k),
                 Arc::new(counting()),
                 emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
+                (StateCodec::postcard(), StateCodec::postcard()),
             ));
             inbox_head::<Timestamped<u8>>(erased(link))
         })
+        .snapshot_restore()
         .input_events(vec![
             ts(0, 1u8),
             ts(5, 1),
@@ -367,8 +375,14 @@ mod streaming {
                 None,
                 Arc::new(|_: &Window, l: &(u8, char), r: &(u8, u32)| Some((l.1, r.1))),
                 emit::<Timestamped<(char, u32)>>(),
+                (
+                    StateCodec::postcard(),
+                    StateCodec::postcard(),
+                    StateCodec::postcard(),
+                ),
             ))
         })
+        .snapshot_restore()
         .input_events(vec![ts(1, (1u8, 'a')), ts(2, (2, 'b'))])
         .input_events(vec![ts(3, (1u8, 10u32)), ts(4, (1, 11)), ts(5, (3, 12))])
         .expect_output_unordered(vec![
@@ -397,9 +411,11 @@ mod streaming {
                     Some(*n)
                 }),
                 next: emit::<Timestamped<u32>>(),
+                codec: (StateCodec::postcard(), StateCodec::postcard()),
             });
             inbox_head::<Timestamped<u8>>(erased(link))
         })
+        .snapshot_restore()
         .input_events(vec![
             ts(0, 1u8),
             ts(5, 1),

@@ -5,11 +5,12 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use weir_core::{Item, Outbox, ProcessorContext, ProcessorResult, Watermark};
+use weir_core::{Item, Outbox, PartitionKey, ProcessorContext, ProcessorResult, Watermark};
 
 use crate::event_time::Timestamped;
 
-use crate::exec::link::{Link, delegate_to_next};
+use crate::exec::link::{Link, delegate_flow_to_next, delegate_to_next};
+use crate::exec::state::{LinkEntries, LinkWriter, StateCodec, not_durable};
 
 pub(crate) struct MapLink<F, R> {
     pub f: Arc<F>,
@@ -191,6 +192,16 @@ where
     fn is_cooperative(&self) -> bool {
         self.next.is_cooperative()
     }
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        debug_assert!(self.is_drained(), "saved with items held back");
+        self.next.save(&mut state.next())
+    }
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        self.next.restore(&mut entries.next())
+    }
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        self.next.commit()
+    }
 }
 
 pub(crate) struct PeekLink<F, T> {
@@ -242,7 +253,17 @@ impl<T, S: Send, R: Item, F: Fn(&mut S, T) -> Option<R> + Send + Sync> Link<T>
             .extend(items.drain(..).filter_map(|item| f(state, item)));
         self.next.push_batch(&mut self.out)
     }
-    delegate_to_next!();
+    delegate_flow_to_next!();
+    fn save(&mut self, _state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        // Per-instance state has no key to move with on a rescale, and no codec.
+        Err(not_durable("an unkeyed map_stateful"))
+    }
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        self.next.restore(&mut entries.next())
+    }
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        self.next.commit()
+    }
 }
 
 /// A map with state kept per key. It runs after a partitioned edge, so every key's items
@@ -284,7 +305,19 @@ where
             None => true,
         }
     }
-    delegate_to_next!();
+    delegate_flow_to_next!();
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        if !self.states.is_empty() {
+            return Err(not_durable("a batch map_stateful"));
+        }
+        self.next.save(&mut state.next())
+    }
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        self.next.restore(&mut entries.next())
+    }
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        self.next.commit()
+    }
 }
 
 /// A stream map with state per key that expires: a key's state is dropped once the watermark
@@ -297,11 +330,13 @@ pub(crate) struct ExpiringKeyedLink<KF: ?Sized, C, F, K, S, R> {
     pub create: Arc<C>,
     pub f: Arc<F>,
     pub next: Box<dyn Link<Timestamped<R>>>,
+    /// Saves each key and its `(state, last seen)`.
+    pub codec: (StateCodec<K>, StateCodec<(S, i64)>),
 }
 
 impl<T, K, S, R, KF, C, F> Link<Timestamped<T>> for ExpiringKeyedLink<KF, C, F, K, S, R>
 where
-    K: Hash + Eq + Send,
+    K: Hash + Eq + Send + PartitionKey,
     S: Send,
     R: Item,
     KF: Fn(&T) -> K + Send + Sync + ?Sized,
@@ -354,5 +389,36 @@ where
     }
     fn is_cooperative(&self) -> bool {
         self.next.is_cooperative()
+    }
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        let (keys, values) = &self.codec;
+        // A state entry per key, with its last event time: the TTL restarts where it was.
+        let mut value = Vec::new();
+        for (key, entry) in &self.states {
+            let k = keys.to_bytes(key)?;
+            value.clear();
+            (values.encode)(entry, &mut value)?;
+            state.put_keyed(key, &k, value.clone());
+        }
+        state.put(b"evicted_at", self.evicted_at.to_le_bytes().to_vec());
+        self.next.save(&mut state.next())
+    }
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        let (keys, values) = &self.codec;
+        for e in entries.take() {
+            if e.partition.is_none() {
+                if e.key == b"evicted_at" && e.value.len() == 8 {
+                    let at = i64::from_le_bytes(e.value[..8].try_into()?);
+                    self.evicted_at = self.evicted_at.max(at);
+                }
+                continue;
+            }
+            self.states
+                .insert((keys.decode)(&e.key)?, (values.decode)(&e.value)?);
+        }
+        self.next.restore(&mut entries.next())
+    }
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        self.next.commit()
     }
 }

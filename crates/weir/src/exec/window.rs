@@ -23,12 +23,14 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use weir_core::{
-    Counter, Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark,
+    Counter, Inbox, Item, Outbox, PartitionKey, Processor, ProcessorContext, ProcessorResult,
+    SnapshotEntry, SnapshotWriter, Watermark,
 };
 
 use crate::aggregate::AggregateOperation;
 use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};
-use crate::exec::link::{Link, chain_idle, chain_watermark};
+use crate::exec::link::{Link, chain_idle, chain_watermark, save_chain};
+use crate::exec::state::{ChainEntries, LinkEntries, LinkWriter, StateCodec};
 
 /// The frame geometry of a tumbling, sliding or global window.
 #[derive(Debug, Clone, Copy)]
@@ -98,11 +100,20 @@ pub(crate) struct FrameAccumulate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     pending: Option<Frame<K, Op::Acc>>,
     watermark: i64,
     late: Counter,
+    codec: WindowCodec<K, Op::Acc>,
     _t: PhantomData<fn(T)>,
 }
 
+/// How window state is saved: each key, and each accumulator.
+pub(crate) type WindowCodec<K, A> = (StateCodec<K>, StateCodec<A>);
+
 impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> FrameAccumulate<T, K, KF, Op> {
-    pub(crate) fn new(def: &WindowDefinition, key: Arc<KF>, op: Arc<Op>) -> Self {
+    pub(crate) fn new(
+        def: &WindowDefinition,
+        key: Arc<KF>,
+        op: Arc<Op>,
+        codec: WindowCodec<K, Op::Acc>,
+    ) -> Self {
         FrameAccumulate {
             frames: Frames::of(def),
             key,
@@ -112,15 +123,50 @@ impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> FrameAccumulate<T, K, KF, Op> 
             pending: None,
             watermark: i64::MIN,
             late: Counter::default(),
+            codec,
             _t: PhantomData,
         }
     }
 }
 
+/// `end` then the encoded accumulator: a frame's or a session's value in a snapshot.
+fn encode_timed<A>(codec: &StateCodec<A>, times: &[i64], acc: &A) -> ProcessorResult<Vec<u8>> {
+    let mut value: Vec<u8> = times.iter().flat_map(|t| t.to_le_bytes()).collect();
+    (codec.encode)(acc, &mut value)?;
+    Ok(value)
+}
+
+/// Splits what [`encode_timed`] made.
+fn decode_timed<A, const N: usize>(
+    codec: &StateCodec<A>,
+    value: &[u8],
+) -> ProcessorResult<([i64; N], A)> {
+    if value.len() < 8 * N {
+        return Err("a window entry is too short".into());
+    }
+    let mut times = [0i64; N];
+    for (i, t) in times.iter_mut().enumerate() {
+        *t = i64::from_le_bytes(value[8 * i..8 * i + 8].try_into()?);
+    }
+    Ok((times, (codec.decode)(&value[8 * N..])?))
+}
+
+/// Saves an instance-wide time (a watermark). Every instance of a vertex receives every old
+/// instance's on restore: after a shuffle they are equal (aligned barriers: every instance
+/// had seen the same watermarks), before one each link says which it keeps.
+fn put_time(state: &mut LinkWriter<'_>, name: &[u8], time: i64) {
+    state.put(name, time.to_le_bytes().to_vec());
+}
+
+fn restored_time(e: &weir_core::SnapshotEntry, name: &[u8]) -> Option<i64> {
+    (e.partition.is_none() && e.key == name && e.value.len() == 8)
+        .then(|| i64::from_le_bytes(e.value[..8].try_into().expect("8 bytes")))
+}
+
 impl<T, K, KF, Op> FrameAccumulate<T, K, KF, Op>
 where
     T: 'static,
-    K: Item + Hash + Eq,
+    K: Item + Hash + Eq + PartitionKey,
     KF: Fn(&T) -> K + Send + Sync + ?Sized,
     Op: AggregateOperation<T>,
 {
@@ -162,7 +208,7 @@ where
 impl<T, K, KF, Op> Link<Timestamped<T>> for FrameAccumulate<T, K, KF, Op>
 where
     T: 'static,
-    K: Item + Hash + Eq,
+    K: Item + Hash + Eq + PartitionKey,
     KF: Fn(&T) -> K + Send + Sync + ?Sized,
     Op: AggregateOperation<T>,
 {
@@ -193,8 +239,9 @@ where
         true
     }
 
-    fn flush(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
-        Ok(true)
+    fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // Finishes sending frames a watermark closed, if the port filled half-way.
+        Ok(self.send_frames_ending_by(i64::MIN, outbox))
     }
 
     fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
@@ -217,6 +264,52 @@ where
     fn is_cooperative(&self) -> bool {
         true
     }
+
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        debug_assert!(self.pending.is_none() && self.draining.is_none());
+        let (keys, accs) = &self.codec;
+        for (end, frame) in &self.open {
+            for (key, acc) in frame {
+                state.put_keyed(key, &keys.to_bytes(key)?, encode_timed(accs, &[*end], acc)?);
+            }
+        }
+        put_time(state, b"watermark", self.watermark);
+        Ok(())
+    }
+
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        let (keys, accs) = &self.codec;
+        let mut restored_watermark = false;
+        for e in entries.take() {
+            if let Some(wm) = restored_time(&e, b"watermark") {
+                // Before the shuffle each instance follows its own source's watermark, so the
+                // old instances' differ: the least never drops an item the uninterrupted run
+                // kept (the source head drops its own late items anyway).
+                self.watermark = if restored_watermark {
+                    self.watermark.min(wm)
+                } else {
+                    wm
+                };
+                restored_watermark = true;
+            } else if e.partition.is_some() {
+                // This stage runs before the shuffle: several old instances may have partial
+                // frames of one key, and any instance may restore them. Partials combine.
+                let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
+                let frame = self.open.entry(end).or_default();
+                match frame.entry((keys.decode)(&e.key)?) {
+                    hash_map::Entry::Occupied(mut held) => self.op.combine(held.get_mut(), acc),
+                    hash_map::Entry::Vacant(slot) => {
+                        slot.insert(acc);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        Ok(true)
+    }
 }
 
 /// Stage two: combines frames into windows and pushes `(window, key, result)` down its chain.
@@ -234,6 +327,7 @@ pub(crate) struct SlidingCombine<T, K, Op: AggregateOperation<T>> {
     emitting: Option<Emitting<K, Op::Acc>>,
     chain: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
     late: Counter,
+    codec: WindowCodec<K, Op::Acc>,
     _t: PhantomData<fn(T)>,
 }
 
@@ -249,8 +343,10 @@ impl<T, K, Op: AggregateOperation<T>> SlidingCombine<T, K, Op> {
         def: &WindowDefinition,
         op: Arc<Op>,
         chain: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
+        codec: WindowCodec<K, Op::Acc>,
     ) -> Self {
         SlidingCombine {
+            codec,
             frames: Frames::of(def),
             op,
             received: BTreeMap::new(),
@@ -268,7 +364,7 @@ impl<T, K, Op: AggregateOperation<T>> SlidingCombine<T, K, Op> {
 impl<T, K, Op> SlidingCombine<T, K, Op>
 where
     T: 'static,
-    K: Item + Hash + Eq,
+    K: Item + Hash + Eq + PartitionKey,
     Op: AggregateOperation<T>,
 {
     fn combine_into(&self, into: &mut FxHashMap<K, (Op::Acc, u32)>, frame: &FxHashMap<K, Op::Acc>) {
@@ -401,7 +497,7 @@ where
 impl<T, K, Op> Processor for SlidingCombine<T, K, Op>
 where
     T: 'static,
-    K: Item + Hash + Eq,
+    K: Item + Hash + Eq + PartitionKey,
     Op: AggregateOperation<T>,
 {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
@@ -463,6 +559,55 @@ where
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
     }
+
+    /// Saves the frames still needed, by key, and where emission stands. The running
+    /// accumulator of a deducting operation is not saved: the first window after a restore
+    /// is combined from its frames, which are all kept.
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        debug_assert!(self.emitting.is_none(), "saved while emitting a window");
+        let (received, next_end, codec) = (&self.received, self.next_end, &self.codec);
+        save_chain(&mut *self.chain, outbox, writer, |state| {
+            let (keys, accs) = codec;
+            for (end, frame) in received {
+                for (key, acc) in frame {
+                    state.put_keyed(key, &keys.to_bytes(key)?, encode_timed(accs, &[*end], acc)?);
+                }
+            }
+            put_time(state, b"next_end", next_end);
+            Ok(())
+        })
+    }
+
+    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        let mut entries = ChainEntries::new(entries);
+        let mut head = entries.head();
+        let (keys, accs) = &self.codec;
+        for e in head.take() {
+            if let Some(next_end) = restored_time(&e, b"next_end") {
+                self.next_end = self.next_end.max(next_end);
+            } else if e.partition.is_some() {
+                let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
+                let frame = self.received.entry(end).or_default();
+                match frame.entry((keys.decode)(&e.key)?) {
+                    hash_map::Entry::Occupied(mut held) => self.op.combine(held.get_mut(), acc),
+                    hash_map::Entry::Vacant(slot) => {
+                        slot.insert(acc);
+                    }
+                }
+            }
+        }
+        self.running.clear();
+        self.running_end = None;
+        self.chain.restore(&mut head.next())
+    }
+
+    fn snapshot_commit_finish(&mut self, _success: bool) -> ProcessorResult<bool> {
+        self.chain.commit()
+    }
 }
 
 struct Session<A> {
@@ -482,6 +627,7 @@ pub(crate) struct SessionLink<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     watermark: i64,
     late: Counter,
     next: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
+    codec: WindowCodec<K, Op::Acc>,
     _t: PhantomData<fn(T)>,
 }
 
@@ -491,8 +637,10 @@ impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> SessionLink<T, K, KF, Op> {
         key: Arc<KF>,
         op: Arc<Op>,
         next: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
+        codec: WindowCodec<K, Op::Acc>,
     ) -> Self {
         SessionLink {
+            codec,
             gap,
             key,
             op,
@@ -509,7 +657,7 @@ impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> SessionLink<T, K, KF, Op> {
 impl<T, K, KF, Op> Link<Timestamped<T>> for SessionLink<T, K, KF, Op>
 where
     T: 'static,
-    K: Item + Hash + Eq,
+    K: Item + Hash + Eq + PartitionKey,
     KF: Fn(&T) -> K + Send + Sync + ?Sized,
     Op: AggregateOperation<T>,
 {
@@ -604,5 +752,41 @@ where
 
     fn is_cooperative(&self) -> bool {
         self.next.is_cooperative()
+    }
+
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        debug_assert!(
+            self.closing.is_empty(),
+            "saved with closed sessions not sent"
+        );
+        let (keys, accs) = &self.codec;
+        for (key, sessions) in &self.sessions {
+            let k = keys.to_bytes(key)?;
+            for s in sessions {
+                state.put_keyed(key, &k, encode_timed(accs, &[s.start, s.end], &s.acc)?);
+            }
+        }
+        put_time(state, b"watermark", self.watermark);
+        self.next.save(&mut state.next())
+    }
+
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        let (keys, accs) = &self.codec;
+        for e in entries.take() {
+            if let Some(wm) = restored_time(&e, b"watermark") {
+                self.watermark = self.watermark.max(wm);
+            } else if e.partition.is_some() {
+                let ([start, end], acc) = decode_timed::<_, 2>(accs, &e.value)?;
+                self.sessions
+                    .entry((keys.decode)(&e.key)?)
+                    .or_default()
+                    .push(Session { start, end, acc });
+            }
+        }
+        self.next.restore(&mut entries.next())
+    }
+
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        self.next.commit()
     }
 }

@@ -12,6 +12,12 @@
 //! assert_eq!(out, [2, 4, 6]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Snapshots
+//!
+//! A collection cannot take back what it delivered: in a job that takes snapshots, the
+//! results produced after the last snapshot are delivered again after a restore
+//! (at-least-once).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

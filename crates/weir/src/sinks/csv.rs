@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
+use weir_core::snapshot::Guarantee;
 use weir_core::{BoxError, Item, ProcessorContext};
 
 use super::files::{SinkError, Target, TempFileWriter};
@@ -98,11 +99,15 @@ impl<T: Item + Serialize> SinkWriter for CsvWriter<T> {
 
     fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
         if let Some((path, tmp)) = self.paths.take() {
-            let file = SharedFile(Arc::new(Mutex::new(TempFileWriter::create(
-                path,
-                tmp,
-                ctx.waker().clone(),
-            )?)));
+            let waker = ctx.waker().clone();
+            // With snapshots, by epochs; the header row goes into the first part, with the
+            // first record.
+            let writer = if ctx.guarantee() == Guarantee::None {
+                TempFileWriter::create(path, tmp, waker)?
+            } else {
+                TempFileWriter::epochs(path, tmp, None, waker)?
+            };
+            let file = SharedFile(Arc::new(Mutex::new(writer)));
             self.out = Some(csv::Writer::from_writer(file.clone()));
             self.file = Some(file);
         }
@@ -162,6 +167,43 @@ impl<T: Item + Serialize> SinkWriter for CsvWriter<T> {
     fn is_cooperative(&self) -> bool {
         true
     }
+
+    /// The epoch's part file, synced; see [`super::epochs`]. Blocks for that `fsync`.
+    fn prepare(&mut self) -> Result<Option<Vec<u8>>, BoxError> {
+        let (Some(out), Some(file)) = (&mut self.out, &self.file) else {
+            return Ok(None);
+        };
+        // The encoder's buffered rows belong to this epoch.
+        out.flush().map_err(|source| SinkError::Write {
+            path: file.lock().tmp_path().to_owned(),
+            source,
+        })?;
+        Ok(Some(file.lock().prepare()?))
+    }
+
+    fn commit(&mut self) -> Result<bool, BoxError> {
+        match &self.file {
+            Some(file) => Ok(file.lock().poll_publish()?),
+            None => Ok(true),
+        }
+    }
+
+    /// Takes back the saved parts; once the output has any, the header row is in the first,
+    /// so the encoder writes no other.
+    fn restore(&mut self, prepared: Vec<u8>) -> Result<(), BoxError> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let parts = file.lock().restore(&prepared)?;
+        if parts > 0 {
+            self.out = Some(
+                csv::WriterBuilder::new()
+                    .has_headers(false)
+                    .from_writer(file.clone()),
+            );
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -203,6 +245,51 @@ mod tests {
             .map(Result::unwrap)
             .collect();
         assert_eq!(back, items);
+    }
+
+    fn person(name: &str, age: u32) -> Person {
+        Person {
+            name: name.into(),
+            age,
+        }
+    }
+
+    #[test]
+    fn with_snapshots_a_resumed_file_has_one_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("people.csv");
+        let ctx = || {
+            ProcessorContext::new("test", 0, 1, 0)
+                .with_guarantee(weir_core::snapshot::Guarantee::AtLeastOnce)
+        };
+        let writer = || CsvWriter::<Person>::new(Target::File(path.clone()).paths(0));
+        let commit = |w: &mut CsvWriter<Person>| {
+            while !w.commit().unwrap() {
+                std::thread::park_timeout(std::time::Duration::from_millis(1));
+            }
+        };
+        let saved = {
+            let mut w = writer();
+            w.open(&ctx()).unwrap();
+            w.write(person("ann", 30)).unwrap();
+            let saved = w.prepare().unwrap().unwrap();
+            commit(&mut w);
+            w.write(person("lost", 1)).unwrap();
+            saved
+        };
+        let mut w = writer();
+        w.open(&ctx()).unwrap();
+        w.restore(saved).unwrap();
+        commit(&mut w);
+        w.write(person("bob", 40)).unwrap();
+        while !w.poll_close().unwrap() {}
+        w.prepare().unwrap();
+        commit(&mut w);
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "name,age\nann,30\nbob,40\n"
+        );
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

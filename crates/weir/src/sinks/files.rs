@@ -27,6 +27,12 @@
 //! its temporary file), and a rerun replaces the old output whole. The files are not
 //! fsync'ed: this guards against a failed job, not against a machine crash.
 //!
+//! In a job that takes snapshots the sinks are transactional instead: each snapshot epoch
+//! goes to a numbered part file beside the output (`<name>.part-NNNNNNNN`), synced in phase 1
+//! and renamed into place in phase 2, and when the job ends the parts are joined, in order,
+//! into the output file, which is synced. A killed and resumed job's file is then the same
+//! as that of a run that never failed. Without snapshots they behave as above.
+//!
 //! The writer here is shared by every file sink, the [`json`](super::json) and
 //! [`csv`](super::csv) ones included, and so is the error type [`SinkError`].
 
@@ -40,8 +46,10 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use weir_core::snapshot::Guarantee;
 use weir_core::{BoxError, Item, ProcessorContext, TaskletWaker};
 
+use super::epochs::{self, EpochState};
 use super::{Sink, SinkWriter};
 
 /// Why a sink failed. Each variant names the file at fault.
@@ -289,6 +297,10 @@ const WRITES_IN_FLIGHT: usize = 4;
 /// room ([`has_room`](Self::has_room)) instead of blocking, and the buffer grows by at most
 /// what the caller adds before it asks. Errors from the thread (a full disk) surface at the
 /// next call, naming the file.
+///
+/// In a job that takes snapshots the writer is made with [`epochs`](Self::epochs) instead:
+/// each snapshot epoch goes to a part file of its own, prepared, committed and finally joined
+/// into the file as [`super::epochs`] describes.
 pub(crate) struct TempFileWriter {
     tmp: PathBuf,
     buf: Vec<u8>,
@@ -301,6 +313,30 @@ pub(crate) struct TempFileWriter {
     /// Set once the commit was handed to the thread.
     committing: bool,
     committed: bool,
+    /// The epoch bookkeeping, for a writer in a job that takes snapshots.
+    epochs: Option<Epochs>,
+}
+
+/// The writer's side of [`super::epochs`].
+struct Epochs {
+    /// The final file.
+    path: PathBuf,
+    /// Written first at the join (a CSV header line).
+    header: Option<Arc<[u8]>>,
+    /// Whether the I/O thread was told which part to write next.
+    started: bool,
+    /// Parts `1..=parts` hold the output so far.
+    parts: u64,
+    /// Other instances' outputs taken over at a restore at lower parallelism.
+    adopted: Vec<EpochState>,
+    /// Prepared parts not yet renamed into place.
+    pending: Vec<(PathBuf, u64)>,
+    /// An answer the I/O thread owes: sealed, published or joined.
+    awaiting: bool,
+    /// The input ended: the next prepare is the last, and its commit joins the parts.
+    closed: bool,
+    final_prepared: bool,
+    joined: bool,
 }
 
 /// What a [`TempFileWriter`] asks its I/O thread to do.
@@ -308,6 +344,21 @@ enum IoJob {
     Write(Vec<u8>),
     /// Close the file and rename it to its final name.
     Commit,
+    /// Epochs: remove the parts of `path` numbered `from` or more.
+    RemoveParts {
+        path: PathBuf,
+        from: u64,
+    },
+    /// Epochs: the next part to write is `next`.
+    Start {
+        next: u64,
+    },
+    /// Epochs: sync and close the part being written, if any.
+    Seal,
+    /// Epochs: rename these prepared parts into place.
+    Publish(Vec<(PathBuf, u64)>),
+    /// Epochs: join each output's parts into its final file.
+    Join(Vec<EpochState>, Option<Arc<[u8]>>),
 }
 
 /// What the I/O thread answers.
@@ -316,6 +367,10 @@ enum IoDone {
     Written(Vec<u8>),
     Committed,
     Failed(SinkError),
+    /// The part sealed, if anything was written since the last seal.
+    Sealed(Option<u64>),
+    Published,
+    Joined,
 }
 
 impl TempFileWriter {
@@ -326,16 +381,45 @@ impl TempFileWriter {
         tmp: PathBuf,
         waker: TaskletWaker,
     ) -> Result<Self, SinkError> {
-        if let Some(dir) = tmp.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::create_dir_all(dir).map_err(|source| SinkError::CreateDir {
-                path: dir.to_owned(),
-                source,
-            })?;
-        }
+        create_parent(&tmp)?;
         let file = File::create(&tmp).map_err(|source| SinkError::Create {
             path: tmp.clone(),
             source,
         })?;
+        Self::start(path, tmp, Some(file), waker, None)
+    }
+
+    /// A writer of `path` by snapshot epochs (see [`super::epochs`]), joining through `tmp`
+    /// with `header` first. No file is created before the first epoch writes.
+    pub(crate) fn epochs(
+        path: PathBuf,
+        tmp: PathBuf,
+        header: Option<Arc<[u8]>>,
+        waker: TaskletWaker,
+    ) -> Result<Self, SinkError> {
+        create_parent(&tmp)?;
+        let epochs = Epochs {
+            path: path.clone(),
+            header,
+            started: false,
+            parts: 0,
+            adopted: Vec::new(),
+            pending: Vec::new(),
+            awaiting: false,
+            closed: false,
+            final_prepared: false,
+            joined: false,
+        };
+        Self::start(path, tmp, None, waker, Some(epochs))
+    }
+
+    fn start(
+        path: PathBuf,
+        tmp: PathBuf,
+        file: Option<File>,
+        waker: TaskletWaker,
+        epochs: Option<Epochs>,
+    ) -> Result<Self, SinkError> {
         let (to_io, jobs) = mpsc::sync_channel(WRITES_IN_FLIGHT + 1);
         let (done, from_io) = mpsc::channel();
         let name = format!(
@@ -346,7 +430,16 @@ impl TempFileWriter {
         let thread_tmp = tmp.clone();
         let thread = thread::Builder::new()
             .name(name)
-            .spawn(move || write_behind(file, (path, thread_tmp), &jobs, &done, &waker))
+            .spawn(move || {
+                IoThread {
+                    file,
+                    path,
+                    tmp: thread_tmp,
+                    committed: false,
+                    next_part: 1,
+                }
+                .run(&jobs, &done, &waker);
+            })
             .map_err(|source| SinkError::Create {
                 path: tmp.clone(),
                 source,
@@ -361,6 +454,7 @@ impl TempFileWriter {
             thread: Some(thread),
             committing: false,
             committed: false,
+            epochs,
         })
     }
 
@@ -378,20 +472,50 @@ impl TempFileWriter {
     fn collect(&mut self) -> Result<(), SinkError> {
         loop {
             match self.from_io.try_recv() {
-                Ok(IoDone::Written(buf)) => {
-                    self.in_flight -= 1;
-                    self.spare.push(buf);
+                Ok(done) => {
+                    self.take(done)?;
                 }
-                Ok(IoDone::Committed) => self.committed = true,
-                Ok(IoDone::Failed(e)) => return Err(e),
                 Err(TryRecvError::Empty) => return Ok(()),
-                Err(TryRecvError::Disconnected) => {
-                    return Err(SinkError::Write {
-                        path: self.tmp.clone(),
-                        source: io::Error::other("the file's I/O thread ended"),
-                    });
+                Err(TryRecvError::Disconnected) => return Err(self.thread_gone()),
+            }
+        }
+    }
+
+    /// Handles one answer of the I/O thread; a seal's part number is returned.
+    fn take(&mut self, done: IoDone) -> Result<Option<u64>, SinkError> {
+        match done {
+            IoDone::Written(buf) => {
+                self.in_flight -= 1;
+                self.spare.push(buf);
+            }
+            IoDone::Committed => self.committed = true,
+            IoDone::Failed(e) => return Err(e),
+            IoDone::Sealed(part) => {
+                if let Some(e) = self.epochs.as_mut() {
+                    e.awaiting = false;
+                }
+                return Ok(part);
+            }
+            IoDone::Published => {
+                if let Some(e) = self.epochs.as_mut() {
+                    e.awaiting = false;
+                    e.pending.clear();
                 }
             }
+            IoDone::Joined => {
+                if let Some(e) = self.epochs.as_mut() {
+                    e.awaiting = false;
+                    e.joined = true;
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn thread_gone(&self) -> SinkError {
+        SinkError::Write {
+            path: self.tmp.clone(),
+            source: io::Error::other("the file's I/O thread ended"),
         }
     }
 
@@ -401,6 +525,7 @@ impl TempFileWriter {
         if self.in_flight >= WRITES_IN_FLIGHT {
             return Ok(false);
         }
+        self.start_epochs()?;
         let fresh = self
             .spare
             .pop()
@@ -421,11 +546,34 @@ impl TempFileWriter {
         } else {
             // The queue holds one more job than buffers may be in flight: only a dead thread
             // refuses.
-            Err(SinkError::Write {
-                path: self.tmp.clone(),
-                source: io::Error::other("the file's I/O thread ended"),
-            })
+            Err(self.thread_gone())
         }
+    }
+
+    /// Sends `job`, waiting for room in the queue: for the snapshot steps, which may find
+    /// it full of writes.
+    fn send_blocking(&mut self, job: IoJob) -> Result<(), SinkError> {
+        let sent = self.to_io.as_ref().is_some_and(|tx| tx.send(job).is_ok());
+        if sent {
+            Ok(())
+        } else {
+            Err(self.thread_gone())
+        }
+    }
+
+    /// In epoch mode, before the first write: a fresh start removes the parts an earlier
+    /// run left (no snapshot holds them), and numbers parts from 1.
+    fn start_epochs(&mut self) -> Result<(), SinkError> {
+        let Some(e) = self.epochs.as_mut() else {
+            return Ok(());
+        };
+        if e.started {
+            return Ok(());
+        }
+        e.started = true;
+        let path = e.path.clone();
+        self.send_blocking(IoJob::RemoveParts { path, from: 1 })?;
+        self.send_blocking(IoJob::Start { next: 1 })
     }
 
     /// Hands the buffer over if it is nearly full and the thread may take it. Never blocks.
@@ -449,8 +597,20 @@ impl TempFileWriter {
 
     /// Writes out the buffer, closes the file and renames it to its final name, without
     /// blocking: returns false until the I/O thread has done it. Call again until true.
+    ///
+    /// In epoch mode it only hands the buffer over: the last epoch is prepared by the
+    /// terminal snapshot, and its commit joins the parts.
     pub(crate) fn poll_commit(&mut self) -> Result<bool, SinkError> {
         self.collect()?;
+        if self.epochs.is_some() {
+            if !self.buf.is_empty() && !self.hand_off()? {
+                return Ok(false);
+            }
+            if let Some(e) = self.epochs.as_mut() {
+                e.closed = true;
+            }
+            return Ok(true);
+        }
         if self.committed {
             return Ok(true);
         }
@@ -471,6 +631,123 @@ impl TempFileWriter {
         }
         Ok(())
     }
+
+    /// Phase 1 (epoch mode): what was written since the last epoch becomes a durable part
+    /// file; returns the outputs' state to save. Blocks for one `fsync` of the part (and of
+    /// its folder): the cost of a snapshot, once per interval.
+    ///
+    /// # Errors
+    /// A write or sync failed, naming the file; or the writer is not in epoch mode.
+    pub(crate) fn prepare(&mut self) -> Result<Vec<u8>, SinkError> {
+        if self.epochs.is_none() {
+            return Err(self.thread_gone());
+        }
+        self.start_epochs()?;
+        if !self.buf.is_empty() {
+            let full = std::mem::take(&mut self.buf);
+            self.send_blocking(IoJob::Write(full))?;
+            self.in_flight += 1;
+        }
+        self.send_blocking(IoJob::Seal)?;
+        let sealed = loop {
+            let done = self.from_io.recv().map_err(|_| self.thread_gone())?;
+            let is_seal = matches!(done, IoDone::Sealed(_));
+            let part = self.take(done)?;
+            if is_seal {
+                break part;
+            }
+        };
+        let e = self.epochs.as_mut().expect("checked above");
+        if let Some(n) = sealed {
+            e.parts = n;
+            e.pending.push((e.path.clone(), n));
+        }
+        if e.closed {
+            e.final_prepared = true;
+        }
+        let mut states = vec![EpochState {
+            path: e.path.clone(),
+            parts: e.parts,
+        }];
+        states.extend(e.adopted.iter().cloned());
+        Ok(epochs::encode(&states))
+    }
+
+    /// Phase 2 (epoch mode): renames the prepared parts into place, and after the last
+    /// epoch joins the parts into the file. Never blocks: false until done.
+    pub(crate) fn poll_publish(&mut self) -> Result<bool, SinkError> {
+        self.collect()?;
+        let Some(e) = self.epochs.as_mut() else {
+            return Ok(true);
+        };
+        if e.awaiting {
+            return Ok(false);
+        }
+        if !e.pending.is_empty() {
+            let parts = e.pending.clone();
+            e.awaiting = true;
+            self.send(IoJob::Publish(parts))?;
+            return Ok(false);
+        }
+        if e.final_prepared && !e.joined {
+            let mut outputs = vec![EpochState {
+                path: e.path.clone(),
+                parts: e.parts,
+            }];
+            outputs.extend(e.adopted.iter().cloned());
+            let header = e.header.clone();
+            e.awaiting = true;
+            self.send(IoJob::Join(outputs, header))?;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// After a restore (epoch mode): takes back the outputs a snapshot saved (see
+    /// [`prepare`](Self::prepare)). This writer's own output goes on after its parts; another
+    /// instance's (the sink now runs fewer instances) is adopted and joined at the end. Parts
+    /// numbered after the saved ones are removed. The next [`poll_publish`](Self::poll_publish)
+    /// renames the saved parts into place again.
+    ///
+    /// Returns how many parts the writer's own output has.
+    pub(crate) fn restore(&mut self, prepared: &[u8]) -> Result<u64, BoxError> {
+        let states = epochs::decode(prepared)?;
+        for state in states {
+            let own = self.epochs.as_ref().is_some_and(|e| e.path == state.path);
+            self.send_blocking(IoJob::RemoveParts {
+                path: state.path.clone(),
+                from: state.parts + 1,
+            })?;
+            let e = self
+                .epochs
+                .as_mut()
+                .ok_or("restored a file sink that takes no snapshots")?;
+            if state.parts > 0 {
+                e.pending.push((state.path.clone(), state.parts));
+            }
+            if own {
+                e.started = true;
+                e.parts = state.parts;
+                self.send_blocking(IoJob::Start {
+                    next: state.parts + 1,
+                })?;
+            } else if !e.adopted.iter().any(|a| a.path == state.path) {
+                e.adopted.push(state);
+            }
+        }
+        Ok(self.epochs.as_ref().map_or(0, |e| e.parts))
+    }
+}
+
+/// Creates the folder `tmp` goes into.
+fn create_parent(tmp: &Path) -> Result<(), SinkError> {
+    if let Some(dir) = tmp.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(|source| SinkError::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 /// For writers that want an `io::Write`, such as `csv::Writer`: appends to the buffer.
@@ -501,60 +778,120 @@ impl Drop for TempFileWriter {
 /// The I/O thread of a [`TempFileWriter`]: writes the buffers it is given, in order, and on
 /// commit closes the file and renames it. After a failure it only reports it again. Without
 /// a commit, when the writer goes away, it removes the temporary file.
-fn write_behind(
-    file: File,
-    (path, tmp): (PathBuf, PathBuf),
-    jobs: &Receiver<IoJob>,
-    done: &mpsc::Sender<IoDone>,
-    waker: &TaskletWaker,
-) {
-    let mut file = Some(file);
-    let mut committed = false;
-    let reply = |answer: IoDone| {
-        let _ = done.send(answer);
-        waker.wake();
-    };
-    while let Ok(job) = jobs.recv() {
-        match (job, file.as_mut()) {
-            (IoJob::Write(mut buf), Some(f)) => match f.write_all(&buf) {
-                Ok(()) => {
-                    buf.clear();
-                    reply(IoDone::Written(buf));
-                }
-                Err(source) => {
-                    file = None;
-                    reply(IoDone::Failed(SinkError::Write {
-                        path: tmp.clone(),
-                        source,
-                    }));
-                }
-            },
-            (IoJob::Commit, Some(_)) => {
-                drop(file.take());
-                match fs::rename(&tmp, &path) {
-                    Ok(()) => {
-                        committed = true;
-                        reply(IoDone::Committed);
+///
+/// In epoch mode `file` starts as `None`; a write opens part `next_part`, a seal syncs and
+/// closes it, and when the writer goes away only a part not yet sealed is removed: sealed
+/// parts may be in a snapshot.
+struct IoThread {
+    file: Option<File>,
+    path: PathBuf,
+    tmp: PathBuf,
+    committed: bool,
+    next_part: u64,
+}
+
+impl IoThread {
+    fn run(mut self, jobs: &Receiver<IoJob>, done: &mpsc::Sender<IoDone>, waker: &TaskletWaker) {
+        let epochs = self.file.is_none();
+        let mut failed = false;
+        while let Ok(job) = jobs.recv() {
+            let answer = if failed {
+                // The file failed earlier: say so again.
+                (!self.committed).then(|| {
+                    IoDone::Failed(SinkError::Write {
+                        path: self.tmp.clone(),
+                        source: io::Error::other("an earlier write failed"),
+                    })
+                })
+            } else {
+                match self.handle(job) {
+                    Ok(answer) => answer,
+                    Err(e) => {
+                        failed = true;
+                        self.file = None;
+                        Some(IoDone::Failed(e))
                     }
-                    Err(source) => reply(IoDone::Failed(SinkError::Rename {
-                        from: tmp.clone(),
-                        to: path.clone(),
-                        source,
-                    })),
                 }
+            };
+            if let Some(answer) = answer {
+                let _ = done.send(answer);
+                waker.wake();
             }
-            // The file failed earlier: say so again.
-            (_, None) if !committed => reply(IoDone::Failed(SinkError::Write {
-                path: tmp.clone(),
-                source: io::Error::other("an earlier write failed"),
-            })),
-            (_, None) => {}
+        }
+        drop(self.file.take());
+        // Best effort: the job already failed for a better reason, or this part is in no
+        // snapshot.
+        if epochs {
+            let _ = fs::remove_file(epochs::part_tmp(&self.path, self.next_part));
+        } else if !self.committed {
+            let _ = fs::remove_file(&self.tmp);
         }
     }
-    drop(file);
-    if !committed {
-        // Best effort: the job already failed for a better reason.
-        let _ = fs::remove_file(&tmp);
+
+    fn handle(&mut self, job: IoJob) -> Result<Option<IoDone>, SinkError> {
+        Ok(Some(match job {
+            IoJob::Write(mut buf) => {
+                if self.file.is_none() {
+                    // Epochs: the first write of an epoch opens its part.
+                    let path = epochs::part_tmp(&self.path, self.next_part);
+                    let f = File::create(&path).map_err(|source| SinkError::Create {
+                        path: path.clone(),
+                        source,
+                    })?;
+                    self.tmp = path;
+                    self.file = Some(f);
+                }
+                let target = self.file.as_mut().expect("opened above");
+                target.write_all(&buf).map_err(|source| SinkError::Write {
+                    path: self.tmp.clone(),
+                    source,
+                })?;
+                buf.clear();
+                IoDone::Written(buf)
+            }
+            IoJob::Commit => {
+                drop(self.file.take());
+                fs::rename(&self.tmp, &self.path).map_err(|source| SinkError::Rename {
+                    from: self.tmp.clone(),
+                    to: self.path.clone(),
+                    source,
+                })?;
+                self.committed = true;
+                IoDone::Committed
+            }
+            IoJob::RemoveParts { path, from } => {
+                epochs::remove_parts_from(&path, from)?;
+                return Ok(None);
+            }
+            IoJob::Start { next } => {
+                self.next_part = next;
+                return Ok(None);
+            }
+            IoJob::Seal => match self.file.take() {
+                Some(f) => {
+                    f.sync_all().map_err(|source| SinkError::Write {
+                        path: self.tmp.clone(),
+                        source,
+                    })?;
+                    let n = self.next_part;
+                    self.next_part += 1;
+                    IoDone::Sealed(Some(n))
+                }
+                None => IoDone::Sealed(None),
+            },
+            IoJob::Publish(parts) => {
+                epochs::publish(&parts)?;
+                IoDone::Published
+            }
+            IoJob::Join(outputs, header) => {
+                for output in outputs {
+                    let mut tmp = output.path.clone().into_os_string();
+                    tmp.push(".tmp");
+                    epochs::join(&output.path, Path::new(&tmp), output.parts, header.as_ref())?;
+                }
+                IoDone::Joined
+            }
+        }))
     }
 }
 
@@ -590,6 +927,17 @@ where
 
     fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
         if let Some((path, tmp)) = self.paths.take() {
+            if ctx.guarantee() != Guarantee::None {
+                // Snapshot epochs: the header goes first when the parts are joined.
+                let header = self.header.clone();
+                self.out = Some(TempFileWriter::epochs(
+                    path,
+                    tmp,
+                    header,
+                    ctx.waker().clone(),
+                )?);
+                return Ok(());
+            }
             let mut out = TempFileWriter::create(path, tmp, ctx.waker().clone())?;
             if let Some(header) = &self.header {
                 out.buffer().extend_from_slice(header);
@@ -638,6 +986,28 @@ where
     /// Writes are handed to an I/O thread: formatting runs on the worker, which never blocks.
     fn is_cooperative(&self) -> bool {
         true
+    }
+
+    /// The epoch's part file, synced; see [`super::epochs`]. Blocks for that `fsync`.
+    fn prepare(&mut self) -> Result<Option<Vec<u8>>, BoxError> {
+        match &mut self.out {
+            Some(out) => Ok(Some(out.prepare()?)),
+            None => Ok(None),
+        }
+    }
+
+    fn commit(&mut self) -> Result<bool, BoxError> {
+        match &mut self.out {
+            Some(out) => Ok(out.poll_publish()?),
+            None => Ok(true),
+        }
+    }
+
+    fn restore(&mut self, prepared: Vec<u8>) -> Result<(), BoxError> {
+        match &mut self.out {
+            Some(out) => out.restore(&prepared).map(drop),
+            None => Ok(()),
+        }
     }
 }
 
@@ -760,6 +1130,121 @@ mod tests {
             fs::read_to_string(out.join("part-00002")).unwrap(),
             "w2\t0\nw2\t1\n"
         );
+    }
+
+    fn epoch_ctx() -> ProcessorContext {
+        ProcessorContext::new("test", 0, 1, 0).with_guarantee(Guarantee::ExactlyOnce)
+    }
+
+    /// Phase 2, polled as the runtime does until the I/O thread is done.
+    fn commit<W: SinkWriter>(w: &mut W) {
+        while !w.commit().unwrap() {
+            thread::park_timeout(Duration::from_millis(1));
+        }
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn with_snapshots_each_epoch_is_a_part_and_the_end_joins_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        let target = Target::File(path.clone());
+        let mut w = FileWriter::new(target.paths(0), Arc::new(display_line::<u32>));
+        w.header = Some(Arc::from(&b"n\n"[..]));
+        w.open(&epoch_ctx()).unwrap();
+        w.write(1).unwrap();
+        w.write(2).unwrap();
+        let first = w.prepare().unwrap().unwrap();
+        assert_eq!(names(dir.path()), ["out.csv.part-00000001.tmp"]);
+        assert_eq!(
+            fs::read_to_string(epochs::part_tmp(&path, 1)).unwrap(),
+            "1\n2\n",
+            "prepared: durable, not yet in place"
+        );
+        commit(&mut w);
+        commit(&mut w);
+        assert_eq!(names(dir.path()), ["out.csv.part-00000001"]);
+        // An epoch that wrote nothing makes no part.
+        assert_eq!(w.prepare().unwrap().unwrap(), first);
+        w.write(3).unwrap();
+        while !w.poll_close().unwrap() {}
+        assert!(!path.exists(), "the file appears at the terminal commit");
+        w.prepare().unwrap();
+        commit(&mut w);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "n\n1\n2\n3\n");
+        assert_eq!(names(dir.path()), ["out.csv"]);
+    }
+
+    #[test]
+    fn a_restore_takes_back_prepared_parts_and_drops_later_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        let target = Target::File(path.clone());
+        let writer = || FileWriter::new(target.paths(0), Arc::new(display_line::<u32>));
+        let saved = {
+            let mut w = writer();
+            w.open(&epoch_ctx()).unwrap();
+            w.write(1).unwrap();
+            let saved = w.prepare().unwrap().unwrap();
+            // The snapshot of epoch 1 is durable, but the process dies before phase 2; epoch
+            // 2 is prepared by a snapshot that never completes, epoch 3 is being written.
+            w.write(2).unwrap();
+            w.prepare().unwrap();
+            w.write(3).unwrap();
+            w.has_room().unwrap();
+            saved
+        };
+        assert_eq!(
+            names(dir.path()),
+            ["out.txt.part-00000001.tmp", "out.txt.part-00000002.tmp"],
+            "the part being written goes with its writer; prepared ones stay"
+        );
+        // A stale committed part of a later epoch (an older, damaged snapshot was skipped).
+        fs::write(epochs::part_path(&path, 3), "stale\n").unwrap();
+        let mut w = writer();
+        w.open(&epoch_ctx()).unwrap();
+        w.restore(saved.clone()).unwrap();
+        commit(&mut w);
+        assert_eq!(names(dir.path()), ["out.txt.part-00000001"]);
+        // Restoring the same snapshot again, with part 1 already in place, is fine.
+        let mut again = writer();
+        again.open(&epoch_ctx()).unwrap();
+        again.restore(saved).unwrap();
+        commit(&mut again);
+        drop(again);
+        w.write(20).unwrap();
+        while !w.poll_close().unwrap() {}
+        w.prepare().unwrap();
+        commit(&mut w);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "1\n20\n");
+        assert_eq!(names(dir.path()), ["out.txt"]);
+    }
+
+    #[test]
+    fn a_fresh_start_with_snapshots_removes_parts_an_earlier_run_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        fs::write(epochs::part_path(&path, 1), "old\n").unwrap();
+        fs::write(epochs::part_tmp(&path, 2), "old\n").unwrap();
+        let mut w = FileWriter::new(
+            Target::File(path.clone()).paths(0),
+            Arc::new(display_line::<u32>),
+        );
+        w.open(&epoch_ctx()).unwrap();
+        w.write(7).unwrap();
+        while !w.poll_close().unwrap() {}
+        w.prepare().unwrap();
+        commit(&mut w);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "7\n");
+        assert_eq!(names(dir.path()), ["out.txt"]);
     }
 
     #[test]

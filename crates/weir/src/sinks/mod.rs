@@ -4,17 +4,30 @@
 //! The planner fuses a sink into the vertex before it when it can, so writing costs no extra
 //! queue hop.
 //!
-//! | sink | module |
-//! |---|---|
-//! | an in-memory collection | [`collection`] |
-//! | standard output or the log | [`stdout`] |
-//! | text files: one part file per instance, or a single file | [`files`] |
-//! | JSON Lines | [`json`] |
-//! | CSV | [`csv`] |
-//! | an async `Stream` (bounded channel), or a blocking iterator | [`stream`] |
+//! | sink | module | with snapshots |
+//! |---|---|---|
+//! | an in-memory collection | [`collection`] | at-least-once |
+//! | standard output or the log | [`stdout`] | at-least-once |
+//! | text files: one part file per instance, or a single file | [`files`] | exactly-once |
+//! | JSON Lines | [`json`] | exactly-once |
+//! | CSV | [`csv`] | exactly-once |
+//! | an async `Stream` (bounded channel), or a blocking iterator | [`stream`] | at-least-once |
+//!
+//! # Guarantees after a restore
+//!
+//! In a job that takes snapshots, the file sinks are transactional: each snapshot epoch is a
+//! part file, made durable in phase 1 and renamed into place in phase 2, and the parts are
+//! joined into the output file when the job ends (see [`files`](files#atomic-output)). The
+//! output then holds every result exactly once, whatever restores happened on the way
+//! (with [`Guarantee::ExactlyOnce`](weir_core::snapshot::Guarantee::ExactlyOnce)).
+//!
+//! The other sinks hand out what they receive at once: a collection, standard output and a
+//! channel cannot take back what they delivered, so after a restore the results produced
+//! since the last snapshot are delivered again (at-least-once).
 
 pub mod collection;
 pub mod csv;
+mod epochs;
 pub mod files;
 pub mod json;
 pub mod stdout;

@@ -9,6 +9,12 @@
 //! p.run()?;
 //! # Ok::<(), weir::Error>(())
 //! ```
+//!
+//! # Snapshots
+//!
+//! Standard output cannot take back what it delivered: in a job that takes snapshots, the
+//! results produced after the last snapshot are delivered again after a restore
+//! (at-least-once).
 
 use std::fmt::{Debug, Display};
 use std::io::{self, Stdout, Write};

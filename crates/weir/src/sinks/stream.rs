@@ -39,6 +39,12 @@
 //!
 //! Cost: one channel send per item (no allocation, no lock: tokio's and std's bounded
 //! channels are lock-free on this path).
+//!
+//! # Snapshots
+//!
+//! A channel cannot take back what it delivered: in a job that takes snapshots, the
+//! results produced after the last snapshot are delivered again after a restore
+//! (at-least-once).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -162,6 +168,23 @@ impl<T: Item, O: Outlet<T>> Link<T> for ChannelTerminal<T, O> {
     }
 
     fn idle(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    /// Items handed to the consumer are out of the job's hands: after a restore, those
+    /// after the snapshot are handed over again (at-least-once). Nothing to save.
+    fn save(&mut self, _state: &mut crate::exec::state::LinkWriter<'_>) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    fn restore(
+        &mut self,
+        _entries: &mut crate::exec::state::LinkEntries<'_>,
+    ) -> ProcessorResult<()> {
+        Ok(())
+    }
+
+    fn commit(&mut self) -> ProcessorResult<bool> {
         Ok(true)
     }
 }

@@ -38,6 +38,7 @@ pub(crate) fn reader_factory<T: Item>(
         let items = items.lock().unwrap_or_else(|e| e.into_inner()).clone();
         ItemsReader {
             items: items.into_iter(),
+            taken: 0,
         }
     }
 }
@@ -48,6 +49,8 @@ const STEP: usize = 4096;
 /// The reader behind [`items`].
 pub(crate) struct ItemsReader<T> {
     items: std::vec::IntoIter<T>,
+    /// How many items were handed out: the position.
+    taken: u64,
 }
 
 impl<T: Item> SourceReader for ItemsReader<T> {
@@ -55,11 +58,31 @@ impl<T: Item> SourceReader for ItemsReader<T> {
 
     fn read(&mut self, out: &mut Emitter<'_, T>) -> Result<bool, BoxError> {
         for item in self.items.by_ref().take(STEP) {
+            self.taken += 1;
             if !out.emit(item) {
                 break;
             }
         }
         Ok(self.items.len() == 0)
+    }
+
+    /// How many items were handed out, 8 bytes.
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(self.taken.to_le_bytes().to_vec())
+    }
+
+    /// Drops the items handed out before: the collection is the same in every run.
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        let n = super::generator::decode_u64(position)?;
+        let skip = n.saturating_sub(self.taken);
+        if skip > self.items.len() as u64 {
+            return Err(format!("position {n} is past the collection's end").into());
+        }
+        if skip > 0 {
+            self.items.nth(skip as usize - 1);
+        }
+        self.taken = n;
+        Ok(())
     }
 }
 
@@ -71,6 +94,7 @@ mod tests {
     fn reader(items: Vec<u32>) -> ItemsReader<u32> {
         ItemsReader {
             items: items.into_iter(),
+            taken: 0,
         }
     }
 

@@ -38,7 +38,7 @@ use serde::de::DeserializeOwned;
 use weir_core::Item;
 
 use super::BatchSource;
-use super::chunked::{ChunkFormat, ChunkOptions, ChunkedSource, Parsed};
+use super::chunked::{ChunkFormat, ChunkOptions, ChunkedSource, Parsed, RecordEnd};
 use super::files::{InputFiles, SourceError};
 
 /// Creates a source that reads the CSV files at `path`, one `T` per row.
@@ -128,10 +128,10 @@ impl<T: DeserializeOwned + Item> ChunkFormat for CsvFormat<T> {
         true
     }
 
-    fn read_header(&self, path: &Path, record: &[u8]) -> Result<ByteRecord, SourceError> {
+    fn read_header(&self, path: &Path, bytes: &[u8]) -> Result<(ByteRecord, usize), SourceError> {
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)
-            .from_reader(record);
+            .from_reader(bytes);
         let mut header = ByteRecord::new();
         reader
             .read_byte_record(&mut header)
@@ -139,7 +139,7 @@ impl<T: DeserializeOwned + Item> ChunkFormat for CsvFormat<T> {
                 path: path.to_owned(),
                 source,
             })?;
-        Ok(header)
+        Ok((header, record_end(bytes, reader.position().byte() as usize)))
     }
 
     fn parse(&self, chunk: &[u8], header: &ByteRecord, out: &mut Parsed<T, RowError>) {
@@ -157,22 +157,25 @@ impl<T: DeserializeOwned + Item> ChunkFormat for CsvFormat<T> {
                 Ok(true) => {
                     let start = record.position().map_or(0, csv::Position::byte) as usize;
                     let line = lines.line_at(chunk, start);
+                    let end = lines.end_at(chunk, reader.position().byte() as usize);
                     if record.len() != header.len() {
                         let error = RowError::FieldCount {
                             expected: header.len(),
                             found: record.len(),
                         };
-                        out.malformed.push((line, error));
+                        out.push_malformed(line, error, end);
                         continue;
                     }
                     match record.deserialize::<T>(Some(header)) {
-                        Ok(item) => out.items.push(item),
-                        Err(e) => out.malformed.push((line, e.into())),
+                        Ok(item) => out.push(item, end),
+                        Err(e) => out.push_malformed(line, e.into(), end),
                     }
                 }
                 Err(e) => {
                     let start = e.position().map_or(0, csv::Position::byte) as usize;
-                    out.malformed.push((lines.line_at(chunk, start), e.into()));
+                    let line = lines.line_at(chunk, start);
+                    let end = lines.end_at(chunk, reader.position().byte() as usize);
+                    out.push_malformed(line, e.into(), end);
                 }
             }
         }
@@ -199,11 +202,37 @@ impl LineCursor {
         while let Some(b'\r' | b'\n') = chunk.get(start) {
             start += 1;
         }
-        if start > self.byte {
-            self.line += memchr::memchr_iter(b'\n', &chunk[self.byte..start]).count() as u64;
-            self.byte = start;
-        }
+        self.count_to(chunk, start);
         self.line + 1
+    }
+
+    /// Where the record that the csv reader left at byte `at` of `chunk` ends: past its
+    /// `\n` (the reader stops after the `\r` of a `\r\n`). Not before the last call's byte.
+    fn end_at(&mut self, chunk: &[u8], at: usize) -> RecordEnd {
+        self.count_to(chunk, record_end(chunk, at));
+        RecordEnd {
+            byte: self.byte,
+            lines: self.line,
+        }
+    }
+
+    /// Counts the newlines up to byte `to`.
+    fn count_to(&mut self, chunk: &[u8], to: usize) {
+        if to > self.byte {
+            self.line += memchr::memchr_iter(b'\n', &chunk[self.byte..to]).count() as u64;
+            self.byte = to;
+        }
+    }
+}
+
+/// Where the record that a csv reader of `bytes` left at byte `at` ends: past its `\n`
+/// (the reader stops after the `\r` of a `\r\n`).
+fn record_end(bytes: &[u8], at: usize) -> usize {
+    let at = at.min(bytes.len());
+    if at > 0 && bytes[at - 1] == b'\r' && bytes.get(at) == Some(&b'\n') {
+        at + 1
+    } else {
+        at
     }
 }
 
@@ -263,7 +292,7 @@ mod tests {
     use weir_core::ProcessorContext;
 
     use super::*;
-    use crate::sources::files::testing::{run, run_all, run_throttled};
+    use crate::sources::files::testing::{check_resume, run, run_all, run_throttled};
     use crate::sources::{Emitter, SourceReader};
 
     #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -289,6 +318,45 @@ mod tests {
 
     fn reader(path: &Path) -> impl Fn() -> ChunkedSource<CsvFormat<Person>> {
         reader_with(path, ChunkOptions::with_threads(2))
+    }
+
+    #[test]
+    fn a_seek_resumes_after_the_last_row_across_files_with_line_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(
+            dir.path().join("a.csv"),
+            "name,age\r\nann,30\r\n\"b\nc\",4\r\nbad,x\r\ndan,5\r\n",
+        )
+        .unwrap();
+        fs::write(dir.path().join("b.csv"), "age,name\n7,eve\n1\n8,fay\n").unwrap();
+        fs::write(dir.path().join("c.csv"), "name,age\ngus,9").unwrap();
+        let mut all = Vec::new();
+        for index in 0..2 {
+            let (items, resumed) = check_resume(reader(dir.path()), index, 2);
+            all.extend(items);
+            let whole = resumed[0].malformed().logged().to_vec();
+            for r in &resumed {
+                assert!(
+                    whole.ends_with(r.malformed().logged()),
+                    "{:?}",
+                    r.malformed().logged()
+                );
+            }
+            let lines: Vec<u64> = whole.iter().map(|(_, l)| *l).collect();
+            // The line each bad row starts on (`bad,x` after a quoted field over two lines).
+            assert_eq!(lines, if index == 0 { vec![5] } else { vec![3] });
+        }
+        assert_eq!(
+            all,
+            [
+                person("ann", 30),
+                person("b\nc", 4),
+                person("dan", 5),
+                person("gus", 9),
+                person("eve", 7),
+                person("fay", 8),
+            ]
+        );
     }
 
     #[test]
@@ -469,6 +537,30 @@ mod tests {
             prop_assert_eq!(out, rows);
             prop_assert_eq!(ctx.metrics().snapshot().counter("malformed_records"), bad.len() as u64);
             prop_assert_eq!(logged, bad.into_iter().take(20).collect::<Vec<_>>());
+        }
+
+        /// A reader moved to the position taken after any row goes on with exactly the
+        /// rows after it, and the malformed rows after it with their lines.
+        #[test]
+        fn a_seek_resumes_after_any_row(
+            content in csv_content(),
+            threads in 1..=3usize,
+            chunk_bytes in 1..64usize,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("a.csv");
+            fs::write(&path, &content).unwrap();
+            let (rows, bad) = single_reader(&path);
+            let (items, resumed) = check_resume(reader_with(&path, ChunkOptions { threads, chunk_bytes }), 0, 1);
+            prop_assert_eq!(items, rows);
+            // Each logs the first 20 one by one: those of the malformed rows after it.
+            for r in &resumed {
+                let lines: Vec<u64> = r.malformed().logged().iter().map(|(_, l)| *l).collect();
+                let after = |m: usize| bad[m..].iter().take(20).eq(lines.iter());
+                prop_assert!((0..=bad.len()).any(after), "{:?} of {:?}", lines, bad);
+            }
+            let whole: Vec<u64> = resumed[0].malformed().logged().iter().map(|(_, l)| *l).collect();
+            prop_assert_eq!(whole, bad.into_iter().take(20).collect::<Vec<_>>());
         }
     }
 

@@ -34,6 +34,7 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Take};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use weir_core::{BoxError, Counter, ProcessorContext};
 
 use super::{BatchSource, Emitter, SourceReader};
@@ -68,6 +69,13 @@ pub enum SourceError {
         path: PathBuf,
         /// The underlying error.
         source: io::Error,
+    },
+    /// A read position saved in a snapshot does not fit the input: the files changed, or
+    /// the position is damaged.
+    #[error("cannot resume reading at the saved position: {reason}")]
+    Position {
+        /// What does not fit.
+        reason: String,
     },
     /// Reading a CSV file failed: an I/O error, or a header row that cannot be read.
     #[error("cannot read CSV file {}: {source}", path.display())]
@@ -142,7 +150,7 @@ const SCAN_BUDGET: u64 = 4 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct InputFile {
     pub(crate) path: PathBuf,
-    len: u64,
+    pub(crate) len: u64,
     /// Where the file starts in the concatenation of all the files.
     offset: u64,
 }
@@ -339,6 +347,87 @@ impl LineReader {
         self.current = None;
     }
 
+    /// Where the reader is: after the last line passed to `read`'s callback (see
+    /// [`SourceReader::position`]). A file index, a byte offset in that file and the number
+    /// of the next line: a few bytes.
+    pub fn position(&self) -> Vec<u8> {
+        let at = match &self.current {
+            // Lines of the open segment were passed: resume at the next one's first byte.
+            Some(seg) if seg.prefix_left == 0 && !seg.skip_partial => LinePosition::In {
+                segment: self.next_segment - 1,
+                file: seg.file,
+                offset: seg.pos,
+                line: seg.line_no,
+            },
+            // Still looking for the segment's first line: start it again.
+            Some(_) => LinePosition::Next {
+                segment: self.next_segment - 1,
+            },
+            None => LinePosition::Next {
+                segment: self.next_segment,
+            },
+        };
+        super::encode_position(&at)
+    }
+
+    /// Moves the reader, opened with the same share, to `position` (from
+    /// [`position`](Self::position)). The next line read is the one after the last line
+    /// passed before the position was taken, numbered as it was then.
+    ///
+    /// Cost: one `open` and `seek` of the file; the bytes before the offset are not read.
+    ///
+    /// # Errors
+    /// [`SourceError::Position`] if the position does not fit this share of the files (they
+    /// changed, or the parallelism did); [`SourceError::Io`] if the file cannot be opened.
+    pub fn seek(&mut self, position: &[u8]) -> Result<(), SourceError> {
+        let at: LinePosition =
+            super::decode_position(position).map_err(|reason| SourceError::Position { reason })?;
+        let misfit = |what: String| SourceError::Position {
+            reason: format!("{what}; the input files changed since the snapshot"),
+        };
+        self.current = None;
+        match at {
+            LinePosition::Next { segment } => {
+                if segment > self.segments.len() {
+                    return Err(misfit(format!(
+                        "segment {segment} of {}",
+                        self.segments.len()
+                    )));
+                }
+                self.next_segment = segment;
+            }
+            LinePosition::In {
+                segment,
+                file,
+                offset,
+                line,
+            } => {
+                let Some(&seg) = self.segments.get(segment).filter(|s| s.file == file) else {
+                    return Err(misfit(format!("no segment {segment} of file {file}")));
+                };
+                let input = &self.files.files[file];
+                if offset < seg.start {
+                    return Err(misfit(format!(
+                        "offset {offset} of {} is before this share's range",
+                        input.path.display()
+                    )));
+                }
+                if offset > input.len {
+                    return Err(misfit(format!(
+                        "offset {offset} is past the end of {} ({} bytes)",
+                        input.path.display(),
+                        input.len
+                    )));
+                }
+                self.next_segment = segment + 1;
+                if offset < seg.end {
+                    self.current = Some(open_at(&self.files, seg, offset, line)?);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Passes lines to `on_line` until about 64 KiB were read or `on_line` returns false.
     /// Returns true when every line of the share was passed.
     ///
@@ -408,6 +497,49 @@ impl LineReader {
             self.current = None;
         }
     }
+}
+
+/// Where a [`LineReader`] is, as saved in a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum LinePosition {
+    /// Before segment `segment` (`segments.len()`: after the last).
+    Next { segment: usize },
+    /// In segment `segment`, of file `file`, at `offset`, where line `line` starts.
+    In {
+        segment: usize,
+        file: usize,
+        offset: u64,
+        line: u64,
+    },
+}
+
+/// Opens `segment` at `offset`, the start of line number `line`: a resumed read.
+fn open_at(
+    files: &InputFiles,
+    segment: Segment,
+    offset: u64,
+    line: u64,
+) -> Result<OpenSegment, SourceError> {
+    let input = &files.files[segment.file];
+    let io = |source| SourceError::Io {
+        path: input.path.clone(),
+        source,
+    };
+    let mut file = File::open(&input.path).map_err(io)?;
+    file.seek(SeekFrom::Start(offset)).map_err(io)?;
+    let left = input.len - offset;
+    let capacity = usize::try_from(left)
+        .unwrap_or(usize::MAX)
+        .clamp(1, READ_BUFFER);
+    Ok(OpenSegment {
+        file: segment.file,
+        reader: BufReader::with_capacity(capacity, file.take(left)),
+        pos: offset,
+        end: segment.end,
+        prefix_left: 0,
+        skip_partial: false,
+        line_no: line,
+    })
 }
 
 fn open_segment(
@@ -517,6 +649,15 @@ impl SourceReader for TextReader {
     fn is_cooperative(&self) -> bool {
         false
     }
+
+    /// A byte offset in a file: see [`LineReader::position`].
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(self.lines.position())
+    }
+
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        Ok(self.lines.seek(position)?)
+    }
 }
 
 /// How many malformed records an instance logs one by one before it only counts them.
@@ -624,6 +765,49 @@ pub(crate) mod testing {
             .collect()
     }
 
+    /// Reads instance `index` of `parallelism` one item per `read`, taking the position after
+    /// each; then, for every position, a fresh reader seeks to it and must read exactly the
+    /// items after it. Returns every item, and the readers that resumed, for further checks.
+    pub(crate) fn check_resume<R>(
+        make: impl Fn() -> R,
+        index: usize,
+        parallelism: usize,
+    ) -> (Vec<R::Item>, Vec<R>)
+    where
+        R: SourceReader,
+        R::Item: PartialEq + std::fmt::Debug,
+    {
+        let ctx = ProcessorContext::new("test", index, parallelism, 0);
+        let mut reader = make();
+        reader.open(&ctx).unwrap();
+        let mut items = Vec::new();
+        let mut positions = vec![(0, reader.position().expect("the reader can replay"))];
+        loop {
+            let mut batch = Vec::new();
+            let done = reader.read(&mut Emitter::new(&mut batch, 1)).unwrap();
+            assert!(batch.len() <= 1);
+            items.append(&mut batch);
+            positions.push((items.len(), reader.position().unwrap()));
+            if done {
+                break;
+            }
+        }
+        reader.close().unwrap();
+        let mut resumed = Vec::new();
+        for (k, position) in positions {
+            let mut reader = make();
+            reader
+                .open(&ProcessorContext::new("test", index, parallelism, 0))
+                .unwrap();
+            reader.seek(&position).unwrap();
+            let mut rest = Vec::new();
+            while !reader.read(&mut Emitter::unbounded(&mut rest)).unwrap() {}
+            assert_eq!(rest, items[k..], "resumed after {k} items");
+            resumed.push(reader);
+        }
+        (items, resumed)
+    }
+
     /// Runs a single instance whose `emit` refuses (returns false) every `k`-th item of a
     /// call, and checks that `read` stops right there.
     pub(crate) fn run_throttled<R: SourceReader>(mut reader: R, k: usize) -> Vec<R::Item> {
@@ -650,7 +834,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::testing::{run, run_all, run_throttled};
+    use super::testing::{check_resume, run, run_all, run_throttled};
     use super::*;
 
     fn text_reader(path: &Path) -> impl Fn() -> TextReader {
@@ -832,6 +1016,94 @@ mod tests {
         }
         assert_eq!(numbers, (5001..=10_000).collect::<Vec<u64>>());
         assert!(calls > 2, "the prefix scan took {calls} calls");
+    }
+
+    #[test]
+    fn a_seek_resumes_after_the_last_line_handed_out_across_files_and_shares() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.txt", b"one\r\ntwo\n\nthree\r\n");
+        write(dir.path(), "b.txt", b"");
+        write(dir.path(), "c.txt", b"four\nfive \xff\nsix");
+        let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        for parallelism in 1..=3 {
+            let mut lines = Vec::new();
+            for index in 0..parallelism {
+                let (items, _) =
+                    check_resume(|| TextReader::new(Arc::clone(&files)), index, parallelism);
+                lines.extend(items);
+            }
+            assert_eq!(
+                lines,
+                ["one", "two", "", "three", "four", "five \u{fffd}", "six"]
+            );
+        }
+    }
+
+    #[test]
+    fn a_numbered_reader_numbers_lines_on_after_a_seek() {
+        let dir = tempfile::tempdir().unwrap();
+        let content: String = (1..=300).map(|i| format!("{i}\r\n")).collect();
+        write(dir.path(), "a.txt", content.as_bytes());
+        write(dir.path(), "b.txt", content.as_bytes());
+        let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        for (index, parallelism) in [(0, 1), (1, 2), (1, 3)] {
+            let mut reader = LineReader::new(Arc::clone(&files), true);
+            reader.open(index, parallelism);
+            // Stop after 57 lines, then resume in a fresh reader.
+            let mut seen = 0;
+            while seen < 57
+                && !reader
+                    .read(|_| {
+                        seen += 1;
+                        seen < 57
+                    })
+                    .unwrap()
+            {}
+            let position = reader.position();
+            let mut rest = Vec::new();
+            while !reader
+                .read(|l| {
+                    rest.push(l.number);
+                    true
+                })
+                .unwrap()
+            {}
+            let mut resumed = LineReader::new(Arc::clone(&files), true);
+            resumed.open(index, parallelism);
+            resumed.seek(&position).unwrap();
+            let mut again = Vec::new();
+            while !resumed
+                .read(|l| {
+                    assert_eq!(std::str::from_utf8(l.bytes).unwrap(), l.number.to_string());
+                    again.push(l.number);
+                    true
+                })
+                .unwrap()
+            {}
+            assert_eq!(again, rest, "instance {index} of {parallelism}");
+        }
+    }
+
+    #[test]
+    fn a_position_that_does_not_fit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "a.txt", b"a\nb\nc\n");
+        let files = Arc::new(InputFiles::resolve(&path).unwrap());
+        let mut reader = LineReader::new(Arc::clone(&files), false);
+        reader.open(0, 1);
+        reader.read(|_| false).unwrap();
+        let position = reader.position();
+        // Another share of the files has no such segment.
+        let mut other = LineReader::new(Arc::clone(&files), false);
+        other.open(1, 2);
+        assert!(matches!(
+            other.seek(&position),
+            Err(SourceError::Position { .. })
+        ));
+        assert!(matches!(
+            other.seek(b"\xff\xff\xff"),
+            Err(SourceError::Position { .. })
+        ));
     }
 
     fn file_content() -> impl Strategy<Value = Vec<u8>> {

@@ -62,6 +62,27 @@ impl SourceReader for SequenceReader {
         self.next = stop;
         Ok(self.next >= self.end)
     }
+
+    /// The next number, 8 bytes.
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(self.next.to_le_bytes().to_vec())
+    }
+
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        let next = decode_u64(position)?;
+        if next > self.end {
+            return Err(format!("number {next} is past this instance's share").into());
+        }
+        self.next = next;
+        Ok(())
+    }
+}
+
+/// Decodes the 8-byte position of a counting reader.
+pub(crate) fn decode_u64(position: &[u8]) -> Result<u64, BoxError> {
+    <[u8; 8]>::try_from(position)
+        .map(u64::from_le_bytes)
+        .map_err(|_| "a damaged read position".into())
 }
 
 #[cfg(test)]

@@ -122,6 +122,15 @@ impl<T: DeserializeOwned + Item> SourceReader for JsonReader<T> {
         false
     }
 
+    /// A byte offset in a file: see [`LineReader::position`].
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(self.lines.position())
+    }
+
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        Ok(self.lines.seek(position)?)
+    }
+
     fn close(&mut self) -> Result<(), BoxError> {
         self.malformed.close();
         Ok(())
@@ -144,12 +153,12 @@ impl<T: DeserializeOwned + Item> ChunkFormat for JsonLinesFormat<T> {
     type Header = ();
 
     fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<T, serde_json::Error>) {
-        for_each_line(chunk, |number, line| {
+        for_each_line(chunk, |number, line, end| {
             match serde_json::from_slice::<T>(line) {
-                Ok(item) => out.items.push(item),
+                Ok(item) => out.push(item, end),
                 Err(e) => {
                     if !line.iter().all(u8::is_ascii_whitespace) {
-                        out.malformed.push((number, e));
+                        out.push_malformed(number, e, end);
                     }
                 }
             }
@@ -165,7 +174,7 @@ mod tests {
     use serde::Deserialize;
 
     use super::*;
-    use crate::sources::files::testing::{run, run_all, run_throttled};
+    use crate::sources::files::testing::{check_resume, run, run_all, run_throttled};
 
     #[derive(Debug, Clone, PartialEq, Deserialize)]
     struct Rec {
@@ -210,6 +219,71 @@ mod tests {
         let lines: Vec<u64> = r.malformed.logged.iter().map(|(_, l)| *l).collect();
         assert_eq!(lines, [2, 4, 5]);
         assert!(r.malformed.logged.iter().all(|(p, _)| *p == path));
+    }
+
+    /// Files with CRLF, blank and malformed lines, across two files.
+    fn resume_files(dir: &Path) {
+        let mut content = String::new();
+        for i in 1..=40u64 {
+            match i % 7 {
+                0 => content.push_str("{broken\r\n"),
+                3 => content.push('\n'),
+                _ => content.push_str(&format!("{{\"name\":\"r{i}\",\"n\":{i}}}\r\n")),
+            }
+        }
+        fs::write(dir.join("a.jsonl"), &content).unwrap();
+        fs::write(dir.join("b.jsonl"), "{\"name\":\"b\",\"n\":1}\nbad\n").unwrap();
+    }
+
+    /// Every resumed reader logged the malformed lines after its position, with the numbers
+    /// a whole read gives.
+    fn check_resumed_malformed(resumed: &[&MalformedLog]) {
+        let whole: Vec<(PathBuf, u64)> = resumed[0].logged().to_vec();
+        let lines: Vec<u64> = whole.iter().map(|(_, l)| *l).collect();
+        assert_eq!(lines, [7, 14, 21, 28, 35, 2]);
+        for r in resumed {
+            assert!(whole.ends_with(r.logged()), "{:?}", r.logged());
+        }
+        assert!(resumed.last().unwrap().logged().is_empty());
+    }
+
+    #[test]
+    fn a_seek_resumes_after_the_last_record_and_malformed_lines_keep_their_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        resume_files(dir.path());
+        let (items, resumed) = check_resume(reader(dir.path()), 0, 1);
+        assert_eq!(items.len(), 40 - 5 - 6 + 1);
+        check_resumed_malformed(&resumed.iter().map(|r| &r.malformed).collect::<Vec<_>>());
+    }
+
+    /// The same through the chunked reader of the stream replay, with chunks that cut
+    /// records and files, parsed inline and on threads.
+    #[test]
+    fn a_chunked_seek_resumes_after_the_last_record_and_malformed_lines_keep_their_numbers() {
+        use crate::sources::chunked::{ChunkOptions, ChunkedSource};
+
+        let dir = tempfile::tempdir().unwrap();
+        resume_files(dir.path());
+        let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let whole = run(reader(dir.path())(), 0, 1).0;
+        for threads in [1, 2, 3] {
+            for chunk_bytes in [1, 30, 1 << 20] {
+                let options = ChunkOptions {
+                    threads,
+                    chunk_bytes,
+                };
+                let make = || {
+                    ChunkedSource::new(
+                        Arc::new(JsonLinesFormat::<Rec>::default()),
+                        Arc::clone(&files),
+                        options,
+                    )
+                };
+                let (items, resumed) = check_resume(make, 0, 1);
+                assert_eq!(items, whole, "{options:?}");
+                check_resumed_malformed(&resumed.iter().map(|r| r.malformed()).collect::<Vec<_>>());
+            }
+        }
     }
 
     #[test]

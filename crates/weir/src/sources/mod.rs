@@ -26,6 +26,8 @@ pub mod stream;
 
 use std::sync::Arc;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use weir_core::{Item, ProcessorContext};
 
 use crate::exec::source::source_head;
@@ -77,4 +79,14 @@ impl<T: Item> BatchSource<T> {
     pub fn name(&self) -> &str {
         &self.name
     }
+}
+
+/// A reader's position as bytes (postcard): what [`SourceReader::position`] returns.
+pub(crate) fn encode_position<P: Serialize>(position: &P) -> Vec<u8> {
+    postcard::to_stdvec(position).expect("a position always encodes")
+}
+
+/// Decodes what [`encode_position`] made; the error says what is wrong.
+pub(crate) fn decode_position<P: DeserializeOwned>(bytes: &[u8]) -> Result<P, String> {
+    postcard::from_bytes(bytes).map_err(|e| format!("a damaged read position ({e})"))
 }

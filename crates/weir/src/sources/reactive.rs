@@ -27,6 +27,10 @@
 //! - **Cancellation.** When the job is cancelled or fails, the source instance is dropped,
 //!   and the stream with it: dropping is how a Rust stream is told to stop.
 //!
+//! A stream cannot be replayed: a job that takes snapshots with exactly-once is refused at
+//! submit, and with at-least-once the items handed out after the last snapshot are lost on a
+//! restore (at most once for this source).
+//!
 //! The stream is polled on a cooperative worker, inside the shared runtime's context (see
 //! [`crate::async_io::runtime`]) so tokio timers and sockets work. Its waker is the source
 //! instance's [`TaskletWaker`](weir_core::TaskletWaker): a `Pending` stream that becomes

@@ -102,6 +102,23 @@ impl<T: Item, F: Fn(u64) -> T + Send + Sync + 'static> SourceReader for Generato
         }
         Ok(self.count.is_some_and(|c| self.next >= c))
     }
+
+    /// The next number, 8 bytes.
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(self.next.to_le_bytes().to_vec())
+    }
+
+    /// Goes on from the number; a paced generator paces from the seek on.
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        let next = super::generator::decode_u64(position)?;
+        if next % self.step != self.next % self.step {
+            return Err(
+                format!("number {next} is not this instance's: the parallelism changed").into(),
+            );
+        }
+        self.next = next;
+        Ok(())
+    }
 }
 
 /// Paces `reader` to at most `per_second` items per second of wall-clock time, over all the
@@ -151,6 +168,17 @@ impl<R: SourceReader> SourceReader for Throttled<R> {
 
     fn is_cooperative(&self) -> bool {
         self.reader.is_cooperative()
+    }
+
+    fn position(&self) -> Option<Vec<u8>> {
+        self.reader.position()
+    }
+
+    /// Seeks the inner reader; the pace counts from the seek on.
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        self.started = None;
+        self.emitted = 0;
+        self.reader.seek(position)
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
@@ -210,6 +238,10 @@ pub const SOCKET_MAX_LINE: usize = 1 << 20;
 /// (U+FFFD) and counted in `invalid_utf8_lines`; a line longer than [`SOCKET_MAX_LINE`] bytes
 /// is dropped, counted in `oversized_lines` and logged with its line number. Neither fails
 /// the job.
+///
+/// A socket cannot be replayed: a job that takes snapshots with exactly-once is refused at
+/// submit; with at-least-once, the lines read after the last snapshot are lost on a restore
+/// (at most once for this source).
 pub fn socket(addr: SocketAddr) -> StreamSource<String> {
     socket_with_max_line(addr, SOCKET_MAX_LINE)
 }

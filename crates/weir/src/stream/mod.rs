@@ -49,6 +49,7 @@ use crate::aggregate::AggregateOperation;
 use crate::async_io::AsyncOptions;
 use crate::exec::join::KeyFn;
 use crate::exec::link::{ErasedLink, Link, erase, unerase};
+use crate::exec::state::StateCodec;
 use crate::exec::stream_join::{StreamJoin, StreamMerge};
 use crate::exec::stream_source::{EventTimePolicy, stream_source_head};
 use crate::exec::transform::ExpiringKeyedLink;
@@ -62,6 +63,7 @@ use crate::event_time::TimestampFn;
 pub use crate::event_time::{
     KeyedWindowResult, Timestamped, Window, WindowDefinition, WindowResult,
 };
+pub use crate::exec::state::Durable;
 
 /// Builds a stream source's head around its chain, with the chosen event-time policy.
 type StreamHeadFactory<T> = Arc<
@@ -370,8 +372,9 @@ impl<T: Item> StreamStage<T> {
         merge: impl Fn(&Window, &T, &U) -> R + Send + Sync + 'static,
     ) -> StreamStage<R>
     where
-        U: Item,
-        K: Item + Hash + Eq + PartitionKey,
+        T: Durable,
+        U: Item + Durable,
+        K: Item + Hash + Eq + PartitionKey + Durable,
         R: Item,
     {
         assert!(
@@ -399,8 +402,9 @@ impl<T: Item> StreamStage<T> {
         merge: impl Fn(&T, &U) -> R + Send + Sync + 'static,
     ) -> StreamStage<R>
     where
-        U: Item,
-        K: Item + Hash + Eq + PartitionKey,
+        T: Durable,
+        U: Item + Durable,
+        K: Item + Hash + Eq + PartitionKey + Durable,
         R: Item,
     {
         self.join_streams(
@@ -423,8 +427,9 @@ impl<T: Item> StreamStage<T> {
         merge: impl Fn(&Window, &T, &U) -> R + Send + Sync + 'static,
     ) -> StreamStage<R>
     where
-        U: Item,
-        K: Item + Hash + Eq + PartitionKey,
+        T: Durable,
+        U: Item + Durable,
+        K: Item + Hash + Eq + PartitionKey + Durable,
         R: Item,
     {
         let (left_key, right_key): (KeyFn<T, K>, KeyFn<U, K>) = on.into_keys();
@@ -444,6 +449,11 @@ impl<T: Item> StreamStage<T> {
                 ttl,
                 Arc::clone(&merge),
                 unerase::<Timestamped<R>>(chain),
+                (
+                    StateCodec::postcard(),
+                    StateCodec::postcard(),
+                    StateCodec::postcard(),
+                ),
             ))
         });
         let kind = NodeKind::StreamJoin {
@@ -561,6 +571,9 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedStreamStage<T, K> {
 
     /// Maps with state per key. With `ttl`, a key's state is dropped once the watermark is
     /// `ttl` ms past the last item of that key; without, it lives for the whole stream.
+    ///
+    /// Each key's state, with its last event time, is saved in snapshots by key partition;
+    /// hence `S` and `K` are [`Durable`].
     pub fn map_stateful<S, R>(
         &self,
         ttl: Option<i64>,
@@ -568,7 +581,8 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedStreamStage<T, K> {
         f: impl Fn(&mut S, &K, T) -> Option<R> + Send + Sync + 'static,
     ) -> StreamStage<R>
     where
-        S: Send + 'static,
+        S: Durable,
+        K: Durable,
         R: Item,
     {
         let key = Arc::clone(&self.key);
@@ -582,6 +596,7 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedStreamStage<T, K> {
                 create: Arc::clone(&create),
                 f: Arc::clone(&f),
                 next,
+                codec: (StateCodec::postcard(), StateCodec::postcard()),
             })
         });
         let k = Arc::clone(&self.key);
@@ -604,12 +619,23 @@ pub struct KeyedWindowedStage<T, K> {
 impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
     /// Aggregates each key's items per window. A window's result comes out when the watermark
     /// passes its end, stamped with the window's last instant (`end - 1`).
-    pub fn aggregate<Op: AggregateOperation<T>>(
-        &self,
-        op: Op,
-    ) -> StreamStage<KeyedWindowResult<K, Op::Output>> {
+    ///
+    /// Open frames and sessions are saved in snapshots by key partition: keys and
+    /// accumulators are [`Durable`].
+    pub fn aggregate<Op>(&self, op: Op) -> StreamStage<KeyedWindowResult<K, Op::Output>>
+    where
+        Op: AggregateOperation<T>,
+        Op::Acc: Durable,
+        K: Durable,
+    {
         let op = Arc::new(op);
         let window = self.window;
+        let codec = || {
+            (
+                StateCodec::<K>::postcard(),
+                StateCodec::<Op::Acc>::postcard(),
+            )
+        };
         if let WindowDefinition::Session { gap } = window {
             let key = Arc::clone(&self.key);
             let wrap = wrap_with::<Timestamped<T>, Timestamped<KeyedWindowResult<K, Op::Output>>>(
@@ -619,6 +645,7 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
                         Arc::clone(&key),
                         Arc::clone(&op),
                         next,
+                        codec(),
                     ))
                 },
             );
@@ -634,9 +661,13 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
         let key = Arc::clone(&self.key);
         let acc_op = Arc::clone(&op);
         let accumulate: TerminalFn = Arc::new(move || {
-            let link: Box<dyn Link<Timestamped<T>>> = Box::new(
-                FrameAccumulate::<T, K, _, Op>::new(&window, Arc::clone(&key), Arc::clone(&acc_op)),
-            );
+            let link: Box<dyn Link<Timestamped<T>>> =
+                Box::new(FrameAccumulate::<T, K, _, Op>::new(
+                    &window,
+                    Arc::clone(&key),
+                    Arc::clone(&acc_op),
+                    codec(),
+                ));
             erase(link)
         });
         let combine: HeadFn = Arc::new(move |chain| {
@@ -644,6 +675,7 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
                 &window,
                 Arc::clone(&op),
                 unerase(chain),
+                codec(),
             ))
         });
         let route =
@@ -666,10 +698,11 @@ pub struct WindowedStage<T> {
 impl<T: Item> WindowedStage<T> {
     /// Aggregates all items per window. A window's result comes out when the watermark passes
     /// its end. One instance combines them all.
-    pub fn aggregate<Op: AggregateOperation<T>>(
-        &self,
-        op: Op,
-    ) -> StreamStage<WindowResult<Op::Output>> {
+    pub fn aggregate<Op>(&self, op: Op) -> StreamStage<WindowResult<Op::Output>>
+    where
+        Op: AggregateOperation<T>,
+        Op::Acc: Durable,
+    {
         self.keyed.aggregate(op).map(|r| WindowResult {
             start: r.start,
             end: r.end,

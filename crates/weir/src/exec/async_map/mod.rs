@@ -51,7 +51,8 @@ use weir_core::{
 use crate::async_io::call::{AttemptError, CallFn, MakeCall, call_with_retries};
 use crate::async_io::options::{Codec, Describe, Fallback, RetryPolicy};
 use crate::async_io::{AsyncError, AsyncOptions, OutputOrder, runtime};
-use crate::exec::link::{Link, chain_idle, chain_watermark};
+use crate::exec::link::{Link, chain_idle, chain_watermark, save_chain};
+use crate::exec::state::ChainEntries;
 
 /// Longest item description in an error.
 const DESCRIPTION_LIMIT: usize = 200;
@@ -191,6 +192,9 @@ const TAG_WATERMARK: u8 = 1;
 pub(crate) struct AsyncMapHead<T, R> {
     spec: Arc<AsyncSpec<T, R>>,
     chain: Box<dyn Link<R>>,
+    /// This instance's index and the vertex's parallelism: saved inputs are keyed by the
+    /// index and restored to `index % parallelism`.
+    instance: (u32, u32),
     call: Option<CallFn<T, R>>,
     runtime: Option<&'static Handle>,
     slots: Vec<Slot<T, R>>,
@@ -218,6 +222,7 @@ impl<T: Item, R: Item> AsyncMapHead<T, R> {
         AsyncMapHead {
             spec,
             chain,
+            instance: (0, 1),
             call: None,
             runtime: None,
             slots: Vec::new(),
@@ -674,6 +679,10 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
         self.waker = ctx.waker().clone();
         self.timeouts = ctx.metrics().counter("async_timeouts");
         self.late = ctx.metrics().counter("async_late_results");
+        self.instance = (
+            ctx.global_index() as u32,
+            ctx.total_parallelism().max(1) as u32,
+        );
         self.chain.init(ctx)
     }
 
@@ -755,17 +764,22 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
         self.chain.is_cooperative()
     }
 
-    fn save_to_snapshot(&mut self, writer: &mut SnapshotWriter) -> ProcessorResult<bool> {
+    /// Saves the inputs of calls in flight or not yet started (already written, never run:
+    /// they are invoked again after a restore) and the watermarks between them, in order,
+    /// after the chain's backlog went out; then the chain.
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        let mut held = Vec::new();
         let codec = self.spec.codec.clone();
-        for (i, held) in self.held().into_iter().enumerate() {
-            let key = (i as u64).to_be_bytes().to_vec();
-            let value = match held {
+        let in_flight = self.occupied + usize::from(!self.pending.is_empty());
+        for (i, h) in self.held().into_iter().enumerate() {
+            let value = match h {
                 Held::Unit(inputs) => {
                     let Some(codec) = &codec else {
-                        return Err(AsyncError::SnapshotUnsupported {
-                            in_flight: self.occupied + usize::from(!self.pending.is_empty()),
-                        }
-                        .into());
+                        return Err(AsyncError::SnapshotUnsupported { in_flight }.into());
                     };
                     let mut value = vec![TAG_UNIT];
                     value.extend(
@@ -780,18 +794,39 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
                     value
                 }
             };
-            writer.put(key, value);
+            // Keyed by (instance, position): sorting restores the order of each instance.
+            let mut key = self.instance.0.to_be_bytes().to_vec();
+            key.extend((i as u64).to_be_bytes());
+            held.push((key, value));
         }
-        Ok(true)
+        save_chain(&mut *self.chain, outbox, writer, |state| {
+            for (key, value) in held {
+                state.put(&key, value);
+            }
+            Ok(())
+        })
     }
 
-    fn restore_from_snapshot(&mut self, mut entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
-        entries.sort();
-        for (i, entry) in entries.into_iter().enumerate() {
+    fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
+        let mut entries = ChainEntries::new(entries);
+        let mut head = entries.head();
+        let mut own = head.take();
+        own.sort();
+        let (me, parallelism) = self.instance;
+        for (i, entry) in own.into_iter().enumerate() {
             let bad = |reason: &str| AsyncError::Snapshot {
                 entry: i,
                 reason: reason.to_string(),
             };
+            let old = entry
+                .key
+                .get(..4)
+                .and_then(|k| <[u8; 4]>::try_from(k).ok())
+                .map(u32::from_be_bytes)
+                .ok_or_else(|| bad("the key has no instance"))?;
+            if old % parallelism != me {
+                continue;
+            }
             match entry.value.split_first() {
                 Some((&TAG_UNIT, bytes)) => {
                     let codec = self.spec.codec.clone().ok_or_else(|| {
@@ -809,7 +844,11 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
                 _ => return Err(bad("unknown entry tag").into()),
             }
         }
-        Ok(())
+        self.chain.restore(&mut head.next())
+    }
+
+    fn snapshot_commit_finish(&mut self, _success: bool) -> ProcessorResult<bool> {
+        self.chain.commit()
     }
 
     fn close(&mut self) -> ProcessorResult<()> {

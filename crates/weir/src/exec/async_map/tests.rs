@@ -230,7 +230,7 @@ fn assert_never_crosses_a_watermark(
                     segments.last_mut().unwrap().1 = Some(*wm);
                     segments.push((Vec::new(), None));
                 }
-                Message::Idle | Message::Done => {}
+                Message::Idle | Message::Barrier(_) | Message::Done => {}
             }
         }
         for s in &mut segments {
@@ -583,7 +583,7 @@ fn a_restored_processor_calls_the_saved_items_again_and_completes_the_output() {
     inbox.items::<u32>().push_back(4);
     p.process(0, &mut inbox, &mut outbox).unwrap();
     let mut writer = weir_core::SnapshotWriter::new();
-    assert!(p.save_to_snapshot(&mut writer).unwrap());
+    assert!(p.save_to_snapshot(&mut outbox, &mut writer).unwrap());
     p.close().unwrap();
     drop(p);
     let entries = writer.into_entries();
@@ -615,14 +615,15 @@ fn a_snapshot_with_items_in_flight_needs_snapshot_inputs() {
     p.init(&ctx()).unwrap();
     let mut writer = weir_core::SnapshotWriter::new();
     assert!(
-        p.save_to_snapshot(&mut writer).unwrap(),
+        p.save_to_snapshot(&mut Outbox::for_test::<u32>(1, 64).0, &mut writer)
+            .unwrap(),
         "nothing in flight: fine"
     );
     let (mut outbox, _drains) = Outbox::for_test::<u32>(1, 64);
     let mut inbox = Inbox::of::<u32>();
     inbox.items::<u32>().push_back(1);
     p.process(0, &mut inbox, &mut outbox).unwrap();
-    let e = p.save_to_snapshot(&mut writer).unwrap_err();
+    let e = p.save_to_snapshot(&mut outbox, &mut writer).unwrap_err();
     assert!(e.to_string().contains("snapshot_inputs"), "{e}");
 }
 
@@ -823,6 +824,21 @@ impl Link<u32> for Witness {
     }
     fn is_cooperative(&self) -> bool {
         true
+    }
+    fn save(
+        &mut self,
+        state: &mut crate::exec::state::LinkWriter<'_>,
+    ) -> weir_core::ProcessorResult<()> {
+        self.next.save(&mut state.next())
+    }
+    fn restore(
+        &mut self,
+        entries: &mut crate::exec::state::LinkEntries<'_>,
+    ) -> weir_core::ProcessorResult<()> {
+        self.next.restore(&mut entries.next())
+    }
+    fn commit(&mut self) -> weir_core::ProcessorResult<bool> {
+        self.next.commit()
     }
 }
 

@@ -1,0 +1,254 @@
+//! `weir flow validate|run|status|provenance|lineage`: NiFi-style flows on the traditional
+//! engine (the format is in `shared/flows/README.md`).
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Subcommand;
+use weir_flow::definition::Flow;
+use weir_flow::engine::{Engine, Status, status_path};
+use weir_flow::provenance::{EventType, ProvenanceRepository, Query};
+
+/// The `weir flow` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a flow definition: exits 0, or 1 with every error (file, line, field).
+    Validate {
+        /// The flow definition (YAML).
+        flow: PathBuf,
+    },
+    /// Run a flow with its repositories in DIR; a restart with the same DIR recovers every
+    /// queued flow file. SIGINT or SIGTERM stops it cleanly.
+    Run {
+        /// The flow definition (YAML).
+        flow: PathBuf,
+        /// Directory of the flow-file, content and provenance repositories.
+        #[arg(long)]
+        repo: PathBuf,
+        /// Exit 0 once every queue is empty and nothing was produced for 2 s.
+        #[arg(long)]
+        until_idle: bool,
+        /// Address for a web status page (not built yet: refused).
+        #[arg(long)]
+        ui: Option<String>,
+    },
+    /// Each connection's queued count and bytes, and each processor's counts.
+    Status {
+        /// The repository directory.
+        #[arg(long)]
+        repo: PathBuf,
+    },
+    /// Provenance events as JSON Lines.
+    Provenance {
+        /// The repository directory.
+        #[arg(long)]
+        repo: PathBuf,
+        /// Only this flow file's events (its uuid).
+        #[arg(long)]
+        flowfile: Option<String>,
+        /// Only this component's events.
+        #[arg(long)]
+        component: Option<String>,
+        /// Only events at or after this time (RFC 3339, or ms since the epoch).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only events of this type (CREATE, RECEIVE, SEND, DROP, FORK, ...).
+        #[arg(long = "type")]
+        event_type: Option<String>,
+        /// At most this many events.
+        #[arg(long, default_value_t = 100_000)]
+        limit: usize,
+    },
+    /// A flow file's lineage: parents, children and every event, as JSON.
+    Lineage {
+        /// The repository directory.
+        #[arg(long)]
+        repo: PathBuf,
+        /// The flow file's uuid.
+        #[arg(long)]
+        flowfile: String,
+    },
+}
+
+/// Runs one `weir flow` subcommand.
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Validate { flow } => {
+            let flow = load(&flow)?;
+            println!(
+                "{}: valid ({} processors, {} connections)",
+                flow.name,
+                flow.processors.len(),
+                flow.connections.len()
+            );
+            Ok(())
+        }
+        Command::Run {
+            flow,
+            repo,
+            until_idle,
+            ui,
+        } => {
+            if let Some(ui) = ui {
+                anyhow::bail!(
+                    "--ui {ui}: the web status page is not built yet; use `weir flow status`"
+                );
+            }
+            let flow = load(&flow)?;
+            run_flow(flow, &repo, until_idle)
+        }
+        Command::Status { repo } => status(&repo),
+        Command::Provenance {
+            repo,
+            flowfile,
+            component,
+            since,
+            event_type,
+            limit,
+        } => {
+            let since_ms = since.map(|s| parse_time(&s)).transpose()?;
+            let event_type = event_type
+                .map(|t| {
+                    EventType::parse(&t)
+                        .ok_or_else(|| anyhow::anyhow!("--type {t}: unknown event type"))
+                })
+                .transpose()?;
+            let store = open_provenance(&repo)?;
+            let events = store.query(
+                &Query {
+                    flowfile,
+                    component,
+                    since_ms,
+                    event_type,
+                },
+                limit,
+            )?;
+            let mut out = std::io::stdout().lock();
+            for e in events {
+                serde_json::to_writer(&mut out, &e)?;
+                writeln!(out)?;
+            }
+            Ok(())
+        }
+        Command::Lineage { repo, flowfile } => {
+            let store = open_provenance(&repo)?;
+            let lineage = store.lineage(&flowfile)?;
+            if lineage.events.is_empty() {
+                anyhow::bail!("no provenance for flow file {flowfile}");
+            }
+            println!("{}", serde_json::to_string_pretty(&lineage)?);
+            Ok(())
+        }
+    }
+}
+
+fn parse_time(s: &str) -> anyhow::Result<i64> {
+    if let Ok(ms) = s.parse::<i64>() {
+        return Ok(ms);
+    }
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp_millis())
+        .with_context(|| {
+            format!("--since {s}: not RFC 3339 (2026-11-30T12:00:00Z) nor ms since the epoch")
+        })
+}
+
+fn open_provenance(repo: &Path) -> anyhow::Result<ProvenanceRepository> {
+    let dir = repo.join("provenance");
+    if !dir.exists() {
+        anyhow::bail!("{}: no provenance repository here", repo.display());
+    }
+    ProvenanceRepository::open(&dir, Duration::from_secs(u64::MAX / 4), u64::MAX)
+        .with_context(|| format!("opening {} (is the flow still running?)", dir.display()))
+}
+
+fn status(repo: &Path) -> anyhow::Result<()> {
+    let queues = weir_flow::repository::journal::inspect(repo)
+        .with_context(|| format!("reading the repository in {}", repo.display()))?;
+    println!("{:<50} {:>12} {:>14}", "connection", "queued", "bytes");
+    for (key, count, bytes) in &queues {
+        println!("{key:<50} {count:>12} {bytes:>14}");
+    }
+    let path = status_path(repo);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let s: Status =
+            serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+        println!();
+        println!(
+            "{:<30} {:<26} {:>10} {:>10} {:>10} {:>9}",
+            "processor", "type", "in", "out", "commits", "failures"
+        );
+        for c in s.components {
+            println!(
+                "{:<30} {:<26} {:>10} {:>10} {:>10} {:>9}",
+                c.name, c.kind, c.flowfiles_in, c.flowfiles_out, c.commits, c.failures
+            );
+        }
+    }
+    Ok(())
+}
+
+fn run_flow(flow: Flow, repo: &Path, until_idle: bool) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("installing a signal handler")?;
+    }
+    let engine = Engine::start(flow, repo)
+        .with_context(|| format!("starting the flow in {}", repo.display()))?;
+    let terminal = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut last = (Instant::now(), 0u64);
+    let mut rate = 0.0;
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        if stop.load(Ordering::SeqCst)
+            || engine.stopped()
+            || (until_idle && engine.is_idle(Duration::from_secs(2)))
+        {
+            break;
+        }
+        if terminal && last.0.elapsed() >= Duration::from_millis(500) {
+            let s = engine.status();
+            let queued: u64 = s.connections.iter().map(|c| c.count).sum();
+            let bytes: u64 = s.connections.iter().map(|c| c.bytes).sum();
+            let done: u64 = s.components.iter().map(|c| c.flowfiles_in).sum();
+            rate = (done - last.1) as f64 / last.0.elapsed().as_secs_f64();
+            last = (Instant::now(), done);
+            eprint!(
+                "\r\x1b[2K{}: queued {queued} flow files, {bytes} bytes; {rate:.0} flow files/s; {:.0?}",
+                s.flow,
+                started.elapsed()
+            );
+        }
+    }
+    let _ = rate;
+    if terminal {
+        eprintln!();
+    }
+    let s = engine.status();
+    engine.stop()?;
+    let queued: u64 = s.connections.iter().map(|c| c.count).sum();
+    let processed: u64 = s.components.iter().map(|c| c.flowfiles_in).sum();
+    eprintln!(
+        "{}: stopped after {:.1?}; {processed} flow files processed, {queued} queued",
+        s.flow,
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// Loads and validates a definition; every validation error goes to standard error, one per
+/// line, before the command fails.
+fn load(path: &Path) -> anyhow::Result<Flow> {
+    Flow::load(path).map_err(|errors| {
+        for e in &errors.0 {
+            eprintln!("{e}");
+        }
+        anyhow::anyhow!("{}: {} validation error(s)", path.display(), errors.0.len())
+    })
+}

@@ -1,0 +1,216 @@
+//! The snapshot flags shared by the commands that run jobs, and `weir snapshots list`.
+//!
+//! ```text
+//! weir nexmark run --query q5 --input events.jsonl --output q5.csv --state-dir state
+//! weir snapshots list --state-dir state
+//! ```
+//!
+//! With `--state-dir`, a job snapshots its state into `DIR/snapshots/<job>/` every
+//! `--snapshot-interval-ms` (1000 by default). Its name is derived from the command (the query
+//! and the input), so running the same command again after a crash resumes from the newest
+//! complete snapshot; after a successful run its snapshots are removed, so the next run starts
+//! afresh.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use weir::core::snapshot::{Guarantee, LocalDirStore, Manifest, SnapshotConfig, SnapshotStore};
+use weir::{Job, JobConfig};
+
+/// The default time between snapshots.
+const DEFAULT_INTERVAL_MS: u64 = 1000;
+
+/// `--state-dir`, `--snapshot-interval-ms` and `--guarantee`.
+#[derive(Debug, Clone, Args)]
+pub struct SnapshotArgs {
+    /// Take snapshots of the job's state into this directory, and resume from the newest
+    /// complete one when the same command runs again (after a crash or kill).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Time between snapshots, in ms [default: 1000 with --state-dir].
+    #[arg(long, value_name = "N", requires = "state_dir",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub snapshot_interval_ms: Option<u64>,
+    /// What a resumed job guarantees: exactly-once, at-least-once, or none (no snapshots).
+    #[arg(long, value_name = "G", default_value = "exactly-once", requires = "state_dir",
+          value_parser = parse_guarantee)]
+    pub guarantee: Guarantee,
+}
+
+fn parse_guarantee(s: &str) -> Result<Guarantee, String> {
+    s.parse()
+}
+
+/// A job's snapshot settings and where they live, from the command line.
+#[derive(Debug, Clone)]
+pub struct Snapshots {
+    store: Arc<LocalDirStore>,
+    dir: PathBuf,
+    config: SnapshotConfig,
+}
+
+impl SnapshotArgs {
+    /// The snapshot settings, or `None` without `--state-dir` (or with `--guarantee none`).
+    pub fn snapshots(&self) -> Option<Snapshots> {
+        let dir = self.state_dir.clone()?;
+        if self.guarantee == Guarantee::None {
+            return None;
+        }
+        let store = Arc::new(LocalDirStore::new(&dir));
+        let interval =
+            Duration::from_millis(self.snapshot_interval_ms.unwrap_or(DEFAULT_INTERVAL_MS));
+        let config = SnapshotConfig::new(
+            Arc::clone(&store) as Arc<dyn SnapshotStore>,
+            interval,
+            self.guarantee,
+        );
+        Some(Snapshots { store, dir, config })
+    }
+}
+
+impl Snapshots {
+    /// Puts the settings into `config`.
+    pub fn apply(&self, config: &mut JobConfig) {
+        config.snapshots = Some(self.config.clone());
+    }
+
+    /// Says on standard error whether `job` resumed from a snapshot.
+    pub fn report_resume(&self, job: &Job) {
+        if let Some(id) = job.restored_from() {
+            eprintln!(
+                "resumed from snapshot {id} in {}",
+                self.store.location(job.name(), id, "").display()
+            );
+        }
+    }
+
+    /// After a successful run: removes the job's snapshots, so that the next run of the
+    /// same command starts afresh.
+    pub fn finished(&self, job: &str) -> anyhow::Result<()> {
+        let ids = self
+            .store
+            .ids(job)
+            .context("cannot list the job's snapshots")?;
+        for id in ids {
+            self.store
+                .remove(job, id)
+                .with_context(|| format!("cannot remove snapshot {id} of {job}"))?;
+        }
+        // The job's now empty folder: best effort.
+        if let Some(folder) = self.store.location(job, 0, "").parent() {
+            let _ = std::fs::remove_dir(folder);
+        }
+        Ok(())
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// A job name from the parts of a command that decide its state: the same command gives
+/// the same name, so a rerun finds its snapshots.
+pub fn job_name(command: &str, parts: &[String]) -> String {
+    let mut name = command.to_string();
+    for p in parts {
+        name.push('-');
+        name.push_str(p);
+    }
+    name
+}
+
+/// An input path as it goes into a job name: absolute when it can be made so, so that the
+/// same file run from another directory is the same job.
+pub fn input_part(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Arguments of `weir snapshots list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The state directory the jobs ran with.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: PathBuf,
+}
+
+/// `weir snapshots list`: every job's snapshots, newest first, with their id, time, size and
+/// duration, and each vertex's parts.
+pub fn list(args: &ListArgs) -> anyhow::Result<()> {
+    if !args.state_dir.is_dir() {
+        anyhow::bail!(
+            "--state-dir {} is not a directory",
+            args.state_dir.display()
+        );
+    }
+    let store = LocalDirStore::new(&args.state_dir);
+    let jobs = store.jobs().context("cannot list the state directory")?;
+    if jobs.is_empty() {
+        println!("no snapshots in {}", args.state_dir.display());
+    }
+    for job in jobs {
+        println!("job {job}");
+        for id in store.ids(&job)? {
+            let path = store.location(&job, id, "manifest");
+            let manifest = match store.read_manifest(&job, id)? {
+                None => {
+                    println!("  snapshot {id}: incomplete (no manifest)");
+                    continue;
+                }
+                Some(bytes) => match Manifest::decode(&path, &bytes) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        println!("  snapshot {id}: damaged: {e}");
+                        continue;
+                    }
+                },
+            };
+            println!(
+                "  snapshot {id}: taken {}, {} bytes, {} ms (alignment {} ms), {}{}",
+                utc(manifest.taken_at_ms),
+                manifest.bytes(),
+                manifest.duration_ms,
+                manifest.alignment_ms,
+                manifest.guarantee,
+                if manifest.terminal { ", terminal" } else { "" },
+            );
+            for v in &manifest.vertices {
+                let bytes: u64 = v.parts.iter().map(|p| p.bytes).sum();
+                let entries: u64 = v.parts.iter().map(|p| p.entries).sum();
+                println!(
+                    "    {}: {} instances, {bytes} bytes, {entries} entries",
+                    v.name, v.parallelism
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
+fn utc(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map_or_else(
+            || format!("{ms} ms after the epoch"),
+            |t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string(),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_times_are_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00.000 UTC");
+        assert_eq!(utc(1_436_918_400_002), "2015-07-15 00:00:00.002 UTC");
+    }
+}

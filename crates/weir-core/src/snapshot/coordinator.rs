@@ -1,0 +1,349 @@
+//! The job's snapshot coordinator: asks for snapshots, collects the instances' parts, writes
+//! them and the manifest, and releases phase 2.
+//!
+//! Tasklets talk to it through two counters they read once per call (`requested`,
+//! `committed`) and two calls: `saved` when an instance finished phase 1 of a snapshot, and
+//! `finished` when it ended, with its final state, which stands in for it in every later
+//! snapshot. One snapshot is in flight at a time. The coordinator runs
+//! on a thread of its own, so that writing and syncing files never stalls a worker.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::format::{Manifest, PartInfo, SnapshotError, VertexInfo};
+use super::{Guarantee, SnapshotConfig};
+
+/// The figures of one completed snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotStats {
+    /// The snapshot id.
+    pub id: u64,
+    /// From the request to the last instance's save.
+    pub duration: Duration,
+    /// Writing and syncing the parts and the manifest.
+    pub write: Duration,
+    /// The longest time one instance held inputs back to align barriers.
+    pub alignment: Duration,
+    /// The parts' total size in bytes.
+    pub bytes: u64,
+    /// Whether it was the terminal snapshot.
+    pub terminal: bool,
+}
+
+/// One instance's saved state, encoded as its part file.
+#[derive(Debug)]
+pub(crate) struct EncodedPart {
+    pub bytes: Vec<u8>,
+    pub entries: u64,
+}
+
+/// Where a tasklet sits in the job: its vertex's index and its instance.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
+    pub vertex: usize,
+    pub instance: usize,
+}
+
+struct InFlight {
+    id: u64,
+    requested_at: Instant,
+    taken_at_ms: u64,
+    parts: Vec<Option<Arc<EncodedPart>>>,
+    remaining: usize,
+    alignment: Duration,
+}
+
+struct State {
+    next_id: u64,
+    due: Instant,
+    in_flight: Option<InFlight>,
+    finals: Vec<Option<Arc<EncodedPart>>>,
+    final_count: usize,
+    terminal_taken: bool,
+    stopped: bool,
+    stats: Vec<SnapshotStats>,
+}
+
+/// See the [module docs](self).
+pub struct Coordinator {
+    job: String,
+    config: SnapshotConfig,
+    vertices: Vec<(String, usize)>,
+    slots: Vec<Slot>,
+    requested: AtomicU64,
+    committed: AtomicU64,
+    terminal_committed: AtomicBool,
+    /// Instances whose build-side (lower priority) inputs are still open: no snapshot starts
+    /// while any is, as in Jet.
+    gates: AtomicUsize,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("job", &self.job)
+            .field("requested", &self.requested())
+            .field("committed", &self.committed())
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A part file's name: the vertex index, its name made file-safe, and the instance.
+fn part_file(vertex_index: usize, name: &str, instance: usize) -> String {
+    let safe: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(48)
+        .collect();
+    format!("v{vertex_index:03}-{safe}-{instance:04}.part")
+}
+
+impl Coordinator {
+    /// A coordinator for a job whose vertices are `vertices` (name, parallelism) and whose
+    /// tasklets are `slots`, resuming after snapshot `restored` (0: a fresh start).
+    pub(crate) fn new(
+        job: String,
+        config: SnapshotConfig,
+        vertices: Vec<(String, usize)>,
+        slots: Vec<Slot>,
+        (restored, next_id): (u64, u64),
+    ) -> Self {
+        let n = slots.len();
+        let due = Instant::now() + config.interval;
+        Coordinator {
+            job,
+            config,
+            vertices,
+            slots,
+            requested: AtomicU64::new(restored),
+            committed: AtomicU64::new(restored),
+            terminal_committed: AtomicBool::new(false),
+            gates: AtomicUsize::new(0),
+            state: Mutex::new(State {
+                next_id: next_id.max(restored + 1),
+                due,
+                in_flight: None,
+                finals: vec![None; n],
+                final_count: 0,
+                terminal_taken: false,
+                stopped: false,
+                stats: Vec::new(),
+            }),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The newest snapshot asked for. One atomic load.
+    #[inline]
+    pub(crate) fn requested(&self) -> u64 {
+        self.requested.load(Ordering::Acquire)
+    }
+
+    /// The newest snapshot whose manifest is durable: phase 2 may commit up to it.
+    #[inline]
+    pub(crate) fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// Whether the terminal snapshot is durable: finished instances may commit and end.
+    #[inline]
+    pub(crate) fn terminal_committed(&self) -> bool {
+        self.terminal_committed.load(Ordering::Acquire)
+    }
+
+    /// The guarantee of the job.
+    pub(crate) fn guarantee(&self) -> Guarantee {
+        self.config.guarantee
+    }
+
+    /// An instance has build-side inputs still open.
+    pub(crate) fn close_gate(&self) {
+        self.gates.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// An instance's build-side inputs completed.
+    pub(crate) fn open_gate(&self) {
+        self.gates.fetch_sub(1, Ordering::AcqRel);
+        self.wake.notify_all();
+    }
+
+    /// Tasklet `slot` finished phase 1 of snapshot `id` with this part.
+    pub(crate) fn saved(&self, slot: usize, id: u64, part: EncodedPart, alignment: Duration) {
+        let mut state = self.lock();
+        if let Some(f) = state.in_flight.as_mut()
+            && f.id == id
+            && f.parts[slot].is_none()
+        {
+            f.parts[slot] = Some(Arc::new(part));
+            f.remaining -= 1;
+            f.alignment = f.alignment.max(alignment);
+            if f.remaining == 0 {
+                self.wake.notify_all();
+            }
+        }
+    }
+
+    /// Tasklet `slot` ended with this final state: it stands in for the instance in the
+    /// snapshot in flight, if the instance has not saved for it, and in every later one.
+    pub(crate) fn finished(&self, slot: usize, part: EncodedPart) {
+        let part = Arc::new(part);
+        let mut state = self.lock();
+        if state.finals[slot].is_none() {
+            state.final_count += 1;
+        }
+        state.finals[slot] = Some(Arc::clone(&part));
+        if let Some(f) = state.in_flight.as_mut()
+            && f.parts[slot].is_none()
+        {
+            f.parts[slot] = Some(part);
+            f.remaining -= 1;
+        }
+        self.wake.notify_all();
+    }
+
+    /// Stops the coordinator's thread: the job ended.
+    pub(crate) fn stop(&self) {
+        self.lock().stopped = true;
+        self.wake.notify_all();
+    }
+
+    /// The figures of every snapshot completed so far, oldest first.
+    pub fn stats(&self) -> Vec<SnapshotStats> {
+        self.lock().stats.clone()
+    }
+
+    /// The coordinator's loop; returns when the job ends, or with the error that must fail
+    /// it (a snapshot could not be written).
+    pub(crate) fn run(&self) -> Result<(), SnapshotError> {
+        let total = self.slots.len();
+        let mut state = self.lock();
+        loop {
+            if state.stopped {
+                return Ok(());
+            }
+            if state.in_flight.as_ref().is_some_and(|f| f.remaining == 0) {
+                let flight = state.in_flight.take().expect("checked");
+                let terminal = state.final_count == total;
+                drop(state);
+                let stats = self.write(flight, terminal)?;
+                state = self.lock();
+                state.stats.push(stats);
+                // Phase 2 may start: the manifest is durable.
+                self.committed.store(stats.id, Ordering::Release);
+                if terminal {
+                    self.terminal_committed.store(true, Ordering::Release);
+                }
+                state.due = Instant::now() + self.config.interval;
+                if terminal {
+                    state.terminal_taken = true;
+                }
+                continue;
+            }
+            if state.in_flight.is_none() && !state.terminal_taken {
+                let all_final = state.final_count == total;
+                let gates_open = self.gates.load(Ordering::Acquire) == 0;
+                if all_final || (gates_open && Instant::now() >= state.due) {
+                    let id = state.next_id;
+                    state.next_id += 1;
+                    let parts = state.finals.clone();
+                    let remaining = total - state.final_count;
+                    state.in_flight = Some(InFlight {
+                        id,
+                        requested_at: Instant::now(),
+                        taken_at_ms: now_ms(),
+                        parts,
+                        remaining,
+                        alignment: Duration::ZERO,
+                    });
+                    self.requested.store(id, Ordering::Release);
+                    continue;
+                }
+            }
+            let wait = state
+                .due
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            state = self
+                .wake
+                .wait_timeout(state, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Writes a snapshot whose parts are all in, publishes it, releases phase 2 and prunes
+    /// the oldest snapshots.
+    fn write(&self, flight: InFlight, terminal: bool) -> Result<SnapshotStats, SnapshotError> {
+        let duration = flight.requested_at.elapsed();
+        let started = Instant::now();
+        let store = &self.config.store;
+        let mut vertices: Vec<VertexInfo> = self
+            .vertices
+            .iter()
+            .map(|(name, parallelism)| VertexInfo {
+                name: name.clone(),
+                parallelism: *parallelism,
+                parts: Vec::new(),
+            })
+            .collect();
+        for (slot, part) in self.slots.iter().zip(&flight.parts) {
+            let part = part.as_ref().expect("every instance saved");
+            let file = part_file(slot.vertex, &self.vertices[slot.vertex].0, slot.instance);
+            store.write_part(&self.job, flight.id, &file, &part.bytes)?;
+            vertices[slot.vertex].parts.push(PartInfo {
+                instance: slot.instance,
+                file,
+                bytes: part.bytes.len() as u64,
+                entries: part.entries,
+            });
+        }
+        let manifest = Manifest {
+            job: self.job.clone(),
+            id: flight.id,
+            taken_at_ms: flight.taken_at_ms,
+            duration_ms: duration.as_millis() as u64,
+            alignment_ms: flight.alignment.as_millis() as u64,
+            terminal,
+            guarantee: self.config.guarantee,
+            vertices,
+        };
+        store.publish(&self.job, flight.id, &manifest.encode())?;
+        // Keep the newest `keep` complete snapshots; older ones, and older ones that never
+        // completed, go.
+        let keep = self.config.keep.max(1);
+        let mut complete = 0;
+        for id in store.ids(&self.job)? {
+            if id > flight.id {
+                continue;
+            }
+            if id == flight.id || store.read_manifest(&self.job, id)?.is_some() {
+                complete += 1;
+                if complete <= keep {
+                    continue;
+                }
+            }
+            store.remove(&self.job, id)?;
+        }
+        Ok(SnapshotStats {
+            id: flight.id,
+            duration,
+            write: started.elapsed(),
+            alignment: flight.alignment,
+            bytes: manifest.bytes(),
+            terminal,
+        })
+    }
+}

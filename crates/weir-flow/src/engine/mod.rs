@@ -1,0 +1,644 @@
+//! The traditional engine: every queue durable, every processor's work a session.
+//!
+//! Processors run on Weir's shared tokio runtime ([`weir::async_io::runtime`]): each
+//! concurrent task of a processor is an async task that waits for its schedule (timer, CRON
+//! or as fast as possible), for input and for room downstream, and then runs the processor's
+//! trigger on the runtime's blocking pool, since triggers read files and wait for the
+//! journal. There is no thread system of the engine's own.
+//!
+//! A trigger that returns an error or panics rolls its session back with its inputs
+//! penalized, and the processor yields; the engine goes on. A poisoned repository holds the
+//! sources back, tries one checkpoint, and stops the run with the cause.
+
+pub mod queue;
+pub mod session;
+
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::Notify;
+
+use crate::definition::{ComponentKind, Flow, Schedule};
+use crate::processors::{self, Processor, Trigger};
+use crate::provenance::ProvenanceRepository;
+use crate::repository::journal::{FlowFileRepository, RepositoryError};
+use queue::Queue;
+pub use session::{FlowFileRef, Session, SessionError};
+
+/// Why the engine could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The flow-file repository failed.
+    #[error(transparent)]
+    Repository(#[from] RepositoryError),
+    /// The provenance store failed.
+    #[error(transparent)]
+    Provenance(#[from] crate::provenance::ProvenanceError),
+    /// A processor could not start (a port in use, a bad directory).
+    #[error("processor `{name}` cannot start: {reason}")]
+    Start {
+        /// The processor.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The shared runtime could not start.
+    #[error("runtime: {0}")]
+    Runtime(String),
+    /// The flow has groups this engine does not run.
+    #[error(
+        "group `{0}` is stateless; the stateless engine comes with the next flow issue (issue 11)"
+    )]
+    Stateless(String),
+    /// The run failed (for instance, the repository was poisoned).
+    #[error("the flow stopped: {0}")]
+    Failed(String),
+}
+
+/// Counters of one component.
+#[derive(Debug, Default)]
+pub struct ComponentStats {
+    /// Flow files taken from queues and committed.
+    pub flowfiles_in: AtomicU64,
+    /// Flow files sent to connections.
+    pub flowfiles_out: AtomicU64,
+    /// Sessions committed.
+    pub commits: AtomicU64,
+    /// Triggers that failed or panicked (rolled back).
+    pub failures: AtomicU64,
+}
+
+pub(crate) struct Shared {
+    pub(crate) flow: Flow,
+    pub(crate) repo: FlowFileRepository,
+    pub(crate) provenance: ProvenanceRepository,
+    pub(crate) queues: Vec<Queue>,
+    pub(crate) incoming: Vec<Vec<usize>>,
+    pub(crate) outgoing: Vec<Vec<usize>>,
+    wakers: Vec<Notify>,
+    stats: Vec<ComponentStats>,
+    stop: AtomicBool,
+    failure: Mutex<Option<String>>,
+    last_activity: Mutex<Instant>,
+    running_triggers: AtomicUsize,
+    dir: PathBuf,
+}
+
+impl Shared {
+    pub(crate) fn wake_downstream(&self, queue: usize) {
+        self.wakers[self.flow.connections[queue].to].notify_one();
+    }
+
+    pub(crate) fn wake_upstream(&self, queue: usize) {
+        self.wakers[self.flow.connections[queue].from].notify_waiters();
+    }
+
+    pub(crate) fn note_activity(&self) {
+        *self.last_activity.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    pub(crate) fn fail(&self, cause: String) {
+        tracing::error!("{cause}");
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            *f = Some(cause);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        for w in &self.wakers {
+            w.notify_waiters();
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// A new session for `component`.
+    pub(crate) fn session(self: &Arc<Self>, component: usize) -> Session {
+        Session::new(Arc::clone(self), component)
+    }
+
+    /// Records a committed session's counts.
+    pub(crate) fn count(&self, component: usize, input: u64, out: u64) {
+        let s = &self.stats[component];
+        s.flowfiles_in.fetch_add(input, Ordering::Relaxed);
+        s.flowfiles_out.fetch_add(out, Ordering::Relaxed);
+        s.commits.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A handle processors use outside triggers (ListenHTTP's request handlers): it opens
+/// sessions for its component.
+#[derive(Clone)]
+pub struct SessionFactory {
+    shared: Arc<Shared>,
+    component: usize,
+}
+
+impl SessionFactory {
+    /// A new session.
+    pub fn session(&self) -> Session {
+        self.shared.session(self.component)
+    }
+
+    /// True when a connection downstream is full, or the engine is stopping or poisoned:
+    /// a source must not take more data.
+    pub fn held_back(&self) -> bool {
+        self.shared.stopping()
+            || self.shared.repo.poisoned().is_some()
+            || self.shared.outgoing[self.component]
+                .iter()
+                .any(|&q| self.shared.queues[q].is_full())
+    }
+
+    /// Records a committed session's counts.
+    pub fn count(&self, input: u64, out: u64) {
+        self.shared.count(self.component, input, out);
+    }
+}
+
+/// A running flow. See the [module docs](self).
+pub struct Engine {
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    processors: Vec<Arc<dyn Processor>>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// A snapshot of a running flow, for the status line and `weir flow status`.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Status {
+    /// The flow's name.
+    pub flow: String,
+    /// Per connection: key, queued count, queued bytes, swapped out, highest count reached.
+    pub connections: Vec<ConnectionStatus>,
+    /// Per component: name, type, in, out, commits, failures.
+    pub components: Vec<ComponentStatus>,
+}
+
+/// One connection in a [`Status`].
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct ConnectionStatus {
+    /// The connection's key.
+    pub key: String,
+    /// Queued flow files.
+    pub count: u64,
+    /// Queued bytes.
+    pub bytes: u64,
+    /// Of which swapped out.
+    pub swapped: u64,
+    /// The highest count reached.
+    pub high_water: u64,
+}
+
+/// One component in a [`Status`].
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct ComponentStatus {
+    /// Its name.
+    pub name: String,
+    /// Its type.
+    pub kind: String,
+    /// Flow files taken in.
+    pub flowfiles_in: u64,
+    /// Flow files sent out.
+    pub flowfiles_out: u64,
+    /// Sessions committed.
+    pub commits: u64,
+    /// Failed triggers.
+    pub failures: u64,
+}
+
+impl Engine {
+    /// Opens (recovering) the repositories in `dir` and starts every processor.
+    ///
+    /// # Errors
+    /// [`EngineError`] when the repository cannot be recovered, a processor cannot start, or
+    /// the flow has a stateless group.
+    pub fn start(flow: Flow, dir: &Path) -> Result<Engine, EngineError> {
+        if let Some(g) = flow.stateless_groups.first() {
+            return Err(EngineError::Stateless(g.clone()));
+        }
+        let runtime = weir::async_io::runtime()
+            .map_err(|e| EngineError::Runtime(e.to_string()))?
+            .clone();
+        let keys: Vec<String> = flow.connections.iter().map(|c| c.key.clone()).collect();
+        let (repo, recovered) = FlowFileRepository::open(dir, flow.settings.sync, &keys)?;
+        let provenance = ProvenanceRepository::open(
+            &dir.join("provenance"),
+            flow.settings.provenance_max_age,
+            flow.settings.provenance_max_size,
+        )?;
+        provenance.insert(&recovered.events)?;
+        provenance.sync()?;
+        if recovered.truncated_bytes > 0 {
+            tracing::warn!(
+                "truncated a torn journal tail of {} bytes",
+                recovered.truncated_bytes
+            );
+        }
+        let queues: Vec<Queue> = flow
+            .connections
+            .iter()
+            .zip(recovered.queues.into_iter().zip(recovered.swaps))
+            .enumerate()
+            .map(|(i, (c, (ffs, swaps)))| Queue::new(i as u32, c.clone(), ffs, swaps))
+            .collect();
+        let n = flow.processors.len();
+        let mut incoming = vec![Vec::new(); n];
+        let mut outgoing = vec![Vec::new(); n];
+        for (i, c) in flow.connections.iter().enumerate() {
+            incoming[c.to].push(i);
+            outgoing[c.from].push(i);
+        }
+        let shared = Arc::new(Shared {
+            repo,
+            provenance,
+            queues,
+            incoming,
+            outgoing,
+            wakers: (0..n).map(|_| Notify::new()).collect(),
+            stats: (0..n).map(|_| ComponentStats::default()).collect(),
+            stop: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            last_activity: Mutex::new(Instant::now()),
+            running_triggers: AtomicUsize::new(0),
+            dir: dir.to_path_buf(),
+            flow,
+        });
+        let mut processors: Vec<Arc<dyn Processor>> = Vec::new();
+        for (i, c) in shared.flow.processors.iter().enumerate() {
+            let p = processors::build(c).map_err(|reason| EngineError::Start {
+                name: c.name.clone(),
+                reason,
+            })?;
+            let factory = SessionFactory {
+                shared: Arc::clone(&shared),
+                component: i,
+            };
+            let _enter = runtime.enter();
+            p.start(factory).map_err(|reason| EngineError::Start {
+                name: c.name.clone(),
+                reason,
+            })?;
+            processors.push(p);
+        }
+        let mut tasks = Vec::new();
+        for (i, c) in shared.flow.processors.iter().enumerate() {
+            for _ in 0..c.concurrency {
+                tasks.push(runtime.spawn(run_task(
+                    Arc::clone(&shared),
+                    i,
+                    Arc::clone(&processors[i]),
+                )));
+            }
+        }
+        tasks.push(runtime.spawn(maintenance(Arc::clone(&shared))));
+        Ok(Engine {
+            shared,
+            tasks,
+            processors,
+            runtime,
+        })
+    }
+
+    /// The current counts.
+    pub fn status(&self) -> Status {
+        status_of(&self.shared)
+    }
+
+    /// The failure that stopped the run, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.shared
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// True once the engine stops by itself (a failure).
+    pub fn stopped(&self) -> bool {
+        self.shared.stopping()
+    }
+
+    /// True when every queue is empty, no trigger runs, and nothing was committed for
+    /// `quiet`.
+    pub fn is_idle(&self, quiet: Duration) -> bool {
+        let s = &self.shared;
+        s.running_triggers.load(Ordering::SeqCst) == 0
+            && s.queues.iter().all(|q| q.counts().count == 0)
+            && s.last_activity
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .elapsed()
+                >= quiet
+    }
+
+    /// Blocks until [`Engine::is_idle`] holds (or the engine stops by itself).
+    pub fn wait_until_idle(&self, quiet: Duration) {
+        while !self.is_idle(quiet) && !self.stopped() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops cleanly: no new triggers; running sessions finish or roll back; processors stop;
+    /// the repository is checkpointed and provenance synced.
+    ///
+    /// # Errors
+    /// [`EngineError::Failed`] when the run had failed, or the checkpoint fails.
+    pub fn stop(mut self) -> Result<(), EngineError> {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for w in &self.shared.wakers {
+            w.notify_waiters();
+        }
+        for p in &self.processors {
+            p.stop();
+        }
+        for t in std::mem::take(&mut self.tasks) {
+            let _ = self.runtime.block_on(t);
+        }
+        while self.shared.running_triggers.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        write_status(&self.shared);
+        let checkpoint = self.shared.repo.checkpoint();
+        self.shared.provenance.sync()?;
+        if let Some(f) = self.failure() {
+            return Err(EngineError::Failed(f));
+        }
+        checkpoint?;
+        Ok(())
+    }
+}
+
+fn status_of(s: &Shared) -> Status {
+    Status {
+        flow: s.flow.name.clone(),
+        connections: s
+            .queues
+            .iter()
+            .map(|q| {
+                let c = q.counts();
+                ConnectionStatus {
+                    key: q.connection.key.clone(),
+                    count: c.count,
+                    bytes: c.bytes,
+                    swapped: c.swapped,
+                    high_water: c.high_water,
+                }
+            })
+            .collect(),
+        components: s
+            .flow
+            .processors
+            .iter()
+            .zip(&s.stats)
+            .map(|(c, st)| ComponentStatus {
+                name: c.name.clone(),
+                kind: c.type_name().to_string(),
+                flowfiles_in: st.flowfiles_in.load(Ordering::Relaxed),
+                flowfiles_out: st.flowfiles_out.load(Ordering::Relaxed),
+                commits: st.commits.load(Ordering::Relaxed),
+                failures: st.failures.load(Ordering::Relaxed),
+            })
+            .collect(),
+    }
+}
+
+/// Where a running flow writes its status (`weir flow status` reads it).
+pub fn status_path(dir: &Path) -> PathBuf {
+    dir.join("status.json")
+}
+
+fn write_status(s: &Shared) {
+    let path = status_path(&s.dir);
+    let tmp = path.with_extension("json.tmp");
+    if let Ok(text) = serde_json::to_vec_pretty(&status_of(s))
+        && std::fs::write(&tmp, text).is_ok()
+    {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+async fn maintenance(shared: Arc<Shared>) {
+    let mut last_checkpoint = Instant::now();
+    let mut last_status = Instant::now();
+    while !shared.stopping() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let s = Arc::clone(&shared);
+        let due = last_checkpoint.elapsed() >= shared.flow.settings.checkpoint_interval;
+        let poisoned = shared.repo.poisoned();
+        let status_due = last_status.elapsed() >= Duration::from_secs(1);
+        let _ = tokio::task::spawn_blocking(move || {
+            s.repo.sync_if_due();
+            if let Some(cause) = poisoned {
+                // One checkpoint to fresh files, then stop: nothing more is acknowledged.
+                let outcome = s.repo.checkpoint().map_or_else(
+                    |e| format!("; the checkpoint failed too: {e}"),
+                    |()| "; checkpointed what was acknowledged".into(),
+                );
+                s.fail(format!("flow-file repository poisoned: {cause}{outcome}"));
+                return;
+            }
+            if due {
+                if let Err(e) = s
+                    .provenance
+                    .sync()
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| s.repo.checkpoint().map_err(|e| e.to_string()))
+                {
+                    s.fail(format!("checkpoint failed: {e}"));
+                }
+                if let Err(e) = s
+                    .provenance
+                    .enforce_retention(chrono::Utc::now().timestamp_millis())
+                {
+                    tracing::warn!("provenance retention: {e}");
+                }
+            }
+            if status_due {
+                write_status(&s);
+            }
+        })
+        .await;
+        if due {
+            last_checkpoint = Instant::now();
+        }
+        if status_due {
+            last_status = Instant::now();
+        }
+    }
+}
+
+/// How long a processor with nothing to do waits before looking again (NiFi's "bored" yield),
+/// unless a queue wakes it first.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+
+async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Processor>) {
+    let comp = shared.flow.processors[component].clone();
+    let is_source = shared.incoming[component].is_empty();
+    let waker = &shared.wakers[component];
+    let mut next_tick = tokio::time::Instant::now();
+    loop {
+        if shared.stopping() {
+            return;
+        }
+        // The schedule.
+        match &comp.schedule {
+            Schedule::Timer(period) if !period.is_zero() => {
+                tokio::time::sleep_until(next_tick).await;
+                next_tick = tokio::time::Instant::now() + *period;
+            }
+            Schedule::Timer(_) => {}
+            Schedule::Cron(cron) => {
+                let now = chrono::Local::now();
+                match cron.find_next_occurrence(&now, false) {
+                    Ok(at) => {
+                        let wait = (at - now).to_std().unwrap_or_default();
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = waker.notified() => { if shared.stopping() { return; } continue; }
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        }
+        if shared.stopping() {
+            return;
+        }
+        // Room downstream (back pressure) and, for sources, a healthy repository.
+        let full = shared.outgoing[component]
+            .iter()
+            .any(|&q| shared.queues[q].is_full());
+        if full || (is_source && shared.repo.poisoned().is_some()) {
+            let _ = tokio::time::timeout(Duration::from_millis(10), waker.notified()).await;
+            continue;
+        }
+        // Input.
+        if !is_source {
+            let now = Instant::now();
+            if !shared.incoming[component]
+                .iter()
+                .any(|&q| shared.queues[q].has_available(now))
+            {
+                let qs: Vec<&Queue> = shared.incoming[component]
+                    .iter()
+                    .map(|&q| &shared.queues[q])
+                    .collect();
+                let wait = queue::penalty_wait(&qs, now, IDLE_WAIT);
+                let _ = tokio::time::timeout(wait, waker.notified()).await;
+                continue;
+            }
+        }
+        if !processor.schedulable() {
+            let _ = tokio::time::timeout(IDLE_WAIT, waker.notified()).await;
+            continue;
+        }
+        shared.running_triggers.fetch_add(1, Ordering::SeqCst);
+        let s = Arc::clone(&shared);
+        let p = Arc::clone(&processor);
+        let run_duration = comp.run_duration;
+        let outcome =
+            tokio::task::spawn_blocking(move || trigger(&s, component, &*p, run_duration)).await;
+        shared.running_triggers.fetch_sub(1, Ordering::SeqCst);
+        match outcome {
+            Ok(Outcome::Worked) => {}
+            Ok(Outcome::Idle) => {
+                if is_source {
+                    // A source with nothing to read rests for its yield duration (NiFi's
+                    // yield), bounded by its own timer period.
+                    let rest = match comp.schedule {
+                        Schedule::Timer(p) if !p.is_zero() => Duration::ZERO,
+                        _ => comp.yield_duration.min(IDLE_WAIT),
+                    };
+                    if !rest.is_zero() {
+                        let _ = tokio::time::timeout(rest, waker.notified()).await;
+                    }
+                }
+            }
+            Ok(Outcome::Failed) | Err(_) => {
+                shared.stats[component]
+                    .failures
+                    .fetch_add(1, Ordering::Relaxed);
+                let _ = tokio::time::timeout(comp.yield_duration, waker.notified()).await;
+            }
+        }
+    }
+}
+
+enum Outcome {
+    Worked,
+    Idle,
+    Failed,
+}
+
+/// Runs one task's triggers for up to `run_duration` in one session, then commits.
+fn trigger(
+    shared: &Arc<Shared>,
+    component: usize,
+    processor: &dyn Processor,
+    run_duration: Duration,
+) -> Outcome {
+    let mut session = shared.session(component);
+    let started = Instant::now();
+    let mut worked = false;
+    loop {
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| processor.trigger(&mut session)));
+        match result {
+            Ok(Ok(Trigger::Worked)) => worked = true,
+            Ok(Ok(Trigger::Idle)) => break,
+            Ok(Err(e)) => {
+                tracing::warn!(
+                    "processor `{}` failed; rolling back, inputs penalized: {e}",
+                    shared.flow.processors[component].name
+                );
+                session.rollback(true);
+                return Outcome::Failed;
+            }
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                tracing::warn!(
+                    "processor `{}` panicked ({why}); rolling back, inputs penalized",
+                    shared.flow.processors[component].name
+                );
+                session.rollback(true);
+                return Outcome::Failed;
+            }
+        }
+        if run_duration.is_zero() || started.elapsed() >= run_duration || shared.stopping() {
+            break;
+        }
+    }
+    match session.commit() {
+        Ok((input, out)) => {
+            if input + out > 0 {
+                shared.count(component, input, out);
+            }
+            if worked {
+                Outcome::Worked
+            } else {
+                Outcome::Idle
+            }
+        }
+        Err(e) => {
+            tracing::warn!(
+                "processor `{}`: commit failed: {e}",
+                shared.flow.processors[component].name
+            );
+            Outcome::Failed
+        }
+    }
+}
+
+/// True for components that pass flow files through unchanged.
+pub fn is_port(kind: &ComponentKind) -> bool {
+    matches!(kind, ComponentKind::Port)
+}

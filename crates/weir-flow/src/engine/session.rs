@@ -1,0 +1,712 @@
+//! Sessions: a processor's unit of work, committed as one journal frame or rolled back.
+//!
+//! A session gets flow files from the processor's incoming queues, creates, clones, reads
+//! and writes them, sets attributes, and transfers each to a relationship (or removes it).
+//! [`Session::commit`] writes one frame holding every change and the provenance events they
+//! make, waits until it is durable, and only then moves the flow files into their next
+//! queues. [`Session::rollback`] returns what it took to its queues, penalized if asked, and
+//! leaves no trace: content written by the session is never referred to.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::Shared;
+use crate::definition::ComponentKind;
+use crate::flowfile::{ContentClaim, FlowFile};
+use crate::provenance::{EventType, ProvenanceEvent};
+use crate::repository::journal::{Op, RepositoryError, Txn};
+
+/// A flow file held by a session (an index into it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowFileRef(usize);
+
+#[derive(Debug, Clone, PartialEq)]
+enum Destination {
+    Undecided,
+    Relationship(String),
+    Removed,
+    /// Back to its queue untouched (MergeContent's bins that are not ready).
+    Returned,
+}
+
+#[derive(Debug)]
+struct Record {
+    flowfile: FlowFile,
+    /// Where it came from and what it was, for a flow file taken from a queue.
+    original: Option<(u32, FlowFile)>,
+    destination: Destination,
+    /// How it came to be, for a flow file the session created.
+    origin: Origin,
+    attributes_changed: bool,
+    content_changed: bool,
+    penalized: bool,
+    /// An explicit event (RECEIVE, SEND, ...) already covers it.
+    reported: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Origin {
+    Queue,
+    Created,
+    Child(String),
+    Clone(String),
+    Join(Vec<String>),
+}
+
+/// Why a session could not commit.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// A flow file was neither transferred nor removed.
+    #[error("flow file {0} was not transferred to a relationship")]
+    NotTransferred(String),
+    /// A relationship the processor does not have.
+    #[error("unknown relationship `{0}`")]
+    UnknownRelationship(String),
+    /// The repository refused the commit.
+    #[error(transparent)]
+    Repository(#[from] RepositoryError),
+    /// Content could not be read or written.
+    #[error("content: {0}")]
+    Content(#[from] io::Error),
+}
+
+/// A processor's session. See the [module docs](self).
+pub struct Session {
+    shared: Arc<Shared>,
+    component: usize,
+    records: Vec<Record>,
+    expired: Vec<(u32, FlowFile)>,
+    events: Vec<ProvenanceEvent>,
+    new_claims: Vec<ContentClaim>,
+    source_deletions: Vec<String>,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl Session {
+    pub(crate) fn new(shared: Arc<Shared>, component: usize) -> Session {
+        Session {
+            shared,
+            component,
+            records: Vec::new(),
+            expired: Vec::new(),
+            events: Vec::new(),
+            new_claims: Vec::new(),
+            source_deletions: Vec::new(),
+        }
+    }
+
+    /// The component's name.
+    pub fn component_name(&self) -> &str {
+        &self.shared.flow.processors[self.component].name
+    }
+
+    /// Takes the best flow file from the incoming queues, if any.
+    ///
+    /// # Errors
+    /// A swap-in that failed.
+    pub fn get(&mut self) -> Result<Option<FlowFileRef>, SessionError> {
+        Ok(self.get_batch(1)?.into_iter().next())
+    }
+
+    /// Takes up to `max` flow files from the incoming queues (visited in turn).
+    ///
+    /// # Errors
+    /// A swap-in that failed.
+    pub fn get_batch(&mut self, max: usize) -> Result<Vec<FlowFileRef>, SessionError> {
+        let mut out = Vec::new();
+        let now = Instant::now();
+        for &q in &self.shared.incoming[self.component] {
+            if out.len() >= max {
+                break;
+            }
+            let queue = &self.shared.queues[q];
+            let (got, expired) = queue.poll(&self.shared.repo, max - out.len(), now)?;
+            self.expired
+                .extend(expired.into_iter().map(|f| (q as u32, f)));
+            for ff in got {
+                out.push(FlowFileRef(self.records.len()));
+                self.records.push(Record {
+                    original: Some((q as u32, ff.clone())),
+                    flowfile: ff,
+                    destination: Destination::Undecided,
+                    origin: Origin::Queue,
+                    attributes_changed: false,
+                    content_changed: false,
+                    penalized: false,
+                    reported: false,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn push_new(&mut self, flowfile: FlowFile, origin: Origin) -> FlowFileRef {
+        self.records.push(Record {
+            flowfile,
+            original: None,
+            destination: Destination::Undecided,
+            origin,
+            attributes_changed: false,
+            content_changed: false,
+            penalized: false,
+            reported: false,
+        });
+        FlowFileRef(self.records.len() - 1)
+    }
+
+    fn fresh(&self, attributes: BTreeMap<String, String>, lineage_start: Option<i64>) -> FlowFile {
+        let now = now_ms();
+        let uuid = uuid::Uuid::new_v4().to_string();
+        let mut attributes = attributes;
+        attributes.insert("uuid".into(), uuid.clone());
+        attributes
+            .entry("filename".into())
+            .or_insert_with(|| uuid.clone());
+        attributes
+            .entry("path".into())
+            .or_insert_with(|| "./".into());
+        attributes.insert("entryDate".into(), now.to_string());
+        let lineage = lineage_start.unwrap_or(now);
+        attributes.insert("lineageStartDate".into(), lineage.to_string());
+        attributes.insert("fileSize".into(), "0".into());
+        FlowFile {
+            id: self.shared.repo.next_id(),
+            attributes,
+            claim: None,
+            entry_date: now,
+            lineage_start: lineage,
+            queue_seq: 0,
+        }
+    }
+
+    /// Creates an empty flow file with the core attributes (CREATE, unless a RECEIVE or
+    /// FETCH is reported for it).
+    pub fn create(&mut self) -> FlowFileRef {
+        let ff = self.fresh(BTreeMap::new(), None);
+        self.push_new(ff, Origin::Created)
+    }
+
+    /// Creates a child of `parent`: its attributes, a new uuid, an empty content (FORK).
+    pub fn create_child(&mut self, parent: FlowFileRef) -> FlowFileRef {
+        let p = &self.records[parent.0].flowfile;
+        let (attrs, lineage, puuid) = (p.attributes.clone(), p.lineage_start, p.uuid().to_string());
+        let ff = self.fresh(attrs, Some(lineage));
+        self.push_new(ff, Origin::Child(puuid))
+    }
+
+    /// Creates one flow file from several parents (JOIN): attributes the parents share.
+    pub fn create_joined(&mut self, parents: &[FlowFileRef]) -> FlowFileRef {
+        let mut common: Option<BTreeMap<String, String>> = None;
+        let mut lineage = i64::MAX;
+        for p in parents {
+            let ff = &self.records[p.0].flowfile;
+            lineage = lineage.min(ff.lineage_start);
+            common = Some(match common {
+                None => ff.attributes.clone(),
+                Some(c) => c
+                    .into_iter()
+                    .filter(|(k, v)| ff.attributes.get(k) == Some(v))
+                    .collect(),
+            });
+        }
+        let uuids = parents
+            .iter()
+            .map(|p| self.records[p.0].flowfile.uuid().to_string())
+            .collect();
+        let ff = self.fresh(common.unwrap_or_default(), Some(lineage));
+        self.push_new(ff, Origin::Join(uuids))
+    }
+
+    /// A copy of `original` sharing its content (CLONE).
+    pub fn clone_flowfile(&mut self, original: FlowFileRef) -> FlowFileRef {
+        let o = self.records[original.0].flowfile.clone();
+        let mut ff = self.fresh(o.attributes.clone(), Some(o.lineage_start));
+        ff.claim = o.claim;
+        ff.attributes
+            .insert("fileSize".into(), o.size().to_string());
+        self.push_new(ff, Origin::Clone(o.uuid().to_string()))
+    }
+
+    /// The flow file as it is now.
+    pub fn flowfile(&self, ff: FlowFileRef) -> &FlowFile {
+        &self.records[ff.0].flowfile
+    }
+
+    /// An attribute's value.
+    pub fn attribute(&self, ff: FlowFileRef, name: &str) -> Option<&str> {
+        self.records[ff.0].flowfile.attribute(name)
+    }
+
+    /// Sets an attribute (`uuid` cannot be changed).
+    pub fn put_attribute(&mut self, ff: FlowFileRef, name: &str, value: String) {
+        if name == "uuid" {
+            return;
+        }
+        let r = &mut self.records[ff.0];
+        r.flowfile.attributes.insert(name.to_string(), value);
+        r.attributes_changed = true;
+    }
+
+    /// Removes an attribute.
+    pub fn remove_attribute(&mut self, ff: FlowFileRef, name: &str) {
+        let r = &mut self.records[ff.0];
+        if r.flowfile.attributes.remove(name).is_some() {
+            r.attributes_changed = true;
+        }
+    }
+
+    /// Reads the whole content.
+    ///
+    /// # Errors
+    /// The content repository's I/O error.
+    pub fn read(&self, ff: FlowFileRef) -> Result<Vec<u8>, SessionError> {
+        match &self.records[ff.0].flowfile.claim {
+            None => Ok(Vec::new()),
+            Some(c) => Ok(self.shared.repo.content().read(c)?),
+        }
+    }
+
+    /// Replaces the content (a new claim; the old one is untouched).
+    ///
+    /// # Errors
+    /// The content repository's I/O error.
+    pub fn write(&mut self, ff: FlowFileRef, data: &[u8]) -> Result<(), SessionError> {
+        let claim = if data.is_empty() {
+            None
+        } else {
+            Some(self.shared.repo.content().write(data)?)
+        };
+        if let Some(c) = claim {
+            self.new_claims.push(c);
+        }
+        let r = &mut self.records[ff.0];
+        r.flowfile.claim = claim;
+        r.flowfile
+            .attributes
+            .insert("fileSize".into(), data.len().to_string());
+        r.content_changed = true;
+        Ok(())
+    }
+
+    /// Sends `ff` to `relationship` at commit.
+    ///
+    /// # Errors
+    /// [`SessionError::UnknownRelationship`].
+    pub fn transfer(&mut self, ff: FlowFileRef, relationship: &str) -> Result<(), SessionError> {
+        if !self.shared.flow.processors[self.component]
+            .relationships
+            .iter()
+            .any(|r| r == relationship)
+        {
+            return Err(SessionError::UnknownRelationship(relationship.to_string()));
+        }
+        self.records[ff.0].destination = Destination::Relationship(relationship.to_string());
+        Ok(())
+    }
+
+    /// Puts `ff` back in its queue at commit, unchanged and not penalized.
+    pub fn give_back(&mut self, ff: FlowFileRef) {
+        if self.records[ff.0].original.is_some() {
+            self.records[ff.0].destination = Destination::Returned;
+        }
+    }
+
+    /// Removes `ff` from the flow at commit (DROP).
+    pub fn remove(&mut self, ff: FlowFileRef) {
+        self.records[ff.0].destination = Destination::Removed;
+    }
+
+    /// Marks `ff` penalized: in its next queue it waits out the processor's penalty.
+    pub fn penalize(&mut self, ff: FlowFileRef) {
+        self.records[ff.0].penalized = true;
+    }
+
+    /// Records an explicit provenance event (RECEIVE, FETCH, SEND, ROUTE,
+    /// REMOTE_INVOCATION) for `ff`.
+    pub fn report(
+        &mut self,
+        ff: FlowFileRef,
+        event_type: EventType,
+        transit_uri: Option<String>,
+        details: Option<String>,
+    ) {
+        if matches!(
+            event_type,
+            EventType::RECEIVE | EventType::CREATE | EventType::FETCH
+        ) {
+            self.records[ff.0].reported = true;
+        }
+        let e = self.event(
+            &self.records[ff.0].flowfile,
+            event_type,
+            details,
+            transit_uri,
+        );
+        self.events.push(e);
+    }
+
+    fn event(
+        &self,
+        ff: &FlowFile,
+        event_type: EventType,
+        details: Option<String>,
+        transit_uri: Option<String>,
+    ) -> ProvenanceEvent {
+        let c = &self.shared.flow.processors[self.component];
+        ProvenanceEvent {
+            id: 0,
+            event_type,
+            time_ms: now_ms(),
+            flowfile: ff.uuid().to_string(),
+            component: c.name.clone(),
+            component_type: c.type_name().to_string(),
+            attributes: ff.attributes.clone(),
+            size: ff.size(),
+            parents: vec![],
+            children: vec![],
+            details,
+            transit_uri,
+        }
+    }
+
+    /// Number of flow files the session holds.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// True when the session holds no flow file.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.expired.is_empty()
+    }
+
+    /// Commits: one durable frame, then the flow files move on. Returns how many flow files
+    /// it took in and sent out.
+    ///
+    /// # Errors
+    /// [`SessionError`]; the session is rolled back (inputs back in their queues, not
+    /// penalized) before the error is returned.
+    pub fn commit(mut self) -> Result<(u64, u64), SessionError> {
+        match self.build() {
+            Ok(plan) => self.finish(plan),
+            Err(e) => {
+                self.rollback(false);
+                Err(e)
+            }
+        }
+    }
+
+    fn build(&mut self) -> Result<Plan, SessionError> {
+        let shared = Arc::clone(&self.shared);
+        let comp = &shared.flow.processors[self.component];
+        let mut plan = Plan::default();
+        // Derived events first (FORK/JOIN/CLONE), grouped per parent.
+        let mut forks: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut events = std::mem::take(&mut self.events);
+        for r in &self.records {
+            if r.destination == Destination::Undecided {
+                return Err(SessionError::NotTransferred(r.flowfile.uuid().to_string()));
+            }
+            match &r.origin {
+                Origin::Child(p) => forks
+                    .entry(p.clone())
+                    .or_default()
+                    .push(r.flowfile.uuid().to_string()),
+                Origin::Clone(p) => {
+                    let mut e = self.event(&r.flowfile, EventType::CLONE, None, None);
+                    e.flowfile = p.clone();
+                    e.parents = vec![p.clone()];
+                    e.children = vec![r.flowfile.uuid().to_string()];
+                    events.push(e);
+                }
+                Origin::Join(parents) => {
+                    let mut e = self.event(&r.flowfile, EventType::JOIN, None, None);
+                    e.parents = parents.clone();
+                    e.children = vec![r.flowfile.uuid().to_string()];
+                    events.push(e);
+                }
+                Origin::Created if !r.reported => {
+                    events.push(self.event(&r.flowfile, EventType::CREATE, None, None))
+                }
+                Origin::Created => {}
+                Origin::Queue => {
+                    if r.content_changed {
+                        events.push(self.event(
+                            &r.flowfile,
+                            EventType::CONTENT_MODIFIED,
+                            None,
+                            None,
+                        ));
+                    } else if r.attributes_changed {
+                        events.push(self.event(
+                            &r.flowfile,
+                            EventType::ATTRIBUTES_MODIFIED,
+                            None,
+                            None,
+                        ));
+                    }
+                }
+            }
+        }
+        for (parent, children) in forks {
+            let parent_ff = self
+                .records
+                .iter()
+                .find(|r| r.flowfile.uuid() == parent)
+                .map(|r| r.flowfile.clone());
+            let mut e = match &parent_ff {
+                Some(p) => self.event(p, EventType::FORK, None, None),
+                None => self.event(&self.records[0].flowfile, EventType::FORK, None, None),
+            };
+            e.flowfile = parent.clone();
+            e.parents = vec![parent];
+            e.children = children;
+            events.push(e);
+        }
+        let penalty_until = Instant::now() + comp.penalty;
+        let records = std::mem::take(&mut self.records);
+        for r in &records {
+            if r.destination == Destination::Returned {
+                if let Some((q, orig)) = &r.original {
+                    plan.returned.push((*q, orig.clone()));
+                }
+                continue;
+            }
+            if let Some((q, orig)) = &r.original {
+                plan.acks.push((*q as usize, orig.size()));
+                if let Some(c) = orig.claim {
+                    plan.ref_changes.push((c.file, -1));
+                }
+            }
+            let destinations: Vec<usize> = match &r.destination {
+                Destination::Relationship(rel) => shared.outgoing[self.component]
+                    .iter()
+                    .copied()
+                    .filter(|&c| {
+                        shared.flow.connections[c]
+                            .relationships
+                            .iter()
+                            .any(|x| x == rel)
+                    })
+                    .collect(),
+                _ => vec![],
+            };
+            if destinations.is_empty() {
+                // Removed, or auto-terminated.
+                if r.original.is_some() || r.origin != Origin::Queue {
+                    let detail = match &r.destination {
+                        Destination::Relationship(rel) => {
+                            Some(format!("Auto-Terminated by {rel} Relationship"))
+                        }
+                        _ => None,
+                    };
+                    let ff = r.flowfile.clone();
+                    let c = &shared.flow.processors[self.component];
+                    events.push(ProvenanceEvent {
+                        id: 0,
+                        event_type: EventType::DROP,
+                        time_ms: now_ms(),
+                        flowfile: ff.uuid().to_string(),
+                        component: c.name.clone(),
+                        component_type: c.type_name().to_string(),
+                        attributes: ff.attributes.clone(),
+                        size: ff.size(),
+                        parents: vec![],
+                        children: vec![],
+                        details: detail,
+                        transit_uri: None,
+                    });
+                }
+                if r.original.is_some() {
+                    plan.ops.push(Op::Delete { id: r.flowfile.id });
+                }
+                continue;
+            }
+            for (i, &conn) in destinations.iter().enumerate() {
+                let mut ff = r.flowfile.clone();
+                if i > 0 {
+                    // One relationship, several connections: each gets a clone.
+                    ff.id = shared.repo.next_id();
+                    let uuid = uuid::Uuid::new_v4().to_string();
+                    let mut e = self.event(&r.flowfile, EventType::CLONE, None, None);
+                    e.parents = vec![r.flowfile.uuid().to_string()];
+                    e.children = vec![uuid.clone()];
+                    events.push(e);
+                    ff.attributes.insert("uuid".into(), uuid);
+                }
+                ff.queue_seq = shared.repo.next_seq();
+                if let Some(c) = ff.claim {
+                    plan.ref_changes.push((c.file, 1));
+                }
+                plan.ops.push(Op::Put {
+                    queue: conn as u32,
+                    flowfile: ff.clone(),
+                });
+                plan.enqueue
+                    .push((conn, ff, r.penalized.then_some(penalty_until)));
+                plan.out += 1;
+            }
+        }
+        self.records = records;
+        for (q, ff) in &self.expired {
+            plan.acks.push((*q as usize, ff.size()));
+            if let Some(c) = ff.claim {
+                plan.ref_changes.push((c.file, -1));
+            }
+            plan.ops.push(Op::Delete { id: ff.id });
+            let mut e = self.event(
+                ff,
+                EventType::EXPIRE,
+                Some("Expiration Threshold exceeded".into()),
+                None,
+            );
+            e.component = shared.flow.connections[*q as usize].key.clone();
+            e.component_type = "Connection".into();
+            events.push(e);
+        }
+        plan.ops.extend(self.post_commit_ops());
+        plan.events = events;
+        plan.input = self
+            .records
+            .iter()
+            .filter(|r| r.original.is_some() && r.destination != Destination::Returned)
+            .count() as u64;
+        Ok(plan)
+    }
+
+    fn post_commit_ops(&mut self) -> Vec<Op> {
+        std::mem::take(&mut self.source_deletions)
+            .into_iter()
+            .map(|path| Op::DeleteSource { path })
+            .collect()
+    }
+
+    fn finish(mut self, plan: Plan) -> Result<(u64, u64), SessionError> {
+        let shared = Arc::clone(&self.shared);
+        let mut returned: BTreeMap<u32, Vec<FlowFile>> = BTreeMap::new();
+        for (q, ff) in plan.returned {
+            returned.entry(q).or_default().push(ff);
+        }
+        self.records
+            .retain(|r| r.destination != Destination::Returned);
+        for (q, list) in returned {
+            shared.queues[q as usize].requeue(list, None);
+        }
+        if plan.ops.is_empty() && plan.events.is_empty() {
+            self.records.clear();
+            return Ok((0, 0));
+        }
+        let events = match shared.repo.commit(Txn {
+            ops: plan.ops,
+            events: plan.events,
+        }) {
+            Ok(e) => e,
+            Err(e) => {
+                self.rollback(false);
+                return Err(e.into());
+            }
+        };
+        shared.repo.content().adjust_refs(&plan.ref_changes);
+        let mut acks: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+        for (q, bytes) in plan.acks {
+            let a = acks.entry(q).or_default();
+            a.0 += 1;
+            a.1 += bytes;
+        }
+        for (q, (n, bytes)) in acks {
+            shared.queues[q].acknowledge(n, bytes);
+            shared.wake_upstream(q);
+        }
+        let mut by_queue: BTreeMap<usize, Vec<(FlowFile, Option<Instant>)>> = BTreeMap::new();
+        for (q, ff, until) in plan.enqueue {
+            by_queue.entry(q).or_default().push((ff, until));
+        }
+        for (q, list) in by_queue {
+            if let Err(e) = shared.queues[q].enqueue_with_penalties(&shared.repo, list) {
+                shared.fail(format!(
+                    "swapping out queue {}: {e}",
+                    shared.flow.connections[q].key
+                ));
+            }
+            shared.wake_downstream(q);
+        }
+        if let Err(e) = shared.provenance.insert(&events) {
+            tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
+        }
+        self.records.clear();
+        self.new_claims.clear();
+        shared.note_activity();
+        Ok((plan.input, plan.out))
+    }
+
+    /// Rolls back: flow files taken go back to their queues (penalized for the processor's
+    /// penalty if `penalize`), new content is released.
+    pub fn rollback(mut self, penalize: bool) {
+        self.rollback_in_place(penalize);
+    }
+
+    fn rollback_in_place(&mut self, penalize: bool) {
+        let until =
+            penalize.then(|| Instant::now() + self.shared.flow.processors[self.component].penalty);
+        let mut by_queue: BTreeMap<u32, Vec<FlowFile>> = BTreeMap::new();
+        for r in self.records.drain(..) {
+            if let Some((q, orig)) = r.original {
+                by_queue.entry(q).or_default().push(orig);
+            }
+        }
+        for (q, ff) in self.expired.drain(..) {
+            by_queue.entry(q).or_default().push(ff);
+        }
+        for (q, list) in by_queue {
+            self.shared.queues[q as usize].requeue(list, until);
+            self.shared.wake_downstream(q as usize);
+        }
+        self.shared
+            .repo
+            .content()
+            .release_uncommitted(&self.new_claims);
+        self.new_claims.clear();
+        self.events.clear();
+        self.source_deletions.clear();
+    }
+
+    /// Deletes `path` once this session's commit is durable (and again at recovery if the
+    /// process dies in between).
+    pub fn delete_source_on_commit(&mut self, path: String) {
+        self.source_deletions.push(path);
+    }
+
+    /// True for a port or funnel: pass-through components.
+    pub fn is_pass_through(&self) -> bool {
+        matches!(
+            self.shared.flow.processors[self.component].kind,
+            ComponentKind::Port
+        )
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A session dropped without commit (a panic unwinding through the processor) rolls
+        // back, penalized.
+        if !self.records.is_empty() || !self.expired.is_empty() {
+            self.rollback_in_place(true);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Plan {
+    ops: Vec<Op>,
+    events: Vec<ProvenanceEvent>,
+    acks: Vec<(usize, u64)>,
+    enqueue: Vec<(usize, FlowFile, Option<Instant>)>,
+    ref_changes: Vec<(u64, i64)>,
+    returned: Vec<(u32, FlowFile)>,
+    input: u64,
+    out: u64,
+}

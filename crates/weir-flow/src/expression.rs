@@ -1,0 +1,621 @@
+//! NiFi's expression language, the subset in the flow format: attribute references, chained
+//! functions and subject-less functions inside literal text.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use weir_flow::expression::Template;
+//!
+//! let t = Template::parse("out-${filename:toUpper()}-${fragment.index:plus(1)}.txt").unwrap();
+//! let attrs = BTreeMap::from([
+//!     ("filename".to_string(), "a".to_string()),
+//!     ("fragment.index".to_string(), "1".to_string()),
+//! ]);
+//! assert_eq!(t.evaluate(&|k| attrs.get(k).cloned()).unwrap(), "out-A-2.txt");
+//! ```
+//!
+//! A template is parsed once (a bad one is a validation error) and evaluated per flow file; an
+//! evaluation that fails (`toNumber` of a word) is an [`EvalError`], which processors route to
+//! `failure`.
+
+use std::fmt;
+
+use regex::Regex;
+
+/// A property value: literal text with embedded `${...}` expressions.
+#[derive(Debug, Clone)]
+pub struct Template {
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone)]
+enum Part {
+    Text(String),
+    Expr(Expr),
+}
+
+/// One `${...}`: a subject and a chain of functions applied to it.
+#[derive(Debug, Clone)]
+struct Expr {
+    subject: Subject,
+    chain: Vec<Call>,
+}
+
+#[derive(Debug, Clone)]
+enum Subject {
+    Attribute(String),
+    Function(Call),
+}
+
+#[derive(Debug, Clone)]
+struct Call {
+    name: String,
+    args: Vec<Arg>,
+    /// Compiled once for `matches`, `find` and `replaceAll`.
+    regex: Option<Regex>,
+}
+
+#[derive(Debug, Clone)]
+enum Arg {
+    Literal(String),
+    Expr(Expr),
+}
+
+/// A value while an expression is evaluated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// No such attribute.
+    Null,
+    /// Text.
+    Text(String),
+    /// A number (whole numbers print without a fraction).
+    Number(f64),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => Ok(()),
+            Value::Text(s) => f.write_str(s),
+            Value::Number(n) if n.fract() == 0.0 && n.abs() < 1e18 => write!(f, "{}", *n as i64),
+            Value::Number(n) => write!(f, "{n}"),
+            Value::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+/// A template that does not parse: the message names the position in the text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("bad expression at character {position}: {message}")]
+pub struct ParseError {
+    /// Character offset in the property value.
+    pub position: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// An expression that failed on one flow file's attributes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("expression failed: {0}")]
+pub struct EvalError(pub String);
+
+/// Functions with a subject, and how many arguments each takes (min, max).
+const SUBJECT_FUNCTIONS: &[(&str, usize, usize)] = &[
+    ("toUpper", 0, 0),
+    ("toLower", 0, 0),
+    ("trim", 0, 0),
+    ("length", 0, 0),
+    ("substring", 1, 2),
+    ("substringBefore", 1, 1),
+    ("substringAfter", 1, 1),
+    ("append", 1, 1),
+    ("prepend", 1, 1),
+    ("replace", 2, 2),
+    ("replaceAll", 2, 2),
+    ("equals", 1, 1),
+    ("equalsIgnoreCase", 1, 1),
+    ("contains", 1, 1),
+    ("startsWith", 1, 1),
+    ("endsWith", 1, 1),
+    ("matches", 1, 1),
+    ("find", 1, 1),
+    ("isEmpty", 0, 0),
+    ("isNull", 0, 0),
+    ("notNull", 0, 0),
+    ("toNumber", 0, 0),
+    ("plus", 1, 1),
+    ("minus", 1, 1),
+    ("multiply", 1, 1),
+    ("divide", 1, 1),
+    ("mod", 1, 1),
+    ("gt", 1, 1),
+    ("ge", 1, 1),
+    ("lt", 1, 1),
+    ("le", 1, 1),
+    ("and", 1, 1),
+    ("or", 1, 1),
+    ("not", 0, 0),
+];
+
+/// Functions without a subject.
+const FREE_FUNCTIONS: &[(&str, usize, usize)] = &[
+    ("now", 0, 0),
+    ("UUID", 0, 0),
+    ("literal", 1, 1),
+    ("hostname", 0, 0),
+];
+
+impl Template {
+    /// Parses `text`.
+    ///
+    /// # Errors
+    /// [`ParseError`] for an unclosed `${`, an unknown function, a wrong argument count or a
+    /// bad regular expression.
+    pub fn parse(text: &str) -> Result<Template, ParseError> {
+        let mut p = Parser {
+            chars: text.chars().collect(),
+            pos: 0,
+        };
+        let mut parts = Vec::new();
+        let mut literal = String::new();
+        while p.pos < p.chars.len() {
+            if p.peek() == Some('$') && p.chars.get(p.pos + 1) == Some(&'{') {
+                if !literal.is_empty() {
+                    parts.push(Part::Text(std::mem::take(&mut literal)));
+                }
+                p.pos += 2;
+                parts.push(Part::Expr(p.expr()?));
+            } else if p.peek() == Some('$') && p.chars.get(p.pos + 1) == Some(&'$') {
+                // `$$` escapes a literal `$`, as in NiFi.
+                literal.push('$');
+                p.pos += 2;
+            } else {
+                literal.push(p.chars[p.pos]);
+                p.pos += 1;
+            }
+        }
+        if !literal.is_empty() {
+            parts.push(Part::Text(literal));
+        }
+        Ok(Template { parts })
+    }
+
+    /// True when the value holds at least one expression.
+    pub fn has_expressions(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p, Part::Expr(_)))
+    }
+
+    /// Evaluates the template against one flow file's attributes, given by `lookup`.
+    ///
+    /// # Errors
+    /// [`EvalError`] when a function cannot apply (a number expected, a bad index).
+    pub fn evaluate(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, EvalError> {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Expr(e) => out.push_str(&eval_expr(e, lookup)?.to_string()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Evaluates the template as a boolean (RouteOnAttribute's rules): `true` when the result
+    /// is the text `true`, ignoring case.
+    ///
+    /// # Errors
+    /// As [`Template::evaluate`].
+    pub fn evaluate_bool(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<bool, EvalError> {
+        Ok(self.evaluate(lookup)?.trim().eq_ignore_ascii_case("true"))
+    }
+}
+
+struct Parser {
+    chars: Vec<char>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<char> {
+        self.chars.get(self.pos).copied()
+    }
+
+    fn err(&self, message: impl Into<String>) -> ParseError {
+        ParseError {
+            position: self.pos,
+            message: message.into(),
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(char::is_whitespace) {
+            self.pos += 1;
+        }
+    }
+
+    /// After `${`: subject, chain, `}`.
+    fn expr(&mut self) -> Result<Expr, ParseError> {
+        self.skip_ws();
+        let subject = match self.peek() {
+            Some(q @ ('\'' | '"')) => Subject::Attribute(self.quoted(q)?),
+            Some(_) => {
+                let start = self.pos;
+                while self.peek().is_some_and(|c| {
+                    !matches!(c, ':' | '}' | '(' | ')' | ',') && !c.is_whitespace()
+                }) {
+                    self.pos += 1;
+                }
+                let name: String = self.chars[start..self.pos].iter().collect();
+                if name.is_empty() {
+                    return Err(self.err("empty attribute name"));
+                }
+                self.skip_ws();
+                if self.peek() == Some('(') {
+                    Subject::Function(self.call(name, FREE_FUNCTIONS)?)
+                } else {
+                    Subject::Attribute(name)
+                }
+            }
+            None => return Err(self.err("unclosed `${`")),
+        };
+        let mut chain = Vec::new();
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                Some('}') => {
+                    self.pos += 1;
+                    return Ok(Expr { subject, chain });
+                }
+                Some(':') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                    let start = self.pos;
+                    while self.peek().is_some_and(|c| c.is_ascii_alphanumeric()) {
+                        self.pos += 1;
+                    }
+                    let name: String = self.chars[start..self.pos].iter().collect();
+                    self.skip_ws();
+                    if self.peek() != Some('(') {
+                        return Err(self.err(format!("`{name}` needs `(...)`")));
+                    }
+                    chain.push(self.call(name, SUBJECT_FUNCTIONS)?);
+                }
+                Some(c) => return Err(self.err(format!("unexpected `{c}`"))),
+                None => return Err(self.err("unclosed `${`")),
+            }
+        }
+    }
+
+    /// At `(`: the arguments of `name`, checked against `table`.
+    fn call(&mut self, name: String, table: &[(&str, usize, usize)]) -> Result<Call, ParseError> {
+        let Some(&(_, min, max)) = table.iter().find(|(n, _, _)| *n == name) else {
+            return Err(self.err(format!("unknown function `{name}`")));
+        };
+        self.pos += 1; // `(`
+        let mut args = Vec::new();
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(')') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(q @ ('\'' | '"')) => args.push(Arg::Literal(self.quoted(q)?)),
+                Some('$') if self.chars.get(self.pos + 1) == Some(&'{') => {
+                    self.pos += 2;
+                    args.push(Arg::Expr(self.expr()?));
+                }
+                Some(c) if c.is_ascii_digit() || c == '-' || c == '.' => {
+                    let start = self.pos;
+                    self.pos += 1;
+                    while self.peek().is_some_and(|c| c.is_ascii_digit() || c == '.') {
+                        self.pos += 1;
+                    }
+                    args.push(Arg::Literal(self.chars[start..self.pos].iter().collect()));
+                }
+                Some(c) if c.is_ascii_alphabetic() => {
+                    // `true` and `false` as bare words.
+                    let start = self.pos;
+                    while self.peek().is_some_and(|c| c.is_ascii_alphabetic()) {
+                        self.pos += 1;
+                    }
+                    let word: String = self.chars[start..self.pos].iter().collect();
+                    if word != "true" && word != "false" {
+                        return Err(self.err(format!("bare word `{word}`: quote text arguments")));
+                    }
+                    args.push(Arg::Literal(word));
+                }
+                Some(c) => return Err(self.err(format!("unexpected `{c}` in arguments"))),
+                None => return Err(self.err("unclosed `(`")),
+            }
+            self.skip_ws();
+            match self.peek() {
+                Some(',') => self.pos += 1,
+                Some(')') => {}
+                _ => return Err(self.err("expected `,` or `)`")),
+            }
+        }
+        if args.len() < min || args.len() > max {
+            return Err(self.err(format!(
+                "`{name}` takes {} argument(s), got {}",
+                if min == max {
+                    min.to_string()
+                } else {
+                    format!("{min} to {max}")
+                },
+                args.len()
+            )));
+        }
+        let regex = if matches!(name.as_str(), "matches" | "find" | "replaceAll") {
+            match &args[0] {
+                Arg::Literal(pattern) => Some(
+                    Regex::new(pattern)
+                        .map_err(|e| self.err(format!("bad regular expression: {e}")))?,
+                ),
+                Arg::Expr(_) => None,
+            }
+        } else {
+            None
+        };
+        Ok(Call { name, args, regex })
+    }
+
+    fn quoted(&mut self, quote: char) -> Result<String, ParseError> {
+        self.pos += 1;
+        let mut s = String::new();
+        loop {
+            match self.peek() {
+                Some(c) if c == quote => {
+                    self.pos += 1;
+                    return Ok(s);
+                }
+                Some('\\') => {
+                    self.pos += 1;
+                    match self.peek() {
+                        Some('n') => s.push('\n'),
+                        Some('t') => s.push('\t'),
+                        Some(c) => s.push(c),
+                        None => return Err(self.err("unclosed quote")),
+                    }
+                    self.pos += 1;
+                }
+                Some(c) => {
+                    s.push(c);
+                    self.pos += 1;
+                }
+                None => return Err(self.err("unclosed quote")),
+            }
+        }
+    }
+}
+
+fn eval_expr(e: &Expr, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Value, EvalError> {
+    let mut value = match &e.subject {
+        Subject::Attribute(name) => lookup(name).map_or(Value::Null, Value::Text),
+        Subject::Function(call) => free_function(call, lookup)?,
+    };
+    for call in &e.chain {
+        value = apply(value, call, lookup)?;
+    }
+    Ok(value)
+}
+
+fn arg_text(
+    call: &Call,
+    i: usize,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, EvalError> {
+    match &call.args[i] {
+        Arg::Literal(s) => Ok(s.clone()),
+        Arg::Expr(e) => Ok(eval_expr(e, lookup)?.to_string()),
+    }
+}
+
+fn number(text: &str, what: &str) -> Result<f64, EvalError> {
+    text.trim()
+        .parse::<f64>()
+        .map_err(|_| EvalError(format!("{what}: `{text}` is not a number")))
+}
+
+fn free_function(call: &Call, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Value, EvalError> {
+    Ok(match call.name.as_str() {
+        "now" => Value::Number(chrono::Utc::now().timestamp_millis() as f64),
+        "UUID" => Value::Text(uuid::Uuid::new_v4().to_string()),
+        "literal" => Value::Text(arg_text(call, 0, lookup)?),
+        "hostname" => Value::Text(
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .or_else(|_| std::env::var("HOSTNAME"))
+                .unwrap_or_else(|_| "localhost".to_string()),
+        ),
+        other => return Err(EvalError(format!("unknown function `{other}`"))),
+    })
+}
+
+fn apply(
+    value: Value,
+    call: &Call,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Value, EvalError> {
+    let text = || value.to_string();
+    let arg = |i: usize| arg_text(call, i, lookup);
+    let regex = |i: usize| -> Result<Regex, EvalError> {
+        match &call.regex {
+            Some(r) => Ok(r.clone()),
+            None => Regex::new(&arg(i)?).map_err(|e| EvalError(format!("bad regex: {e}"))),
+        }
+    };
+    let num = |v: &Value| match v {
+        Value::Number(n) => Ok(*n),
+        other => number(&other.to_string(), &call.name),
+    };
+    let boolean = |v: &Value| match v {
+        Value::Bool(b) => Ok(*b),
+        other => match other.to_string().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            t => Err(EvalError(format!("{}: `{t}` is not a boolean", call.name))),
+        },
+    };
+    Ok(match call.name.as_str() {
+        "toUpper" => Value::Text(text().to_uppercase()),
+        "toLower" => Value::Text(text().to_lowercase()),
+        "trim" => Value::Text(text().trim().to_string()),
+        "length" => Value::Number(text().chars().count() as f64),
+        "substring" => {
+            let chars: Vec<char> = text().chars().collect();
+            let start = number(&arg(0)?, "substring")? as usize;
+            let end = if call.args.len() > 1 {
+                number(&arg(1)?, "substring")? as usize
+            } else {
+                chars.len()
+            };
+            if start > end || end > chars.len() {
+                return Err(EvalError(format!(
+                    "substring({start}, {end}) out of range for length {}",
+                    chars.len()
+                )));
+            }
+            Value::Text(chars[start..end].iter().collect())
+        }
+        "substringBefore" => {
+            let t = text();
+            let s = arg(0)?;
+            Value::Text(t.find(&s).map_or(t.clone(), |i| t[..i].to_string()))
+        }
+        "substringAfter" => {
+            let t = text();
+            let s = arg(0)?;
+            Value::Text(
+                t.find(&s)
+                    .map_or(t.clone(), |i| t[i + s.len()..].to_string()),
+            )
+        }
+        "append" => Value::Text(text() + &arg(0)?),
+        "prepend" => Value::Text(arg(0)? + &text()),
+        "replace" => Value::Text(text().replace(&arg(0)?, &arg(1)?)),
+        "replaceAll" => Value::Text(
+            regex(0)?
+                .replace_all(&text(), arg(1)?.as_str())
+                .into_owned(),
+        ),
+        "equals" => Value::Bool(text() == arg(0)?),
+        "equalsIgnoreCase" => Value::Bool(text().eq_ignore_ascii_case(&arg(0)?)),
+        "contains" => Value::Bool(text().contains(&arg(0)?)),
+        "startsWith" => Value::Bool(text().starts_with(&arg(0)?)),
+        "endsWith" => Value::Bool(text().ends_with(&arg(0)?)),
+        "matches" => {
+            let t = text();
+            Value::Bool(
+                regex(0)?
+                    .find(&t)
+                    .is_some_and(|m| m.start() == 0 && m.end() == t.len()),
+            )
+        }
+        "find" => Value::Bool(regex(0)?.is_match(&text())),
+        "isEmpty" => Value::Bool(value == Value::Null || text().trim().is_empty()),
+        "isNull" => Value::Bool(value == Value::Null),
+        "notNull" => Value::Bool(value != Value::Null),
+        "toNumber" => Value::Number(num(&value)?),
+        "plus" => Value::Number(num(&value)? + number(&arg(0)?, "plus")?),
+        "minus" => Value::Number(num(&value)? - number(&arg(0)?, "minus")?),
+        "multiply" => Value::Number(num(&value)? * number(&arg(0)?, "multiply")?),
+        "divide" => {
+            let d = number(&arg(0)?, "divide")?;
+            if d == 0.0 {
+                return Err(EvalError("divide by zero".into()));
+            }
+            let q = num(&value)? / d;
+            // NiFi divides whole numbers as whole numbers.
+            Value::Number(if q.is_finite() { q.trunc() } else { q })
+        }
+        "mod" => {
+            let d = number(&arg(0)?, "mod")?;
+            if d == 0.0 {
+                return Err(EvalError("mod by zero".into()));
+            }
+            Value::Number(num(&value)? % d)
+        }
+        "gt" => Value::Bool(num(&value)? > number(&arg(0)?, "gt")?),
+        "ge" => Value::Bool(num(&value)? >= number(&arg(0)?, "ge")?),
+        "lt" => Value::Bool(num(&value)? < number(&arg(0)?, "lt")?),
+        "le" => Value::Bool(num(&value)? <= number(&arg(0)?, "le")?),
+        "and" => Value::Bool(boolean(&value)? && boolean(&Value::Text(arg(0)?))?),
+        "or" => Value::Bool(boolean(&value)? || boolean(&Value::Text(arg(0)?))?),
+        "not" => Value::Bool(!boolean(&value)?),
+        other => return Err(EvalError(format!("unknown function `{other}`"))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn eval(t: &str, attrs: &[(&str, &str)]) -> Result<String, EvalError> {
+        let map: BTreeMap<String, String> = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Template::parse(t)
+            .unwrap()
+            .evaluate(&|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn functions_and_text() {
+        let a = [("filename", " Data.TXT "), ("n", "7"), ("a b", "x")];
+        assert_eq!(
+            eval("${filename:trim():toLower()}", &a).unwrap(),
+            "data.txt"
+        );
+        assert_eq!(eval("${n:plus(3):multiply(2)}", &a).unwrap(), "20");
+        assert_eq!(eval("${n:mod(2):equals(1)}", &a).unwrap(), "true");
+        assert_eq!(eval("${n:gt(5):and(${n:lt(10)})}", &a).unwrap(), "true");
+        assert_eq!(eval("${'a b'}-${missing:isNull()}", &a).unwrap(), "x-true");
+        assert_eq!(eval("${literal('hi'):append('!')}", &a).unwrap(), "hi!");
+        assert_eq!(
+            eval("${filename:trim():substringBefore('.')}", &a).unwrap(),
+            "Data"
+        );
+        assert_eq!(
+            eval("${filename:trim():replaceAll('[A-Z]', '_')}", &a).unwrap(),
+            "_ata.___"
+        );
+        assert_eq!(
+            eval("${filename:trim():matches('D.*T')}", &a).unwrap(),
+            "true"
+        );
+        assert_eq!(eval("${n:divide(2)}", &a).unwrap(), "3");
+        assert_eq!(eval("$${n}", &a).unwrap(), "${n}");
+        assert_eq!(eval("${UUID():length()}", &a).unwrap(), "36");
+    }
+
+    #[test]
+    fn failures() {
+        assert!(eval("${filename:toNumber()}", &[("filename", "x")]).is_err());
+        assert!(
+            Template::parse("${a:nope()}")
+                .unwrap_err()
+                .message
+                .contains("unknown function")
+        );
+        assert!(Template::parse("${a").is_err());
+        assert!(
+            Template::parse("${a:plus()}")
+                .unwrap_err()
+                .message
+                .contains("argument")
+        );
+        assert!(
+            Template::parse("${a:matches('(')}")
+                .unwrap_err()
+                .message
+                .contains("regular")
+        );
+    }
+}

@@ -1,0 +1,25 @@
+//! NiFi-style flows on Weir: flow files, durable queues, provenance and the traditional
+//! engine.
+//!
+//! A flow is a graph of processors joined by connections (queues), written in YAML
+//! ([`definition`]). The traditional engine ([`engine`]) runs it with every queue durable: a
+//! processor's work is a [session](engine::session) that commits as one frame of the flow-file repository's
+//! write-ahead log ([`repository`]), with content in append-only claim files and provenance
+//! events in the same frame. A crash loses nothing that was committed.
+//!
+//! ```no_run
+//! use weir_flow::{definition::Flow, engine::Engine};
+//!
+//! let flow = Flow::load("examples/flows/lines.yaml".as_ref()).expect("a valid flow");
+//! let engine = Engine::start(flow, "target/flow-repo".as_ref()).expect("repository opens");
+//! engine.wait_until_idle(std::time::Duration::from_secs(2));
+//! engine.stop().expect("clean stop");
+//! ```
+
+pub mod definition;
+pub mod engine;
+pub mod expression;
+pub mod flowfile;
+pub mod processors;
+pub mod provenance;
+pub mod repository;

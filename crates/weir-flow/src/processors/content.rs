@@ -1,0 +1,448 @@
+//! Content processors: GenerateFlowFile, SplitText, MergeContent, ReplaceText,
+//! CompressContent, CryptographicHashContent.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use regex::Regex;
+use sha2::Digest;
+
+use super::{ProcessError, Processor, Trigger, eval, props};
+use crate::definition::Component;
+use crate::engine::{FlowFileRef, Session};
+use crate::expression::Template;
+
+const BATCH: usize = 100;
+
+/// GenerateFlowFile: makes flow files of random (or custom) content.
+pub struct GenerateFlowFile {
+    size: usize,
+    batch: usize,
+    binary: bool,
+    unique: bool,
+    custom: Option<Template>,
+    attributes: Vec<(String, Template)>,
+    fixed: Vec<u8>,
+}
+
+fn random_content(size: usize, binary: bool) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut x = uuid::Uuid::new_v4().as_u128() as u64 | 1;
+    (0..size)
+        .map(|_| {
+            // xorshift: cheap and good enough for filler data.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if binary {
+                x as u8
+            } else {
+                ALPHABET[(x % ALPHABET.len() as u64) as usize]
+            }
+        })
+        .collect()
+}
+
+impl GenerateFlowFile {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let size = props::size(c, "File Size")? as usize;
+        let binary = props::text(c, "Data Format").eq_ignore_ascii_case("Binary");
+        let spec = match c.kind {
+            crate::definition::ComponentKind::Processor(s) => s,
+            crate::definition::ComponentKind::Port => return Err("not a processor".into()),
+        };
+        let mut attributes = Vec::new();
+        for (k, v) in &c.properties {
+            if spec.property(k).is_none() {
+                attributes.push((
+                    k.clone(),
+                    Template::parse(v).map_err(|e| format!("{k}: {e}"))?,
+                ));
+            }
+        }
+        Ok(GenerateFlowFile {
+            size,
+            batch: props::count(c, "Batch Size")?.max(1) as usize,
+            binary,
+            unique: props::boolean(c, "Unique FlowFiles"),
+            custom: props::opt(c, "Custom Text")
+                .map(|t| Template::parse(&t))
+                .transpose()
+                .map_err(|e| e.to_string())?,
+            attributes,
+            fixed: random_content(size, binary),
+        })
+    }
+}
+
+impl Processor for GenerateFlowFile {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        for _ in 0..self.batch {
+            let ff = session.create();
+            let data = match &self.custom {
+                Some(t) => eval(t, session, ff)
+                    .map_err(|e| ProcessError::Other(e.to_string()))?
+                    .into_bytes(),
+                None if self.unique => random_content(self.size, self.binary),
+                None => self.fixed.clone(),
+            };
+            session.write(ff, &data)?;
+            for (k, t) in &self.attributes {
+                let v = eval(t, session, ff).map_err(|e| ProcessError::Other(e.to_string()))?;
+                session.put_attribute(ff, k, v);
+            }
+            session.transfer(ff, "success")?;
+        }
+        Ok(Trigger::Worked)
+    }
+}
+
+/// SplitText: splits text into flow files of `Line Split Count` lines (FORK).
+pub struct SplitText {
+    lines: usize,
+    header: usize,
+    remove_newlines: bool,
+}
+
+impl SplitText {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let lines = props::count(c, "Line Split Count")? as usize;
+        if lines == 0 {
+            return Err("Line Split Count must be at least 1".into());
+        }
+        Ok(SplitText {
+            lines,
+            header: props::count(c, "Header Line Count")? as usize,
+            remove_newlines: props::boolean(c, "Remove Trailing Newlines"),
+        })
+    }
+}
+
+impl Processor for SplitText {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let Some(ff) = session.get()? else {
+            return Ok(Trigger::Idle);
+        };
+        let data = session.read(ff)?;
+        let lines: Vec<&[u8]> = data.split_inclusive(|b| *b == b'\n').collect();
+        let header: Vec<u8> = lines
+            .iter()
+            .take(self.header)
+            .flat_map(|l| l.iter().copied())
+            .collect();
+        let body = &lines[self.header.min(lines.len())..];
+        let mut chunks: Vec<(Vec<u8>, usize)> = Vec::new();
+        for group in body.chunks(self.lines) {
+            let mut chunk = header.clone();
+            for l in group {
+                chunk.extend_from_slice(l);
+            }
+            if self.remove_newlines {
+                while matches!(chunk.last(), Some(b'\n' | b'\r')) {
+                    chunk.pop();
+                }
+                if chunk.len() == header.len() {
+                    continue; // NiFi drops splits that are empty once newlines go
+                }
+            }
+            chunks.push((chunk, group.len()));
+        }
+        let fragment_id = uuid::Uuid::new_v4().to_string();
+        let original_name = session
+            .attribute(ff, "filename")
+            .unwrap_or_default()
+            .to_string();
+        let count = chunks.len();
+        for (i, (chunk, n)) in chunks.into_iter().enumerate() {
+            let child = session.create_child(ff);
+            session.write(child, &chunk)?;
+            session.put_attribute(child, "fragment.identifier", fragment_id.clone());
+            session.put_attribute(child, "fragment.index", (i + 1).to_string());
+            session.put_attribute(child, "fragment.count", count.to_string());
+            session.put_attribute(child, "segment.original.filename", original_name.clone());
+            session.put_attribute(child, "text.line.count", n.to_string());
+            session.transfer(child, "splits")?;
+        }
+        session.transfer(ff, "original")?;
+        Ok(Trigger::Worked)
+    }
+}
+
+/// MergeContent (bin packing): merges flow files of one correlation value into one (JOIN).
+pub struct MergeContent {
+    min_entries: usize,
+    max_entries: usize,
+    min_size: u64,
+    max_age: Option<Duration>,
+    correlation: Option<String>,
+    demarcator: Vec<u8>,
+}
+
+impl MergeContent {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        Ok(MergeContent {
+            min_entries: props::count(c, "Minimum Number of Entries")?.max(1) as usize,
+            max_entries: props::count(c, "Maximum Number of Entries")?.max(1) as usize,
+            min_size: props::size(c, "Minimum Group Size")?,
+            max_age: props::opt(c, "Max Bin Age")
+                .map(|_| props::duration(c, "Max Bin Age"))
+                .transpose()?,
+            correlation: props::opt(c, "Correlation Attribute Name").filter(|s| !s.is_empty()),
+            demarcator: props::opt(c, "Demarcator")
+                .unwrap_or_default()
+                .replace("\\n", "\n")
+                .into_bytes(),
+        })
+    }
+}
+
+impl Processor for MergeContent {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(self.max_entries * 4)?;
+        if ffs.is_empty() {
+            return Ok(Trigger::Idle);
+        }
+        let mut bins: BTreeMap<String, Vec<FlowFileRef>> = BTreeMap::new();
+        for ff in ffs {
+            let key = self
+                .correlation
+                .as_ref()
+                .and_then(|a| session.attribute(ff, a))
+                .unwrap_or_default()
+                .to_string();
+            bins.entry(key).or_default().push(ff);
+        }
+        let now = chrono::Utc::now().timestamp_millis();
+        let mut merged_any = false;
+        for (_, bin) in bins {
+            for group in bin.chunks(self.max_entries) {
+                let size: u64 = group.iter().map(|f| session.flowfile(*f).size()).sum();
+                let oldest = group
+                    .iter()
+                    .map(|f| session.flowfile(*f).entry_date)
+                    .min()
+                    .unwrap_or(now);
+                let old = self
+                    .max_age
+                    .is_some_and(|a| now - oldest >= a.as_millis() as i64);
+                let full = group.len() >= self.min_entries && size >= self.min_size;
+                if !(full || old) {
+                    for &f in group {
+                        session.give_back(f);
+                    }
+                    continue;
+                }
+                let mut data = Vec::with_capacity(size as usize);
+                for (i, &f) in group.iter().enumerate() {
+                    if i > 0 {
+                        data.extend_from_slice(&self.demarcator);
+                    }
+                    data.extend_from_slice(&session.read(f)?);
+                }
+                let merged = session.create_joined(group);
+                session.write(merged, &data)?;
+                session.put_attribute(merged, "merge.count", group.len().to_string());
+                session.transfer(merged, "merged")?;
+                for &f in group {
+                    session.transfer(f, "original")?;
+                }
+                merged_any = true;
+            }
+        }
+        Ok(if merged_any {
+            Trigger::Worked
+        } else {
+            Trigger::Idle
+        })
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Replace {
+    Regex,
+    Literal,
+    Prepend,
+    Append,
+    Always,
+}
+
+/// ReplaceText: regex or literal replacement, prepend, append, or replace all, on the whole
+/// text or line by line.
+pub struct ReplaceText {
+    search: Template,
+    replacement: Template,
+    strategy: Replace,
+    line_by_line: bool,
+}
+
+impl ReplaceText {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let strategy = match props::text(c, "Replacement Strategy").as_str() {
+            "Literal Replace" => Replace::Literal,
+            "Prepend" => Replace::Prepend,
+            "Append" => Replace::Append,
+            "Always Replace" => Replace::Always,
+            _ => Replace::Regex,
+        };
+        Ok(ReplaceText {
+            search: props::template(c, "Search Value")?,
+            replacement: props::template(c, "Replacement Value")?,
+            strategy,
+            line_by_line: props::text(c, "Evaluation Mode") == "Line-by-Line",
+        })
+    }
+
+    fn apply(&self, text: &str, search: &str, regex: Option<&Regex>, replacement: &str) -> String {
+        match self.strategy {
+            Replace::Regex => regex.map_or_else(
+                || text.to_string(),
+                |r| r.replace_all(text, replacement).into_owned(),
+            ),
+            Replace::Literal => text.replace(search, replacement),
+            Replace::Prepend => format!("{replacement}{text}"),
+            Replace::Append => format!("{text}{replacement}"),
+            Replace::Always => replacement.to_string(),
+        }
+    }
+}
+
+impl Processor for ReplaceText {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(BATCH)?;
+        for &ff in &ffs {
+            let (search, replacement) = match (
+                eval(&self.search, session, ff),
+                eval(&self.replacement, session, ff),
+            ) {
+                (Ok(s), Ok(r)) => (s, r),
+                _ => {
+                    session.transfer(ff, "failure")?;
+                    continue;
+                }
+            };
+            let regex = if self.strategy == Replace::Regex {
+                match Regex::new(&search) {
+                    Ok(r) => Some(r),
+                    Err(_) => {
+                        session.transfer(ff, "failure")?;
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            let data = session.read(ff)?;
+            let Ok(text) = String::from_utf8(data) else {
+                session.transfer(ff, "failure")?;
+                continue;
+            };
+            let out = if self.line_by_line {
+                text.split_inclusive('\n')
+                    .map(|line| {
+                        let (body, nl) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+                        self.apply(body, &search, regex.as_ref(), &replacement) + nl
+                    })
+                    .collect::<String>()
+            } else {
+                self.apply(&text, &search, regex.as_ref(), &replacement)
+            };
+            session.write(ff, out.as_bytes())?;
+            session.transfer(ff, "success")?;
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}
+
+/// CompressContent: gzip compress or decompress.
+pub struct CompressContent {
+    compress: bool,
+}
+
+impl CompressContent {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        Ok(CompressContent {
+            compress: props::text(c, "Mode") == "compress",
+        })
+    }
+}
+
+impl Processor for CompressContent {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(BATCH)?;
+        for &ff in &ffs {
+            let data = session.read(ff)?;
+            let out = if self.compress {
+                let mut e =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                e.write_all(&data).and_then(|()| e.finish())
+            } else {
+                let mut out = Vec::new();
+                flate2::read::GzDecoder::new(&data[..])
+                    .read_to_end(&mut out)
+                    .map(|_| out)
+            };
+            match out {
+                Ok(out) => {
+                    session.write(ff, &out)?;
+                    let mime = if self.compress {
+                        "application/gzip"
+                    } else {
+                        "application/octet-stream"
+                    };
+                    session.put_attribute(ff, "mime.type", mime.into());
+                    session.transfer(ff, "success")?;
+                }
+                Err(_) => session.transfer(ff, "failure")?,
+            }
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}
+
+/// CryptographicHashContent: writes `content_<algorithm>` as lowercase hex.
+pub struct HashContent {
+    algorithm: String,
+}
+
+impl HashContent {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        Ok(HashContent {
+            algorithm: props::text(c, "Hash Algorithm"),
+        })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Processor for HashContent {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(BATCH)?;
+        for &ff in &ffs {
+            let data = session.read(ff)?;
+            let digest = match self.algorithm.as_str() {
+                "SHA-224" => hex(&sha2::Sha224::digest(&data)),
+                "SHA-384" => hex(&sha2::Sha384::digest(&data)),
+                "SHA-512" => hex(&sha2::Sha512::digest(&data)),
+                _ => hex(&sha2::Sha256::digest(&data)),
+            };
+            session.put_attribute(ff, &format!("content_{}", self.algorithm), digest);
+            session.transfer(ff, "success")?;
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}

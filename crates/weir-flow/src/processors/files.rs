@@ -1,0 +1,233 @@
+//! File processors: GetFile and PutFile.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use regex::Regex;
+
+use super::{ProcessError, Processor, Trigger, eval, props};
+use crate::definition::Component;
+use crate::engine::Session;
+use crate::expression::Template;
+use crate::provenance::EventType;
+
+/// GetFile: picks up files from a directory (RECEIVE). Without `Keep Source File`, a file is
+/// deleted only after the session that holds its content is durable; a crash in between
+/// deletes it at recovery, so a file is taken exactly once.
+pub struct GetFile {
+    dir: PathBuf,
+    filter: Regex,
+    keep: bool,
+    recurse: bool,
+    batch: usize,
+    min_age: Duration,
+}
+
+impl GetFile {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        Ok(GetFile {
+            dir: PathBuf::from(props::text(c, "Input Directory")),
+            filter: Regex::new(&format!("^(?:{})$", props::text(c, "File Filter")))
+                .map_err(|e| e.to_string())?,
+            keep: props::boolean(c, "Keep Source File"),
+            recurse: props::boolean(c, "Recurse Subdirectories"),
+            batch: props::count(c, "Batch Size")?.max(1) as usize,
+            min_age: props::duration(c, "Minimum File Age")?,
+        })
+    }
+
+    fn list(&self, dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+        let mut entries: Vec<_> = fs::read_dir(dir)?.filter_map(Result::ok).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            if out.len() >= self.batch {
+                return Ok(());
+            }
+            let path = e.path();
+            let meta = e.metadata()?;
+            if meta.is_dir() {
+                if self.recurse {
+                    self.list(&path, out)?;
+                }
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            let old_enough = meta
+                .modified()
+                .ok()
+                .and_then(|m| SystemTime::now().duration_since(m).ok())
+                .is_none_or(|age| age >= self.min_age);
+            if self.filter.is_match(&name) && old_enough {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Processor for GetFile {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let mut files = Vec::new();
+        if let Err(e) = self.list(&self.dir, &mut files) {
+            return Err(ProcessError::Other(format!(
+                "cannot list {}: {e}",
+                self.dir.display()
+            )));
+        }
+        if files.is_empty() {
+            return Ok(Trigger::Idle);
+        }
+        for path in files {
+            let data = match fs::read(&path) {
+                Ok(d) => d,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(ProcessError::Other(format!(
+                        "cannot read {}: {e}",
+                        path.display()
+                    )));
+                }
+            };
+            let ff = session.create();
+            session.write(ff, &data)?;
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let rel = path
+                .parent()
+                .and_then(|p| p.strip_prefix(&self.dir).ok())
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let abs = fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+            session.put_attribute(ff, "filename", name);
+            session.put_attribute(
+                ff,
+                "path",
+                if rel.is_empty() {
+                    "./".into()
+                } else {
+                    format!("{rel}/")
+                },
+            );
+            session.put_attribute(
+                ff,
+                "absolute.path",
+                abs.parent()
+                    .map(|p| format!("{}/", p.display()))
+                    .unwrap_or_default(),
+            );
+            session.report(
+                ff,
+                EventType::RECEIVE,
+                Some(format!("file://{}", abs.display())),
+                None,
+            );
+            session.transfer(ff, "success")?;
+            if !self.keep {
+                session.delete_source_on_commit(path.display().to_string());
+            }
+        }
+        Ok(Trigger::Worked)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Conflict {
+    Replace,
+    Ignore,
+    Fail,
+}
+
+/// PutFile: writes content to `Directory/filename` (SEND), through a temporary file and a
+/// rename so that a reader never sees half a file.
+pub struct PutFile {
+    dir: Template,
+    conflict: Conflict,
+    create_dirs: bool,
+}
+
+impl PutFile {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let conflict = match props::text(c, "Conflict Resolution Strategy").as_str() {
+            "replace" => Conflict::Replace,
+            "ignore" => Conflict::Ignore,
+            _ => Conflict::Fail,
+        };
+        Ok(PutFile {
+            dir: props::template(c, "Directory")?,
+            conflict,
+            create_dirs: props::boolean(c, "Create Missing Directories"),
+        })
+    }
+}
+
+impl Processor for PutFile {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(100)?;
+        for &ff in &ffs {
+            let Ok(dir) = eval(&self.dir, session, ff) else {
+                session.penalize(ff);
+                session.transfer(ff, "failure")?;
+                continue;
+            };
+            let name = session
+                .attribute(ff, "filename")
+                .unwrap_or("unnamed")
+                .to_string();
+            if name.contains('/') || name == ".." {
+                session.transfer(ff, "failure")?;
+                continue;
+            }
+            let dir = PathBuf::from(dir);
+            let target = dir.join(&name);
+            if self.create_dirs
+                && let Err(e) = fs::create_dir_all(&dir)
+            {
+                tracing::warn!("PutFile: cannot create {}: {e}", dir.display());
+                session.penalize(ff);
+                session.transfer(ff, "failure")?;
+                continue;
+            }
+            if target.exists() {
+                match self.conflict {
+                    Conflict::Ignore => {
+                        session.transfer(ff, "success")?;
+                        continue;
+                    }
+                    Conflict::Fail => {
+                        session.penalize(ff);
+                        session.transfer(ff, "failure")?;
+                        continue;
+                    }
+                    Conflict::Replace => {}
+                }
+            }
+            let data = session.read(ff)?;
+            let tmp = dir.join(format!(".{name}.tmp"));
+            match fs::write(&tmp, &data).and_then(|()| fs::rename(&tmp, &target)) {
+                Ok(()) => {
+                    session.report(
+                        ff,
+                        EventType::SEND,
+                        Some(format!("file://{}", target.display())),
+                        None,
+                    );
+                    session.transfer(ff, "success")?;
+                }
+                Err(e) => {
+                    tracing::warn!("PutFile: cannot write {}: {e}", target.display());
+                    let _ = fs::remove_file(&tmp);
+                    session.penalize(ff);
+                    session.transfer(ff, "failure")?;
+                }
+            }
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}

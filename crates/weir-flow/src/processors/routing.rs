@@ -1,0 +1,200 @@
+//! Attribute processors: UpdateAttribute, RouteOnAttribute, LogAttribute, and the
+//! pass-through of ports and funnels.
+
+use super::{ProcessError, Processor, Trigger, eval, props};
+use crate::definition::Component;
+use crate::engine::Session;
+use crate::expression::Template;
+use crate::processors::spec::Dynamic;
+use crate::provenance::EventType;
+
+/// How many flow files one trigger of a per-flow-file processor takes.
+const BATCH: usize = 100;
+
+/// Ports and funnels: every flow file goes on to `success`.
+pub struct PassThrough;
+
+impl Processor for PassThrough {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(BATCH)?;
+        for &ff in &ffs {
+            session.transfer(ff, "success")?;
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}
+
+fn dynamic_templates(c: &Component) -> Result<Vec<(String, Template)>, String> {
+    let spec = match c.kind {
+        crate::definition::ComponentKind::Processor(s) => s,
+        crate::definition::ComponentKind::Port => return Ok(vec![]),
+    };
+    let mut out = Vec::new();
+    for (name, value) in &c.properties {
+        if spec.property(name).is_none() && spec.dynamic != Dynamic::None {
+            out.push((
+                name.clone(),
+                Template::parse(value).map_err(|e| format!("{name}: {e}"))?,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// UpdateAttribute: each extra property sets the attribute of its name to its value.
+pub struct UpdateAttribute {
+    rules: Vec<(String, Template)>,
+}
+
+impl UpdateAttribute {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        Ok(UpdateAttribute {
+            rules: dynamic_templates(c)?,
+        })
+    }
+}
+
+impl Processor for UpdateAttribute {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(BATCH)?;
+        for &ff in &ffs {
+            // Every value is computed from the attributes before the update, as in NiFi.
+            let mut values = Vec::with_capacity(self.rules.len());
+            let mut failed = None;
+            for (name, t) in &self.rules {
+                match eval(t, session, ff) {
+                    Ok(v) => values.push((name, v)),
+                    Err(e) => failed = Some(e),
+                }
+            }
+            if let Some(e) = failed {
+                // UpdateAttribute has only `success`: a failing expression is the processor's
+                // failure (rolled back and penalized).
+                return Err(ProcessError::Other(e.to_string()));
+            }
+            for (name, v) in values {
+                session.put_attribute(ff, name, v);
+            }
+            session.transfer(ff, "success")?;
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Strategy {
+    PropertyName,
+    All,
+    Any,
+}
+
+/// RouteOnAttribute: boolean expressions choose the relationship.
+pub struct RouteOnAttribute {
+    routes: Vec<(String, Template)>,
+    strategy: Strategy,
+}
+
+impl RouteOnAttribute {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let strategy = match props::text(c, "Routing Strategy").as_str() {
+            "Route to 'matched' if all match" => Strategy::All,
+            "Route to 'matched' if any matches" => Strategy::Any,
+            _ => Strategy::PropertyName,
+        };
+        Ok(RouteOnAttribute {
+            routes: dynamic_templates(c)?,
+            strategy,
+        })
+    }
+}
+
+impl Processor for RouteOnAttribute {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(BATCH)?;
+        for &ff in &ffs {
+            let mut matched = Vec::new();
+            for (name, t) in &self.routes {
+                let f = session.flowfile(ff);
+                let yes = t
+                    .evaluate_bool(&|k| f.attributes.get(k).cloned())
+                    .unwrap_or(false);
+                if yes {
+                    matched.push(name.clone());
+                }
+            }
+            let rel = match self.strategy {
+                Strategy::PropertyName => matched
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| "unmatched".into()),
+                Strategy::All if !self.routes.is_empty() && matched.len() == self.routes.len() => {
+                    "matched".into()
+                }
+                Strategy::Any if !matched.is_empty() => "matched".into(),
+                _ => "unmatched".into(),
+            };
+            session.put_attribute(ff, "RouteOnAttribute.Route", rel.clone());
+            session.report(ff, EventType::ROUTE, None, Some(rel.clone()));
+            session.transfer(ff, &rel)?;
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}
+
+/// LogAttribute: logs each flow file's attributes (and payload) with `tracing`.
+pub struct LogAttribute {
+    level: tracing::Level,
+    payload: bool,
+}
+
+impl LogAttribute {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let level = props::text(c, "Log Level")
+            .parse()
+            .map_err(|_| "Log Level: unknown level".to_string())?;
+        Ok(LogAttribute {
+            level,
+            payload: props::boolean(c, "Log Payload"),
+        })
+    }
+}
+
+impl Processor for LogAttribute {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(BATCH)?;
+        for &ff in &ffs {
+            let attrs = format!("{:?}", session.flowfile(ff).attributes);
+            let payload = if self.payload {
+                String::from_utf8_lossy(&session.read(ff)?).into_owned()
+            } else {
+                String::new()
+            };
+            let name = session.component_name().to_string();
+            match self.level {
+                tracing::Level::ERROR => tracing::error!(component = %name, "{attrs} {payload}"),
+                tracing::Level::WARN => tracing::warn!(component = %name, "{attrs} {payload}"),
+                tracing::Level::INFO => tracing::info!(component = %name, "{attrs} {payload}"),
+                tracing::Level::DEBUG => tracing::debug!(component = %name, "{attrs} {payload}"),
+                tracing::Level::TRACE => tracing::trace!(component = %name, "{attrs} {payload}"),
+            }
+            session.transfer(ff, "success")?;
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}

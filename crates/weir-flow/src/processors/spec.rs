@@ -1,0 +1,310 @@
+//! What each processor type accepts: its properties (with defaults and value kinds) and its
+//! relationships. Validation and the processors read the same table, so a property is
+//! declared once.
+
+/// The kind of value a property holds, checked at validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PropertyKind {
+    /// Any text, no expressions.
+    Text,
+    /// Text with `${...}` expressions, evaluated per flow file.
+    Expression,
+    /// `true` or `false`.
+    Bool,
+    /// A whole number, at least 0.
+    Count,
+    /// A NiFi duration (`30 sec`).
+    Duration,
+    /// A NiFi size (`1 KB`).
+    Size,
+    /// A regular expression.
+    Regex,
+    /// One of a fixed list (matched ignoring case).
+    Choice(&'static [&'static str]),
+}
+
+/// One declared property.
+#[derive(Debug, Clone, Copy)]
+pub struct PropertySpec {
+    /// NiFi's display name, the key in the YAML `properties:` map.
+    pub name: &'static str,
+    /// Whether validation requires it (when it has no default).
+    pub required: bool,
+    /// The value used when the definition leaves it out.
+    pub default: Option<&'static str>,
+    /// What the value must look like.
+    pub kind: PropertyKind,
+}
+
+/// What extra (dynamic) properties mean for a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dynamic {
+    /// Not allowed: an unknown property is a validation error.
+    None,
+    /// Each sets the attribute of its name (UpdateAttribute).
+    Attributes,
+    /// Each is a boolean expression and a relationship of its name (RouteOnAttribute).
+    Routes,
+}
+
+/// A processor type: its properties and relationships.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessorSpec {
+    /// NiFi's type name.
+    pub kind: &'static str,
+    /// Declared properties.
+    pub properties: &'static [PropertySpec],
+    /// Fixed relationships (RouteOnAttribute adds its dynamic ones).
+    pub relationships: &'static [&'static str],
+    /// Meaning of undeclared properties.
+    pub dynamic: Dynamic,
+    /// True when the type takes no input (it runs on its schedule, not on queued data).
+    pub source: bool,
+}
+
+const fn p(
+    name: &'static str,
+    required: bool,
+    default: Option<&'static str>,
+    kind: PropertyKind,
+) -> PropertySpec {
+    PropertySpec {
+        name,
+        required,
+        default,
+        kind,
+    }
+}
+
+use PropertyKind as K;
+
+/// Every processor type of the traditional engine.
+pub const SPECS: &[ProcessorSpec] = &[
+    ProcessorSpec {
+        kind: "GenerateFlowFile",
+        properties: &[
+            p("File Size", true, Some("0 B"), K::Size),
+            p("Batch Size", true, Some("1"), K::Count),
+            p(
+                "Data Format",
+                true,
+                Some("Text"),
+                K::Choice(&["Text", "Binary"]),
+            ),
+            p("Unique FlowFiles", true, Some("false"), K::Bool),
+            p("Custom Text", false, None, K::Expression),
+        ],
+        relationships: &["success"],
+        dynamic: Dynamic::Attributes,
+        source: true,
+    },
+    ProcessorSpec {
+        kind: "GetFile",
+        properties: &[
+            p("Input Directory", true, None, K::Text),
+            p("File Filter", true, Some("[^\\.].*"), K::Regex),
+            p("Keep Source File", true, Some("false"), K::Bool),
+            p("Recurse Subdirectories", true, Some("true"), K::Bool),
+            p("Batch Size", true, Some("10"), K::Count),
+            p("Minimum File Age", true, Some("0 sec"), K::Duration),
+        ],
+        relationships: &["success"],
+        dynamic: Dynamic::None,
+        source: true,
+    },
+    ProcessorSpec {
+        kind: "PutFile",
+        properties: &[
+            p("Directory", true, None, K::Expression),
+            p(
+                "Conflict Resolution Strategy",
+                true,
+                Some("fail"),
+                K::Choice(&["replace", "ignore", "fail"]),
+            ),
+            p("Create Missing Directories", true, Some("true"), K::Bool),
+        ],
+        relationships: &["success", "failure"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "SplitText",
+        properties: &[
+            p("Line Split Count", true, None, K::Count),
+            p("Header Line Count", true, Some("0"), K::Count),
+            p("Remove Trailing Newlines", true, Some("true"), K::Bool),
+        ],
+        relationships: &["splits", "original", "failure"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "MergeContent",
+        properties: &[
+            p("Minimum Number of Entries", true, Some("1"), K::Count),
+            p("Maximum Number of Entries", true, Some("1000"), K::Count),
+            p("Minimum Group Size", true, Some("0 B"), K::Size),
+            p("Max Bin Age", false, None, K::Duration),
+            p("Correlation Attribute Name", false, None, K::Text),
+            p("Demarcator", false, None, K::Text),
+        ],
+        relationships: &["merged", "original", "failure"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "UpdateAttribute",
+        properties: &[],
+        relationships: &["success"],
+        dynamic: Dynamic::Attributes,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "RouteOnAttribute",
+        properties: &[p(
+            "Routing Strategy",
+            true,
+            Some("Route to Property name"),
+            K::Choice(&[
+                "Route to Property name",
+                "Route to 'matched' if all match",
+                "Route to 'matched' if any matches",
+            ]),
+        )],
+        relationships: &["unmatched"],
+        dynamic: Dynamic::Routes,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "ReplaceText",
+        properties: &[
+            p("Search Value", true, Some("(?s)(^.*$)"), K::Expression),
+            p("Replacement Value", true, Some("$1"), K::Expression),
+            p(
+                "Replacement Strategy",
+                true,
+                Some("Regex Replace"),
+                K::Choice(&[
+                    "Regex Replace",
+                    "Literal Replace",
+                    "Prepend",
+                    "Append",
+                    "Always Replace",
+                ]),
+            ),
+            p(
+                "Evaluation Mode",
+                true,
+                Some("Line-by-Line"),
+                K::Choice(&["Entire text", "Line-by-Line"]),
+            ),
+        ],
+        relationships: &["success", "failure"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "CompressContent",
+        properties: &[
+            p(
+                "Mode",
+                true,
+                Some("compress"),
+                K::Choice(&["compress", "decompress"]),
+            ),
+            p(
+                "Compression Format",
+                true,
+                Some("gzip"),
+                K::Choice(&["gzip"]),
+            ),
+        ],
+        relationships: &["success", "failure"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "CryptographicHashContent",
+        properties: &[p(
+            "Hash Algorithm",
+            true,
+            Some("SHA-256"),
+            K::Choice(&["SHA-224", "SHA-256", "SHA-384", "SHA-512"]),
+        )],
+        relationships: &["success", "failure"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "LogAttribute",
+        properties: &[
+            p(
+                "Log Level",
+                true,
+                Some("info"),
+                K::Choice(&["trace", "debug", "info", "warn", "error"]),
+            ),
+            p("Log Payload", true, Some("false"), K::Bool),
+        ],
+        relationships: &["success"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "InvokeHTTP",
+        properties: &[
+            p(
+                "HTTP Method",
+                true,
+                Some("GET"),
+                K::Choice(&["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+            ),
+            p("HTTP URL", true, None, K::Expression),
+            p("Connection Timeout", true, Some("5 secs"), K::Duration),
+            p("Read Timeout", true, Some("15 secs"), K::Duration),
+        ],
+        relationships: &["Original", "Response", "Retry", "No Retry", "Failure"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "ListenHTTP",
+        properties: &[
+            p("Listening Port", true, None, K::Count),
+            p("Base Path", true, Some("contentListener"), K::Text),
+            p("Listening Address", true, Some("127.0.0.1"), K::Text),
+        ],
+        relationships: &["success"],
+        dynamic: Dynamic::None,
+        source: true,
+    },
+    ProcessorSpec {
+        kind: "Funnel",
+        properties: &[],
+        relationships: &["success"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+];
+
+/// Types of the flow format that the next engine issue brings (brokers and databases).
+pub const LATER_TYPES: &[&str] = &[
+    "ConsumeAMQP",
+    "PublishAMQP",
+    "ConsumeJetStream",
+    "PublishJetStream",
+    "PutDatabaseRecord",
+];
+
+/// The spec of `kind`, if the traditional engine has it.
+pub fn spec(kind: &str) -> Option<&'static ProcessorSpec> {
+    SPECS.iter().find(|s| s.kind == kind)
+}
+
+impl ProcessorSpec {
+    /// The declared property `name`.
+    pub fn property(&self, name: &str) -> Option<&'static PropertySpec> {
+        self.properties.iter().find(|p| p.name == name)
+    }
+}

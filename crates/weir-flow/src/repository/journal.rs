@@ -1,0 +1,846 @@
+//! The flow-file repository: a write-ahead log of Weir's own.
+//!
+//! ```text
+//! DIR/flowfiles/snapshot            last checkpoint: every live flow file, swap files, counters
+//! DIR/flowfiles/journal-<generation>       frames since that checkpoint (frame.rs)
+//! DIR/flowfiles/swap/<id>.swap      swapped-out flow files
+//! DIR/content/<n>.claim             content (content.rs)
+//! ```
+//!
+//! - **One session commit is one frame** ([`Txn`]: the session's operations and provenance
+//!   events). A frame is applied whole or not at all: its checksum covers all of it.
+//! - **Group commit** (`sync: always`): a committing session appends its frame to a shared
+//!   buffer and waits. If no write is under way it becomes the committer: it syncs the content
+//!   written so far (content before the frames that point to it), writes every waiting frame
+//!   in one `write`, calls `sync_data` once, and wakes everyone it covered. `sync: interval`
+//!   writes at once and syncs when the interval has passed; `sync: none` never syncs.
+//! - **Checkpoint**: the live state goes to a temporary file, which is synced, renamed over
+//!   `snapshot`, and the directory synced; then a new journal starts and the old one is
+//!   deleted. Commits wait while it runs.
+//! - **Errors**: a torn or NUL-filled journal tail is truncated at recovery; a bad frame with
+//!   good data after it refuses to start, naming the file and offset. A failed write or sync
+//!   poisons the repository: every later commit fails (nothing more is acknowledged), one
+//!   checkpoint to fresh files may be tried, and the failed `fsync` is never retried, since
+//!   the kernel may have dropped the dirty pages it reported on.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::content::ContentRepository;
+use super::frame::{self, Corrupt};
+use super::swap::{self, SwapInfo};
+use super::sync_dir;
+use crate::definition::SyncPolicy;
+use crate::flowfile::FlowFile;
+use crate::provenance::ProvenanceEvent;
+
+/// One change in a transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// The flow file now sits in `queue` (created, moved, or changed in place).
+    Put {
+        /// Queue index in the repository's queue table.
+        queue: u32,
+        /// The flow file, as it is now.
+        flowfile: FlowFile,
+    },
+    /// The flow file left the flow.
+    Delete {
+        /// Its id.
+        id: u64,
+    },
+    /// Flow files were written to a swap file and left memory.
+    SwapOut {
+        /// The swap file.
+        info: SwapInfo,
+        /// The ids now in it.
+        ids: Vec<u64>,
+    },
+    /// A swap file's flow files are back in memory (the file goes at the next checkpoint).
+    SwapIn {
+        /// The swap file's number.
+        swap: u64,
+    },
+    /// A source file to delete once this frame is durable (GetFile without Keep Source
+    /// File); done again at recovery when the process died before it.
+    DeleteSource {
+        /// The file's path.
+        path: String,
+    },
+}
+
+/// One session's commit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Txn {
+    /// The changes, applied in order.
+    pub ops: Vec<Op>,
+    /// Provenance events (their ids are set from the transaction id).
+    pub events: Vec<ProvenanceEvent>,
+}
+
+/// A flow-file repository error.
+#[derive(Debug, thiserror::Error)]
+pub enum RepositoryError {
+    /// An I/O error on a path.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// A bad frame before the journal's tail.
+    #[error(transparent)]
+    Corrupt(#[from] Corrupt),
+    /// A snapshot or frame payload that does not decode.
+    #[error("cannot decode {what}: {reason}")]
+    Decode {
+        /// Which file or frame.
+        what: String,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// A write or sync failed earlier: nothing more is acknowledged.
+    #[error(
+        "the flow-file repository is poisoned by an earlier I/O error ({0}); nothing more is acknowledged"
+    )]
+    Poisoned(String),
+    /// Recovered flow files sit in a queue the flow no longer has.
+    #[error(
+        "the repository holds {count} flow file(s) in queue `{key}`, which the flow no longer has; put the connection back or start with an empty repository"
+    )]
+    UnknownQueue {
+        /// The queue's key.
+        key: String,
+        /// Flow files in it.
+        count: u64,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RepositoryError + '_ {
+    move |source| RepositoryError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Snapshot {
+    journal_generation: u64,
+    last_txn: u64,
+    queues: Vec<String>,
+    records: Vec<(u32, FlowFile)>,
+    swaps: Vec<SwapInfo>,
+    next_id: u64,
+    next_seq: u64,
+    next_swap: u64,
+}
+
+/// What recovery found, by the current flow's queue indexes.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Flow files in memory, per queue.
+    pub queues: Vec<Vec<FlowFile>>,
+    /// Swap files, per queue.
+    pub swaps: Vec<Vec<SwapInfo>>,
+    /// Provenance events of the replayed frames, to insert again (idempotent).
+    pub events: Vec<ProvenanceEvent>,
+    /// Frames replayed from journals.
+    pub frames_replayed: u64,
+    /// Bytes of torn tail truncated.
+    pub truncated_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Live {
+    records: HashMap<u64, (u32, Arc<FlowFile>)>,
+    swaps: BTreeMap<u64, SwapInfo>,
+    /// Swap files read back in; deleted after the next checkpoint.
+    swapped_in: Vec<u64>,
+}
+
+struct Journal {
+    file: Option<File>,
+    generation: u64,
+    pending: Vec<u8>,
+    next_txn: u64,
+    /// Every frame with a transaction id up to this one is written (and synced, by policy).
+    done_txn: u64,
+    writing: bool,
+    poisoned: Option<String>,
+    last_sync: Instant,
+    unsynced: bool,
+}
+
+/// The flow-file repository. See the [module docs](self).
+pub struct FlowFileRepository {
+    dir: PathBuf,
+    sync: SyncPolicy,
+    content: Arc<ContentRepository>,
+    queues: Vec<String>,
+    journal: Mutex<Journal>,
+    written: Condvar,
+    /// Commits hold it shared; a checkpoint holds it exclusively.
+    gate: RwLock<()>,
+    live: Mutex<Live>,
+    next_id: AtomicU64,
+    next_seq: AtomicU64,
+    next_swap: AtomicU64,
+    frames: AtomicU64,
+    syncs: AtomicU64,
+}
+
+impl std::fmt::Debug for FlowFileRepository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowFileRepository")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn journal_path(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("journal-{generation:016}"))
+}
+
+impl FlowFileRepository {
+    /// Opens the repository under `dir` (created if missing) for a flow whose queues are
+    /// `queues` (connection keys), recovering what an earlier run left, then checkpoints so
+    /// that the run starts on a fresh journal.
+    ///
+    /// # Errors
+    /// [`RepositoryError::Corrupt`] for a bad frame before the tail,
+    /// [`RepositoryError::UnknownQueue`] for flow files in a queue the flow lost, and I/O or
+    /// decoding errors.
+    pub fn open(
+        dir: &Path,
+        sync: SyncPolicy,
+        queues: &[String],
+    ) -> Result<(FlowFileRepository, Recovered), RepositoryError> {
+        let ff_dir = dir.join("flowfiles");
+        let swap_dir = ff_dir.join("swap");
+        fs::create_dir_all(&swap_dir).map_err(io_err(&swap_dir))?;
+        let snap_path = ff_dir.join("snapshot");
+        let snap: Snapshot = match fs::read(&snap_path) {
+            Ok(bytes) => decode_snapshot(&snap_path, &bytes)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Snapshot::default(),
+            Err(e) => return Err(io_err(&snap_path)(e)),
+        };
+        let mut live = Live::default();
+        for (q, ff) in snap.records {
+            live.records.insert(ff.id, (q, Arc::new(ff)));
+        }
+        for s in snap.swaps {
+            live.swaps.insert(s.id, s);
+        }
+        let old_queues = snap.queues;
+        let mut last_txn = snap.last_txn;
+        let mut recovered = Recovered::default();
+        // Replay every journal from the snapshot's generation on.
+        let mut gens: Vec<u64> = Vec::new();
+        for entry in fs::read_dir(&ff_dir).map_err(io_err(&ff_dir))? {
+            let entry = entry.map_err(io_err(&ff_dir))?;
+            if let Some(g) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("journal-"))
+                .and_then(|g| g.parse::<u64>().ok())
+            {
+                gens.push(g);
+            }
+        }
+        gens.sort_unstable();
+        let mut delete_sources = Vec::new();
+        for &g in &gens {
+            let path = journal_path(&ff_dir, g);
+            if g < snap.journal_generation {
+                continue; // covered by the snapshot; deleted below
+            }
+            let bytes = fs::read(&path).map_err(io_err(&path))?;
+            let scan = frame::scan(&path, &bytes, last_txn)?;
+            for (offset, txn, payload) in &scan.frames {
+                let t: Txn =
+                    postcard::from_bytes(payload).map_err(|e| RepositoryError::Decode {
+                        what: format!("frame in {} at offset {offset}", path.display()),
+                        reason: e.to_string(),
+                    })?;
+                apply_recovered(&mut live, &swap_dir, &t, &mut delete_sources)?;
+                recovered
+                    .events
+                    .extend(t.events.into_iter().enumerate().map(|(i, mut e)| {
+                        e.id = event_id(*txn, i);
+                        e
+                    }));
+                last_txn = *txn;
+                recovered.frames_replayed += 1;
+            }
+            if scan.valid_len < bytes.len() as u64 {
+                recovered.truncated_bytes += bytes.len() as u64 - scan.valid_len;
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(io_err(&path))?;
+                f.set_len(scan.valid_len).map_err(io_err(&path))?;
+                f.sync_all().map_err(io_err(&path))?;
+            }
+        }
+        for path in delete_sources {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(Path::new(&path))(e)),
+            }
+        }
+        // Map recovered queues to the current flow's.
+        let index: HashMap<&str, u32> = queues
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.as_str(), i as u32))
+            .collect();
+        let remap = |q: u32| -> Result<u32, String> {
+            let key = old_queues
+                .get(q as usize)
+                .cloned()
+                .unwrap_or_else(|| format!("#{q}"));
+            index.get(key.as_str()).copied().ok_or(key)
+        };
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        recovered.queues = vec![Vec::new(); queues.len()];
+        recovered.swaps = vec![Vec::new(); queues.len()];
+        let mut refs: HashMap<u64, u64> = HashMap::new();
+        let (mut next_id, mut next_seq, mut next_swap) =
+            (snap.next_id, snap.next_seq, snap.next_swap);
+        let mut new_live = Live::default();
+        for (id, (q, ff)) in live.records {
+            next_id = next_id.max(id + 1);
+            next_seq = next_seq.max(ff.queue_seq + 1);
+            if let Some(c) = ff.claim {
+                *refs.entry(c.file).or_default() += 1;
+            }
+            match remap(q) {
+                Ok(nq) => {
+                    recovered.queues[nq as usize].push((*ff).clone());
+                    new_live.records.insert(id, (nq, ff));
+                }
+                Err(key) => *counts.entry(key).or_default() += 1,
+            }
+        }
+        for (id, mut s) in live.swaps {
+            next_id = next_id.max(s.max_id + 1);
+            next_seq = next_seq.max(s.max_seq + 1);
+            next_swap = next_swap.max(id + 1);
+            for (file, n) in &s.claims {
+                *refs.entry(*file).or_default() += n;
+            }
+            match remap(s.queue) {
+                Ok(nq) => {
+                    s.queue = nq;
+                    recovered.swaps[nq as usize].push(s.clone());
+                    new_live.swaps.insert(id, s);
+                }
+                Err(key) => *counts.entry(key).or_default() += s.count,
+            }
+        }
+        if let Some((key, count)) = counts.into_iter().next() {
+            return Err(RepositoryError::UnknownQueue { key, count });
+        }
+        for q in &mut recovered.queues {
+            q.sort_by_key(|ff| ff.queue_seq);
+        }
+        // Swap files that no swap-out frame names are leftovers of a crash mid swap-out;
+        // swapped-in files were read back. Both go after the checkpoint below.
+        for entry in fs::read_dir(&swap_dir).map_err(io_err(&swap_dir))? {
+            let entry = entry.map_err(io_err(&swap_dir))?;
+            let name = entry.file_name();
+            let id = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".swap"))
+                .and_then(|n| n.parse::<u64>().ok());
+            match id {
+                Some(id) if new_live.swaps.contains_key(&id) => next_swap = next_swap.max(id + 1),
+                Some(id) => {
+                    next_swap = next_swap.max(id + 1);
+                    new_live.swapped_in.push(id);
+                }
+                None => {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
+        }
+        let content = Arc::new(
+            ContentRepository::open(&dir.join("content"), refs)
+                .map_err(io_err(&dir.join("content")))?,
+        );
+        let last_generation = gens
+            .last()
+            .copied()
+            .unwrap_or(0)
+            .max(snap.journal_generation);
+        let repo = FlowFileRepository {
+            dir: ff_dir,
+            sync,
+            content,
+            queues: queues.to_vec(),
+            journal: Mutex::new(Journal {
+                file: None,
+                generation: last_generation,
+                pending: Vec::new(),
+                next_txn: last_txn + 1,
+                done_txn: last_txn,
+                writing: false,
+                poisoned: None,
+                last_sync: Instant::now(),
+                unsynced: false,
+            }),
+            written: Condvar::new(),
+            gate: RwLock::new(()),
+            live: Mutex::new(new_live),
+            next_id: AtomicU64::new(next_id.max(1)),
+            next_seq: AtomicU64::new(next_seq),
+            next_swap: AtomicU64::new(next_swap),
+            frames: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+        };
+        repo.checkpoint()?;
+        Ok((repo, recovered))
+    }
+
+    /// The content repository that this repository syncs before its frames.
+    pub fn content(&self) -> &Arc<ContentRepository> {
+        &self.content
+    }
+
+    /// The directory of swap files.
+    pub fn swap_dir(&self) -> PathBuf {
+        self.dir.join("swap")
+    }
+
+    /// A new flow-file id.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A new enqueue sequence number (first-in-first-out order).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A new swap file number.
+    pub fn next_swap_id(&self) -> u64 {
+        self.next_swap.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The queue table (connection keys) by index.
+    pub fn queues(&self) -> &[String] {
+        &self.queues
+    }
+
+    /// The poisoning error, if a write or sync failed.
+    pub fn poisoned(&self) -> Option<String> {
+        self.lock_journal().poisoned.clone()
+    }
+
+    /// Frames written and `sync_data` calls made on journals since open (group commit makes
+    /// the second smaller than the first).
+    pub fn counters(&self) -> (u64, u64) {
+        (
+            self.frames.load(Ordering::Relaxed),
+            self.syncs.load(Ordering::Relaxed),
+        )
+    }
+
+    fn lock_journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Commits `txn` durably (by the sync policy) and applies it to the live state. Returns
+    /// its provenance events with their ids set.
+    ///
+    /// When this returns `Ok`, the frame is on disk (`sync: always`): acknowledge the source
+    /// now. Post-commit source deletions ([`Op::DeleteSource`]) are done before it returns.
+    ///
+    /// # Errors
+    /// [`RepositoryError::Poisoned`] when this or an earlier write or sync failed: the
+    /// transaction is not committed and the caller rolls back.
+    pub fn commit(&self, txn: Txn) -> Result<Vec<ProvenanceEvent>, RepositoryError> {
+        let payload = postcard::to_allocvec(&txn).map_err(|e| RepositoryError::Decode {
+            what: "a transaction".into(),
+            reason: e.to_string(),
+        })?;
+        let _gate = self.gate.read().unwrap_or_else(|p| p.into_inner());
+        let id = self.append_and_wait(&payload)?;
+        self.apply(&txn.ops);
+        for op in &txn.ops {
+            if let Op::DeleteSource { path } = op {
+                // Already gone is fine: a crash may have come between commit and delete.
+                if let Err(e) = fs::remove_file(path)
+                    && e.kind() != io::ErrorKind::NotFound
+                {
+                    tracing::warn!("cannot delete source file {path}: {e}");
+                }
+            }
+        }
+        Ok(txn
+            .events
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut e)| {
+                e.id = event_id(id, i);
+                e
+            })
+            .collect())
+    }
+
+    fn append_and_wait(&self, payload: &[u8]) -> Result<u64, RepositoryError> {
+        let mut j = self.lock_journal();
+        if let Some(p) = &j.poisoned {
+            return Err(RepositoryError::Poisoned(p.clone()));
+        }
+        let txn = j.next_txn;
+        j.next_txn += 1;
+        frame::encode(&mut j.pending, txn, payload);
+        loop {
+            if let Some(p) = &j.poisoned
+                && j.done_txn < txn
+            {
+                return Err(RepositoryError::Poisoned(p.clone()));
+            }
+            if j.done_txn >= txn {
+                return Ok(txn);
+            }
+            if !j.writing {
+                // Become the committer for every frame waiting now.
+                j.writing = true;
+                let batch = std::mem::take(&mut j.pending);
+                let last = j.next_txn - 1;
+                let frames_in_batch = last - j.done_txn;
+                let mut file = j.file.take();
+                let sync_now = match self.sync {
+                    SyncPolicy::Always => true,
+                    SyncPolicy::Interval(every) => j.last_sync.elapsed() >= every,
+                    SyncPolicy::None => false,
+                };
+                drop(j);
+                let result = self.write_batch(file.as_mut(), &batch, sync_now);
+                j = self.lock_journal();
+                j.file = file;
+                j.writing = false;
+                match result {
+                    Ok(()) => {
+                        j.done_txn = last;
+                        self.frames.fetch_add(frames_in_batch, Ordering::Relaxed);
+                        if sync_now {
+                            j.last_sync = Instant::now();
+                            j.unsynced = false;
+                        } else {
+                            j.unsynced = true;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!("flow-file repository poisoned: {e}");
+                        j.poisoned = Some(e);
+                    }
+                }
+                self.written.notify_all();
+            } else {
+                j = self.written.wait(j).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+
+    fn write_batch(&self, file: Option<&mut File>, batch: &[u8], sync: bool) -> Result<(), String> {
+        let file = file.ok_or("no journal open")?;
+        if sync {
+            self.content
+                .sync()
+                .map_err(|e| format!("syncing content: {e}"))?;
+        }
+        file.write_all(batch)
+            .map_err(|e| format!("writing the journal: {e}"))?;
+        if sync {
+            file.sync_data()
+                .map_err(|e| format!("syncing the journal: {e}"))?;
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// With `sync: interval`, syncs frames written since the last sync once the interval has
+    /// passed (called periodically by the engine).
+    pub fn sync_if_due(&self) {
+        let SyncPolicy::Interval(every) = self.sync else {
+            return;
+        };
+        let _gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
+        let mut j = self.lock_journal();
+        if !j.unsynced || j.last_sync.elapsed() < every || j.poisoned.is_some() {
+            return;
+        }
+        let result = self
+            .content
+            .sync()
+            .and_then(|()| j.file.as_ref().map_or(Ok(()), File::sync_data));
+        match result {
+            Ok(()) => {
+                j.unsynced = false;
+                j.last_sync = Instant::now();
+                self.syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => j.poisoned = Some(format!("syncing the journal: {e}")),
+        }
+    }
+
+    fn apply(&self, ops: &[Op]) {
+        let mut live = self.lock_live();
+        for op in ops {
+            match op {
+                Op::Put { queue, flowfile } => {
+                    live.records
+                        .insert(flowfile.id, (*queue, Arc::new(flowfile.clone())));
+                }
+                Op::Delete { id } => {
+                    live.records.remove(id);
+                }
+                Op::SwapOut { info, ids } => {
+                    for id in ids {
+                        live.records.remove(id);
+                    }
+                    live.swaps.insert(info.id, info.clone());
+                }
+                Op::SwapIn { swap } => {
+                    live.swaps.remove(swap);
+                    live.swapped_in.push(*swap);
+                }
+                Op::DeleteSource { .. } => {}
+            }
+        }
+    }
+
+    /// Records flow files read back from swap file `swap` as live (after its
+    /// [`Op::SwapIn`] frame committed).
+    pub fn add_swapped_in(&self, queue: u32, flowfiles: &[FlowFile]) {
+        let mut live = self.lock_live();
+        for ff in flowfiles {
+            live.records.insert(ff.id, (queue, Arc::new(ff.clone())));
+        }
+    }
+
+    /// Live flow files (in memory, not swapped) and swap files.
+    pub fn live_counts(&self) -> (usize, usize) {
+        let live = self.lock_live();
+        (live.records.len(), live.swaps.len())
+    }
+
+    /// Writes a checkpoint and starts a new journal. Commits wait while it runs. Tried even
+    /// when the repository is poisoned: the snapshot holds exactly what was acknowledged, and
+    /// it goes to new files.
+    ///
+    /// # Errors
+    /// I/O errors writing the snapshot or the new journal.
+    pub fn checkpoint(&self) -> Result<(), RepositoryError> {
+        let _gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
+        let mut j = self.lock_journal();
+        let new_generation = j.generation + 1;
+        let (bytes, swapped_in) = {
+            let mut live = self.lock_live();
+            let snap = Snapshot {
+                journal_generation: new_generation,
+                last_txn: j.done_txn,
+                queues: self.queues.clone(),
+                records: live
+                    .records
+                    .values()
+                    .map(|(q, ff)| (*q, (**ff).clone()))
+                    .collect(),
+                swaps: live.swaps.values().cloned().collect(),
+                next_id: self.next_id.load(Ordering::Relaxed),
+                next_seq: self.next_seq.load(Ordering::Relaxed),
+                next_swap: self.next_swap.load(Ordering::Relaxed),
+            };
+            (
+                encode_snapshot(&snap)?,
+                std::mem::take(&mut live.swapped_in),
+            )
+        };
+        let tmp = self.dir.join("snapshot.tmp");
+        let snap_path = self.dir.join("snapshot");
+        (|| -> io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            fs::rename(&tmp, &snap_path)?;
+            sync_dir(&self.dir)
+        })()
+        .map_err(io_err(&snap_path))?;
+        let path = journal_path(&self.dir, new_generation);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        sync_dir(&self.dir).map_err(io_err(&self.dir))?;
+        j.file = Some(file);
+        let old_generation = j.generation;
+        j.generation = new_generation;
+        j.unsynced = false;
+        drop(j);
+        for g in 0..=old_generation {
+            let p = journal_path(&self.dir, g);
+            if g + 64 < old_generation && !p.exists() {
+                continue;
+            }
+            let _ = fs::remove_file(p);
+        }
+        let swap_dir = self.swap_dir();
+        for id in swapped_in {
+            let _ = fs::remove_file(swap::swap_path(&swap_dir, id));
+        }
+        Ok(())
+    }
+}
+
+/// Provenance event ids: the transaction id and the event's index in it.
+pub fn event_id(txn: u64, index: usize) -> u64 {
+    (txn << 20) | index as u64
+}
+
+fn apply_recovered(
+    live: &mut Live,
+    swap_dir: &Path,
+    t: &Txn,
+    delete_sources: &mut Vec<String>,
+) -> Result<(), RepositoryError> {
+    for op in &t.ops {
+        match op {
+            Op::Put { queue, flowfile } => {
+                live.records
+                    .insert(flowfile.id, (*queue, Arc::new(flowfile.clone())));
+            }
+            Op::Delete { id } => {
+                live.records.remove(id);
+            }
+            Op::SwapOut { info, ids } => {
+                for id in ids {
+                    live.records.remove(id);
+                }
+                live.swaps.insert(info.id, info.clone());
+            }
+            Op::SwapIn { swap } => {
+                let Some(info) = live.swaps.remove(swap) else {
+                    continue;
+                };
+                let flowfiles = swap::read(swap_dir, *swap)
+                    .map_err(io_err(&swap::swap_path(swap_dir, *swap)))?;
+                for ff in flowfiles {
+                    live.records.insert(ff.id, (info.queue, Arc::new(ff)));
+                }
+                live.swapped_in.push(*swap);
+            }
+            Op::DeleteSource { path } => delete_sources.push(path.clone()),
+        }
+    }
+    Ok(())
+}
+
+const SNAPSHOT_MAGIC: &[u8; 8] = b"WEIRSNP1";
+
+fn encode_snapshot(snap: &Snapshot) -> Result<Vec<u8>, RepositoryError> {
+    let payload = postcard::to_allocvec(snap).map_err(|e| RepositoryError::Decode {
+        what: "the snapshot".into(),
+        reason: e.to_string(),
+    })?;
+    let mut out = Vec::with_capacity(payload.len() + 12);
+    out.extend_from_slice(SNAPSHOT_MAGIC);
+    out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+fn decode_snapshot(path: &Path, bytes: &[u8]) -> Result<Snapshot, RepositoryError> {
+    let bad = |reason: String| RepositoryError::Decode {
+        what: path.display().to_string(),
+        reason,
+    };
+    if bytes.len() < 12 || &bytes[..8] != SNAPSHOT_MAGIC {
+        return Err(bad("not a snapshot (bad magic)".into()));
+    }
+    let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if crc32c::crc32c(&bytes[12..]) != crc {
+        return Err(bad("checksum mismatch".into()));
+    }
+    postcard::from_bytes(&bytes[12..]).map_err(|e| bad(e.to_string()))
+}
+
+/// Reads a repository's queued flow files per queue key without opening it for writing
+/// (for `weir flow status`): (key, count in memory, bytes, count swapped out).
+///
+/// # Errors
+/// As [`FlowFileRepository::open`], except that a torn tail is ignored, not truncated.
+pub fn inspect(dir: &Path) -> Result<Vec<(String, u64, u64)>, RepositoryError> {
+    let ff_dir = dir.join("flowfiles");
+    let snap_path = ff_dir.join("snapshot");
+    let bytes = fs::read(&snap_path).map_err(io_err(&snap_path))?;
+    let snap = decode_snapshot(&snap_path, &bytes)?;
+    let mut live = Live::default();
+    for (q, ff) in snap.records {
+        live.records.insert(ff.id, (q, Arc::new(ff)));
+    }
+    for s in snap.swaps {
+        live.swaps.insert(s.id, s);
+    }
+    let mut last = snap.last_txn;
+    let mut gens: Vec<u64> = fs::read_dir(&ff_dir)
+        .map_err(io_err(&ff_dir))?
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("journal-")?
+                .parse()
+                .ok()
+        })
+        .filter(|g| *g >= snap.journal_generation)
+        .collect();
+    gens.sort_unstable();
+    let mut ignored = Vec::new();
+    for g in gens {
+        let path = journal_path(&ff_dir, g);
+        let bytes = fs::read(&path).map_err(io_err(&path))?;
+        for (offset, txn, payload) in frame::scan(&path, &bytes, last)?.frames {
+            let t: Txn = postcard::from_bytes(payload).map_err(|e| RepositoryError::Decode {
+                what: format!("frame in {} at offset {offset}", path.display()),
+                reason: e.to_string(),
+            })?;
+            apply_recovered(&mut live, &ff_dir.join("swap"), &t, &mut ignored)?;
+            last = txn;
+        }
+    }
+    let mut out: Vec<(String, u64, u64)> = snap.queues.iter().map(|k| (k.clone(), 0, 0)).collect();
+    for (q, ff) in live.records.values() {
+        if let Some(row) = out.get_mut(*q as usize) {
+            row.1 += 1;
+            row.2 += ff.size();
+        }
+    }
+    for s in live.swaps.values() {
+        if let Some(row) = out.get_mut(s.queue as usize) {
+            row.1 += s.count;
+            row.2 += s.bytes;
+        }
+    }
+    Ok(out)
+}
+
+/// How long commits may wait for a checkpoint; exposed for the engine's status line.
+pub const CHECKPOINT_WARN: Duration = Duration::from_secs(1);

@@ -1,0 +1,327 @@
+//! The restart stress test, in the manner of Jet's `SinkStressTestUtil`: items go through a
+//! stateful stream job (a keyed tumbling-window count) that takes a snapshot every 50 ms, while
+//! it is made to fail (an injected processor error: the job restarts from its last snapshot)
+//! and is stopped and submitted again (a graceful restart), several times. The two-phase sink's
+//! committed output must hold every window result exactly once and equal a run without
+//! failures; with at-least-once, nothing may be missing.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use weir::prelude::*;
+use weir::snapshot::{Guarantee, LocalDirStore, RestartPolicy, SnapshotConfig};
+use weir::stream::KeyedWindowResult;
+use weir::{BoxError, JobStatus, ProcessorContext, SinkWriter};
+
+const KEYS: u64 = 37;
+const WINDOW_MS: i64 = 1_000;
+
+/// (window start, key, count).
+type Row = (i64, u64, u64);
+
+/// Committed rows by (sink instance, epoch): committing an epoch twice changes nothing.
+type Committed = Arc<Mutex<BTreeMap<(u64, u64), Vec<Row>>>>;
+
+/// A transactional sink in the manner of a Kafka or JDBC XA sink: rows written since the
+/// last snapshot are prepared as one epoch, committed when the snapshot is durable.
+struct EpochSink {
+    instance: u64,
+    epoch: u64,
+    pending: Vec<Row>,
+    prepared: Vec<(u64, u64, Vec<Row>)>,
+    committed: Committed,
+    commits: Arc<AtomicU64>,
+    transactional: bool,
+}
+
+impl SinkWriter for EpochSink {
+    type Item = KeyedWindowResult<u64, u64>;
+
+    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+        self.instance = ctx.global_index() as u64;
+        self.transactional = ctx.guarantee() != Guarantee::None;
+        Ok(())
+    }
+
+    fn write(&mut self, r: Self::Item) -> Result<(), BoxError> {
+        self.pending.push((r.start, r.key, r.value));
+        Ok(())
+    }
+
+    fn prepare(&mut self) -> Result<Option<Vec<u8>>, BoxError> {
+        self.epoch += 1;
+        let rows = std::mem::take(&mut self.pending);
+        self.prepared.push((self.instance, self.epoch, rows));
+        Ok(Some(serde_json::to_vec(&(self.epoch, &self.prepared))?))
+    }
+
+    fn commit(&mut self) -> Result<bool, BoxError> {
+        let mut committed = self.committed.lock().unwrap();
+        for (instance, epoch, rows) in self.prepared.drain(..) {
+            committed.insert((instance, epoch), rows);
+        }
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    fn restore(&mut self, prepared: Vec<u8>) -> Result<(), BoxError> {
+        let (epoch, rows): (u64, Vec<(u64, u64, Vec<Row>)>) = serde_json::from_slice(&prepared)?;
+        self.epoch = self.epoch.max(epoch);
+        self.prepared.extend(rows);
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), BoxError> {
+        if !self.transactional {
+            let rows = std::mem::take(&mut self.pending);
+            self.committed
+                .lock()
+                .unwrap()
+                .insert((self.instance, u64::MAX), rows);
+        }
+        Ok(())
+    }
+}
+
+/// What the runs share: the committed output, commit count, and the failures still to inject.
+#[derive(Clone, Default)]
+struct Shared {
+    committed: Committed,
+    commits: Arc<AtomicU64>,
+    /// Items at which to fail once each, when armed.
+    failures: Arc<Vec<(u64, AtomicBool)>>,
+}
+
+fn pipeline(shared: &Shared, items: u64) -> Pipeline {
+    pipeline_with_source_parallelism(shared, items, None)
+}
+
+/// The job, with the source (and the window's accumulate stage fused behind it) at a fixed
+/// parallelism when `source` is set.
+fn pipeline_with_source_parallelism(
+    shared: &Shared,
+    items: u64,
+    source: Option<usize>,
+) -> Pipeline {
+    let p = Pipeline::new();
+    let failures = Arc::clone(&shared.failures);
+    let (committed, commits) = (Arc::clone(&shared.committed), Arc::clone(&shared.commits));
+    // About 1 s of wall time at this rate, so the 50 ms snapshots interleave with the items.
+    let events = p
+        .read_from(sources::stream::generator(items, Some(items), |n| n))
+        // A lag of 700 ms: a replay that restarted anywhere but at the saved position would
+        // count items twice rather than drop them as late.
+        .with_timestamps(|n: &u64| *n as i64, 700);
+    let events = match source {
+        Some(n) => events.local_parallelism(n),
+        None => events,
+    };
+    events
+        .map(move |n| {
+            for (at, armed) in failures.iter() {
+                if n == *at && armed.swap(false, Ordering::Relaxed) {
+                    panic!("injected failure at item {n}");
+                }
+            }
+            n
+        })
+        .grouping_key(|n: &u64| n % KEYS)
+        .window(WindowDefinition::tumbling(WINDOW_MS))
+        .aggregate(aggregate::counting())
+        .write_to(Sink::new("epochs", None, move |_| EpochSink {
+            instance: 0,
+            epoch: 0,
+            pending: Vec::new(),
+            prepared: Vec::new(),
+            committed: Arc::clone(&committed),
+            commits: Arc::clone(&commits),
+            transactional: false,
+        }));
+    p
+}
+
+fn config(dir: &std::path::Path, guarantee: Guarantee) -> JobConfig {
+    config_at(dir, guarantee, 2)
+}
+
+fn config_at(dir: &std::path::Path, guarantee: Guarantee, parallelism: usize) -> JobConfig {
+    let mut snapshots = SnapshotConfig::new(
+        Arc::new(LocalDirStore::new(dir)),
+        Duration::from_millis(50),
+        guarantee,
+    );
+    snapshots.restart = RestartPolicy {
+        attempts: 20,
+        backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(10),
+    };
+    JobConfig {
+        name: "stress".into(),
+        default_parallelism: Some(parallelism),
+        snapshots: Some(snapshots),
+        ..JobConfig::default()
+    }
+}
+
+fn expected(items: u64) -> BTreeMap<(i64, u64), u64> {
+    let mut out = BTreeMap::new();
+    for n in 0..items {
+        *out.entry(((n as i64).div_euclid(WINDOW_MS) * WINDOW_MS, n % KEYS))
+            .or_default() += 1;
+    }
+    out
+}
+
+/// The committed rows; with `exactly_once`, a row committed twice fails the test.
+fn committed_rows(shared: &Shared, exactly_once: bool) -> BTreeMap<(i64, u64), u64> {
+    let mut out = BTreeMap::new();
+    for rows in shared.committed.lock().unwrap().values() {
+        for &(start, key, count) in rows {
+            let previous = out.insert((start, key), count);
+            assert!(
+                !exactly_once || previous.is_none(),
+                "window {start} key {key} committed twice"
+            );
+        }
+    }
+    out
+}
+
+/// Runs the job to its end through `failures` injected failures and `graceful` stops and
+/// resubmissions, each after the sink has committed a few more times.
+fn stress(guarantee: Guarantee, items: u64, failures: &[u64], graceful: usize) -> Shared {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = Shared {
+        failures: Arc::new(
+            failures
+                .iter()
+                .map(|at| (*at, AtomicBool::new(true)))
+                .collect(),
+        ),
+        ..Shared::default()
+    };
+    let mut stops = 0;
+    loop {
+        let job = pipeline(&shared, items)
+            .submit(&Executor::shared(), config(dir.path(), guarantee))
+            .unwrap();
+        if stops < graceful {
+            // Stop once a few more snapshots have committed: a graceful restart.
+            let target = shared.commits.load(Ordering::Relaxed) + 6;
+            while shared.commits.load(Ordering::Relaxed) < target
+                && !job.wait_timeout(Duration::from_millis(5))
+            {}
+            job.cancel();
+            stops += 1;
+            match job.join() {
+                Err(weir::core::Error::Cancelled) => continue,
+                // An injected failure came first: the cancel stopped its restart instead.
+                Err(e) if e.to_string().contains("injected failure") => continue,
+                Ok(()) => break,
+                Err(e) => panic!("the stopped job failed: {e}"),
+            }
+        }
+        assert!(job.wait_timeout(Duration::from_secs(300)), "the job ends");
+        assert_eq!(job.status(), JobStatus::Completed, "{:?}", job.join());
+        job.join().unwrap();
+        break;
+    }
+    for (at, armed) in shared.failures.iter() {
+        assert!(
+            !armed.load(Ordering::Relaxed),
+            "the failure at {at} was injected"
+        );
+    }
+    shared
+}
+
+#[test]
+fn every_window_is_committed_exactly_once_through_failures_and_restarts() {
+    let items = 60_000;
+    let shared = stress(
+        Guarantee::ExactlyOnce,
+        items,
+        &[9_000, 21_000, 33_000, 47_000],
+        2,
+    );
+    let got = committed_rows(&shared, true);
+    let want = expected(items);
+    let diff: Vec<_> = want
+        .iter()
+        .filter(|(w, c)| got.get(w) != Some(c))
+        .map(|(w, c)| (*w, *c, got.get(w).copied()))
+        .take(10)
+        .collect();
+    assert!(
+        diff.is_empty(),
+        "{} of {} rows differ (window, want, got): {diff:?}",
+        want.iter().filter(|(w, c)| got.get(w) != Some(c)).count(),
+        want.len()
+    );
+    assert_eq!(got, want);
+}
+
+#[test]
+fn at_least_once_misses_nothing_through_failures() {
+    let items = 40_000;
+    let shared = stress(Guarantee::AtLeastOnce, items, &[11_000, 29_000], 1);
+    let got = committed_rows(&shared, false);
+    for (window, count) in expected(items) {
+        let seen = got.get(&window).copied().unwrap_or(0);
+        assert!(seen >= count, "window {window:?}: {seen} < {count}");
+    }
+}
+
+#[test]
+fn the_same_job_without_snapshots_commits_at_its_end() {
+    let items = 10_000;
+    let shared = Shared::default();
+    pipeline(&shared, items)
+        .submit(
+            &Executor::shared(),
+            JobConfig {
+                default_parallelism: Some(2),
+                ..JobConfig::default()
+            },
+        )
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(committed_rows(&shared, true), expected(items));
+}
+
+#[test]
+fn a_snapshot_taken_at_parallelism_2_restores_at_1_and_at_4() {
+    let items = 30_000;
+    for parallelism in [1, 4] {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = Shared {
+            failures: Arc::new(vec![(20_000, AtomicBool::new(true))]),
+            ..Shared::default()
+        };
+        let mut never = config_at(dir.path(), Guarantee::ExactlyOnce, 2);
+        if let Some(s) = never.snapshots.as_mut() {
+            s.restart = RestartPolicy::never();
+        }
+        let failed = pipeline_with_source_parallelism(&shared, items, Some(1))
+            .submit(&Executor::shared(), never)
+            .unwrap()
+            .join();
+        assert!(failed.is_err(), "the injected failure stops the first run");
+        let job = pipeline_with_source_parallelism(&shared, items, Some(1))
+            .submit(
+                &Executor::shared(),
+                config_at(dir.path(), Guarantee::ExactlyOnce, parallelism),
+            )
+            .unwrap();
+        assert!(job.restored_from().is_some(), "the second run resumes");
+        job.join().unwrap();
+        assert_eq!(
+            committed_rows(&shared, true),
+            expected(items),
+            "restored at parallelism {parallelism}"
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! `weir flow` end to end: validation errors with lines, a kill -9 loop, lineage.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn weir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+}
+
+fn flow_yaml(input: &Path, out: &Path) -> String {
+    format!(
+        r#"flow: kill-loop
+groups:
+  - name: main
+    processors:
+      - name: read
+        type: GetFile
+        schedule: {{ strategy: timer, period: 50 ms }}
+        properties: {{ Input Directory: "{input}", Batch Size: "2" }}
+      - name: split
+        type: SplitText
+        properties: {{ Line Split Count: "1" }}
+        auto_terminate: [original, failure]
+      - name: tag
+        type: UpdateAttribute
+        properties:
+          filename: ${{segment.original.filename}}-${{fragment.index}}
+          line.number: ${{fragment.index}}
+      - name: route
+        type: RouteOnAttribute
+        properties:
+          even: ${{line.number:mod(2):equals(0)}}
+      - name: write-even
+        type: PutFile
+        properties: {{ Directory: "{out}/even", Conflict Resolution Strategy: replace }}
+        auto_terminate: [success, failure]
+      - name: write-odd
+        type: PutFile
+        properties: {{ Directory: "{out}/odd", Conflict Resolution Strategy: replace }}
+        auto_terminate: [success, failure]
+    connections:
+      - {{ from: read, relationships: [success], to: split }}
+      - {{ from: split, relationships: [splits], to: tag }}
+      - {{ from: tag, relationships: [success], to: route }}
+      - {{ from: route, relationships: [even], to: write-even }}
+      - {{ from: route, relationships: [unmatched], to: write-odd }}
+"#,
+        input = input.display(),
+        out = out.display()
+    )
+}
+
+/// The CLI runs GetFile → SplitText → UpdateAttribute → RouteOnAttribute → PutFile and is
+/// killed with SIGKILL at random moments (`WEIR_FLOW_KILLS`, default 20), then run to idle:
+/// every line is in exactly one output file with the right content, the input directory is
+/// empty, and no queue holds anything.
+#[test]
+fn kill_9_loop_loses_and_duplicates_nothing() {
+    let kills: u32 = std::env::var("WEIR_FLOW_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let dir = tempfile::tempdir().unwrap();
+    let (input, out, repo) = (
+        dir.path().join("in"),
+        dir.path().join("out"),
+        dir.path().join("repo"),
+    );
+    fs::create_dir_all(&input).unwrap();
+    let mut expected: BTreeMap<String, String> = BTreeMap::new();
+    for f in 0..20 {
+        let lines: Vec<String> = (1..=150).map(|l| format!("file {f} line {l}")).collect();
+        for (i, l) in lines.iter().enumerate() {
+            let parity = if (i + 1) % 2 == 0 { "even" } else { "odd" };
+            expected.insert(format!("{parity}/f{f:02}.txt-{}", i + 1), l.clone());
+        }
+        fs::write(input.join(format!("f{f:02}.txt")), lines.join("\n") + "\n").unwrap();
+    }
+    let flow = dir.path().join("flow.yaml");
+    fs::write(&flow, flow_yaml(&input, &out)).unwrap();
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..kills {
+        let mut child = weir()
+            .args(["flow", "run"])
+            .arg(&flow)
+            .arg("--repo")
+            .arg(&repo)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(50 + seed % 400));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let status = weir()
+        .args(["flow", "run"])
+        .arg(&flow)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--until-idle")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut got: BTreeMap<String, String> = BTreeMap::new();
+    for parity in ["even", "odd"] {
+        for e in fs::read_dir(out.join(parity)).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with('.'), "a temporary file was left: {name}");
+            got.insert(
+                format!("{parity}/{name}"),
+                fs::read_to_string(e.path()).unwrap(),
+            );
+        }
+    }
+    assert_eq!(got.len(), expected.len());
+    assert_eq!(got, expected);
+    assert_eq!(
+        fs::read_dir(&input).unwrap().count(),
+        0,
+        "the input directory is empty"
+    );
+    let status = weir()
+        .args(["flow", "status", "--repo"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    for line in text.lines().skip(1).take_while(|l| !l.is_empty()) {
+        let queued: u64 = line
+            .split_whitespace()
+            .rev()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(queued, 0, "{line}");
+    }
+}
+
+#[test]
+fn each_kind_of_bad_definition_names_its_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "flow: x\ngroups:\n  - name: g\n    procesors: []\n",
+            ":4:",
+            "unknown field `procesors`",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: Nope\n",
+            ":6:",
+            "unknown processor type `Nope`",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: ConsumeAMQP\n",
+            ":6:",
+            "issue 11",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: GenerateFlowFile\n        properties:\n          File Size: 3 parsecs\n        auto_terminate: [success]\n",
+            ":8:",
+            "File Size",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: PutFile\n        properties:\n          Directory: /tmp\n          Colour: red\n        auto_terminate: [success, failure]\n",
+            ":9:",
+            "unknown property of PutFile",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: PutFile\n        auto_terminate: [success, failure]\n",
+            ":5:",
+            "Directory",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: GenerateFlowFile\n        schedule: { strategy: cron, expression: \"every day\" }\n        auto_terminate: [success]\n",
+            ":7:",
+            "CRON",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: GenerateFlowFile\n        yield: 5 fortnights\n        auto_terminate: [success]\n",
+            ":7:",
+            "yield",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: UpdateAttribute\n        properties:\n          x: ${a:nope()}\n        auto_terminate: [success]\n",
+            ":8:",
+            "unknown function",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: GenerateFlowFile\n    connections:\n      - { from: a, relationships: [success], to: ghost }\n",
+            ":8:",
+            "unknown component `ghost`",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: GenerateFlowFile\n",
+            ":5:",
+            "neither connected nor in auto_terminate",
+        ),
+        (
+            "flow: x\ngroups:\n  - name: g\n    engine: stateless\n    processors:\n      - name: a\n        type: GenerateFlowFile\n        schedule: { strategy: cron, expression: \"0/5 * * * * ?\" }\n        auto_terminate: [success]\n",
+            ":8:",
+            "stateless",
+        ),
+    ];
+    for (i, (yaml, line, message)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad{i}.yaml"));
+        fs::write(&path, yaml).unwrap();
+        let out = weir()
+            .args(["flow", "validate"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "case {i}: {err}");
+        assert!(
+            err.contains(&format!("bad{i}.yaml{line}")),
+            "case {i} wants line {line}: {err}"
+        );
+        assert!(err.contains(message), "case {i} wants `{message}`: {err}");
+    }
+    let ok = weir()
+        .args(["flow", "validate", "examples/flows/lines.yaml"])
+        .output()
+        .unwrap();
+    assert!(ok.status.success());
+}
+
+/// The lineage of one line (a split child) shows its parent's events and its siblings.
+#[test]
+fn lineage_of_a_split_file_shows_its_parent_and_siblings() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, out, repo) = (
+        dir.path().join("in"),
+        dir.path().join("out"),
+        dir.path().join("repo"),
+    );
+    fs::create_dir_all(&input).unwrap();
+    fs::write(input.join("three.txt"), "a\nb\nc\n").unwrap();
+    let flow = dir.path().join("flow.yaml");
+    fs::write(&flow, flow_yaml(&input, &out)).unwrap();
+    let started = Instant::now();
+    assert!(
+        weir()
+            .args(["flow", "run"])
+            .arg(&flow)
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--until-idle")
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let sends = weir()
+        .args(["flow", "provenance", "--repo"])
+        .arg(&repo)
+        .args(["--type", "SEND"])
+        .output()
+        .unwrap();
+    let sends: Vec<serde_json::Value> = String::from_utf8_lossy(&sends.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(sends.len(), 3);
+    let child = sends[0]["flowfile"].as_str().unwrap();
+    let lineage = weir()
+        .args(["flow", "lineage", "--repo"])
+        .arg(&repo)
+        .args(["--flowfile", child])
+        .output()
+        .unwrap();
+    assert!(
+        lineage.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lineage.stderr)
+    );
+    let l: serde_json::Value = serde_json::from_slice(&lineage.stdout).unwrap();
+    let parent = l["parents"][0].as_str().unwrap().to_string();
+    let events = l["events"].as_array().unwrap();
+    let of = |ff: &str, t: &str| {
+        events
+            .iter()
+            .any(|e| e["flowfile"] == ff && e["event_type"] == t)
+    };
+    assert!(of(&parent, "RECEIVE"), "the parent's RECEIVE");
+    assert!(of(&parent, "FORK"), "the parent's FORK");
+    assert!(of(child, "SEND"));
+    let fork = events.iter().find(|e| e["event_type"] == "FORK").unwrap();
+    let siblings = fork["children"].as_array().unwrap();
+    assert_eq!(siblings.len(), 3);
+    for s in siblings {
+        assert!(
+            l["flowfiles"].as_array().unwrap().contains(s),
+            "sibling {s} in the lineage"
+        );
+    }
+}
