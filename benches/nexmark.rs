@@ -18,7 +18,8 @@
 //!   all through the run. `weir_nexmark::source::stream_generator`, one instance per worker.
 //! - **file**: `--file-events` events (2 M) at `--file-rate` (20,000/s, again 100 s), written
 //!   once by the generator to `target/bench-data/` as JSON Lines (about 0.5 GB) and read back
-//!   by `weir_nexmark::source::stream_replay` (one instance, strict parse of every line).
+//!   by `weir_nexmark::source::stream_replay` (one instance handing out the events in file
+//!   order, strict parse of every line on a pool of parser threads).
 //!
 //! Event time is each event's `date_time`, with the allowed lag of 4 s.
 //!
@@ -39,6 +40,12 @@
 //! - **source, hand loop**: one thread that generates (or reads and parses) the events and
 //!   checksums them: the cost of the input alone. "vs source" divides a query's time by the
 //!   Weir source-only job's at the same parallelism.
+//! - **file, parsed by hand on p threads**: for the file input, the source and query hand
+//!   loops also run with the file read in 1 MiB chunks and parsed on `p` threads (std
+//!   threads and bounded channels, chunks dealt and taken back round-robin, so the events
+//!   arrive in file order), the query's work on the main thread. A Weir run at parallelism
+//!   `p` is compared with the hand loop on `p` threads, and its file is parsed on `p` threads
+//!   too (`stream_replay_with`), so parallelism 1 is one core's work.
 //! - **q0, q5, q7, hand loop**: one thread doing the query's work as a careful engineer
 //!   would write it streaming: the reference's lateness (one watermark over all events, `max
 //!   date_time seen - 4 s`; an event below it is dropped), windows that fire as the
@@ -77,6 +84,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
 use weir::prelude::*;
+use weir::sources::chunked::ChunkOptions;
 use weir::stream::StreamStage;
 use weir::{BoxError, ExecutorConfig, Item, SinkWriter};
 use weir_nexmark::generator::GeneratorConfig;
@@ -485,6 +493,96 @@ impl Iterator for FileEvents {
     }
 }
 
+/// The events of a JSON Lines file parsed on `threads` threads, in file order, as a careful
+/// engineer would write it without an engine: a reading thread cuts 1 MiB chunks at line
+/// ends and deals them round-robin to the parser threads, and the events come back through
+/// one bounded queue per parser, taken round-robin too, so in file order.
+struct ParallelFileEvents {
+    done: Vec<std::sync::mpsc::Receiver<(Vec<Event>, u64)>>,
+    next: usize,
+    current: std::vec::IntoIter<Event>,
+    malformed: u64,
+}
+
+impl ParallelFileEvents {
+    fn open(path: &Path, threads: usize) -> Self {
+        use std::io::Read;
+        use std::sync::mpsc::sync_channel;
+        let mut jobs = Vec::new();
+        let mut done = Vec::new();
+        for _ in 0..threads {
+            let (job_tx, job_rx) = sync_channel::<Vec<u8>>(2);
+            let (done_tx, done_rx) = sync_channel(2);
+            std::thread::spawn(move || {
+                while let Ok(chunk) = job_rx.recv() {
+                    let mut events = Vec::with_capacity(chunk.len() / 128);
+                    let mut malformed = 0;
+                    for line in chunk.split(|&b| b == b'\n') {
+                        let line = line.strip_suffix(b"\r").unwrap_or(line);
+                        if line.is_empty() {
+                            continue;
+                        }
+                        match parse_line(line) {
+                            Ok(e) => events.push(e),
+                            Err(_) => malformed += 1,
+                        }
+                    }
+                    if done_tx.send((events, malformed)).is_err() {
+                        return;
+                    }
+                }
+            });
+            jobs.push(job_tx);
+            done.push(done_rx);
+        }
+        let mut file = File::open(path).expect("event file");
+        std::thread::spawn(move || {
+            let mut carry = Vec::new();
+            for k in 0.. {
+                let mut chunk = std::mem::take(&mut carry);
+                let start = chunk.len();
+                chunk.resize(start + (1 << 20), 0);
+                let n = file.read(&mut chunk[start..]).expect("read event file");
+                chunk.truncate(start + n);
+                if n > 0
+                    && let Some(end) = chunk.iter().rposition(|&b| b == b'\n')
+                {
+                    carry = chunk.split_off(end + 1);
+                }
+                if chunk.is_empty() {
+                    return;
+                }
+                if jobs[k % jobs.len()].send(chunk).is_err() {
+                    return;
+                }
+            }
+        });
+        ParallelFileEvents {
+            done,
+            next: 0,
+            current: Vec::new().into_iter(),
+            malformed: 0,
+        }
+    }
+}
+
+impl Iterator for ParallelFileEvents {
+    type Item = Event;
+
+    #[inline]
+    fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(e) = self.current.next() {
+                return Some(e);
+            }
+            let (events, malformed) = self.done[self.next % self.done.len()].recv().ok()?;
+            self.next += 1;
+            self.malformed += malformed;
+            self.current = events.into_iter();
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Weir runs
 
@@ -494,7 +592,11 @@ fn engine_run(query: Option<Query>, input: &Input, parallelism: usize) -> Checks
     let p = Pipeline::new();
     let source = match input {
         Input::Generator(config) => source::stream_generator(config.clone(), None).expect("config"),
-        Input::File { path, .. } => source::stream_replay(path).expect("event file"),
+        // As many parser threads as workers, so that parallelism 1 is one core's work.
+        Input::File { path, .. } => {
+            source::stream_replay_with(path, ChunkOptions::with_threads(parallelism))
+                .expect("event file")
+        }
     };
     let stream = p.read_from(source).with_native_timestamps(LAG_MS);
     let shared = Arc::new(Mutex::new(Checksum::default()));
@@ -812,8 +914,14 @@ fn hand_run(query: Option<Query>, events: impl Iterator<Item = Event>, lag: i64)
 }
 
 /// Child: the hand loop of `query` over `input`.
-fn hand_child(query: Option<Query>, input: &Input) -> Checksum {
+fn hand_child(query: Option<Query>, input: &Input, threads: usize) -> Checksum {
     match input {
+        Input::File { path, .. } if threads > 1 => {
+            let mut events = ParallelFileEvents::open(path, threads);
+            let sum = hand_run(query, &mut events, LAG_MS);
+            assert_eq!(events.malformed, 0, "malformed lines in {}", path.display());
+            sum
+        }
         Input::Generator(config) => hand_run(
             query,
             Generator::new(config.clone()).expect("config").iter(),
@@ -1159,7 +1267,7 @@ fn bench_input(
     if let Input::File { path, .. } = input {
         let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
         println!(
-            "file {} ({:.0} MB), read by stream_replay (one instance), parse included",
+            "file {} ({:.0} MB), read by stream_replay (one instance, parsed on p threads), parse included",
             path.display(),
             bytes as f64 / 1e6
         );
@@ -1178,15 +1286,39 @@ fn bench_input(
         "RSS MiB",
         "others"
     );
-    let hand_source = measure(me, "hand", None, input, 1, repeat, expected[&None]);
-    print_row("source, hand loop", 1, &hand_source, events, None, None);
+    // A file is also parsed by hand on as many threads as the engine gets; the generator's
+    // hand loop is single-threaded.
+    let hand_threads: Vec<usize> = match input {
+        Input::File { .. } => parallelisms.to_vec(),
+        Input::Generator(_) => vec![1],
+    };
+    let mut hand_source = FxHashMap::default();
     let mut hand = FxHashMap::default();
-    for q in HAND_QUERIES.into_iter().filter(|q| selected.contains(q)) {
-        let m = measure(me, "hand", Some(q), input, 1, repeat, expected[&Some(q)]);
-        print_row(&format!("{q}, hand loop"), 1, &m, events, None, None);
-        hand.insert(q, m);
+    for &threads in &hand_threads {
+        let m = measure(me, "hand", None, input, threads, repeat, expected[&None]);
+        print_row("source, hand loop", threads, &m, events, None, None);
+        hand_source.insert(threads, m);
+        for q in HAND_QUERIES.into_iter().filter(|q| selected.contains(q)) {
+            let m = measure(
+                me,
+                "hand",
+                Some(q),
+                input,
+                threads,
+                repeat,
+                expected[&Some(q)],
+            );
+            print_row(&format!("{q}, hand loop"), threads, &m, events, None, None);
+            hand.insert((q, threads), m);
+        }
     }
     for &parallelism in parallelisms {
+        let threads = if hand_threads.contains(&parallelism) {
+            parallelism
+        } else {
+            1
+        };
+        let hand_source = hand_source[&threads];
         let source = measure(
             me,
             "engine",
@@ -1219,7 +1351,7 @@ fn bench_input(
                 parallelism,
                 &m,
                 events,
-                hand.get(&q)
+                hand.get(&(q, threads))
                     .map(|h| h.time.as_secs_f64() / m.time.as_secs_f64()),
                 Some(source.time.as_secs_f64() / m.time.as_secs_f64()),
             );
@@ -1244,7 +1376,7 @@ fn main() {
                 let result = if kind == "engine" {
                     engine_run(query, &input, parallelism)
                 } else {
-                    hand_child(query, &input)
+                    hand_child(query, &input, parallelism)
                 };
                 write_result(result.to_line());
             }

@@ -40,6 +40,11 @@
 //! `tracing::warn!` with their file, line number and [`ParseError`]; the job goes on. It also
 //! registers `events` (events read) and `bytes` (bytes of all lines read, for progress).
 //!
+//! The file is read in chunks of whole lines that a pool of threads parses in parallel
+//! ([`weir::sources::chunked`]); the events come back in file order, so event time,
+//! lateness and watermarks are those of a single reader, and so are the line numbers of the
+//! malformed lines. [`stream_replay_with`] and [`replay_with`] set the threads.
+//!
 //! Both readers are public ([`GeneratorReader`], [`ReplayReader`]), so that a streaming
 //! source can wrap them and stamp each event with [`Event::date_time`].
 
@@ -47,7 +52,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use weir::core::Counter;
-use weir::sources::files::{InputFiles, LineReader, MalformedLog, SourceError};
+use weir::sources::chunked::{ChunkFormat, ChunkOptions, ChunkedReader, Parsed, for_each_line};
+use weir::sources::files::{InputFiles, MalformedLog, SourceError};
 use weir::sources::{Emitter, SourceReader};
 use weir::stream::StreamSource;
 use weir::{BatchSource, BoxError, ProcessorContext};
@@ -198,63 +204,116 @@ pub fn stream_generator(
 
 /// A stream source that replays the NEXMark event file(s) at `path` in file order, from one
 /// instance, each event with its `date_time` as native event time: the README's "one source
-/// with one watermark for all event types". Malformed lines as for [`replay`].
+/// with one watermark for all event types". Malformed lines as for [`replay`]. The lines are
+/// parsed on every core (see the [module docs](self)).
 ///
 /// # Errors
 /// As [`replay`].
 pub fn stream_replay(path: impl AsRef<Path>) -> Result<StreamSource<Event>, SourceError> {
+    stream_replay_with(path, ChunkOptions::default())
+}
+
+/// [`stream_replay`], with the file cut and parsed as `options` say: `threads: 1` parses on
+/// the reading thread alone.
+///
+/// # Errors
+/// As [`replay`].
+pub fn stream_replay_with(
+    path: impl AsRef<Path>,
+    options: ChunkOptions,
+) -> Result<StreamSource<Event>, SourceError> {
     let path = path.as_ref();
     let files = Arc::new(InputFiles::resolve(path)?);
     Ok(StreamSource::new(
         format!("nexmark-replay({})", path.display()),
         Some(1),
-        move |_: &ProcessorContext| ReplayReader::new(Arc::clone(&files)),
+        move |_: &ProcessorContext| ReplayReader::with_options(Arc::clone(&files), options),
     )
     .with_native_timestamps(Event::date_time))
 }
 
 /// A batch source that replays the NEXMark event file(s) at `path`: a file, a directory (its
 /// files sorted by name) or a glob pattern, as for
-/// [`weir::sources::files::text`]. One instance (parallelism `Some(1)`) reads every line in
-/// file order. See the [module docs](self) for malformed lines and counters.
+/// [`weir::sources::files::text`]. One instance (parallelism `Some(1)`) hands out every
+/// event in file order; the lines are parsed on every core. See the [module docs](self) for
+/// malformed lines and counters.
 ///
-/// Cost: one strict parse per line ([`parse_line`]); file reads of up to 256 KiB. The
-/// instance is non-cooperative (file reads may block).
+/// Cost: one strict parse per line ([`parse_line`]), spread over the parser threads; file
+/// reads of 1 MiB chunks. The instance is non-cooperative (file reads may block).
 ///
 /// # Errors
 /// [`SourceError::NotFound`], [`SourceError::NoMatch`], [`SourceError::BadPattern`] or
 /// [`SourceError::Io`] if the input cannot be listed. A read failure while the job runs
 /// fails the job with a [`SourceError::Io`] naming the file.
 pub fn replay(path: impl AsRef<Path>) -> Result<BatchSource<Event>, SourceError> {
+    replay_with(path, ChunkOptions::default())
+}
+
+/// [`replay`], with the file cut and parsed as `options` say.
+///
+/// # Errors
+/// As [`replay`].
+pub fn replay_with(
+    path: impl AsRef<Path>,
+    options: ChunkOptions,
+) -> Result<BatchSource<Event>, SourceError> {
     let path = path.as_ref();
     let files = Arc::new(InputFiles::resolve(path)?);
     let total = files.total_bytes();
     Ok(BatchSource::new(
         format!("nexmark-replay({})", path.display()),
         Some(1),
-        move |_: &ProcessorContext| ReplayReader::new(Arc::clone(&files)),
+        move |_: &ProcessorContext| ReplayReader::with_options(Arc::clone(&files), options),
     )
     .with_size_hint(total))
 }
 
-/// The reader behind [`replay`]: parses each line of its share of the files into an
-/// [`Event`], counting and logging the lines that do not parse.
+/// The NEXMark event file format for [`ChunkedReader`]: one event per line, parsed strictly
+/// by [`parse_line`]; a blank line is malformed too.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EventLines;
+
+impl ChunkFormat for EventLines {
+    type Item = Event;
+    type Error = ParseError;
+    type Header = ();
+
+    fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<Event, ParseError>) {
+        // About one event per 100 bytes or more.
+        out.reserve(chunk.len() / 128);
+        for_each_line(chunk, |number, line, end| match parse_line(line) {
+            Ok(event) => out.push(event, end),
+            Err(e) => out.push_malformed(number, e, end),
+        });
+    }
+}
+
+/// The reader behind [`replay`]: parses the lines of its files into [`Event`]s on a pool of
+/// threads and hands them out in file order, counting and logging the lines that do not parse.
 pub struct ReplayReader {
-    lines: LineReader,
+    chunks: ChunkedReader<EventLines>,
     malformed: MalformedLog,
     events: Counter,
     bytes: Counter,
+    /// Bytes already added to `bytes`.
+    counted: u64,
 }
 
 impl ReplayReader {
-    /// A reader of `files`. It reads the share of the instance it is opened as: everything,
-    /// for the single instance of [`replay`].
+    /// A reader of `files`, parsing on every core. It reads the share of the instance it is
+    /// opened as: everything, for the single instance of [`replay`].
     pub fn new(files: Arc<InputFiles>) -> Self {
+        Self::with_options(files, ChunkOptions::default())
+    }
+
+    /// A reader of `files`, cut and parsed as `options` say.
+    pub fn with_options(files: Arc<InputFiles>, options: ChunkOptions) -> Self {
         ReplayReader {
-            lines: LineReader::new(files, true),
+            chunks: ChunkedReader::new(Arc::new(EventLines), files, options),
             malformed: MalformedLog::new(),
             events: Counter::default(),
             bytes: Counter::default(),
+            counted: 0,
         }
     }
 
@@ -269,7 +328,8 @@ impl SourceReader for ReplayReader {
     type Item = Event;
 
     fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
-        self.lines.open(ctx.global_index(), ctx.total_parallelism());
+        self.chunks
+            .open(ctx.global_index(), ctx.total_parallelism());
         self.malformed.open(ctx);
         self.events = ctx.metrics().counter("events");
         self.bytes = ctx.metrics().counter("bytes");
@@ -278,22 +338,14 @@ impl SourceReader for ReplayReader {
 
     fn read(&mut self, out: &mut Emitter<'_, Event>) -> Result<bool, BoxError> {
         let malformed = &mut self.malformed;
-        let (mut events, mut bytes) = (0u64, 0u64);
-        let done = self.lines.read(|line| {
-            bytes += line.raw_len as u64;
-            match parse_line(line.bytes) {
-                Ok(event) => {
-                    events += 1;
-                    out.emit(event)
-                }
-                Err(e) => {
-                    malformed.record(line.path, line.number, &e);
-                    true
-                }
-            }
-        });
-        self.events.add(events);
-        self.bytes.add(bytes);
+        let before = out.room();
+        let done = self
+            .chunks
+            .read(out, |path, line, e| malformed.record(path, line, e));
+        self.events.add((before - out.room()) as u64);
+        let read = self.chunks.bytes_read();
+        self.bytes.add(read - self.counted);
+        self.counted = read;
         Ok(done?)
     }
 
@@ -301,13 +353,17 @@ impl SourceReader for ReplayReader {
         false
     }
 
-    /// A byte offset in a file: see [`LineReader::position`].
+    /// A file, a byte offset and a line number, just after the last event handed out (not
+    /// what the parser threads parsed ahead): see [`ChunkedReader::position`].
     fn position(&self) -> Option<Vec<u8>> {
-        Some(self.lines.position())
+        Some(self.chunks.position())
     }
 
+    /// Cuts chunks from the position on; `bytes` counts what is read after it.
     fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
-        Ok(self.lines.seek(position)?)
+        self.chunks.seek(position)?;
+        self.counted = self.chunks.bytes_read();
+        Ok(())
     }
 
     fn close(&mut self) -> Result<(), BoxError> {
@@ -345,20 +401,28 @@ pub struct EventFile {
 /// # Errors
 /// As [`replay`], and [`SourceError::Io`] if a read fails.
 pub fn read_events(path: impl AsRef<Path>) -> Result<EventFile, SourceError> {
+    read_events_with(path, ChunkOptions::default())
+}
+
+/// [`read_events`], with the file cut and parsed as `options` say.
+///
+/// # Errors
+/// As [`read_events`].
+pub fn read_events_with(
+    path: impl AsRef<Path>,
+    options: ChunkOptions,
+) -> Result<EventFile, SourceError> {
     let files = Arc::new(InputFiles::resolve(path.as_ref())?);
-    let mut lines = LineReader::new(files, true);
-    lines.open(0, 1);
+    let mut chunks = ChunkedReader::new(Arc::new(EventLines), files, options);
+    chunks.open(0, 1);
     let mut file = EventFile::default();
-    while !lines.read(|line| {
-        match parse_line(line.bytes) {
-            Ok(event) => file.events.push(event),
-            Err(error) => file.malformed.push(MalformedLine {
-                path: line.path.to_owned(),
-                line: line.number,
-                error,
-            }),
-        }
-        true
+    let mut out = Emitter::unbounded(&mut file.events);
+    while !chunks.read(&mut out, |path, line, error| {
+        file.malformed.push(MalformedLine {
+            path: path.to_owned(),
+            line,
+            error: error.clone(),
+        });
     })? {}
     Ok(file)
 }
@@ -572,6 +636,66 @@ mod tests {
         }
         assert_eq!(got, expected);
         assert_eq!(reader.malformed().count(), 0);
+    }
+
+    /// The replay parses ahead on threads, but its position is just after the last event
+    /// handed out: a reader moved there goes on with exactly the events and malformed lines
+    /// (same numbers) that came after it, across chunks, CRLF, a long line and two files.
+    #[test]
+    fn a_replay_resumed_at_any_position_goes_on_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let events: Vec<Event> = Generator::new(config(600)).unwrap().iter().collect();
+        for (f, part) in events.chunks(300).enumerate() {
+            let mut text = Vec::new();
+            for (i, e) in part.iter().enumerate() {
+                match i {
+                    5 | 150 | 299 => text.extend_from_slice(b"{\"bid\":broken\r\n"),
+                    9 => {
+                        text.extend_from_slice(&[b'x'; 3000]);
+                        text.push(b'\n');
+                    }
+                    _ => {}
+                }
+                e.write_json_line(&mut text);
+                if i % 3 == 0 {
+                    text.pop();
+                    text.extend_from_slice(b"\r\n");
+                }
+            }
+            fs::write(dir.path().join(format!("{f}.jsonl")), text).unwrap();
+        }
+        let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let options = ChunkOptions {
+            threads: 2,
+            chunk_bytes: 700,
+        };
+        let ctx = || ProcessorContext::new("test", 0, 1, 0);
+        let mut reader = ReplayReader::with_options(Arc::clone(&files), options);
+        reader.open(&ctx()).unwrap();
+        let (mut got, mut positions) = (Vec::new(), Vec::new());
+        for batch in (1..).map(|k| k % 23 + 1) {
+            positions.push((
+                got.len(),
+                reader.malformed().logged().len(),
+                reader.position(),
+            ));
+            let limit = got.len() + batch;
+            if reader.read(&mut Emitter::new(&mut got, limit)).unwrap() {
+                break;
+            }
+        }
+        assert!(got == events, "{} events of {}", got.len(), events.len());
+        let bad = reader.malformed().logged().to_vec();
+        assert_eq!(bad.len(), 2 * 4);
+        for (k, b, position) in positions {
+            let mut resumed = ReplayReader::with_options(Arc::clone(&files), options);
+            resumed.open(&ctx()).unwrap();
+            resumed.seek(&position.unwrap()).unwrap();
+            let mut rest = Vec::new();
+            while !resumed.read(&mut Emitter::unbounded(&mut rest)).unwrap() {}
+            assert!(rest == events[k..], "resumed after {k} events");
+            assert_eq!(resumed.malformed().logged(), &bad[b..], "after {k} events");
+        }
     }
 
     #[test]

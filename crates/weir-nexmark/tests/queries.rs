@@ -169,3 +169,92 @@ fn q8_rows_are_distinct_by_id_name_and_window() {
     assert_eq!(want.len(), 2, "{want:?}");
     assert_eq!(got, want);
 }
+
+/// The replay parses on a pool of threads in chunks; the results must be a single reader's:
+/// the same rows, late events and malformed lines with their numbers, at every parallelism,
+/// on a file with events out of order, late events, malformed lines, invalid UTF-8, CRLF line
+/// ends, lines longer than a chunk and no final newline.
+#[test]
+fn parallel_parsing_gives_the_single_readers_results() {
+    use weir::sources::chunked::ChunkOptions;
+    use weir::sources::files::{InputFiles, LineReader};
+
+    let config = config(12_000, 3_000);
+    let events: Vec<Event> = Generator::new(config).unwrap().iter().collect();
+    let mut text = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let mut json = e.to_json();
+        if i % 1500 == 7 {
+            // A line longer than the chunks below.
+            let long = format!("\"extra\":\"{}\",\"z\":\"", "y".repeat(9_000));
+            json = json.replacen("\"extra\":\"", &long, 1);
+        }
+        if i % 997 == 1 {
+            // A field of the wrong type.
+            json = json.replacen("\"date_time\":", "\"date_time\":1.5,\"x\":", 1);
+        }
+        let mut line = json.into_bytes();
+        match i % 997 {
+            // Invalid UTF-8 inside a string; broken JSON; a blank line.
+            2 => line.splice(10..10, [0xff, 0xfe]).for_each(drop),
+            3 => line.truncate(line.len() / 2),
+            4 => text.extend_from_slice(b"\r\n"), // a blank line before this one
+            _ => {}
+        }
+        text.extend_from_slice(&line);
+        if i + 1 < events.len() {
+            text.extend_from_slice(if i % 2 == 0 { b"\r\n" } else { b"\n" });
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("events.jsonl");
+    std::fs::write(&file, &text).unwrap();
+
+    // The single reader: line by line, in file order, with serde_json alone.
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    let mut lines = LineReader::new(
+        std::sync::Arc::new(InputFiles::resolve(&file).unwrap()),
+        true,
+    );
+    lines.open(0, 1);
+    while !lines
+        .read(|line| {
+            match weir_nexmark::parse::parse_line_serde(line.bytes) {
+                Ok(e) => good.push(e),
+                Err(e) => bad.push((line.number, e)),
+            }
+            true
+        })
+        .unwrap()
+    {}
+    assert!(
+        bad.len() >= 4 * 12,
+        "the file has malformed lines: {}",
+        bad.len()
+    );
+
+    for threads in [1, 2, 4] {
+        let options = ChunkOptions {
+            threads,
+            chunk_bytes: 4096,
+        };
+        let read = source::read_events_with(&file, options).unwrap();
+        assert_eq!(read.events, good, "{threads} threads: events");
+        let got_bad: Vec<_> = read
+            .malformed
+            .into_iter()
+            .map(|m| (m.line, m.error))
+            .collect();
+        assert_eq!(got_bad, bad, "{threads} threads: malformed lines");
+
+        for query in [Query::Q0, Query::Q5, Query::Q7] {
+            let replay = source::stream_replay_with(&file, options).unwrap();
+            let (got, late) = run(query, replay, 1_000, threads);
+            let (want, want_late) = expected(query, &good, 1_000);
+            assert!(want_late > 0, "the test needs late events");
+            assert_eq!(late, want_late, "{query}, {threads} threads: late events");
+            assert_eq!(got, want, "{query}, {threads} threads");
+        }
+    }
+}

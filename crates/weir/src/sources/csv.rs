@@ -2,8 +2,11 @@
 //!
 //! [`records`] takes the same paths as [`files::text`](super::files::text) (a file, a
 //! directory or a glob pattern). A CSV record may span lines (a quoted field with a newline),
-//! so files are not split by byte range: instance `i` of `n` reads files `i`, `i + n`, ...
-//! A row that does not fit `T` is skipped and counted, never an error.
+//! so files are not split by byte range between instances: instance `i` of `n` reads files
+//! `i`, `i + n`, ... Within an instance, each file is cut into chunks at record ends
+//! (newlines outside quoted fields) that a pool of threads parses
+//! ([`chunked`](super::chunked)); the rows come back in file order, with the line numbers a
+//! single reader gives. A row that does not fit `T` is skipped and counted, never an error.
 //!
 //! ```no_run
 //! use weir::prelude::*;
@@ -26,18 +29,17 @@
 //! `tracing::warn!`, naming the file and the 1-based line number; a summary follows at close.
 //! Blank lines are skipped silently and not counted.
 
-use std::fs::File;
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 
 use csv::ByteRecord;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use weir_core::{BoxError, Item, ProcessorContext};
+use weir_core::Item;
 
-use super::files::{InputFiles, MalformedLog, SourceError};
-use super::{BatchSource, Emitter, SourceReader};
+use super::BatchSource;
+use super::chunked::{ChunkFormat, ChunkOptions, ChunkedSource, Parsed, RecordEnd};
+use super::files::{InputFiles, SourceError};
 
 /// Creates a source that reads the CSV files at `path`, one `T` per row.
 ///
@@ -50,9 +52,10 @@ use super::{BatchSource, Emitter, SourceReader};
 /// A malformed row is counted in `malformed_records` and logged with its file and line
 /// number; it does not fail the job.
 ///
-/// Cost: the row is parsed into a reused record buffer and deserialized from it, so only
-/// `T`'s own fields allocate. Reads go through a 256 KiB buffer; each `read` call handles
-/// about 64 KiB, read ahead on an I/O thread per instance.
+/// Cost: each file is read in 1 MiB chunks, cut by a scan for the last newline outside
+/// quotes, and parsed on a pool of threads (one per core): a row is parsed into a reused
+/// record buffer and deserialized from it, so only `T`'s own fields allocate. The rows are
+/// handed out in file order, read ahead on an I/O thread per instance.
 ///
 /// # Errors
 /// As [`files::text`](super::files::text): [`SourceError::NotFound`],
@@ -62,236 +65,235 @@ use super::{BatchSource, Emitter, SourceReader};
 pub fn records<T: DeserializeOwned + Item>(
     path: impl AsRef<Path>,
 ) -> Result<BatchSource<T>, SourceError> {
+    records_with(path, ChunkOptions::default())
+}
+
+/// [`records`], with each file cut and parsed as `options` say: `threads: 1` parses on the
+/// instance's reading thread alone.
+///
+/// # Errors
+/// As [`records`].
+pub fn records_with<T: DeserializeOwned + Item>(
+    path: impl AsRef<Path>,
+    options: ChunkOptions,
+) -> Result<BatchSource<T>, SourceError> {
     let path = path.as_ref();
     let files = Arc::new(InputFiles::resolve(path)?);
+    let format = Arc::new(CsvFormat::<T>::default());
     Ok(BatchSource::new(
         format!("csv({})", path.display()),
         None,
-        move |_| CsvReader::<T>::new(Arc::clone(&files)),
+        move |_| ChunkedSource::new(Arc::clone(&format), Arc::clone(&files), options),
     ))
 }
 
-/// The read buffer of each file.
-const READ_BUFFER: usize = 256 * 1024;
-
-/// About how many bytes a reader handles per `read` call.
-const READ_BUDGET: u64 = 64 * 1024;
-
-/// Where a [`CsvReader`] is, as saved in a snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-enum CsvPosition {
-    /// Before file `file` (past the last: done).
-    Next { file: usize },
-    /// In file `file`, where the record numbered `record` starts at `byte`, on `line`.
-    In {
-        file: usize,
-        byte: u64,
-        line: u64,
-        record: u64,
+/// What is wrong with a malformed CSV row.
+#[derive(Debug, thiserror::Error)]
+pub enum RowError {
+    /// The row has another number of fields than the header row.
+    #[error("the row has {found} fields, but the header row has {expected}")]
+    FieldCount {
+        /// Fields in the header row.
+        expected: usize,
+        /// Fields in this row.
+        found: usize,
     },
+    /// The row cannot be read or does not deserialize into its type.
+    #[error("{0}")]
+    Csv(#[from] csv::Error),
 }
 
-/// The file being read.
-struct OpenFile {
-    file: usize,
-    reader: csv::Reader<File>,
-    headers: ByteRecord,
-}
+/// CSV with a header row, for a [`ChunkedReader`](super::chunked::ChunkedReader): each
+/// file's first record is its header, and each later record deserializes into a `T` by
+/// column name. Records end at a newline outside quotes, so a chunk is never cut inside a
+/// quoted field.
+pub struct CsvFormat<T>(PhantomData<fn() -> T>);
 
-/// The reader behind [`records`].
-struct CsvReader<T> {
-    files: Arc<InputFiles>,
-    /// The next file this instance reads, and the step to the one after.
-    next_file: usize,
-    step: usize,
-    current: Option<OpenFile>,
-    record: ByteRecord,
-    malformed: MalformedLog,
-    _item: PhantomData<fn() -> T>,
-}
-
-impl<T> CsvReader<T> {
-    fn new(files: Arc<InputFiles>) -> Self {
-        CsvReader {
-            files,
-            next_file: 0,
-            step: 1,
-            current: None,
-            record: ByteRecord::new(),
-            malformed: MalformedLog::new(),
-            _item: PhantomData,
-        }
+impl<T> Default for CsvFormat<T> {
+    fn default() -> Self {
+        CsvFormat(PhantomData)
     }
 }
 
-fn open_file(files: &InputFiles, file: usize) -> Result<OpenFile, SourceError> {
-    let path = &files.files[file].path;
-    let input = File::open(path).map_err(|source| SourceError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let mut reader = csv::ReaderBuilder::new()
-        .buffer_capacity(READ_BUFFER)
-        .from_reader(input);
-    let headers = reader
-        .byte_headers()
-        .map_err(|source| SourceError::Csv {
-            path: path.clone(),
-            source,
-        })?
-        .clone();
-    Ok(OpenFile {
-        file,
-        reader,
-        headers,
-    })
-}
-
-impl<T: DeserializeOwned + Item> SourceReader for CsvReader<T> {
+impl<T: DeserializeOwned + Item> ChunkFormat for CsvFormat<T> {
     type Item = T;
+    type Error = RowError;
+    type Header = ByteRecord;
 
-    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
-        self.next_file = ctx.global_index();
-        self.step = ctx.total_parallelism().max(1);
-        self.current = None;
-        self.malformed.open(ctx);
-        Ok(())
+    fn last_record_end(&self, bytes: &[u8]) -> Option<usize> {
+        last_record_end(bytes)
     }
 
-    fn read(&mut self, out: &mut Emitter<'_, T>) -> Result<bool, BoxError> {
-        let mut budget = READ_BUDGET;
-        loop {
-            let open = match self.current {
-                Some(ref mut open) => open,
-                None if self.next_file >= self.files.files.len() => return Ok(true),
-                None => {
-                    let file = self.next_file;
-                    self.next_file += self.step;
-                    self.current.insert(open_file(&self.files, file)?)
-                }
-            };
-            let path = &self.files.files[open.file].path;
-            let start = open.reader.position().byte();
-            loop {
-                match open.reader.read_byte_record(&mut self.record) {
-                    Ok(false) => break,
-                    Ok(true) => match self.record.deserialize::<T>(Some(&open.headers)) {
-                        Ok(item) => {
-                            if !out.emit(item) {
-                                return Ok(false);
-                            }
-                        }
-                        Err(e) => {
-                            let line = self.record.position().map_or(0, csv::Position::line);
-                            self.malformed.record(path, line, &e);
-                        }
-                    },
-                    Err(source) if source.is_io_error() => {
-                        return Err(SourceError::Csv {
-                            path: path.clone(),
-                            source,
-                        }
-                        .into());
-                    }
-                    Err(e) => {
-                        let line = e.position().map_or(0, csv::Position::line);
-                        self.malformed.record(path, line, &e);
-                    }
-                }
-                if open.reader.position().byte() - start >= budget {
-                    return Ok(false);
-                }
-            }
-            budget = budget.saturating_sub(open.reader.position().byte() - start);
-            self.current = None;
-        }
+    fn has_header(&self) -> bool {
+        true
     }
 
-    fn is_cooperative(&self) -> bool {
-        false
-    }
-
-    /// A file index and the byte offset, line and record number of the next record.
-    fn position(&self) -> Option<Vec<u8>> {
-        let at = match &self.current {
-            Some(open) => {
-                let p = open.reader.position();
-                CsvPosition::In {
-                    file: open.file,
-                    byte: p.byte(),
-                    line: p.line(),
-                    record: p.record(),
-                }
-            }
-            None => CsvPosition::Next {
-                file: self.next_file,
-            },
-        };
-        Some(super::encode_position(&at))
-    }
-
-    /// Opens the file of the position, reads its header row and seeks to the record.
-    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
-        let at: CsvPosition =
-            super::decode_position(position).map_err(|reason| SourceError::Position { reason })?;
-        let file = match at {
-            CsvPosition::Next { file } | CsvPosition::In { file, .. } => file,
-        };
-        // Files `i`, `i + n`, ... are this instance's: `next_file` is `i` after `open`.
-        if file % self.step != self.next_file % self.step {
-            return Err(SourceError::Position {
-                reason: format!(
-                    "file {file} is not read by instance {} of {}",
-                    self.next_file % self.step,
-                    self.step
-                ),
-            }
-            .into());
-        }
-        self.current = None;
-        self.next_file = file;
-        if let CsvPosition::In {
-            file,
-            byte,
-            line,
-            record,
-        } = at
-        {
-            if file >= self.files.files.len() {
-                return Err(SourceError::Position {
-                    reason: format!("there is no file {file}; the input files changed"),
-                }
-                .into());
-            }
-            let mut open = open_file(&self.files, file)?;
-            let mut p = csv::Position::new();
-            p.set_byte(byte).set_line(line).set_record(record);
-            let path = &self.files.files[file].path;
-            open.reader.seek(p).map_err(|source| SourceError::Csv {
-                path: path.clone(),
+    fn read_header(&self, path: &Path, bytes: &[u8]) -> Result<(ByteRecord, usize), SourceError> {
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(bytes);
+        let mut header = ByteRecord::new();
+        reader
+            .read_byte_record(&mut header)
+            .map_err(|source| SourceError::Csv {
+                path: path.to_owned(),
                 source,
             })?;
-            self.current = Some(open);
-            self.next_file = file + self.step;
-        }
-        Ok(())
+        Ok((header, record_end(bytes, reader.position().byte() as usize)))
     }
 
-    fn close(&mut self) -> Result<(), BoxError> {
-        self.current = None;
-        self.malformed.close();
-        Ok(())
+    fn parse(&self, chunk: &[u8], header: &ByteRecord, out: &mut Parsed<T, RowError>) {
+        // Flexible, so that a row of the wrong length is reported here, against the header
+        // row, rather than against the chunk's first row.
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(chunk);
+        let mut record = ByteRecord::new();
+        let mut lines = LineCursor::default();
+        loop {
+            match reader.read_byte_record(&mut record) {
+                Ok(false) => break,
+                Ok(true) => {
+                    let start = record.position().map_or(0, csv::Position::byte) as usize;
+                    let line = lines.line_at(chunk, start);
+                    let end = lines.end_at(chunk, reader.position().byte() as usize);
+                    if record.len() != header.len() {
+                        let error = RowError::FieldCount {
+                            expected: header.len(),
+                            found: record.len(),
+                        };
+                        out.push_malformed(line, error, end);
+                        continue;
+                    }
+                    match record.deserialize::<T>(Some(header)) {
+                        Ok(item) => out.push(item, end),
+                        Err(e) => out.push_malformed(line, e.into(), end),
+                    }
+                }
+                Err(e) => {
+                    let start = e.position().map_or(0, csv::Position::byte) as usize;
+                    let line = lines.line_at(chunk, start);
+                    let end = lines.end_at(chunk, reader.position().byte() as usize);
+                    out.push_malformed(line, e.into(), end);
+                }
+            }
+        }
     }
+}
+
+/// Numbers the records of a chunk by the line they start on, counting newlines as the
+/// records go by.
+///
+/// The csv crate's own line number is one short for a record after a `\r\n`: it takes the
+/// record's start before the `\n` of the previous terminator. So the line is counted from
+/// the record's byte offset, past the line ends (and blank lines, which are skipped) before it.
+#[derive(Default)]
+struct LineCursor {
+    byte: usize,
+    line: u64,
+}
+
+impl LineCursor {
+    /// The 1-based line of the record whose reading started at byte `start` of `chunk`;
+    /// `start` does not decrease from one call to the next.
+    fn line_at(&mut self, chunk: &[u8], start: usize) -> u64 {
+        let mut start = start.min(chunk.len());
+        while let Some(b'\r' | b'\n') = chunk.get(start) {
+            start += 1;
+        }
+        self.count_to(chunk, start);
+        self.line + 1
+    }
+
+    /// Where the record that the csv reader left at byte `at` of `chunk` ends: past its
+    /// `\n` (the reader stops after the `\r` of a `\r\n`). Not before the last call's byte.
+    fn end_at(&mut self, chunk: &[u8], at: usize) -> RecordEnd {
+        self.count_to(chunk, record_end(chunk, at));
+        RecordEnd {
+            byte: self.byte,
+            lines: self.line,
+        }
+    }
+
+    /// Counts the newlines up to byte `to`.
+    fn count_to(&mut self, chunk: &[u8], to: usize) {
+        if to > self.byte {
+            self.line += memchr::memchr_iter(b'\n', &chunk[self.byte..to]).count() as u64;
+            self.byte = to;
+        }
+    }
+}
+
+/// Where the record that a csv reader of `bytes` left at byte `at` ends: past its `\n`
+/// (the reader stops after the `\r` of a `\r\n`).
+fn record_end(bytes: &[u8], at: usize) -> usize {
+    let at = at.min(bytes.len());
+    if at > 0 && bytes[at - 1] == b'\r' && bytes.get(at) == Some(&b'\n') {
+        at + 1
+    } else {
+        at
+    }
+}
+
+/// Where the last record of `bytes` (which starts at a record's start) ends: after the last
+/// `\n` outside a quoted field. The states follow the csv crate's reader: a quote opens a
+/// quoted field only at the start of a field, and `""` inside one is an escaped quote.
+fn last_record_end(bytes: &[u8]) -> Option<usize> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        FieldStart,
+        Quoted,
+        /// A quote inside a quoted field: its end, or the first of `""`.
+        QuoteInQuoted,
+    }
+    let mut state = State::FieldStart;
+    let mut last = None;
+    let mut at = 0;
+    while at < bytes.len() {
+        match state {
+            State::Quoted => match memchr::memchr(b'"', &bytes[at..]) {
+                Some(i) => {
+                    at += i + 1;
+                    state = State::QuoteInQuoted;
+                }
+                None => break,
+            },
+            State::FieldStart if bytes[at] == b'"' => {
+                at += 1;
+                state = State::Quoted;
+            }
+            State::QuoteInQuoted if bytes[at] == b'"' => {
+                at += 1;
+                state = State::Quoted;
+            }
+            _ => match memchr::memchr3(b',', b'\n', b'\r', &bytes[at..]) {
+                Some(i) => {
+                    at += i;
+                    if bytes[at] == b'\n' {
+                        last = Some(at + 1);
+                    }
+                    at += 1;
+                    state = State::FieldStart;
+                }
+                None => break,
+            },
+        }
+    }
+    last
 }
 
 #[cfg(test)]
 mod tests {
     use std::fs;
 
+    use proptest::prelude::*;
     use serde::Deserialize;
+    use weir_core::ProcessorContext;
 
     use super::*;
     use crate::sources::files::testing::{check_resume, run, run_all, run_throttled};
+    use crate::sources::{Emitter, SourceReader};
 
     #[derive(Debug, Clone, PartialEq, Deserialize)]
     struct Person {
@@ -306,9 +308,16 @@ mod tests {
         }
     }
 
-    fn reader(path: &Path) -> impl Fn() -> CsvReader<Person> {
+    fn reader_with(
+        path: &Path,
+        options: ChunkOptions,
+    ) -> impl Fn() -> ChunkedSource<CsvFormat<Person>> {
         let files = Arc::new(InputFiles::resolve(path).unwrap());
-        move || CsvReader::new(Arc::clone(&files))
+        move || ChunkedSource::new(Arc::new(CsvFormat::default()), Arc::clone(&files), options)
+    }
+
+    fn reader(path: &Path) -> impl Fn() -> ChunkedSource<CsvFormat<Person>> {
+        reader_with(path, ChunkOptions::with_threads(2))
     }
 
     #[test]
@@ -325,17 +334,17 @@ mod tests {
         for index in 0..2 {
             let (items, resumed) = check_resume(reader(dir.path()), index, 2);
             all.extend(items);
-            let whole = resumed[0].malformed.logged.clone();
+            let whole = resumed[0].malformed().logged().to_vec();
             for r in &resumed {
                 assert!(
-                    whole.ends_with(&r.malformed.logged),
+                    whole.ends_with(r.malformed().logged()),
                     "{:?}",
-                    r.malformed.logged
+                    r.malformed().logged()
                 );
             }
             let lines: Vec<u64> = whole.iter().map(|(_, l)| *l).collect();
-            // A whole read numbers them as the csv crate does.
-            assert_eq!(lines, if index == 0 { vec![4] } else { vec![3] });
+            // The line each bad row starts on (`bad,x` after a quoted field over two lines).
+            assert_eq!(lines, if index == 0 { vec![5] } else { vec![3] });
         }
         assert_eq!(
             all,
@@ -381,7 +390,7 @@ mod tests {
             ]
         );
         assert_eq!(ctx.metrics().snapshot().counter("malformed_records"), 2);
-        let lines: Vec<u64> = r.malformed.logged.iter().map(|(_, l)| *l).collect();
+        let lines: Vec<u64> = r.malformed().logged().iter().map(|(_, l)| *l).collect();
         assert_eq!(lines, [3, 4]);
     }
 
@@ -440,6 +449,119 @@ mod tests {
         assert!(run_all(reader(&path), 2).is_empty());
         fs::write(&path, "name,age\n").unwrap();
         assert!(run_all(reader(&path), 1).is_empty());
+    }
+
+    /// The single reader: the csv crate over the whole file. Rows and malformed lines.
+    fn single_reader(path: &Path) -> (Vec<Person>, Vec<u64>) {
+        let mut reader = csv::Reader::from_path(path).unwrap();
+        let headers = reader.byte_headers().unwrap().clone();
+        let (mut rows, mut bad) = (Vec::new(), Vec::new());
+        let mut record = ByteRecord::new();
+        let content = fs::read(path).unwrap();
+        // The line a record starts on, past the line ends before it (see `LineCursor`).
+        let line_of = |start: u64| {
+            let mut start = start as usize;
+            while let Some(b'\r' | b'\n') = content.get(start) {
+                start += 1;
+            }
+            1 + content[..start].iter().filter(|&&b| b == b'\n').count() as u64
+        };
+        loop {
+            match reader.read_byte_record(&mut record) {
+                Ok(false) => break,
+                Ok(true) => match record.deserialize::<Person>(Some(&headers)) {
+                    Ok(p) => rows.push(p),
+                    Err(_) => bad.push(line_of(record.position().unwrap().byte())),
+                },
+                Err(e) => bad.push(line_of(e.position().unwrap().byte())),
+            }
+        }
+        (rows, bad)
+    }
+
+    fn csv_content() -> impl Strategy<Value = Vec<u8>> {
+        let field = prop_oneof![
+            "[a-z]{0,5}",
+            "[0-9]{1,3}",
+            // Quoted, with commas, newlines, CRLF and escaped quotes inside.
+            "\"([a-z,\n]|\r\n|\"\"){0,12}\"",
+            "[a-z]{30,60}",
+        ];
+        (
+            prop::collection::vec(prop::collection::vec(field, 1..=3), 0..25),
+            any::<bool>(),
+            any::<bool>(),
+            prop::collection::vec((any::<prop::sample::Index>(), 0x80u8..=0xff), 0..2),
+        )
+            .prop_map(|(rows, crlf, final_newline, invalid)| {
+                let end = if crlf { "\r\n" } else { "\n" };
+                let mut text = String::from("name,age");
+                for row in rows {
+                    text.push_str(end);
+                    text.push_str(&row.join(","));
+                }
+                if final_newline {
+                    text.push_str(end);
+                }
+                let mut bytes = text.into_bytes();
+                for (at, byte) in invalid {
+                    let i = at.index(bytes.len() + 1);
+                    bytes.insert(i, byte);
+                }
+                bytes
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// Whatever the threads and the chunk size, the rows and the malformed rows' lines
+        /// are the csv crate's, reading the whole file alone.
+        #[test]
+        fn chunked_parsing_is_the_single_reader(
+            content in csv_content(),
+            threads in 1..=4usize,
+            chunk_bytes in 1..64usize,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("a.csv");
+            fs::write(&path, &content).unwrap();
+            let (rows, bad) = single_reader(&path);
+            let mut r = reader_with(&path, ChunkOptions { threads, chunk_bytes })();
+            let ctx = ProcessorContext::new("test", 0, 1, 0);
+            r.open(&ctx).unwrap();
+            let mut out = Vec::new();
+            while !r.read(&mut Emitter::unbounded(&mut out)).unwrap() {}
+            r.close().unwrap();
+            let logged: Vec<u64> = r.malformed().logged().iter().map(|(_, l)| *l).collect();
+            prop_assert_eq!(out, rows);
+            prop_assert_eq!(ctx.metrics().snapshot().counter("malformed_records"), bad.len() as u64);
+            prop_assert_eq!(logged, bad.into_iter().take(20).collect::<Vec<_>>());
+        }
+
+        /// A reader moved to the position taken after any row goes on with exactly the
+        /// rows after it, and the malformed rows after it with their lines.
+        #[test]
+        fn a_seek_resumes_after_any_row(
+            content in csv_content(),
+            threads in 1..=3usize,
+            chunk_bytes in 1..64usize,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("a.csv");
+            fs::write(&path, &content).unwrap();
+            let (rows, bad) = single_reader(&path);
+            let (items, resumed) = check_resume(reader_with(&path, ChunkOptions { threads, chunk_bytes }), 0, 1);
+            prop_assert_eq!(items, rows);
+            // Each logs the first 20 one by one: those of the malformed rows after it.
+            for r in &resumed {
+                let lines: Vec<u64> = r.malformed().logged().iter().map(|(_, l)| *l).collect();
+                let after = |m: usize| bad[m..].iter().take(20).eq(lines.iter());
+                prop_assert!((0..=bad.len()).any(after), "{:?} of {:?}", lines, bad);
+            }
+            let whole: Vec<u64> = resumed[0].malformed().logged().iter().map(|(_, l)| *l).collect();
+            prop_assert_eq!(whole, bad.into_iter().take(20).collect::<Vec<_>>());
+        }
     }
 
     #[test]

@@ -150,7 +150,7 @@ const SCAN_BUDGET: u64 = 4 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct InputFile {
     pub(crate) path: PathBuf,
-    len: u64,
+    pub(crate) len: u64,
     /// Where the file starts in the concatenation of all the files.
     offset: u64,
 }

@@ -33,6 +33,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use weir_core::{BoxError, Item, ProcessorContext};
 
+use super::chunked::{ChunkFormat, Parsed, for_each_line};
 use super::files::{InputFiles, LineReader, MalformedLog, SourceError};
 use super::{BatchSource, Emitter, SourceReader};
 
@@ -65,8 +66,7 @@ pub fn lines<T: DeserializeOwned + Item>(
     ))
 }
 
-/// Resolves `path` and returns a factory of JSON Lines readers over it, shared by the batch
-/// source and the stream replay source.
+/// Resolves `path` and returns a factory of JSON Lines readers over it.
 pub(crate) fn reader_factory<T: DeserializeOwned + Item>(
     path: &Path,
 ) -> Result<
@@ -137,6 +137,35 @@ impl<T: DeserializeOwned + Item> SourceReader for JsonReader<T> {
     }
 }
 
+/// JSON Lines for a [`ChunkedReader`](super::chunked::ChunkedReader): one `T` per line by serde_json; a blank line is
+/// skipped, any other line that does not parse is malformed.
+pub struct JsonLinesFormat<T>(PhantomData<fn() -> T>);
+
+impl<T> Default for JsonLinesFormat<T> {
+    fn default() -> Self {
+        JsonLinesFormat(PhantomData)
+    }
+}
+
+impl<T: DeserializeOwned + Item> ChunkFormat for JsonLinesFormat<T> {
+    type Item = T;
+    type Error = serde_json::Error;
+    type Header = ();
+
+    fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<T, serde_json::Error>) {
+        for_each_line(chunk, |number, line, end| {
+            match serde_json::from_slice::<T>(line) {
+                Ok(item) => out.push(item, end),
+                Err(e) => {
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        out.push_malformed(number, e, end);
+                    }
+                }
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -192,10 +221,8 @@ mod tests {
         assert!(r.malformed.logged.iter().all(|(p, _)| *p == path));
     }
 
-    #[test]
-    fn a_seek_resumes_after_the_last_record_and_malformed_lines_keep_their_numbers() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.jsonl");
+    /// Files with CRLF, blank and malformed lines, across two files.
+    fn resume_files(dir: &Path) {
         let mut content = String::new();
         for i in 1..=40u64 {
             match i % 7 {
@@ -204,27 +231,59 @@ mod tests {
                 _ => content.push_str(&format!("{{\"name\":\"r{i}\",\"n\":{i}}}\r\n")),
             }
         }
-        fs::write(&path, &content).unwrap();
-        fs::write(
-            dir.path().join("b.jsonl"),
-            "{\"name\":\"b\",\"n\":1}\nbad\n",
-        )
-        .unwrap();
-        let (items, resumed) = check_resume(reader(dir.path()), 0, 1);
-        assert_eq!(items.len(), 40 - 5 - 6 + 1);
-        // Every resumed reader logged the malformed lines after its position, with the
-        // numbers a whole read gives.
-        let whole: Vec<(PathBuf, u64)> = resumed[0].malformed.logged.clone();
+        fs::write(dir.join("a.jsonl"), &content).unwrap();
+        fs::write(dir.join("b.jsonl"), "{\"name\":\"b\",\"n\":1}\nbad\n").unwrap();
+    }
+
+    /// Every resumed reader logged the malformed lines after its position, with the numbers
+    /// a whole read gives.
+    fn check_resumed_malformed(resumed: &[&MalformedLog]) {
+        let whole: Vec<(PathBuf, u64)> = resumed[0].logged().to_vec();
         let lines: Vec<u64> = whole.iter().map(|(_, l)| *l).collect();
         assert_eq!(lines, [7, 14, 21, 28, 35, 2]);
-        for r in &resumed {
-            assert!(
-                whole.ends_with(&r.malformed.logged),
-                "{:?}",
-                r.malformed.logged
-            );
+        for r in resumed {
+            assert!(whole.ends_with(r.logged()), "{:?}", r.logged());
         }
-        assert!(resumed.last().unwrap().malformed.logged.is_empty());
+        assert!(resumed.last().unwrap().logged().is_empty());
+    }
+
+    #[test]
+    fn a_seek_resumes_after_the_last_record_and_malformed_lines_keep_their_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        resume_files(dir.path());
+        let (items, resumed) = check_resume(reader(dir.path()), 0, 1);
+        assert_eq!(items.len(), 40 - 5 - 6 + 1);
+        check_resumed_malformed(&resumed.iter().map(|r| &r.malformed).collect::<Vec<_>>());
+    }
+
+    /// The same through the chunked reader of the stream replay, with chunks that cut
+    /// records and files, parsed inline and on threads.
+    #[test]
+    fn a_chunked_seek_resumes_after_the_last_record_and_malformed_lines_keep_their_numbers() {
+        use crate::sources::chunked::{ChunkOptions, ChunkedSource};
+
+        let dir = tempfile::tempdir().unwrap();
+        resume_files(dir.path());
+        let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let whole = run(reader(dir.path())(), 0, 1).0;
+        for threads in [1, 2, 3] {
+            for chunk_bytes in [1, 30, 1 << 20] {
+                let options = ChunkOptions {
+                    threads,
+                    chunk_bytes,
+                };
+                let make = || {
+                    ChunkedSource::new(
+                        Arc::new(JsonLinesFormat::<Rec>::default()),
+                        Arc::clone(&files),
+                        options,
+                    )
+                };
+                let (items, resumed) = check_resume(make, 0, 1);
+                assert_eq!(items, whole, "{options:?}");
+                check_resumed_malformed(&resumed.iter().map(|r| r.malformed()).collect::<Vec<_>>());
+            }
+        }
     }
 
     #[test]
@@ -298,6 +357,67 @@ mod tests {
             assert_eq!(run_throttled(reader(&path)(), k), expected);
         }
         assert_eq!(run(reader(&path)(), 0, 1).0.len(), 5000);
+    }
+
+    /// The stream replay parses in chunks on a pool of threads; its records and malformed
+    /// lines are those of the single line-by-line reader.
+    #[test]
+    fn chunked_parsing_matches_the_line_reader() {
+        use crate::sources::chunked::{ChunkOptions, ChunkedSource};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let mut content = Vec::new();
+        for i in 1..=3000u64 {
+            match i % 97 {
+                0 => content.extend_from_slice(b"{broken\r\n"),
+                1 => content.extend_from_slice(b"{\"name\":\"\xff\",\"n\":1}\n"),
+                2 => content.extend_from_slice(b"  \r\n"),
+                3 => content.extend_from_slice(
+                    format!("{{\"name\":\"{}\",\"n\":{i}}}\n", "l".repeat(300)).as_bytes(),
+                ),
+                _ => content
+                    .extend_from_slice(format!("{{\"name\":\"r{i}\",\"n\":{i}}}\n").as_bytes()),
+            }
+        }
+        content.extend_from_slice(b"{\"name\":\"last\",\"n\":0}");
+        fs::write(&path, &content).unwrap();
+        let single = {
+            let mut r = reader(&path)();
+            let ctx = ProcessorContext::new("test", 0, 1, 0);
+            r.open(&ctx).unwrap();
+            let mut out = Vec::new();
+            while !r.read(&mut Emitter::unbounded(&mut out)).unwrap() {}
+            (
+                out,
+                r.malformed.logged.clone(),
+                ctx.metrics().snapshot().counter("malformed_records"),
+            )
+        };
+        assert_eq!(single.2, 30 + 31);
+        let files = Arc::new(InputFiles::resolve(&path).unwrap());
+        for threads in [1, 2, 4] {
+            let options = ChunkOptions {
+                threads,
+                chunk_bytes: 256,
+            };
+            let mut r = ChunkedSource::new(
+                Arc::new(JsonLinesFormat::<Rec>::default()),
+                Arc::clone(&files),
+                options,
+            );
+            let ctx = ProcessorContext::new("test", 0, 1, 0);
+            r.open(&ctx).unwrap();
+            let mut out = Vec::new();
+            while !r.read(&mut Emitter::new(&mut out, usize::MAX)).unwrap() {}
+            let logged = r.malformed().logged().to_vec();
+            assert_eq!(out, single.0, "{threads} threads");
+            assert_eq!(logged, single.1, "{threads} threads");
+            assert_eq!(
+                ctx.metrics().snapshot().counter("malformed_records"),
+                single.2
+            );
+        }
     }
 
     #[test]

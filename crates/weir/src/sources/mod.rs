@@ -15,6 +15,7 @@
 //! | CSV | [`csv`] |
 //! | an async `Stream`, pulled on demand | [`reactive`] |
 
+pub mod chunked;
 pub mod collection;
 pub mod csv;
 pub mod files;

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use weir_core::{BoxError, Counter, Item, ProcessorContext};
 
-use crate::sources::files::SourceError;
+use crate::sources::chunked::{ChunkOptions, ChunkedSource};
+use crate::sources::files::{InputFiles, SourceError};
+use crate::sources::json::JsonLinesFormat;
 use crate::sources::{Emitter, SourceReader};
 use crate::stream::StreamSource;
 
@@ -187,16 +189,39 @@ impl<R: SourceReader> SourceReader for Throttled<R> {
 /// Replays a JSON Lines file (or directory, or glob) as a finite stream, in file order, from
 /// one instance. Malformed lines are counted and logged as by [`json::lines`](super::json::lines).
 ///
+/// The lines are parsed in chunks on every core ([`chunked`](super::chunked)) and handed
+/// out in file order, so event time, lateness and the line numbers of malformed lines are
+/// those of a single reader.
+///
 /// # Errors
 /// As [`json::lines`](super::json::lines).
 pub fn json_lines<T: DeserializeOwned + Item>(
     path: impl AsRef<Path>,
 ) -> Result<StreamSource<T>, SourceError> {
-    let reader = super::json::reader_factory::<T>(path.as_ref())?;
+    json_lines_with(path, ChunkOptions::default())
+}
+
+/// [`json_lines`], cut and parsed as `options` say: `threads: 1` parses on the reading
+/// thread alone.
+///
+/// # Errors
+/// As [`json::lines`](super::json::lines).
+pub fn json_lines_with<T: DeserializeOwned + Item>(
+    path: impl AsRef<Path>,
+    options: ChunkOptions,
+) -> Result<StreamSource<T>, SourceError> {
+    let files = std::sync::Arc::new(InputFiles::resolve(path.as_ref())?);
+    let format = std::sync::Arc::new(JsonLinesFormat::<T>::default());
     Ok(StreamSource::new(
         format!("json-replay({})", path.as_ref().display()),
         Some(1),
-        reader,
+        move |_: &ProcessorContext| {
+            ChunkedSource::new(
+                std::sync::Arc::clone(&format),
+                std::sync::Arc::clone(&files),
+                options,
+            )
+        },
     ))
 }
 

@@ -1,0 +1,1407 @@
+//! Parsing line-based files in parallel, in chunks, with the items handed out in file order.
+//!
+//! A [`ChunkedReader`] reads its files one after the other in chunks of about
+//! [`ChunkOptions::chunk_bytes`], each cut just after the last record that ends in it (a line
+//! longer than a chunk makes its chunk longer), and hands the chunks round-robin to a pool of
+//! [`ChunkOptions::threads`] parser threads. The parsed chunks come back in the order they were
+//! cut, so the reader passes on items, malformed-record reports and line numbers exactly as a
+//! single reader going through the file line by line would: whatever is applied to the items
+//! in order afterwards (event time, lateness, watermarks) gives the same result. With one
+//! thread it parses inline, on the reading thread, with the same chunking.
+//!
+//! **Positions.** Each record comes back from its parser with where it ends in its chunk
+//! ([`RecordEnd`]), and a malformed record keeps its place among the items, reported just
+//! before the item that follows it. [`ChunkedReader::position`] is the file, byte offset and
+//! line number just after the last record handed out or reported — never what the parsers
+//! parsed ahead — and [`ChunkedReader::seek`] cuts chunks again from that byte, numbering
+//! lines on from that line (a file's header is read again first). A reader resumed there
+//! hands out exactly the records, malformed reports and line numbers that came after it:
+//! what a source restored from a snapshot needs ([`SourceReader::position`]).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use weir::sources::chunked::{for_each_line, ChunkFormat, ChunkOptions, ChunkedReader, Parsed};
+//! use weir::sources::files::InputFiles;
+//! use weir::sources::Emitter;
+//!
+//! /// Numbers, one per line.
+//! struct Numbers;
+//!
+//! impl ChunkFormat for Numbers {
+//!     type Item = u64;
+//!     type Error = std::num::ParseIntError;
+//!     type Header = ();
+//!     fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<u64, Self::Error>) {
+//!         for_each_line(chunk, |line_no, line, end| {
+//!             match std::str::from_utf8(line).unwrap_or("x").parse() {
+//!                 Ok(n) => out.push(n, end),
+//!                 Err(e) => out.push_malformed(line_no, e, end),
+//!             }
+//!         });
+//!     }
+//! }
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("n.txt");
+//! std::fs::write(&path, "1\n2\nthree\r\n4")?;
+//! let files = Arc::new(InputFiles::resolve(&path)?);
+//! let options = ChunkOptions { threads: 2, chunk_bytes: 2 };
+//! let mut reader = ChunkedReader::new(Arc::new(Numbers), files, options);
+//! reader.open(0, 1);
+//! let (mut items, mut bad) = (Vec::new(), Vec::new());
+//! while !reader.read(&mut Emitter::unbounded(&mut items), |_path, line, _error| bad.push(line))? {}
+//! assert_eq!(items, [1, 2, 4]);
+//! assert_eq!(bad, [3]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Cost
+//!
+//! The reading thread copies each chunk once from the file, and the bytes of a record cut by
+//! the chunk's end once more into the next chunk; it finds the cut with one backward `memchr`
+//! (or the format's own scan, for CSV's quoted newlines). Each parser thread counts the
+//! newlines of its chunks for the line numbers. Items are moved twice: into the chunk's
+//! vector on the parser thread and into the emitter's batch. At most `2 × threads` chunks
+//! are parsed ahead, so memory stays at a few chunk sizes per reader; backpressure on the
+//! emitter stops the reading, and with it the parsers.
+//!
+//! The reader blocks on file reads and on the parsers: a [`SourceReader`]
+//! built on it is not cooperative, and runs on an I/O thread of its own.
+
+use std::collections::VecDeque;
+use std::fmt::Display;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::num::NonZeroUsize;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use serde::{Deserialize, Serialize};
+use weir_core::error::panic_message;
+use weir_core::{BoxError, Item, ProcessorContext};
+
+use super::files::{InputFiles, MalformedLog, SourceError};
+use super::{Emitter, SourceReader};
+
+/// How a [`ChunkedReader`] cuts and parses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkOptions {
+    /// Parser threads; 1 parses on the reading thread. Default: the machine's cores.
+    pub threads: usize,
+    /// About how many bytes go into one chunk. Default: 1 MiB.
+    pub chunk_bytes: usize,
+}
+
+impl Default for ChunkOptions {
+    fn default() -> Self {
+        ChunkOptions {
+            threads: std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
+            chunk_bytes: 1 << 20,
+        }
+    }
+}
+
+impl ChunkOptions {
+    /// The default chunk size, parsed on `threads` threads (at least 1).
+    pub fn with_threads(threads: usize) -> Self {
+        ChunkOptions {
+            threads: threads.max(1),
+            ..ChunkOptions::default()
+        }
+    }
+}
+
+/// Where a record ends in its chunk: just after its terminator (at the chunk's end for a
+/// last record without one). The reader turns it into the read position after the record,
+/// so that a position taken after any item is exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecordEnd {
+    /// Bytes of the chunk up to the record's end.
+    pub byte: usize,
+    /// Newlines of the chunk before `byte`.
+    pub lines: u64,
+}
+
+/// A malformed record of a chunk, kept in its place among the items.
+#[derive(Debug)]
+struct Malformed<E> {
+    /// Its line, counted from the chunk's first line (1).
+    line: u64,
+    error: E,
+    end: RecordEnd,
+    /// How many good records of the chunk come before it.
+    items_before: usize,
+}
+
+/// What a format makes of one chunk: the items and the malformed records in file order,
+/// each with where its record ends.
+///
+/// Cost: 16 bytes per record beside the item, in vectors reused from chunk to chunk.
+#[derive(Debug)]
+pub struct Parsed<T, E> {
+    items: Vec<T>,
+    ends: Vec<RecordEnd>,
+    malformed: Vec<Malformed<E>>,
+}
+
+impl<T, E> Default for Parsed<T, E> {
+    fn default() -> Self {
+        Parsed {
+            items: Vec::new(),
+            ends: Vec::new(),
+            malformed: Vec::new(),
+        }
+    }
+}
+
+impl<T, E> Parsed<T, E> {
+    /// Adds the item of a good record that ends at `end`.
+    #[inline]
+    pub fn push(&mut self, item: T, end: RecordEnd) {
+        self.items.push(item);
+        self.ends.push(end);
+    }
+
+    /// Adds a malformed record that starts on `line` (counted from 1 at the chunk's first
+    /// line) and ends at `end`, with what is wrong with it.
+    pub fn push_malformed(&mut self, line: u64, error: E, end: RecordEnd) {
+        let items_before = self.items.len();
+        self.malformed.push(Malformed {
+            line,
+            error,
+            end,
+            items_before,
+        });
+    }
+
+    /// Makes room for `additional` more items.
+    pub fn reserve(&mut self, additional: usize) {
+        self.items.reserve(additional);
+        self.ends.reserve(additional);
+    }
+
+    /// The items so far, in file order.
+    pub fn items(&self) -> &[T] {
+        &self.items
+    }
+
+    /// Empties it, keeping the vectors' capacity.
+    fn clear(&mut self) {
+        self.items.clear();
+        self.ends.clear();
+        self.malformed.clear();
+    }
+}
+
+/// A record format: how to find where records end and how to parse a chunk of whole records.
+///
+/// Implementations are shared by the parser threads, so `parse` takes `&self`.
+pub trait ChunkFormat: Send + Sync + 'static {
+    /// What a good record becomes.
+    type Item: Send + 'static;
+    /// What is wrong with a malformed record.
+    type Error: Display + Send + 'static;
+    /// What the start of each file tells about its records (a CSV header row); `()` when
+    /// nothing.
+    type Header: Default + Send + Sync + 'static;
+
+    /// Where the last whole record in `bytes` ends, just after its terminating `\n`; `None`
+    /// if none does. `bytes` starts at a record's start. Default: after the last `\n`.
+    fn last_record_end(&self, bytes: &[u8]) -> Option<usize> {
+        memchr::memrchr(b'\n', bytes).map(|i| i + 1)
+    }
+
+    /// Whether files start with a header record, read by [`read_header`](Self::read_header)
+    /// before the chunks. Default: no.
+    fn has_header(&self) -> bool {
+        false
+    }
+
+    /// Reads the header from the start of `bytes`, the file at `path` up to the first
+    /// record end that [`last_record_end`](Self::last_record_end) finds (or the whole file).
+    /// Returns it and where it ends, after its terminator: a format whose records may also
+    /// end otherwise (CSV's lone `\r`) ends it there, and the rest is parsed as records.
+    ///
+    /// # Errors
+    /// A header that cannot be read fails the job; the error names the file.
+    fn read_header(
+        &self,
+        _path: &Path,
+        bytes: &[u8],
+    ) -> Result<(Self::Header, usize), SourceError> {
+        Ok((Self::Header::default(), bytes.len()))
+    }
+
+    /// Parses `chunk`, whole records of one file starting at a record's start, into `out`,
+    /// in file order, each with where it ends. Line numbers of malformed records count from
+    /// 1 at the chunk's first line; a record's line is the line it starts on.
+    fn parse(&self, chunk: &[u8], header: &Self::Header, out: &mut Parsed<Self::Item, Self::Error>);
+}
+
+/// Calls `f(line number, line, end)` for each line of `chunk`, numbered from 1, each without
+/// its `\n` or `\r\n`, with where it ends (for [`Parsed::push`]). A last line without `\n`
+/// counts too (and keeps a final `\r`, as [`files::text`](super::files::text) does); nothing
+/// after a final `\n` is a line.
+///
+/// Cost: one `memchr` scan.
+#[inline]
+pub fn for_each_line(chunk: &[u8], mut f: impl FnMut(u64, &[u8], RecordEnd)) {
+    let mut start = 0;
+    let mut number = 0;
+    for end in memchr::memchr_iter(b'\n', chunk) {
+        number += 1;
+        let line = &chunk[start..end];
+        let after = RecordEnd {
+            byte: end + 1,
+            lines: number,
+        };
+        f(number, line.strip_suffix(b"\r").unwrap_or(line), after);
+        start = end + 1;
+    }
+    if start < chunk.len() {
+        let after = RecordEnd {
+            byte: chunk.len(),
+            lines: number,
+        };
+        f(number + 1, &chunk[start..], after);
+    }
+}
+
+/// Hands out the records of a [`ChunkedReader`] as a source, logging the malformed ones:
+/// the reader of the JSON Lines stream replay and of the CSV source.
+pub(crate) struct ChunkedSource<F: ChunkFormat> {
+    chunks: ChunkedReader<F>,
+    malformed: MalformedLog,
+}
+
+impl<F: ChunkFormat> ChunkedSource<F> {
+    pub(crate) fn new(format: Arc<F>, files: Arc<InputFiles>, options: ChunkOptions) -> Self {
+        ChunkedSource {
+            chunks: ChunkedReader::new(format, files, options),
+            malformed: MalformedLog::new(),
+        }
+    }
+
+    /// The malformed records seen so far.
+    #[cfg(test)]
+    pub(crate) fn malformed(&self) -> &MalformedLog {
+        &self.malformed
+    }
+}
+
+impl<F: ChunkFormat> SourceReader for ChunkedSource<F>
+where
+    F::Item: Item,
+{
+    type Item = F::Item;
+
+    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+        self.chunks
+            .open(ctx.global_index(), ctx.total_parallelism());
+        self.malformed.open(ctx);
+        Ok(())
+    }
+
+    fn read(&mut self, out: &mut Emitter<'_, F::Item>) -> Result<bool, BoxError> {
+        let malformed = &mut self.malformed;
+        Ok(self
+            .chunks
+            .read(out, |path, line, e| malformed.record(path, line, e))?)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        false
+    }
+
+    /// A file, a byte offset and a line number: see [`ChunkedReader::position`].
+    fn position(&self) -> Option<Vec<u8>> {
+        Some(self.chunks.position())
+    }
+
+    fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        Ok(self.chunks.seek(position)?)
+    }
+
+    fn close(&mut self) -> Result<(), BoxError> {
+        self.malformed.close();
+        Ok(())
+    }
+}
+
+/// Where a [`ChunkedReader`] is, as saved in a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum ChunkPosition {
+    /// Before file `file` of the input (their count: after the last).
+    Next { file: usize },
+    /// In file `file`, at `byte`, the start of a record on line `line`.
+    In { file: usize, byte: u64, line: u64 },
+}
+
+/// A chunk cut from a file, on its way to a parser.
+struct Job<F: ChunkFormat> {
+    bytes: Vec<u8>,
+    /// An empty parse to fill, its vectors reused.
+    parsed: Parsed<F::Item, F::Error>,
+    header: Arc<F::Header>,
+}
+
+/// A parsed chunk: the parse, the chunk's buffer for reuse and its newline count.
+type Parts<F> = (
+    Parsed<<F as ChunkFormat>::Item, <F as ChunkFormat>::Error>,
+    Vec<u8>,
+    u64,
+);
+
+/// A parsed chunk on its way back, or the panic message of a format that panicked.
+type Done<F> = Result<Parts<F>, String>;
+
+/// One parser thread and its two queues.
+struct Worker<F: ChunkFormat> {
+    jobs: Option<SyncSender<Job<F>>>,
+    done: Receiver<Done<F>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Where a dispatched chunk came from, to place its records when it comes back.
+struct Cut {
+    file: usize,
+    /// Its first byte in the file, and its length.
+    start: u64,
+    bytes: u64,
+    /// Lines of the file before the first chunk that no parser counts: see
+    /// `OpenFile::lines_skipped`.
+    lines_skipped: u64,
+}
+
+/// The file being cut.
+struct OpenFile<H> {
+    file: usize,
+    input: File,
+    /// Where `carry` starts in the file: the next chunk's first byte.
+    offset: u64,
+    /// Bytes read but not yet dispatched: the start of a record cut by the last chunk.
+    carry: Vec<u8>,
+    eof: bool,
+    header: Arc<H>,
+    /// Lines before the first chunk, which the parsers do not count: the header's, or all
+    /// those before the offset a seek started at.
+    lines_skipped: u64,
+    header_read: bool,
+    /// Where a seek goes on once the header is read: a byte offset and its line number.
+    resume: Option<(u64, u64)>,
+}
+
+/// The parsed chunk being handed out.
+struct Ready<T, E> {
+    file: usize,
+    /// The chunk's first byte in its file, and the lines of the file before it.
+    start: u64,
+    lines_before: u64,
+    items: VecDeque<T>,
+    ends: Vec<RecordEnd>,
+    malformed: Vec<Malformed<E>>,
+    /// Items handed out and malformed records reported so far.
+    taken: usize,
+    reported: usize,
+    /// The chunk's own end.
+    end: RecordEnd,
+}
+
+impl<T, E> Ready<T, E> {
+    /// The read position after the last record handed out or reported, if any was.
+    fn position(&self) -> Option<ChunkPosition> {
+        let item = self.taken.checked_sub(1).map(|i| self.ends[i]);
+        let bad = self.reported.checked_sub(1).map(|i| self.malformed[i].end);
+        let end = item.into_iter().chain(bad).max_by_key(|end| end.byte)?;
+        Some(self.at(end))
+    }
+
+    /// The position of `end`, in this chunk.
+    fn at(&self, end: RecordEnd) -> ChunkPosition {
+        ChunkPosition::In {
+            file: self.file,
+            byte: self.start + end.byte as u64,
+            line: self.lines_before + end.lines + 1,
+        }
+    }
+
+    /// Its vectors, emptied, for the next chunk.
+    fn into_parsed(self) -> Parsed<T, E> {
+        let mut parsed = Parsed {
+            items: Vec::from(self.items),
+            ends: self.ends,
+            malformed: self.malformed,
+        };
+        parsed.clear();
+        parsed
+    }
+}
+
+/// Reads files in chunks parsed by a pool of threads, handing items out in file order. See
+/// the [module docs](self).
+pub struct ChunkedReader<F: ChunkFormat> {
+    format: Arc<F>,
+    files: Arc<InputFiles>,
+    options: ChunkOptions,
+    /// The files this reader reads, in order, and the next one to open.
+    order: Vec<usize>,
+    next: usize,
+    /// This reader's share, from `open`: files `index`, `index + count`, ...
+    share: (usize, usize),
+    open: Option<OpenFile<F::Header>>,
+    workers: Vec<Worker<F>>,
+    /// Chunks dispatched and not yet taken back, oldest first; chunk `k` of the reader went
+    /// to worker `k % threads`.
+    in_flight: VecDeque<Cut>,
+    dispatched: u64,
+    taken: u64,
+    /// Lines before the next chunk to come back, per file in `order` being read.
+    lines_done: u64,
+    lines_file: Option<usize>,
+    ready: Option<Ready<F::Item, F::Error>>,
+    /// The position after the last chunk handed out whole (or of the open or seek).
+    at: ChunkPosition,
+    /// Spare chunk buffers, and parses.
+    spare: Vec<Vec<u8>>,
+    spare_parsed: Vec<Parsed<F::Item, F::Error>>,
+    /// Chunks parsed inline (one thread), waiting to be handed out.
+    inline: VecDeque<Done<F>>,
+    /// Bytes of the files before the position of the chunks handed out so far.
+    bytes_read: u64,
+}
+
+impl<F: ChunkFormat> ChunkedReader<F> {
+    /// A reader of `files` in `format`, cut and parsed as `options` say. It reads nothing
+    /// until [`open`](Self::open).
+    pub fn new(format: Arc<F>, files: Arc<InputFiles>, options: ChunkOptions) -> Self {
+        ChunkedReader {
+            format,
+            files,
+            options: ChunkOptions {
+                threads: options.threads.max(1),
+                chunk_bytes: options.chunk_bytes.max(1),
+            },
+            order: Vec::new(),
+            next: 0,
+            share: (0, 1),
+            open: None,
+            workers: Vec::new(),
+            in_flight: VecDeque::new(),
+            dispatched: 0,
+            taken: 0,
+            lines_done: 0,
+            lines_file: None,
+            ready: None,
+            at: ChunkPosition::Next { file: 0 },
+            spare: Vec::new(),
+            spare_parsed: Vec::new(),
+            inline: VecDeque::new(),
+            bytes_read: 0,
+        }
+    }
+
+    /// Takes the share of instance `index` of `count`: files `index`, `index + count`, ...
+    /// `open(0, 1)` reads every file, in order.
+    pub fn open(&mut self, index: usize, count: usize) {
+        let count = count.max(1);
+        self.discard_in_flight();
+        self.share = (index, count);
+        self.order = (index..self.files.files.len()).step_by(count).collect();
+        self.next = 0;
+        self.bytes_read = 0;
+        self.at = ChunkPosition::Next {
+            file: self
+                .order
+                .first()
+                .copied()
+                .unwrap_or(self.files.files.len()),
+        };
+    }
+
+    /// The bytes of the files up to the last chunk handed out (from the start of the
+    /// share's first file, also after a seek): every byte of the share, once the reader is
+    /// done.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    /// Where the reader is: just after the last record handed out or reported by
+    /// [`read`](Self::read), whatever the parsers have parsed ahead (see
+    /// [`SourceReader::position`]). A file index, a byte offset in that file and the number
+    /// of the line there: a few bytes.
+    pub fn position(&self) -> Vec<u8> {
+        let at = self
+            .ready
+            .as_ref()
+            .and_then(Ready::position)
+            .unwrap_or(self.at);
+        super::encode_position(&at)
+    }
+
+    /// Moves the reader, opened with the same share, to `position` (from
+    /// [`position`](Self::position)): the next record is the one after the last record
+    /// passed before the position was taken, and lines are numbered on as they were. Chunks
+    /// are cut from that byte on; a file with a header has its header read again first.
+    ///
+    /// Cost: one `open` and `seek` of the file; the bytes before the offset are not read
+    /// (but for a header). Chunks parsed ahead are dropped.
+    ///
+    /// # Errors
+    /// [`SourceError::Position`] if the position does not fit this share of the files (they
+    /// changed, or the parallelism did); [`SourceError::Io`] if the file cannot be opened.
+    pub fn seek(&mut self, position: &[u8]) -> Result<(), SourceError> {
+        let at: ChunkPosition =
+            super::decode_position(position).map_err(|reason| SourceError::Position { reason })?;
+        let misfit = |reason: String| SourceError::Position { reason };
+        let count = self.files.files.len();
+        let (file, resume) = match at {
+            ChunkPosition::Next { file } => (file, None),
+            ChunkPosition::In { file, byte, line } => (file, Some((byte, line))),
+        };
+        let (index, step) = self.share;
+        if file < count && file % step != index % step {
+            return Err(misfit(format!(
+                "file {file} is not read by instance {index} of {step}"
+            )));
+        }
+        // The first file of the share at or after `file`.
+        let next = self.order.partition_point(|&f| f < file);
+        self.discard_in_flight();
+        self.next = next;
+        self.bytes_read = self.order[..next]
+            .iter()
+            .map(|&f| self.files.files[f].len)
+            .sum();
+        if let Some((byte, line)) = resume {
+            let Some(input) = self.files.files.get(file) else {
+                return Err(misfit(format!(
+                    "there is no file {file}; the input files changed"
+                )));
+            };
+            if byte > input.len {
+                return Err(misfit(format!(
+                    "offset {byte} is past the end of {} ({} bytes); the file changed",
+                    input.path.display(),
+                    input.len
+                )));
+            }
+            self.open = Some(self.open_file(file, Some((byte, line)))?);
+            self.next += 1;
+            self.bytes_read += byte;
+        }
+        self.at = at;
+        Ok(())
+    }
+
+    /// Passes items to `out` until it is full or a chunk is handed out, and each malformed
+    /// record of the chunks it reaches to `on_malformed(file, line, error)`, in its place
+    /// among the items (in file order). Returns true when every record was passed on.
+    ///
+    /// # Errors
+    /// [`SourceError::Io`] naming the file if opening or reading it fails, or a header
+    /// that cannot be read; a parser that panicked fails with its message.
+    pub fn read(
+        &mut self,
+        out: &mut Emitter<'_, F::Item>,
+        mut on_malformed: impl FnMut(&Path, u64, &F::Error),
+    ) -> Result<bool, SourceError> {
+        loop {
+            if let Some(ready) = &mut self.ready {
+                let path = &self.files.files[ready.file].path;
+                loop {
+                    while let Some(bad) = ready
+                        .malformed
+                        .get(ready.reported)
+                        .filter(|bad| bad.items_before <= ready.taken)
+                    {
+                        on_malformed(path, ready.lines_before + bad.line, &bad.error);
+                        ready.reported += 1;
+                    }
+                    let Some(item) = ready.items.pop_front() else {
+                        break;
+                    };
+                    ready.taken += 1;
+                    if !out.emit(item) {
+                        return Ok(false);
+                    }
+                }
+                // Handed out whole: the position is the chunk's end, past any blank lines.
+                if let Some(ready) = self.ready.take() {
+                    self.at = ready.at(ready.end);
+                    // The emptied vectors go back to a parser with the next chunk.
+                    self.spare_parsed.push(ready.into_parsed());
+                }
+                return Ok(false);
+            }
+            self.fill()?;
+            let Some(cut) = self.in_flight.pop_front() else {
+                return Ok(true);
+            };
+            let (parsed, buffer, newlines) = self.take_back(cut.file)?;
+            self.spare.push(buffer);
+            if self.lines_file != Some(cut.file) {
+                self.lines_file = Some(cut.file);
+                self.lines_done = 0;
+            }
+            let lines_before = self.lines_done + cut.lines_skipped;
+            self.lines_done += newlines;
+            self.bytes_read += cut.bytes;
+            self.ready = Some(Ready {
+                file: cut.file,
+                start: cut.start,
+                lines_before,
+                items: VecDeque::from(parsed.items),
+                ends: parsed.ends,
+                malformed: parsed.malformed,
+                taken: 0,
+                reported: 0,
+                end: RecordEnd {
+                    byte: cut.bytes as usize,
+                    lines: newlines,
+                },
+            });
+        }
+    }
+
+    /// Drops the open file, the chunk being handed out and those in flight (taken back
+    /// from their parsers, which then wait for new ones).
+    fn discard_in_flight(&mut self) {
+        while let Some(cut) = self.in_flight.pop_front() {
+            // A failed parse does not matter any more.
+            let _ = self.take_back(cut.file);
+        }
+        self.inline.clear();
+        self.open = None;
+        self.ready = None;
+        self.lines_file = None;
+    }
+
+    /// Cuts and dispatches chunks until `2 × threads` are in flight or the files end.
+    fn fill(&mut self) -> Result<(), SourceError> {
+        let ahead = if self.options.threads == 1 {
+            1
+        } else {
+            2 * self.options.threads
+        };
+        while self.in_flight.len() < ahead {
+            let Some((cut, chunk, header)) = self.cut()? else {
+                return Ok(());
+            };
+            let file = cut.file;
+            self.in_flight.push_back(cut);
+            let parsed = self.spare_parsed.pop().unwrap_or_default();
+            self.dispatch(
+                file,
+                Job {
+                    bytes: chunk,
+                    parsed,
+                    header,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Opens `file` to be cut from its start, or from `resume`, a byte offset where a
+    /// record starts and the number of its line (after the header, if the format has one).
+    fn open_file(
+        &self,
+        file: usize,
+        resume: Option<(u64, u64)>,
+    ) -> Result<OpenFile<F::Header>, SourceError> {
+        let path = &self.files.files[file].path;
+        let io = |source| SourceError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut input = File::open(path).map_err(io)?;
+        let has_header = self.format.has_header();
+        let (mut offset, mut lines_skipped, mut later) = (0, 0, None);
+        match resume {
+            // The header comes first; `cut` goes on at the offset after it.
+            Some(at) if has_header => later = Some(at),
+            Some((byte, line)) => {
+                input.seek(SeekFrom::Start(byte)).map_err(io)?;
+                offset = byte;
+                lines_skipped = line.saturating_sub(1);
+            }
+            None => {}
+        }
+        Ok(OpenFile {
+            file,
+            input,
+            offset,
+            carry: Vec::new(),
+            eof: false,
+            header: Arc::default(),
+            lines_skipped,
+            header_read: !has_header,
+            resume: later,
+        })
+    }
+
+    /// Cuts the next chunk: where it comes from, its bytes and its file's header. `None`
+    /// when every file is done.
+    #[allow(clippy::type_complexity)]
+    fn cut(&mut self) -> Result<Option<(Cut, Vec<u8>, Arc<F::Header>)>, SourceError> {
+        loop {
+            if self.open.is_none() {
+                let Some(&file) = self.order.get(self.next) else {
+                    return Ok(None);
+                };
+                self.next += 1;
+                self.open = Some(self.open_file(file, None)?);
+            }
+            let Some(open) = &mut self.open else {
+                unreachable!("a file was just opened");
+            };
+            let path = &self.files.files[open.file].path;
+            let io = |source| SourceError::Io {
+                path: path.clone(),
+                source,
+            };
+            let mut chunk = self.spare.pop().unwrap_or_default();
+            chunk.clear();
+            chunk.append(&mut open.carry);
+            let mut want = self.options.chunk_bytes;
+            // Read until a record ends in the chunk (or the file does).
+            let end = loop {
+                if !open.eof && chunk.len() < want {
+                    read_up_to(&mut open.input, &mut chunk, want).map_err(io)?;
+                    open.eof = chunk.len() < want;
+                }
+                if open.eof {
+                    break chunk.len();
+                }
+                let found = if open.header_read {
+                    self.format.last_record_end(&chunk)
+                } else {
+                    first_record_end(&*self.format, &chunk)
+                };
+                match found {
+                    Some(end) => break end,
+                    None => want = want.saturating_mul(2),
+                }
+            };
+            open.carry.extend_from_slice(&chunk[end..]);
+            chunk.truncate(end);
+            if !open.header_read {
+                // The header is the first record: cut it off and read it here, before any
+                // chunk of the file is parsed.
+                let first = first_record_end(&*self.format, &chunk).unwrap_or(chunk.len());
+                let (header, header_end) = self.format.read_header(path, &chunk[..first])?;
+                let header_end = header_end.min(first);
+                open.header = Arc::new(header);
+                open.header_read = true;
+                if let Some((byte, line)) = open.resume.take() {
+                    // A seek: go on at its offset, with its line number.
+                    open.input.seek(SeekFrom::Start(byte)).map_err(io)?;
+                    open.carry.clear();
+                    open.eof = false;
+                    open.offset = byte;
+                    open.lines_skipped = line.saturating_sub(1);
+                } else {
+                    open.lines_skipped =
+                        memchr::memchr_iter(b'\n', &chunk[..header_end]).count() as u64;
+                    let mut rest = chunk.split_off(header_end);
+                    rest.append(&mut open.carry);
+                    open.carry = rest;
+                    open.offset = header_end as u64;
+                    self.bytes_read += header_end as u64;
+                }
+                self.spare.push(chunk);
+                if open.eof && open.carry.is_empty() {
+                    self.open = None;
+                }
+                continue;
+            }
+            let cut = Cut {
+                file: open.file,
+                start: open.offset,
+                bytes: chunk.len() as u64,
+                lines_skipped: open.lines_skipped,
+            };
+            open.offset += cut.bytes;
+            let header = Arc::clone(&open.header);
+            if open.eof && open.carry.is_empty() {
+                self.open = None;
+            }
+            if chunk.is_empty() {
+                self.spare.push(chunk);
+                continue;
+            }
+            return Ok(Some((cut, chunk, header)));
+        }
+    }
+
+    /// Sends a chunk of `file` to its parser, starting the pool on first use; with one
+    /// thread, parses it here.
+    fn dispatch(&mut self, file: usize, job: Job<F>) -> Result<(), SourceError> {
+        if self.options.threads == 1 {
+            self.inline.push_back(parse_job(&*self.format, job));
+            return Ok(());
+        }
+        if self.workers.is_empty() {
+            self.workers = (0..self.options.threads)
+                .map(|i| start_worker(Arc::clone(&self.format), i))
+                .collect::<Result<_, _>>()?;
+        }
+        let worker = &self.workers[(self.dispatched % self.workers.len() as u64) as usize];
+        self.dispatched += 1;
+        let sent = worker
+            .jobs
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(job).is_ok());
+        if !sent {
+            return Err(parser_gone(&self.files.files[file].path));
+        }
+        Ok(())
+    }
+
+    /// Takes back the oldest chunk in flight, which came from `file`.
+    fn take_back(&mut self, file: usize) -> Result<Parts<F>, SourceError> {
+        let done = if self.workers.is_empty() {
+            let gone = || parser_gone(&self.files.files[file].path);
+            self.inline.pop_front().ok_or_else(gone)?
+        } else {
+            let worker = &self.workers[(self.taken % self.workers.len() as u64) as usize];
+            self.taken += 1;
+            let gone = |_| parser_gone(&self.files.files[file].path);
+            worker.done.recv().map_err(gone)?
+        };
+        done.map_err(|message| SourceError::Io {
+            path: self.files.files[file].path.clone(),
+            source: io::Error::other(format!("the record parser panicked: {message}")),
+        })
+    }
+}
+
+impl<F: ChunkFormat> Drop for ChunkedReader<F> {
+    fn drop(&mut self) {
+        for worker in &mut self.workers {
+            worker.jobs = None;
+        }
+        // A parser blocked on a full result queue sees it closed when `done` drops.
+        for mut worker in self.workers.drain(..) {
+            drop(worker.done);
+            if let Some(thread) = worker.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+fn parser_gone(path: &Path) -> SourceError {
+    SourceError::Io {
+        path: path.to_owned(),
+        source: io::Error::other("a record parser thread ended unexpectedly"),
+    }
+}
+
+/// Where the first record of `bytes` ends, for the header: after the first `\n` that the
+/// format takes for a record's end.
+fn first_record_end<F: ChunkFormat>(format: &F, bytes: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(b'\n', bytes)
+        .map(|nl| nl + 1)
+        .find(|&end| format.last_record_end(&bytes[..end]) == Some(end))
+}
+
+/// Appends from `input` until `buf` holds `want` bytes or the file ends.
+fn read_up_to(input: &mut File, buf: &mut Vec<u8>, want: usize) -> io::Result<()> {
+    let mut filled = buf.len();
+    buf.resize(want, 0);
+    while filled < want {
+        match input.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                buf.truncate(filled);
+                return Err(e);
+            }
+        }
+    }
+    buf.truncate(filled);
+    Ok(())
+}
+
+/// Parses one chunk, catching a panic of the format.
+fn parse_job<F: ChunkFormat>(format: &F, job: Job<F>) -> Done<F> {
+    let mut parsed = job.parsed;
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        format.parse(&job.bytes, &job.header, &mut parsed);
+        parsed
+    }));
+    let newlines = memchr::memchr_iter(b'\n', &job.bytes).count() as u64;
+    match result {
+        Ok(parsed) => Ok((parsed, job.bytes, newlines)),
+        Err(panic) => Err(panic_message(&*panic)),
+    }
+}
+
+/// Starts parser thread `index`.
+fn start_worker<F: ChunkFormat>(format: Arc<F>, index: usize) -> Result<Worker<F>, SourceError> {
+    let (jobs, job_rx) = sync_channel::<Job<F>>(2);
+    let (done_tx, done) = sync_channel::<Done<F>>(2);
+    let thread = std::thread::Builder::new()
+        .name(format!("weir-parse-{index}"))
+        .spawn(move || {
+            while let Ok(job) = job_rx.recv() {
+                // After a panic too: the reader takes the failure back in order.
+                if done_tx.send(parse_job(&*format, job)).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|source| SourceError::Io {
+            path: Default::default(),
+            source,
+        })?;
+    Ok(Worker {
+        jobs: Some(jobs),
+        done,
+        thread: Some(thread),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::path::PathBuf;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::sources::files::LineReader;
+
+    /// Lines as text; a line that is not UTF-8 is malformed.
+    struct Utf8Lines;
+
+    impl ChunkFormat for Utf8Lines {
+        type Item = String;
+        type Error = std::str::Utf8Error;
+        type Header = ();
+
+        fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<String, Self::Error>) {
+            for_each_line(chunk, |number, line, end| match std::str::from_utf8(line) {
+                Ok(text) => out.push(text.to_owned(), end),
+                Err(e) => out.push_malformed(number, e, end),
+            });
+        }
+    }
+
+    /// Panics on a line `boom`.
+    struct Fragile;
+
+    impl ChunkFormat for Fragile {
+        type Item = ();
+        type Error = String;
+        type Header = ();
+
+        fn parse(&self, chunk: &[u8], _: &(), _: &mut Parsed<(), String>) {
+            for_each_line(chunk, |_, line, _| assert_ne!(line, b"boom", "boom"));
+        }
+    }
+
+    type Outcome = (Vec<String>, Vec<(PathBuf, u64)>);
+
+    /// Reads everything with `options`, in calls that take at most `batch` items.
+    fn chunked(path: &Path, options: ChunkOptions, batch: usize) -> Outcome {
+        let files = Arc::new(InputFiles::resolve(path).unwrap());
+        let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&files), options);
+        reader.open(0, 1);
+        let (mut items, mut bad) = (Vec::new(), Vec::new());
+        loop {
+            let limit = items.len() + batch;
+            let mut out = Emitter::new(&mut items, limit);
+            if reader
+                .read(&mut out, |p, line, _| bad.push((p.to_owned(), line)))
+                .unwrap()
+            {
+                break;
+            }
+        }
+        assert_eq!(reader.bytes_read(), files.total_bytes());
+        (items, bad)
+    }
+
+    /// The single reader: the line reader, line by line.
+    fn line_by_line(path: &Path) -> Outcome {
+        let mut reader = LineReader::new(Arc::new(InputFiles::resolve(path).unwrap()), true);
+        reader.open(0, 1);
+        let (mut items, mut bad) = (Vec::new(), Vec::new());
+        while !reader
+            .read(|line| {
+                match std::str::from_utf8(line.bytes) {
+                    Ok(text) => items.push(text.to_owned()),
+                    Err(_) => bad.push((line.path.to_owned(), line.number)),
+                }
+                true
+            })
+            .unwrap()
+        {}
+        (items, bad)
+    }
+
+    /// Reads instance `index` of `count` in calls of at most `batch` items, taking the
+    /// position after each call with how many items and malformed lines came before it.
+    fn read_with_positions(
+        files: &Arc<InputFiles>,
+        options: ChunkOptions,
+        (index, count): (usize, usize),
+        batch: usize,
+    ) -> (Outcome, Vec<(usize, usize, Vec<u8>)>) {
+        let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(files), options);
+        reader.open(index, count);
+        let (mut items, mut bad) = (Vec::new(), Vec::new());
+        let mut positions = vec![(0, 0, reader.position())];
+        loop {
+            let limit = items.len() + batch;
+            let done = reader
+                .read(&mut Emitter::new(&mut items, limit), |p, line, _| {
+                    bad.push((p.to_owned(), line))
+                })
+                .unwrap();
+            positions.push((items.len(), bad.len(), reader.position()));
+            if done {
+                break;
+            }
+        }
+        ((items, bad), positions)
+    }
+
+    /// A fresh reader of instance `index` of `count`, moved to `position`, read to the end.
+    fn resumed(
+        files: &Arc<InputFiles>,
+        options: ChunkOptions,
+        (index, count): (usize, usize),
+        position: &[u8],
+    ) -> Outcome {
+        let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(files), options);
+        reader.open(index, count);
+        reader.seek(position).unwrap();
+        let (mut items, mut bad) = (Vec::new(), Vec::new());
+        while !reader
+            .read(&mut Emitter::unbounded(&mut items), |p, line, _| {
+                bad.push((p.to_owned(), line))
+            })
+            .unwrap()
+        {}
+        (items, bad)
+    }
+
+    /// Resumes at every position of a read of `files` and checks that what follows is
+    /// exactly the rest: the items after it, the malformed lines after it, same numbers.
+    fn check_every_resume(
+        files: &Arc<InputFiles>,
+        first: ChunkOptions,
+        then: ChunkOptions,
+        share: (usize, usize),
+        batch: usize,
+    ) -> Outcome {
+        let ((items, bad), positions) = read_with_positions(files, first, share, batch);
+        for (k, b, position) in positions {
+            let (rest, rest_bad) = resumed(files, then, share, &position);
+            assert_eq!(
+                rest,
+                items[k..],
+                "resumed after {k} items, {first:?} then {then:?}"
+            );
+            assert_eq!(
+                rest_bad,
+                bad[b..],
+                "resumed after {k} items and {b} malformed"
+            );
+        }
+        (items, bad)
+    }
+
+    fn content() -> impl Strategy<Value = Vec<u8>> {
+        // Short and long lines (longer than the small chunks), LF or CRLF, with or without a
+        // final newline, and invalid UTF-8 bytes anywhere.
+        (
+            prop::collection::vec(prop_oneof!["[a-z é]{0,6}", "[a-z]{20,90}"], 0..30),
+            any::<bool>(),
+            any::<bool>(),
+            prop::collection::vec((any::<prop::sample::Index>(), 0x80u8..=0xff), 0..3),
+        )
+            .prop_map(|(lines, crlf, final_newline, invalid)| {
+                let mut bytes = lines.join(if crlf { "\r\n" } else { "\n" }).into_bytes();
+                if final_newline && !lines.is_empty() {
+                    bytes.push(b'\n');
+                }
+                for (at, byte) in invalid {
+                    let i = at.index(bytes.len() + 1);
+                    bytes.insert(i, byte);
+                }
+                bytes
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// Whatever the threads and the chunk size, the items and the malformed lines with
+        /// their numbers are those of a single reader going line by line.
+        #[test]
+        fn chunked_parsing_is_the_single_reader(
+            files in prop::collection::vec(content(), 1..=3),
+            threads in 1..=4usize,
+            chunk_bytes in 1..48usize,
+            batch in 1..50usize,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            for (i, bytes) in files.iter().enumerate() {
+                fs::write(dir.path().join(format!("f{i}.txt")), bytes).unwrap();
+            }
+            let want = line_by_line(dir.path());
+            let got = chunked(dir.path(), ChunkOptions { threads, chunk_bytes }, batch);
+            prop_assert_eq!(got, want);
+        }
+
+        /// A reader moved to the position taken after any call goes on with exactly the
+        /// items and malformed lines (with their numbers) that came after it, across chunk
+        /// and file boundaries, lines longer than a chunk and CRLF, whatever the threads
+        /// and chunk sizes before and after; together, a single reader's.
+        #[test]
+        fn a_seek_resumes_after_the_last_item_handed_out(
+            files in prop::collection::vec(content(), 1..=4),
+            threads in (1..=3usize, 1..=3usize),
+            chunk_bytes in (1..48usize, 1..48usize),
+            batch in 1..8usize,
+            count in 1..=2usize,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            for (i, bytes) in files.iter().enumerate() {
+                fs::write(dir.path().join(format!("f{i}.txt")), bytes).unwrap();
+            }
+            let input = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+            let first = ChunkOptions { threads: threads.0, chunk_bytes: chunk_bytes.0 };
+            let then = ChunkOptions { threads: threads.1, chunk_bytes: chunk_bytes.1 };
+            let mut all: Outcome = Default::default();
+            for index in 0..count {
+                let (items, bad) = check_every_resume(&input, first, then, (index, count), batch);
+                all.0.extend(items);
+                all.1.extend(bad);
+            }
+            if count == 1 {
+                prop_assert_eq!(all, line_by_line(dir.path()));
+            } else {
+                prop_assert_eq!(all.0.len(), line_by_line(dir.path()).0.len());
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_at_every_position_is_reported_on_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let base = b"ab\r\ncd\n\nefgh\r\nij".to_vec();
+        for at in 0..=base.len() {
+            let mut bytes = base.clone();
+            bytes.insert(at, 0xff);
+            fs::write(&path, &bytes).unwrap();
+            let want = line_by_line(&path);
+            assert_eq!(want.1.len(), 1, "one bad line with 0xff at {at}");
+            for threads in [1, 2, 4] {
+                for chunk_bytes in [1, 3, 7, 1 << 20] {
+                    let options = ChunkOptions {
+                        threads,
+                        chunk_bytes,
+                    };
+                    assert_eq!(
+                        chunked(&path, options, 2),
+                        want,
+                        "0xff at {at}, {options:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_file_no_final_newline_and_a_line_longer_than_a_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let options = ChunkOptions {
+            threads: 2,
+            chunk_bytes: 8,
+        };
+        fs::write(&path, "").unwrap();
+        assert_eq!(chunked(&path, options, 10), (vec![], vec![]));
+        let long = "x".repeat(100);
+        fs::write(&path, format!("a\r\n{long}\r\nb")).unwrap();
+        let (items, bad) = chunked(&path, options, 10);
+        assert_eq!(items, ["a", long.as_str(), "b"]);
+        assert!(bad.is_empty());
+        fs::write(&path, "only\r").unwrap();
+        assert_eq!(chunked(&path, options, 10).0, ["only\r"]);
+    }
+
+    #[test]
+    fn a_panicking_parser_fails_the_read_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        fs::write(
+            &path,
+            "fine\n".repeat(1000) + "boom\n" + &"fine\n".repeat(1000),
+        )
+        .unwrap();
+        for threads in [1, 3] {
+            let files = Arc::new(InputFiles::resolve(&path).unwrap());
+            let options = ChunkOptions {
+                threads,
+                chunk_bytes: 64,
+            };
+            let mut reader = ChunkedReader::new(Arc::new(Fragile), files, options);
+            reader.open(0, 1);
+            let mut items = Vec::new();
+            let err = loop {
+                match reader.read(&mut Emitter::unbounded(&mut items), |_, _, _| {}) {
+                    Ok(true) => panic!("read past a panic"),
+                    Ok(false) => {}
+                    Err(e) => break e,
+                }
+            };
+            let text = err.to_string();
+            assert!(text.contains("a.txt") && text.contains("boom"), "{text}");
+            // Dropping the reader joins its parser threads.
+            drop(reader);
+        }
+    }
+
+    #[test]
+    fn a_seek_resumes_after_a_long_line_crlf_and_malformed_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "y".repeat(300);
+        fs::write(
+            dir.path().join("a.txt"),
+            [&b"a\r\nb\xff\r\n"[..], long.as_bytes(), b"\r\n\r\nc\r\n"].concat(),
+        )
+        .unwrap();
+        let mut b = b"d\n\xfe\n".to_vec();
+        b.extend_from_slice(&b"e\n".repeat(100));
+        b.extend_from_slice(b"f\xff");
+        fs::write(dir.path().join("b.txt"), b).unwrap();
+        let input = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let want = line_by_line(dir.path());
+        let lines: Vec<u64> = want.1.iter().map(|(_, l)| *l).collect();
+        assert_eq!(lines, [2, 2, 103]);
+        for threads in [1, 2, 4] {
+            for chunk_bytes in [1, 5, 64, 1 << 20] {
+                let options = ChunkOptions {
+                    threads,
+                    chunk_bytes,
+                };
+                let got = check_every_resume(&input, options, options, (0, 1), 3);
+                assert_eq!(got, want, "{options:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_position_is_of_the_items_handed_out_not_of_those_parsed_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let content: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+        fs::write(&path, &content).unwrap();
+        let input = Arc::new(InputFiles::resolve(&path).unwrap());
+        let options = ChunkOptions {
+            threads: 2,
+            chunk_bytes: 16,
+        };
+        let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&input), options);
+        reader.open(0, 1);
+        let mut items = Vec::new();
+        reader
+            .read(&mut Emitter::new(&mut items, 1), |_, _, _| {})
+            .unwrap();
+        assert_eq!(items, ["1"]);
+        // Chunks were parsed ahead; the position is just after line 1.
+        let at: ChunkPosition = crate::sources::decode_position(&reader.position()).unwrap();
+        assert_eq!(
+            at,
+            ChunkPosition::In {
+                file: 0,
+                byte: 2,
+                line: 2
+            }
+        );
+        let rest = resumed(&input, options, (0, 1), &reader.position()).0;
+        assert_eq!(rest.first().map(String::as_str), Some("2"));
+        assert_eq!(rest.len(), 999);
+    }
+
+    #[test]
+    fn a_position_that_does_not_fit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in 0..3 {
+            fs::write(dir.path().join(format!("{f}.txt")), "a\nb\n").unwrap();
+        }
+        let input = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let options = ChunkOptions::with_threads(1);
+        let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&input), options);
+        reader.open(1, 2);
+        let refused = |reader: &mut ChunkedReader<Utf8Lines>, at: ChunkPosition| {
+            let bytes = crate::sources::encode_position(&at);
+            matches!(reader.seek(&bytes), Err(SourceError::Position { .. }))
+        };
+        // Another instance's file, a file that is gone, an offset past the end, damage.
+        assert!(refused(&mut reader, ChunkPosition::Next { file: 0 }));
+        let gone = ChunkPosition::In {
+            file: 5,
+            byte: 0,
+            line: 1,
+        };
+        assert!(refused(&mut reader, gone));
+        let past = ChunkPosition::In {
+            file: 1,
+            byte: 5,
+            line: 3,
+        };
+        assert!(refused(&mut reader, past));
+        assert!(matches!(
+            reader.seek(b"\xff\xff\xff"),
+            Err(SourceError::Position { .. })
+        ));
+        // Past the last file: nothing left.
+        let end = crate::sources::encode_position(&ChunkPosition::Next { file: 3 });
+        reader.seek(&end).unwrap();
+        let mut items: Vec<String> = Vec::new();
+        assert!(
+            reader
+                .read(&mut Emitter::unbounded(&mut items), |_, _, _| {})
+                .unwrap()
+        );
+        assert!(items.is_empty());
+    }
+
+    #[test]
+    fn instances_deal_out_whole_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in 0..5 {
+            fs::write(dir.path().join(format!("{f}.txt")), format!("{f}a\n{f}b\n")).unwrap();
+        }
+        let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let mut all = Vec::new();
+        for index in 0..2 {
+            let mut reader = ChunkedReader::new(
+                Arc::new(Utf8Lines),
+                Arc::clone(&files),
+                ChunkOptions::with_threads(2),
+            );
+            reader.open(index, 2);
+            let mut items = Vec::new();
+            while !reader
+                .read(&mut Emitter::unbounded(&mut items), |_, _, _| {})
+                .unwrap()
+            {}
+            all.push(items);
+        }
+        assert_eq!(all[0], ["0a", "0b", "2a", "2b", "4a", "4b"]);
+        assert_eq!(all[1], ["1a", "1b", "3a", "3b"]);
+    }
+}
