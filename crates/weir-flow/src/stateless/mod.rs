@@ -341,6 +341,11 @@ fn trigger_once(
     let before = txn.progress();
     let mut session = Session::in_transaction(Arc::clone(shared), component, Arc::clone(txn));
     let name = &shared.flow.processors[component].name;
+    let failed = || {
+        shared.stats[component]
+            .failures
+            .fetch_add(1, Ordering::Relaxed)
+    };
     match std::panic::catch_unwind(AssertUnwindSafe(|| processor.trigger(&mut session))) {
         Ok(Ok(_)) => match session.commit() {
             Ok((input, out)) => {
@@ -353,10 +358,12 @@ fn trigger_once(
         },
         Ok(Err(e)) => {
             session.rollback(true);
+            failed();
             Err(format!("processor `{name}` failed: {e}"))
         }
         Err(panic) => {
             session.rollback(true);
+            failed();
             let why = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
