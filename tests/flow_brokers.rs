@@ -154,7 +154,7 @@ impl Table {
             let (id, name, tag): (i64, String, String) = (r.get(0), r.get(1), r.get(2));
             assert_eq!(id, i as i64);
             assert_eq!(name, format!("msg-{i}"));
-            let expected = if i % 2 == 0 { "even" } else { "odd" };
+            let expected = parity(i as u64);
             assert_eq!(tag, expected, "row {i}");
         }
     }
@@ -218,7 +218,7 @@ groups:
 }
 
 fn parity(i: u64) -> &'static str {
-    if i % 2 == 0 { "even" } else { "odd" }
+    if i.is_multiple_of(2) { "even" } else { "odd" }
 }
 
 async fn declare_bound_queue(queue: &str) {

@@ -35,7 +35,7 @@ const BATCH: usize = 100;
 
 fn runtime() -> Result<Handle, String> {
     weir::async_io::runtime()
-        .map(Clone::clone)
+        .cloned()
         .map_err(|e| format!("runtime: {e}"))
 }
 

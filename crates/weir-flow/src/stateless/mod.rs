@@ -232,6 +232,9 @@ impl GroupPlan {
     }
 }
 
+/// The copies' tasks and every processor instance they run.
+type Started = (Vec<tokio::task::JoinHandle<()>>, Vec<Arc<dyn Processor>>);
+
 /// One copy's processors, by component index.
 type CopyProcessors = Vec<(usize, Arc<dyn Processor>)>;
 
@@ -240,7 +243,7 @@ type CopyProcessors = Vec<(usize, Arc<dyn Processor>)>;
 pub(crate) fn start(
     shared: &Arc<Shared>,
     runtime: &tokio::runtime::Handle,
-) -> Result<(Vec<tokio::task::JoinHandle<()>>, Vec<Arc<dyn Processor>>), EngineError> {
+) -> Result<Started, EngineError> {
     let mut tasks = Vec::new();
     let mut all = Vec::new();
     for g in &shared.flow.stateless {
