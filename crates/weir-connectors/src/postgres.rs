@@ -2,10 +2,10 @@
 //! database transaction per batch.
 //!
 //! [`RecordWriter::write_batch`] takes a batch of items (each a list of records, e.g. one
-//! flow file's JSON Lines) and writes them all in one transaction. Each item is one statement
-//! that hands its records to the server as one `jsonb` array, which
+//! flow file's JSON Lines) and writes them all in one transaction. The records of all items
+//! with the same columns go to the server as one `jsonb` array in one statement, which
 //! `jsonb_populate_recordset` turns into rows of the table's own column types, so a batch
-//! costs one round trip per item, pipelined, plus `BEGIN` and `COMMIT`. When the server
+//! costs one statement per column set, pipelined, plus `BEGIN` and `COMMIT`. When the server
 //! refuses an item (a bad value, an unknown column), the transaction rolls back and every
 //! item is written again in a transaction of its own, so that only the bad ones fail. When
 //! the connection breaks, every item of the batch is [`ItemOutcome::Retry`] and the next
@@ -363,10 +363,42 @@ impl RecordWriter {
         Ok(s)
     }
 
-    async fn transaction(&mut self, items: &[(usize, Prepared)]) -> Result<(), Failure> {
-        let mut statements = Vec::with_capacity(items.len());
+    /// Merges the items' rows into one statement per column set (so a batch of similar
+    /// items costs one statement); for UPSERT, the last row of a key wins, as it would with
+    /// one statement per item in order.
+    fn merge(&self, items: &[(usize, Prepared)]) -> Vec<(Vec<String>, Value)> {
+        let mut groups: BTreeMap<&Vec<String>, Vec<&Value>> = BTreeMap::new();
         for (_, p) in items {
-            statements.push(self.statement(&p.columns).await?);
+            if let Value::Array(rows) = &p.rows {
+                groups.entry(&p.columns).or_default().extend(rows);
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(columns, rows)| {
+                let rows: Vec<Value> = match &self.statement {
+                    StatementType::Insert => rows.into_iter().cloned().collect(),
+                    StatementType::Upsert { keys } => {
+                        let mut last: BTreeMap<String, usize> = BTreeMap::new();
+                        for (i, r) in rows.iter().enumerate() {
+                            let key: Vec<String> = keys.iter().map(|k| r[k].to_string()).collect();
+                            last.insert(key.join("\u{1f}"), i);
+                        }
+                        let mut keep: Vec<usize> = last.into_values().collect();
+                        keep.sort_unstable();
+                        keep.into_iter().map(|i| rows[i].clone()).collect()
+                    }
+                };
+                (columns.clone(), Value::Array(rows))
+            })
+            .collect()
+    }
+
+    async fn transaction(&mut self, items: &[(usize, Prepared)]) -> Result<(), Failure> {
+        let merged = self.merge(items);
+        let mut statements = Vec::with_capacity(merged.len());
+        for (columns, _) in &merged {
+            statements.push(self.statement(columns).await?);
         }
         let client = self.client().await?;
         let result = async {
@@ -375,12 +407,15 @@ impl RecordWriter {
                 .await
                 .map_err(|e| classify(&e))?;
             // Pipelined: every statement is sent before the first answer is awaited.
-            let runs = items.iter().zip(&statements).map(|((_, p), s)| async move {
-                client
-                    .execute(s, &[&Json(&p.rows)])
-                    .await
-                    .map_err(|e| classify(&e))
-            });
+            let runs = merged
+                .iter()
+                .zip(&statements)
+                .map(|((_, rows), s)| async move {
+                    client
+                        .execute(s, &[&Json(rows)])
+                        .await
+                        .map_err(|e| classify(&e))
+                });
             for r in futures::future::join_all(runs).await {
                 r?;
             }
