@@ -87,17 +87,20 @@ fn kill_loop(flow: &Path, repo: &Path, mut check: impl FnMut(u32)) {
         child.wait().unwrap();
         check(round);
     }
-    let status = Command::new(env!("CARGO_BIN_EXE_weir"))
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(["flow", "run"])
         .arg(flow)
         .arg("--repo")
         .arg(repo)
         .arg("--until-idle")
-        .stderr(Stdio::null())
         .stdout(Stdio::null())
-        .status()
+        .output()
         .unwrap();
-    assert!(status.success());
+    assert!(
+        out.status.success(),
+        "the last run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Polls `done` until it holds or `limit` passes.
