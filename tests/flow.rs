@@ -159,9 +159,9 @@ fn each_kind_of_bad_definition_names_its_line_and_field() {
             "unknown processor type `Nope`",
         ),
         (
-            "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: ConsumeAMQP\n",
-            ":6:",
-            "issue 11",
+            "flow: x\ngroups:\n  - name: g\n    engine: stateless\n    processors:\n      - name: a\n        type: GenerateFlowFile\n        schedule: { strategy: cron, expression: \"0/5 * * * * ?\" }\n        auto_terminate: [success]\n",
+            ":8:",
+            "CRON scheduling is not allowed in a stateless group",
         ),
         (
             "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: a\n        type: GenerateFlowFile\n        properties:\n          File Size: 3 parsecs\n        auto_terminate: [success]\n",

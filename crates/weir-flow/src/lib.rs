@@ -23,3 +23,4 @@ pub mod flowfile;
 pub mod processors;
 pub mod provenance;
 pub mod repository;
+pub mod stateless;

@@ -79,6 +79,9 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Validate { flow } => {
             let flow = load(&flow)?;
+            for warning in weir_flow::stateless::warnings(&flow) {
+                eprintln!("warning: {warning}");
+            }
             println!(
                 "{}: valid ({} processors, {} connections)",
                 flow.name,

@@ -34,7 +34,7 @@ use serde::Deserialize;
 
 use crate::expression::Template;
 use crate::processors::registry::ProcessorRegistry;
-use crate::processors::spec::{Dynamic, LATER_TYPES, ProcessorSpec, PropertyKind};
+use crate::processors::spec::{Dynamic, ProcessorSpec, PropertyKind};
 use locate::Locator;
 use units::{parse_duration, parse_size};
 
@@ -322,6 +322,20 @@ pub struct Flow {
     pub stateless_groups: Vec<String>,
     /// Custom processor types the flow was validated with; the engine builds them.
     pub registry: ProcessorRegistry,
+    /// The settings of each stateless group, in the order of `stateless_groups`.
+    pub stateless: Vec<StatelessGroup>,
+}
+
+/// A group marked `engine: stateless`: one transaction per trigger, run by
+/// [`crate::stateless`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatelessGroup {
+    /// The group's name.
+    pub name: String,
+    /// Independent copies of the group, each with its own processor state (default 1).
+    pub concurrency: usize,
+    /// A transaction not done in this time rolls back (default 1 min).
+    pub timeout: Duration,
 }
 
 struct Checker<'a> {
@@ -438,6 +452,7 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
     let mut processors: Vec<Component> = Vec::new();
     let mut names: HashMap<String, usize> = HashMap::new();
     let mut stateless_groups = Vec::new();
+    let mut stateless_settings = Vec::new();
     // (group index, connection def, group name or None for top level)
     let mut pending: Vec<(String, ConnectionDef, Option<usize>, Option<String>)> = Vec::new();
     let mut group_names = BTreeSet::new();
@@ -466,14 +481,24 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
         };
         if stateless {
             stateless_groups.push(group.name.clone());
-            if let Some(t) = &group.timeout {
-                c.duration(
-                    Some(t),
-                    Duration::ZERO,
-                    loc.key_line("timeout", group_line),
-                    format!("{gfield}.timeout"),
+            let timeout = c.duration(
+                group.timeout.as_ref(),
+                Duration::from_secs(60),
+                loc.key_line("timeout", group_line),
+                format!("{gfield}.timeout"),
+            );
+            if group.concurrency == Some(0) {
+                c.error(
+                    loc.key_line("concurrency", group_line),
+                    format!("{gfield}.concurrency"),
+                    "must be at least 1",
                 );
             }
+            stateless_settings.push(StatelessGroup {
+                name: group.name.clone(),
+                concurrency: group.concurrency.unwrap_or(1).max(1) as usize,
+                timeout,
+            });
         } else {
             for (key, present) in [
                 ("concurrency", group.concurrency.is_some()),
@@ -715,6 +740,7 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
         connections,
         stateless_groups,
         registry: c.registry.clone(),
+        stateless: stateless_settings,
     }
 }
 
@@ -781,18 +807,11 @@ fn processor(
 ) -> Option<Component> {
     let key_line = |k: &str| loc.key_line(k, line).or(line);
     let Some(spec) = c.registry.spec(&pd.kind) else {
-        let message = if LATER_TYPES.contains(&pd.kind.as_str()) {
-            format!(
-                "processor type `{}` needs a broker or database connector, which the next flow issue (issue 11) brings; the traditional engine does not run it yet",
-                pd.kind
-            )
-        } else {
-            format!(
-                "unknown processor type `{}` (known: {})",
-                pd.kind,
-                c.registry.kinds().join(", ")
-            )
-        };
+        let message = format!(
+            "unknown processor type `{}` (known: {})",
+            pd.kind,
+            c.registry.kinds().join(", ")
+        );
         c.error(key_line("type"), format!("{field}.type"), message);
         return None;
     };
@@ -854,6 +873,27 @@ fn processor(
                 None => {}
             }
         }
+    }
+    if stateless && spec.kind == "ListenHTTP" {
+        c.error(
+            key_line("type"),
+            format!("{field}.type"),
+            "ListenHTTP answers requests as they come and cannot wait for a group transaction; put it in a traditional group and feed the stateless group through an input port",
+        );
+    }
+    if spec.kind == "PutDatabaseRecord"
+        && properties
+            .get("Statement Type")
+            .is_some_and(|t| t.eq_ignore_ascii_case("UPSERT"))
+        && properties
+            .get("Update Keys")
+            .is_none_or(|k| k.trim().is_empty())
+    {
+        c.error(
+            key_line("properties"),
+            format!("{field}.properties.Update Keys"),
+            "UPSERT needs the key columns (a unique index must cover them)",
+        );
     }
     if spec.kind == "ListenHTTP"
         && let Some(addr) = properties.get("Listening Address")

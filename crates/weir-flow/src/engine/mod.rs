@@ -28,7 +28,7 @@ use crate::processors::{Processor, Trigger};
 use crate::provenance::ProvenanceRepository;
 use crate::repository::journal::{FlowFileRepository, RepositoryError};
 use queue::Queue;
-pub use session::{FlowFileRef, Session, SessionError};
+pub use session::{Completion, CompletionHook, FlowFileRef, Session, SessionError};
 
 /// Why the engine could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -50,11 +50,6 @@ pub enum EngineError {
     /// The shared runtime could not start.
     #[error("runtime: {0}")]
     Runtime(String),
-    /// The flow has groups this engine does not run.
-    #[error(
-        "group `{0}` is stateless; the stateless engine comes with the next flow issue (issue 11)"
-    )]
-    Stateless(String),
     /// The run failed (for instance, the repository was poisoned).
     #[error("the flow stopped: {0}")]
     Failed(String),
@@ -80,12 +75,12 @@ pub(crate) struct Shared {
     pub(crate) queues: Vec<Queue>,
     pub(crate) incoming: Vec<Vec<usize>>,
     pub(crate) outgoing: Vec<Vec<usize>>,
-    wakers: Vec<Notify>,
-    stats: Vec<ComponentStats>,
+    pub(crate) wakers: Vec<Notify>,
+    pub(crate) stats: Vec<ComponentStats>,
     stop: AtomicBool,
     failure: Mutex<Option<String>>,
     last_activity: Mutex<Instant>,
-    running_triggers: AtomicUsize,
+    pub(crate) running_triggers: AtomicUsize,
     dir: PathBuf,
 }
 
@@ -114,7 +109,7 @@ impl Shared {
         }
     }
 
-    fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
 
@@ -141,6 +136,10 @@ pub struct SessionFactory {
 }
 
 impl SessionFactory {
+    pub(crate) fn new(shared: Arc<Shared>, component: usize) -> SessionFactory {
+        SessionFactory { shared, component }
+    }
+
     /// A new session.
     pub fn session(&self) -> Session {
         self.shared.session(self.component)
@@ -217,12 +216,14 @@ impl Engine {
     /// Opens (recovering) the repositories in `dir` and starts every processor.
     ///
     /// # Errors
-    /// [`EngineError`] when the repository cannot be recovered, a processor cannot start, or
-    /// the flow has a stateless group.
+    /// [`EngineError`] when the repository cannot be recovered or a processor cannot start.
+    /// Groups marked `engine: stateless` run on the stateless engine ([`crate::stateless`]),
+    /// in the same process, runtime and repositories.
     pub fn start(flow: Flow, dir: &Path) -> Result<Engine, EngineError> {
-        if let Some(g) = flow.stateless_groups.first() {
-            return Err(EngineError::Stateless(g.clone()));
+        for warning in crate::stateless::warnings(&flow) {
+            tracing::warn!("{warning}");
         }
+        let stateless_members = crate::stateless::members(&flow);
         let runtime = weir::async_io::runtime()
             .map_err(|e| EngineError::Runtime(e.to_string()))?
             .clone();
@@ -280,6 +281,12 @@ impl Engine {
                     name: c.name.clone(),
                     reason,
                 })?;
+            if stateless_members.contains(&i) {
+                // Built here only to keep indices aligned; each stateless copy builds and
+                // starts its own.
+                processors.push(p);
+                continue;
+            }
             let factory = SessionFactory {
                 shared: Arc::clone(&shared),
                 component: i,
@@ -293,6 +300,9 @@ impl Engine {
         }
         let mut tasks = Vec::new();
         for (i, c) in shared.flow.processors.iter().enumerate() {
+            if stateless_members.contains(&i) {
+                continue;
+            }
             for _ in 0..c.concurrency {
                 tasks.push(runtime.spawn(run_task(
                     Arc::clone(&shared),
@@ -301,6 +311,9 @@ impl Engine {
                 )));
             }
         }
+        let (stateless_tasks, stateless_processors) = crate::stateless::start(&shared, &runtime)?;
+        tasks.extend(stateless_tasks);
+        processors.extend(stateless_processors);
         tasks.push(runtime.spawn(maintenance(Arc::clone(&shared))));
         Ok(Engine {
             shared,

@@ -10,13 +10,14 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::definition::ComponentKind;
 use crate::flowfile::{ContentClaim, FlowFile};
 use crate::provenance::{EventType, ProvenanceEvent};
 use crate::repository::journal::{Op, RepositoryError, Txn};
+use crate::stateless::Transaction;
 
 /// A flow file held by a session (an index into it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,10 +73,31 @@ pub enum SessionError {
     Content(#[from] io::Error),
 }
 
+/// How a session's work ended, for [`Session::on_complete`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// Committed and durable (traditional), or the whole stateless transaction committed:
+    /// a source may acknowledge what it received.
+    Committed,
+    /// Rolled back: a source must give back what it received, so that it comes again,
+    /// after `penalty` when one is set.
+    RolledBack {
+        /// How long the data should wait before it is offered again.
+        penalty: Option<Duration>,
+    },
+}
+
+/// A callback run once when a session's work is committed or rolled back.
+pub type CompletionHook = Box<dyn FnOnce(Completion) + Send>;
+
 /// A processor's session. See the [module docs](self).
 pub struct Session {
     shared: Arc<Shared>,
     component: usize,
+    /// Set when the session works inside a stateless group's transaction: queues inside the
+    /// group and new content are in memory, and the commit is the transaction's.
+    transaction: Option<Arc<Transaction>>,
+    completions: Vec<CompletionHook>,
     records: Vec<Record>,
     expired: Vec<(u32, FlowFile)>,
     events: Vec<ProvenanceEvent>,
@@ -92,12 +114,33 @@ impl Session {
         Session {
             shared,
             component,
+            transaction: None,
+            completions: Vec::new(),
             records: Vec::new(),
             expired: Vec::new(),
             events: Vec::new(),
             new_claims: Vec::new(),
             source_deletions: Vec::new(),
         }
+    }
+
+    /// A session inside a stateless transaction.
+    pub(crate) fn in_transaction(
+        shared: Arc<Shared>,
+        component: usize,
+        transaction: Arc<Transaction>,
+    ) -> Session {
+        let mut s = Session::new(shared, component);
+        s.transaction = Some(transaction);
+        s
+    }
+
+    /// Runs `hook` once this session's work is settled: after the durable commit
+    /// (traditional), or after the whole group transaction commits (stateless), with
+    /// [`Completion::Committed`]; after a rollback with [`Completion::RolledBack`]. Sources
+    /// acknowledge or give back what they received here.
+    pub fn on_complete(&mut self, hook: impl FnOnce(Completion) + Send + 'static) {
+        self.completions.push(Box::new(hook));
     }
 
     /// The component's name.
@@ -124,8 +167,10 @@ impl Session {
             if out.len() >= max {
                 break;
             }
-            let queue = &self.shared.queues[q];
-            let (got, expired) = queue.poll(&self.shared.repo, max - out.len(), now)?;
+            let (got, expired) = match &self.transaction {
+                Some(t) if t.is_internal(q) => (t.poll(q, max - out.len()), Vec::new()),
+                _ => self.shared.queues[q].poll(&self.shared.repo, max - out.len(), now)?,
+            };
             self.expired
                 .extend(expired.into_iter().map(|f| (q as u32, f)));
             for ff in got {
@@ -267,6 +312,12 @@ impl Session {
     pub fn read(&self, ff: FlowFileRef) -> Result<Vec<u8>, SessionError> {
         match &self.records[ff.0].flowfile.claim {
             None => Ok(Vec::new()),
+            Some(c) if Transaction::is_memory_claim(c) => match &self.transaction {
+                Some(t) => Ok(t.read(c)),
+                None => Err(SessionError::Content(io::Error::other(
+                    "in-memory content outside a stateless transaction",
+                ))),
+            },
             Some(c) => Ok(self.shared.repo.content().read(c)?),
         }
     }
@@ -278,10 +329,14 @@ impl Session {
     pub fn write(&mut self, ff: FlowFileRef, data: &[u8]) -> Result<(), SessionError> {
         let claim = if data.is_empty() {
             None
+        } else if let Some(t) = &self.transaction {
+            Some(t.write(data))
         } else {
             Some(self.shared.repo.content().write(data)?)
         };
-        if let Some(c) = claim {
+        if let Some(c) = claim
+            && self.transaction.is_none()
+        {
             self.new_claims.push(c);
         }
         let r = &mut self.records[ff.0];
@@ -621,6 +676,28 @@ impl Session {
     }
 
     fn finish(mut self, plan: Plan) -> Result<(u64, u64), SessionError> {
+        if let Some(t) = self.transaction.take() {
+            let taken = self
+                .records
+                .drain(..)
+                .filter(|r| r.destination != Destination::Returned)
+                .filter_map(|r| r.original)
+                .filter(|(q, _)| !t.is_internal(*q as usize))
+                .collect();
+            let expired = std::mem::take(&mut self.expired);
+            t.absorb(
+                crate::stateless::Absorbed {
+                    enqueue: plan.enqueue,
+                    returned: plan.returned,
+                    events: plan.events,
+                    taken,
+                    expired,
+                    completions: std::mem::take(&mut self.completions),
+                },
+                &self.shared,
+            );
+            return Ok((plan.input, plan.out));
+        }
         let shared = Arc::clone(&self.shared);
         let mut returned: BTreeMap<u32, Vec<FlowFile>> = BTreeMap::new();
         for (q, ff) in plan.returned {
@@ -633,6 +710,9 @@ impl Session {
         }
         if plan.ops.is_empty() && plan.events.is_empty() {
             self.records.clear();
+            for hook in self.completions.drain(..) {
+                hook(Completion::Committed);
+            }
             return Ok((0, 0));
         }
         let events = match shared.repo.commit(Txn {
@@ -672,6 +752,9 @@ impl Session {
         if let Err(e) = shared.provenance.insert(&events) {
             tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
         }
+        for hook in self.completions.drain(..) {
+            hook(Completion::Committed);
+        }
         self.records.clear();
         self.new_claims.clear();
         shared.note_activity();
@@ -685,6 +768,30 @@ impl Session {
     }
 
     fn rollback_in_place(&mut self, penalize: bool) {
+        if let Some(t) = self.transaction.take() {
+            // Inside a stateless transaction a processor's rollback rolls back the whole
+            // transaction: what the session took from outside the group and its hooks go to
+            // the transaction, which settles them.
+            let taken = self
+                .records
+                .drain(..)
+                .filter_map(|r| r.original)
+                .filter(|(q, _)| !t.is_internal(*q as usize))
+                .collect();
+            t.absorb_rollback(
+                taken,
+                std::mem::take(&mut self.completions),
+                std::mem::take(&mut self.events),
+            );
+            self.expired.clear();
+            return;
+        }
+        let penalty = self.shared.flow.processors[self.component].penalty;
+        for hook in self.completions.drain(..) {
+            hook(Completion::RolledBack {
+                penalty: penalize.then_some(penalty),
+            });
+        }
         let until =
             penalize.then(|| Instant::now() + self.shared.flow.processors[self.component].penalty);
         let mut by_queue: BTreeMap<u32, Vec<FlowFile>> = BTreeMap::new();
@@ -728,7 +835,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         // A session dropped without commit (a panic unwinding through the processor) rolls
         // back, penalized.
-        if !self.records.is_empty() || !self.expired.is_empty() {
+        if !self.records.is_empty() || !self.expired.is_empty() || !self.completions.is_empty() {
             self.rollback_in_place(true);
         }
     }

@@ -1,6 +1,7 @@
 //! The processors of the traditional engine, with NiFi's names, properties and
 //! relationships ([`spec`] declares them; validation and the processors share it).
 
+mod brokers;
 mod content;
 mod files;
 mod http;
@@ -82,6 +83,11 @@ pub fn build(c: &Component) -> Result<Arc<dyn Processor>, String> {
         "LogAttribute" => Arc::new(routing::LogAttribute::new(c)?),
         "InvokeHTTP" => Arc::new(http::InvokeHttp::new(c)?),
         "ListenHTTP" => Arc::new(http::ListenHttp::new(c)?),
+        "ConsumeAMQP" => Arc::new(brokers::ConsumeAmqp::new(c)?),
+        "PublishAMQP" => Arc::new(brokers::PublishAmqp::new(c)?),
+        "ConsumeJetStream" => Arc::new(brokers::ConsumeJetStream::new(c)?),
+        "PublishJetStream" => Arc::new(brokers::PublishJetStream::new(c)?),
+        "PutDatabaseRecord" => Arc::new(brokers::PutDatabaseRecord::new(c)?),
         "Funnel" => Arc::new(routing::PassThrough),
         other => return Err(format!("no processor for type `{other}`")),
     })

@@ -42,7 +42,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::spec::{self, LATER_TYPES, ProcessorSpec};
+use super::spec::{self, ProcessorSpec};
 use super::{Processor, build};
 use crate::definition::{Component, ComponentKind};
 
@@ -92,10 +92,7 @@ impl ProcessorRegistry {
     where
         F: Fn(&Component) -> Result<Arc<dyn Processor>, String> + Send + Sync + 'static,
     {
-        if spec::spec(spec.kind).is_some()
-            || LATER_TYPES.contains(&spec.kind)
-            || self.types.contains_key(spec.kind)
-        {
+        if spec::spec(spec.kind).is_some() || self.types.contains_key(spec.kind) {
             return Err(RegistryError::Taken(spec.kind.to_string()));
         }
         Arc::make_mut(&mut self.types).insert(

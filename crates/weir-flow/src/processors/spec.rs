@@ -280,21 +280,89 @@ pub const SPECS: &[ProcessorSpec] = &[
         source: true,
     },
     ProcessorSpec {
+        kind: "ConsumeAMQP",
+        properties: &[
+            p("Queue", true, None, K::Text),
+            p("Brokers", true, Some("127.0.0.1:5672"), K::Text),
+            p("Virtual Host", true, Some("/"), K::Text),
+            p("User Name", true, Some("guest"), K::Text),
+            p("Password", false, None, K::Text),
+            p("Batch Size", true, Some("10"), K::Count),
+            p("Prefetch Count", true, Some("100"), K::Count),
+        ],
+        relationships: &["success"],
+        dynamic: Dynamic::None,
+        source: true,
+    },
+    ProcessorSpec {
+        kind: "PublishAMQP",
+        properties: &[
+            p("Exchange Name", true, Some(""), K::Expression),
+            p("Routing Key", true, None, K::Expression),
+            p("Brokers", true, Some("127.0.0.1:5672"), K::Text),
+            p("Virtual Host", true, Some("/"), K::Text),
+            p("User Name", true, Some("guest"), K::Text),
+            p("Password", false, None, K::Text),
+        ],
+        relationships: &["success", "failure"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "ConsumeJetStream",
+        properties: &[
+            p("URL", true, Some("nats://127.0.0.1:4222"), K::Text),
+            p("Stream", true, None, K::Text),
+            p("Subject", true, None, K::Text),
+            p("Durable Consumer", true, None, K::Text),
+            p("User Name", false, None, K::Text),
+            p("Password", false, None, K::Text),
+            p("Batch Size", true, Some("10"), K::Count),
+            p("Ack Wait", true, Some("30 sec"), K::Duration),
+        ],
+        relationships: &["success"],
+        dynamic: Dynamic::None,
+        source: true,
+    },
+    ProcessorSpec {
+        kind: "PublishJetStream",
+        properties: &[
+            p("URL", true, Some("nats://127.0.0.1:4222"), K::Text),
+            p("Subject", true, None, K::Expression),
+            p("User Name", false, None, K::Text),
+            p("Password", false, None, K::Text),
+        ],
+        relationships: &["success", "failure"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
+        kind: "PutDatabaseRecord",
+        properties: &[
+            p("Database URL", true, None, K::Text),
+            p("Table Name", true, None, K::Text),
+            p(
+                "Statement Type",
+                true,
+                Some("INSERT"),
+                K::Choice(&["INSERT", "UPSERT"]),
+            ),
+            p("Update Keys", false, None, K::Text),
+            p("User Name", false, None, K::Text),
+            p("Password", false, None, K::Text),
+            p("Batch Size", true, Some("100"), K::Count),
+        ],
+        relationships: &["success", "failure", "retry"],
+        dynamic: Dynamic::None,
+        source: false,
+    },
+    ProcessorSpec {
         kind: "Funnel",
         properties: &[],
         relationships: &["success"],
         dynamic: Dynamic::None,
         source: false,
     },
-];
-
-/// Types of the flow format that the next engine issue brings (brokers and databases).
-pub const LATER_TYPES: &[&str] = &[
-    "ConsumeAMQP",
-    "PublishAMQP",
-    "ConsumeJetStream",
-    "PublishJetStream",
-    "PutDatabaseRecord",
 ];
 
 /// The spec of `kind`, if the traditional engine has it.

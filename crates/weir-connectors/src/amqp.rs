@@ -1,0 +1,479 @@
+//! AMQP 0-9-1 (RabbitMQ) with `lapin`: a consumer with manual acknowledgements and a
+//! publisher that waits for publisher confirms.
+//!
+//! [`AmqpConsumer`] keeps one connection and channel on the shared runtime, consumes a queue
+//! with `no_ack = false` and a prefetch window, and hands out [`AmqpMessage`]s. The caller
+//! acknowledges a message only after it has committed what the message carried, or
+//! negatively acknowledges it with requeue after a rollback, so the broker redelivers it.
+//! When the connection breaks, the broker requeues every unacknowledged message; the consumer
+//! drops the messages it still buffers from the broken channel, logs a warning and connects
+//! again.
+//!
+//! ```no_run
+//! # async fn demo(handle: tokio::runtime::Handle) -> Result<(), weir_connectors::ConnectorError> {
+//! use weir_connectors::amqp::{AmqpConfig, AmqpPublisher};
+//! let config = AmqpConfig::new("127.0.0.1:5672", "/", "guest", "guest")?;
+//! let publisher = AmqpPublisher::new(config);
+//! publisher.publish("", "orders", b"{\"id\":1}").await?; // returns once the broker confirmed
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions,
+};
+use lapin::types::FieldTable;
+use lapin::uri::{AMQPAuthority, AMQPUri, AMQPUserInfo};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use tokio::sync::{Mutex, mpsc};
+
+use crate::{ConnectorError, Health, backoff};
+
+/// Where and as whom to connect. The password is never printed: `Debug` and `Display`
+/// show the server only.
+#[derive(Clone)]
+pub struct AmqpConfig {
+    host: String,
+    port: u16,
+    vhost: String,
+    user: String,
+    password: String,
+}
+
+impl fmt::Debug for AmqpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AmqpConfig({self})")
+    }
+}
+
+impl fmt::Display for AmqpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "amqp://{}:{}{}", self.host, self.port, self.vhost)
+    }
+}
+
+impl AmqpConfig {
+    /// A configuration from NiFi's properties: `Brokers` as `host:port` (the first of a
+    /// comma-separated list), the virtual host, the user name and the password.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Config`] when `brokers` is not `host:port`.
+    pub fn new(
+        brokers: &str,
+        vhost: &str,
+        user: &str,
+        password: &str,
+    ) -> Result<AmqpConfig, ConnectorError> {
+        let first = brokers.split(',').next().unwrap_or("").trim();
+        let (host, port) = match first.rsplit_once(':') {
+            Some((h, p)) => (
+                h,
+                p.parse::<u16>().map_err(|_| {
+                    ConnectorError::Config(format!("Brokers: bad port in `{first}`"))
+                })?,
+            ),
+            None => (first, 5672),
+        };
+        if host.is_empty() {
+            return Err(ConnectorError::Config("Brokers: empty host".into()));
+        }
+        Ok(AmqpConfig {
+            host: host.to_string(),
+            port,
+            vhost: if vhost.is_empty() {
+                "/".into()
+            } else {
+                vhost.into()
+            },
+            user: user.to_string(),
+            password: password.to_string(),
+        })
+    }
+
+    fn uri(&self) -> AMQPUri {
+        AMQPUri {
+            authority: AMQPAuthority {
+                userinfo: AMQPUserInfo {
+                    username: self.user.clone(),
+                    password: self.password.clone(),
+                },
+                host: self.host.clone(),
+                port: self.port,
+            },
+            vhost: self.vhost.clone(),
+            ..AMQPUri::default()
+        }
+    }
+
+    fn unavailable(&self, e: impl fmt::Display) -> ConnectorError {
+        ConnectorError::Unavailable {
+            server: self.to_string(),
+            reason: e.to_string(),
+        }
+    }
+
+    /// Opens a connection and a channel.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Unavailable`].
+    pub async fn connect(&self) -> Result<(Connection, Channel), ConnectorError> {
+        let conn = Connection::connect_uri(self.uri(), ConnectionProperties::default())
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        let channel = conn
+            .create_channel()
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        Ok((conn, channel))
+    }
+}
+
+/// One delivered message. Acknowledge it with [`AmqpMessage::ack`] after the commit, or
+/// hand it back with [`AmqpMessage::nack_requeue`]; a message dropped unacknowledged stays
+/// with the broker, which redelivers it when the connection closes.
+pub struct AmqpMessage {
+    /// The payload.
+    pub body: Vec<u8>,
+    /// The exchange it was published to (empty for the default exchange).
+    pub exchange: String,
+    /// Its routing key.
+    pub routing_key: String,
+    /// True when the broker delivered it before.
+    pub redelivered: bool,
+    /// The channel's delivery tag.
+    pub delivery_tag: u64,
+    /// String-valued headers and properties (`content_type`, `message_id`, ...).
+    pub headers: Vec<(String, String)>,
+    acker: lapin::Acker,
+}
+
+impl fmt::Debug for AmqpMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AmqpMessage")
+            .field("routing_key", &self.routing_key)
+            .field("delivery_tag", &self.delivery_tag)
+            .field("len", &self.body.len())
+            .finish()
+    }
+}
+
+impl AmqpMessage {
+    /// Acknowledges the message: the broker forgets it.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Unavailable`] when the channel closed meanwhile; the broker has
+    /// then requeued the message and will deliver it again.
+    pub async fn ack(&self) -> Result<(), ConnectorError> {
+        self.acker
+            .ack(BasicAckOptions::default())
+            .await
+            .map(drop)
+            .map_err(|e| ConnectorError::Unavailable {
+                server: "amqp channel".into(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// Negatively acknowledges the message with requeue: the broker delivers it again.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Unavailable`] when the channel closed meanwhile (the broker has
+    /// requeued it anyway).
+    pub async fn nack_requeue(&self) -> Result<(), ConnectorError> {
+        self.acker
+            .nack(BasicNackOptions {
+                requeue: true,
+                multiple: false,
+            })
+            .await
+            .map(drop)
+            .map_err(|e| ConnectorError::Unavailable {
+                server: "amqp channel".into(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+/// A queue consumer with manual acknowledgements. See the [module docs](self).
+pub struct AmqpConsumer {
+    receiver: Mutex<mpsc::Receiver<(u64, AmqpMessage)>>,
+    generation: Arc<AtomicU64>,
+    health: Arc<Health>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl fmt::Debug for AmqpConsumer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AmqpConsumer({:?})", self.health.get())
+    }
+}
+
+impl AmqpConsumer {
+    /// Starts consuming `queue` on `runtime`, with at most `prefetch` unacknowledged
+    /// messages on the channel. The queue must exist. Returns at once: the connection is
+    /// made (and remade) in the background.
+    pub fn start(
+        runtime: &tokio::runtime::Handle,
+        config: AmqpConfig,
+        queue: &str,
+        prefetch: u16,
+    ) -> AmqpConsumer {
+        let prefetch = prefetch.max(1);
+        let (tx, rx) = mpsc::channel(prefetch as usize);
+        let generation = Arc::new(AtomicU64::new(0));
+        let health = Arc::new(Health::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = runtime.spawn(consume_loop(
+            config,
+            queue.to_string(),
+            prefetch,
+            tx,
+            Arc::clone(&generation),
+            Arc::clone(&health),
+            Arc::clone(&stop),
+        ));
+        AmqpConsumer {
+            receiver: Mutex::new(rx),
+            generation,
+            health,
+            stop,
+            task,
+        }
+    }
+
+    /// Waits up to `wait` for a first message, then takes whatever else is ready, up to
+    /// `max` in all. Messages of a channel that has closed since they arrived are dropped
+    /// (the broker has requeued them).
+    pub async fn next_batch(&self, max: usize, wait: Duration) -> Vec<AmqpMessage> {
+        let mut rx = self.receiver.lock().await;
+        let mut out = Vec::new();
+        let deadline = tokio::time::Instant::now() + wait;
+        while out.is_empty() {
+            let first = match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(m)) => m,
+                Ok(None) | Err(_) => return out,
+            };
+            self.keep_current(first, &mut out);
+        }
+        while out.len() < max.max(1) {
+            match rx.try_recv() {
+                Ok(m) => self.keep_current(m, &mut out),
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
+    fn keep_current(&self, (generation, m): (u64, AmqpMessage), out: &mut Vec<AmqpMessage>) {
+        if generation == self.generation.load(Ordering::SeqCst) {
+            out.push(m);
+        }
+    }
+
+    /// The connection's state.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+}
+
+impl Drop for AmqpConsumer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.abort();
+    }
+}
+
+async fn consume_loop(
+    config: AmqpConfig,
+    queue: String,
+    prefetch: u16,
+    tx: mpsc::Sender<(u64, AmqpMessage)>,
+    generation: Arc<AtomicU64>,
+    health: Arc<Health>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut attempt = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let outcome = consume_once(&config, &queue, prefetch, &tx, &generation, &health).await;
+        generation.fetch_add(1, Ordering::SeqCst);
+        if tx.is_closed() {
+            return;
+        }
+        let error = match outcome {
+            Ok(()) => "the broker cancelled the consumer".to_string(),
+            Err(e) => e.to_string(),
+        };
+        if health.get().connected {
+            attempt = 0;
+        }
+        tracing::warn!("ConsumeAMQP: {error}; connecting again");
+        health.down(error);
+        tokio::time::sleep(backoff(attempt)).await;
+        attempt += 1;
+    }
+}
+
+async fn consume_once(
+    config: &AmqpConfig,
+    queue: &str,
+    prefetch: u16,
+    tx: &mpsc::Sender<(u64, AmqpMessage)>,
+    generation: &AtomicU64,
+    health: &Health,
+) -> Result<(), ConnectorError> {
+    let (_conn, channel) = config.connect().await?;
+    channel
+        .basic_qos(prefetch, BasicQosOptions::default())
+        .await
+        .map_err(|e| config.unavailable(e))?;
+    let mut consumer = channel
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| config.unavailable(e))?;
+    health.up();
+    let current = generation.load(Ordering::SeqCst);
+    while let Some(delivery) = consumer.next().await {
+        let d = delivery.map_err(|e| config.unavailable(e))?;
+        let mut headers = Vec::new();
+        let p = &d.properties;
+        for (k, v) in [
+            ("content_type", p.content_type()),
+            ("content_encoding", p.content_encoding()),
+            ("message_id", p.message_id()),
+            ("correlation_id", p.correlation_id()),
+            ("reply_to", p.reply_to()),
+            ("app_id", p.app_id()),
+            ("type", p.kind()),
+        ] {
+            if let Some(v) = v {
+                headers.push((k.to_string(), v.to_string()));
+            }
+        }
+        let message = AmqpMessage {
+            body: d.data,
+            exchange: d.exchange.to_string(),
+            routing_key: d.routing_key.to_string(),
+            redelivered: d.redelivered,
+            delivery_tag: d.delivery_tag,
+            headers,
+            acker: d.acker,
+        };
+        if tx.send((current, message)).await.is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// A publisher with publisher confirms: [`AmqpPublisher::publish`] returns once the broker
+/// has taken responsibility for the message. It connects on first use and again after a
+/// failure.
+pub struct AmqpPublisher {
+    config: AmqpConfig,
+    channel: Mutex<Option<(Connection, Channel)>>,
+}
+
+impl fmt::Debug for AmqpPublisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AmqpPublisher({})", self.config)
+    }
+}
+
+impl AmqpPublisher {
+    /// A publisher for `config` (no connection yet).
+    pub fn new(config: AmqpConfig) -> AmqpPublisher {
+        AmqpPublisher {
+            config,
+            channel: Mutex::new(None),
+        }
+    }
+
+    /// Publishes `body` (persistent) to `exchange` with `routing_key` and waits for the
+    /// broker's confirm.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Unavailable`] when the broker cannot be reached (the next call
+    /// connects again); [`ConnectorError::Refused`] on a negative confirm or when the message
+    /// is returned as unroutable.
+    pub async fn publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+    ) -> Result<(), ConnectorError> {
+        let mut guard = self.channel.lock().await;
+        if guard
+            .as_ref()
+            .is_none_or(|(_, ch)| !ch.status().connected())
+        {
+            let (conn, channel) = self.config.connect().await?;
+            channel
+                .confirm_select(ConfirmSelectOptions::default())
+                .await
+                .map_err(|e| self.config.unavailable(e))?;
+            *guard = Some((conn, channel));
+        }
+        let Some((_, channel)) = guard.as_ref() else {
+            unreachable!("connected above");
+        };
+        let result = async {
+            channel
+                .basic_publish(
+                    exchange.into(),
+                    routing_key.into(),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..BasicPublishOptions::default()
+                    },
+                    body,
+                    BasicProperties::default().with_delivery_mode(2),
+                )
+                .await?
+                .await
+        }
+        .await;
+        match result {
+            Ok(confirm) => {
+                let accepted = confirm.is_ack() && confirm.take_message().is_none();
+                if accepted {
+                    Ok(())
+                } else {
+                    Err(ConnectorError::Refused(format!(
+                        "the broker did not accept the message for exchange `{exchange}`, routing key `{routing_key}`"
+                    )))
+                }
+            }
+            Err(e) => {
+                *guard = None;
+                Err(self.config.unavailable(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_parses_brokers_and_never_shows_the_password() {
+        let c = AmqpConfig::new("rabbit.local:5673,other:5672", "", "user", "s3cret").unwrap();
+        assert_eq!(c.to_string(), "amqp://rabbit.local:5673/");
+        assert!(!format!("{c:?}").contains("s3cret"));
+        assert_eq!(AmqpConfig::new("h", "/", "u", "p").unwrap().port, 5672);
+        assert!(AmqpConfig::new("h:x", "/", "u", "p").is_err());
+        assert!(AmqpConfig::new(":1", "/", "u", "p").is_err());
+    }
+}

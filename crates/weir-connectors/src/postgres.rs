@@ -1,0 +1,514 @@
+//! PostgreSQL with `tokio-postgres`: JSON records into a table, by INSERT or UPSERT, one
+//! database transaction per batch.
+//!
+//! [`RecordWriter::write_batch`] takes a batch of items (each a list of records, e.g. one
+//! flow file's JSON Lines) and writes them all in one transaction. The records of all items
+//! with the same columns go to the server as one `jsonb` array in one statement, which
+//! `jsonb_populate_recordset` turns into rows of the table's own column types, so a batch
+//! costs one statement per column set, pipelined, plus `BEGIN` and `COMMIT`. When the server
+//! refuses an item (a bad value, an unknown column), the transaction rolls back and every
+//! item is written again in a transaction of its own, so that only the bad ones fail. When
+//! the connection breaks, every item of the batch is [`ItemOutcome::Retry`] and the next
+//! batch connects again.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use weir_connectors::postgres::{ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines};
+//! let config = PgConfig::new("host=127.0.0.1 user=postgres dbname=test", None, None);
+//! let mut writer = RecordWriter::new(config, "orders", StatementType::Upsert { keys: vec!["id".into()] });
+//! let records = parse_json_lines(b"{\"id\":1,\"total\":9.5}\n").unwrap();
+//! let outcomes = writer.write_batch(&[records]).await;
+//! assert!(matches!(outcomes[0], ItemOutcome::Written(1)));
+//! # }
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use serde_json::{Map, Value};
+use tokio_postgres::types::{Json, Type};
+use tokio_postgres::{Client, NoTls, Statement};
+
+/// One record: a JSON object.
+pub type Record = Map<String, Value>;
+
+/// Where and as whom to connect. The password is never printed.
+#[derive(Clone)]
+pub struct PgConfig {
+    config: tokio_postgres::Config,
+    shown: String,
+}
+
+impl fmt::Debug for PgConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PgConfig({})", self.shown)
+    }
+}
+
+impl fmt::Display for PgConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl PgConfig {
+    /// A configuration from a connection string (`postgres://user@host:port/db` or
+    /// `host=... dbname=...`), with an optional user and password that override the
+    /// string's. A string that does not parse is kept and reported at the first connection.
+    pub fn new(url: &str, user: Option<&str>, password: Option<&str>) -> PgConfig {
+        let mut config: tokio_postgres::Config = url.parse().unwrap_or_else(|_| {
+            let mut c = tokio_postgres::Config::new();
+            // An empty host list fails at connect with a clear message.
+            c.dbname(url);
+            c
+        });
+        if let Some(u) = user.filter(|u| !u.is_empty()) {
+            config.user(u);
+        }
+        if let Some(p) = password.filter(|p| !p.is_empty()) {
+            config.password(p);
+        }
+        let hosts: Vec<String> = config
+            .get_hosts()
+            .iter()
+            .map(|h| match h {
+                tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+            })
+            .collect();
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let shown = format!(
+            "postgres://{}:{port}/{}",
+            hosts.join(","),
+            config.get_dbname().unwrap_or("")
+        );
+        PgConfig { config, shown }
+    }
+
+    /// Connects; the connection task runs on the current runtime.
+    ///
+    /// # Errors
+    /// The client's error.
+    pub async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) = self.config.connect(NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("postgres connection ended: {e}");
+            }
+        });
+        Ok(client)
+    }
+}
+
+/// INSERT, or INSERT ... ON CONFLICT (keys) DO UPDATE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatementType {
+    /// Plain inserts: a duplicate key is a bad record.
+    Insert,
+    /// Inserts that update the row with the same key columns.
+    Upsert {
+        /// The key columns (a unique index must cover them).
+        keys: Vec<String>,
+    },
+}
+
+/// What happened to one item of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemOutcome {
+    /// Committed: this many records.
+    Written(u64),
+    /// The server (or the writer) refused the item's records: route it to failure.
+    Bad(String),
+    /// The database could not be reached or the transaction failed for a passing reason:
+    /// try again later.
+    Retry(String),
+}
+
+/// A record that is not a JSON object, with its 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct RecordError {
+    /// The line in the content.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Parses JSON Lines: one object per non-blank line.
+///
+/// # Errors
+/// [`RecordError`] naming the first bad line.
+pub fn parse_json_lines(content: &[u8]) -> Result<Vec<Record>, RecordError> {
+    let mut out = Vec::new();
+    for (i, line) in content.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(m)) => out.push(m),
+            Ok(_) => {
+                return Err(RecordError {
+                    line: i + 1,
+                    message: "not a JSON object".into(),
+                });
+            }
+            Err(e) => {
+                return Err(RecordError {
+                    line: i + 1,
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Quotes an identifier, each dot-separated part (`schema.table`).
+fn quote(name: &str) -> String {
+    name.split('.')
+        .map(|p| format!("\"{}\"", p.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Writes records to one table. See the [module docs](self).
+pub struct RecordWriter {
+    config: PgConfig,
+    table: String,
+    statement: StatementType,
+    client: Option<Client>,
+    prepared: HashMap<Vec<String>, Statement>,
+}
+
+impl fmt::Debug for RecordWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RecordWriter({} {})", self.config, self.table)
+    }
+}
+
+/// A prepared item: its statement's columns and the records as one JSON array.
+#[derive(Debug)]
+struct Prepared {
+    columns: Vec<String>,
+    rows: Value,
+    count: u64,
+}
+
+enum Failure {
+    Connection(String),
+    Item(String),
+}
+
+impl RecordWriter {
+    /// A writer into `table` (not connected yet).
+    pub fn new(config: PgConfig, table: &str, statement: StatementType) -> RecordWriter {
+        RecordWriter {
+            config,
+            table: table.to_string(),
+            statement,
+            client: None,
+            prepared: HashMap::new(),
+        }
+    }
+
+    /// True while a connection is open.
+    pub fn connected(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| !c.is_closed())
+    }
+
+    fn prepare_item(&self, records: &[Record]) -> Result<Prepared, String> {
+        let columns: BTreeSet<&String> = records.iter().flat_map(|r| r.keys()).collect();
+        if columns.is_empty() {
+            return Ok(Prepared {
+                columns: vec![],
+                rows: Value::Array(vec![]),
+                count: 0,
+            });
+        }
+        let rows: Vec<Value> = match &self.statement {
+            StatementType::Insert => records.iter().cloned().map(Value::Object).collect(),
+            StatementType::Upsert { keys } => {
+                // One statement cannot update a row twice: the last record of a key wins,
+                // as it would with one statement per record.
+                let mut by_key: BTreeMap<String, (usize, &Record)> = BTreeMap::new();
+                for (i, r) in records.iter().enumerate() {
+                    let mut key = Vec::with_capacity(keys.len());
+                    for k in keys {
+                        match r.get(k) {
+                            Some(v) if !v.is_null() => key.push(v.to_string()),
+                            _ => {
+                                return Err(format!(
+                                    "record {}: no value for key column `{k}`",
+                                    i + 1
+                                ));
+                            }
+                        }
+                    }
+                    by_key.insert(key.join("\u{1f}"), (i, r));
+                }
+                let mut kept: Vec<(usize, &Record)> = by_key.into_values().collect();
+                kept.sort_by_key(|(i, _)| *i);
+                kept.into_iter()
+                    .map(|(_, r)| Value::Object(r.clone()))
+                    .collect()
+            }
+        };
+        Ok(Prepared {
+            columns: columns.into_iter().cloned().collect(),
+            count: rows.len() as u64,
+            rows: Value::Array(rows),
+        })
+    }
+
+    fn sql(&self, columns: &[String]) -> String {
+        let table = quote(&self.table);
+        let cols = columns
+            .iter()
+            .map(|c| quote(c))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut sql = format!(
+            "INSERT INTO {table} ({cols}) SELECT {cols} FROM jsonb_populate_recordset(NULL::{table}, $1)"
+        );
+        if let StatementType::Upsert { keys } = &self.statement {
+            let keys_sql = keys.iter().map(|k| quote(k)).collect::<Vec<_>>().join(", ");
+            let updates: Vec<String> = columns
+                .iter()
+                .filter(|c| !keys.contains(c))
+                .map(|c| format!("{0} = EXCLUDED.{0}", quote(c)))
+                .collect();
+            if updates.is_empty() {
+                sql.push_str(&format!(" ON CONFLICT ({keys_sql}) DO NOTHING"));
+            } else {
+                sql.push_str(&format!(
+                    " ON CONFLICT ({keys_sql}) DO UPDATE SET {}",
+                    updates.join(", ")
+                ));
+            }
+        }
+        sql
+    }
+
+    /// Writes `items` in one transaction and says what happened to each. Never panics and
+    /// never returns early: every item gets an outcome.
+    pub async fn write_batch(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
+        let mut outcomes: Vec<Option<ItemOutcome>> = vec![None; items.len()];
+        let mut good: Vec<(usize, Prepared)> = Vec::new();
+        for (i, records) in items.iter().enumerate() {
+            match self.prepare_item(records) {
+                Ok(p) if p.count == 0 => outcomes[i] = Some(ItemOutcome::Written(0)),
+                Ok(p) => good.push((i, p)),
+                Err(e) => outcomes[i] = Some(ItemOutcome::Bad(e)),
+            }
+        }
+        if !good.is_empty() {
+            match self.transaction(&good).await {
+                Ok(()) => {
+                    for (i, p) in &good {
+                        outcomes[*i] = Some(ItemOutcome::Written(p.count));
+                    }
+                }
+                Err(Failure::Connection(e)) => {
+                    for (i, _) in &good {
+                        outcomes[*i] = Some(ItemOutcome::Retry(e.clone()));
+                    }
+                }
+                Err(Failure::Item(_)) => {
+                    // Isolate the bad items: each in a transaction of its own.
+                    for (i, p) in good {
+                        outcomes[i] = Some(
+                            match self.transaction(std::slice::from_ref(&(i, p))).await {
+                                Ok(()) => ItemOutcome::Written(
+                                    self.prepare_item(&items[i]).map_or(0, |p| p.count),
+                                ),
+                                Err(Failure::Connection(e)) => ItemOutcome::Retry(e),
+                                Err(Failure::Item(e)) => ItemOutcome::Bad(e),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| ItemOutcome::Retry("not attempted".into())))
+            .collect()
+    }
+
+    async fn client(&mut self) -> Result<&Client, Failure> {
+        if !self.connected() {
+            self.prepared.clear();
+            self.client = None;
+            let client = self
+                .config
+                .connect()
+                .await
+                .map_err(|e| Failure::Connection(format!("{}: {e}", self.config)))?;
+            self.client = Some(client);
+        }
+        Ok(self.client.as_ref().expect("connected above"))
+    }
+
+    async fn statement(&mut self, columns: &[String]) -> Result<Statement, Failure> {
+        if let Some(s) = self.prepared.get(columns) {
+            return Ok(s.clone());
+        }
+        let sql = self.sql(columns);
+        let client = self.client().await?;
+        let s = client
+            .prepare_typed(&sql, &[Type::JSONB])
+            .await
+            .map_err(|e| classify(&e))?;
+        self.prepared.insert(columns.to_vec(), s.clone());
+        Ok(s)
+    }
+
+    /// Merges the items' rows into one statement per column set (so a batch of similar
+    /// items costs one statement); for UPSERT, the last row of a key wins, as it would with
+    /// one statement per item in order.
+    fn merge(&self, items: &[(usize, Prepared)]) -> Vec<(Vec<String>, Value)> {
+        let mut groups: BTreeMap<&Vec<String>, Vec<&Value>> = BTreeMap::new();
+        for (_, p) in items {
+            if let Value::Array(rows) = &p.rows {
+                groups.entry(&p.columns).or_default().extend(rows);
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(columns, rows)| {
+                let rows: Vec<Value> = match &self.statement {
+                    StatementType::Insert => rows.into_iter().cloned().collect(),
+                    StatementType::Upsert { keys } => {
+                        let mut last: BTreeMap<String, usize> = BTreeMap::new();
+                        for (i, r) in rows.iter().enumerate() {
+                            let key: Vec<String> = keys.iter().map(|k| r[k].to_string()).collect();
+                            last.insert(key.join("\u{1f}"), i);
+                        }
+                        let mut keep: Vec<usize> = last.into_values().collect();
+                        keep.sort_unstable();
+                        keep.into_iter().map(|i| rows[i].clone()).collect()
+                    }
+                };
+                (columns.clone(), Value::Array(rows))
+            })
+            .collect()
+    }
+
+    async fn transaction(&mut self, items: &[(usize, Prepared)]) -> Result<(), Failure> {
+        let merged = self.merge(items);
+        let mut statements = Vec::with_capacity(merged.len());
+        for (columns, _) in &merged {
+            statements.push(self.statement(columns).await?);
+        }
+        let client = self.client().await?;
+        let result = async {
+            client
+                .batch_execute("BEGIN")
+                .await
+                .map_err(|e| classify(&e))?;
+            // Pipelined: every statement is sent before the first answer is awaited.
+            let runs = merged
+                .iter()
+                .zip(&statements)
+                .map(|((_, rows), s)| async move {
+                    client
+                        .execute(s, &[&Json(rows)])
+                        .await
+                        .map_err(|e| classify(&e))
+                });
+            for r in futures::future::join_all(runs).await {
+                r?;
+            }
+            client
+                .batch_execute("COMMIT")
+                .await
+                .map_err(|e| classify(&e))
+        }
+        .await;
+        if let Err(f) = &result {
+            if let Failure::Item(..) = f {
+                if let Err(e) = client.batch_execute("ROLLBACK").await {
+                    self.client = None;
+                    return Err(Failure::Connection(e.to_string()));
+                }
+            } else {
+                self.client = None;
+            }
+        }
+        result
+    }
+}
+
+/// A server error about the data is the item's fault; anything else (no connection, the
+/// server shutting down, a serialization failure or deadlock) is worth retrying.
+fn classify(e: &tokio_postgres::Error) -> Failure {
+    match e.as_db_error() {
+        Some(db) => {
+            let code = db.code().code();
+            let passing = ["08", "40", "53", "57", "58"]
+                .iter()
+                .any(|c| code.starts_with(c));
+            if passing {
+                Failure::Connection(format!("{}: {}", code, db.message()))
+            } else {
+                Failure::Item(format!("{}: {}", code, db.message()))
+            }
+        }
+        None => Failure::Connection(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_name_the_bad_line() {
+        assert_eq!(
+            parse_json_lines(b"{\"a\":1}\n\n{\"a\":2}\n").unwrap().len(),
+            2
+        );
+        assert_eq!(parse_json_lines(b"{\"a\":1}\n[1]\n").unwrap_err().line, 2);
+        assert_eq!(parse_json_lines(b"{\"a\":1}\n{oops\n").unwrap_err().line, 2);
+    }
+
+    #[test]
+    fn upsert_sql_quotes_and_updates_non_keys() {
+        let w = RecordWriter::new(
+            PgConfig::new("host=127.0.0.1 dbname=test", None, Some("pw")),
+            "public.t",
+            StatementType::Upsert {
+                keys: vec!["id".into()],
+            },
+        );
+        assert_eq!(
+            w.sql(&["id".into(), "na\"me".into()]),
+            "INSERT INTO \"public\".\"t\" (\"id\", \"na\"\"me\") SELECT \"id\", \"na\"\"me\" FROM jsonb_populate_recordset(NULL::\"public\".\"t\", $1) ON CONFLICT (\"id\") DO UPDATE SET \"na\"\"me\" = EXCLUDED.\"na\"\"me\""
+        );
+        assert!(!format!("{w:?}").contains("pw"));
+    }
+
+    #[test]
+    fn upsert_keeps_the_last_record_of_a_key_and_refuses_a_missing_key() {
+        let w = RecordWriter::new(
+            PgConfig::new("host=127.0.0.1", None, None),
+            "t",
+            StatementType::Upsert {
+                keys: vec!["id".into()],
+            },
+        );
+        let recs = parse_json_lines(
+            b"{\"id\":1,\"v\":\"a\"}\n{\"id\":2,\"v\":\"b\"}\n{\"id\":1,\"v\":\"c\"}\n",
+        )
+        .unwrap();
+        let p = w.prepare_item(&recs).unwrap();
+        assert_eq!(p.count, 2);
+        assert_eq!(p.rows[1]["v"], "c");
+        let bad = parse_json_lines(b"{\"v\":1}\n").unwrap();
+        assert!(
+            w.prepare_item(&bad)
+                .unwrap_err()
+                .contains("key column `id`")
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! The connectors against the real servers of this machine (RabbitMQ, NATS with JetStream,
+//! PostgreSQL). Each test uses its own queue, stream or table and removes it; a test whose
+//! server is unreachable says so and is skipped, unless `WEIR_REQUIRE_SERVICES=1`.
+
+use std::time::Duration;
+
+use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpPublisher};
+use weir_connectors::jetstream::{JetStreamConfig, JetStreamConsumer, JetStreamPublisher};
+use weir_connectors::postgres::{
+    ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines,
+};
+use weir_connectors::services::{self, AMQP, NATS, POSTGRES};
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+fn amqp() -> AmqpConfig {
+    AmqpConfig::new(AMQP, "/", "guest", "guest").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_publish_confirms_and_nack_redelivers_until_acked() {
+    if !services::available(
+        "amqp_publish_confirms_and_nack_redelivers_until_acked",
+        &[AMQP],
+    ) {
+        return;
+    }
+    let queue = unique("weir_conn");
+    let (_conn, ch) = amqp().connect().await.unwrap();
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let publisher = AmqpPublisher::new(amqp());
+    for i in 0..3 {
+        publisher
+            .publish("", &queue, format!("m{i}").as_bytes())
+            .await
+            .unwrap();
+    }
+    // Unroutable with `mandatory`: refused, not silently lost.
+    assert!(
+        publisher
+            .publish("", &unique("nowhere"), b"x")
+            .await
+            .is_err()
+    );
+
+    let consumer = AmqpConsumer::start(&tokio::runtime::Handle::current(), amqp(), &queue, 10);
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        got.extend(consumer.next_batch(10, Duration::from_secs(5)).await);
+    }
+    assert!(got.iter().all(|m| !m.redelivered));
+    // NAK the first: it comes back, marked redelivered; ack the rest.
+    got[0].nack_requeue().await.unwrap();
+    for m in &got[1..] {
+        m.ack().await.unwrap();
+    }
+    let again = consumer.next_batch(10, Duration::from_secs(5)).await;
+    assert_eq!(again.len(), 1);
+    assert!(again[0].redelivered);
+    assert_eq!(again[0].body, got[0].body);
+    again[0].ack().await.unwrap();
+    assert!(
+        consumer
+            .next_batch(10, Duration::from_millis(300))
+            .await
+            .is_empty()
+    );
+    assert!(consumer.health().get().connected);
+    drop(consumer);
+    ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_unreachable_broker_is_reported_not_fatal() {
+    let config = AmqpConfig::new("127.0.0.1:1", "/", "guest", "hunter2").unwrap();
+    let consumer = AmqpConsumer::start(&tokio::runtime::Handle::current(), config.clone(), "q", 1);
+    assert!(
+        consumer
+            .next_batch(1, Duration::from_millis(500))
+            .await
+            .is_empty()
+    );
+    let health = consumer.health().get();
+    assert!(!health.connected);
+    let error = health.last_error.unwrap();
+    assert!(
+        error.contains("127.0.0.1:1") && !error.contains("hunter2"),
+        "{error}"
+    );
+    let e = AmqpPublisher::new(config)
+        .publish("", "q", b"x")
+        .await
+        .unwrap_err();
+    assert!(!e.to_string().contains("hunter2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jetstream_durable_consumer_acks_and_naks_with_delay() {
+    if !services::available(
+        "jetstream_durable_consumer_acks_and_naks_with_delay",
+        &[NATS],
+    ) {
+        return;
+    }
+    let name = unique("WEIR");
+    let subject = format!("{name}.in");
+    let config = JetStreamConfig::new("nats://127.0.0.1:4222", None, None);
+    let js = config.connect().await.unwrap();
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: name.clone(),
+        subjects: vec![subject.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let publisher = JetStreamPublisher::new(config.clone());
+    for i in 0..3 {
+        publisher
+            .publish(&subject, format!("m{i}").as_bytes())
+            .await
+            .unwrap();
+    }
+    let consumer = JetStreamConsumer::start(
+        &tokio::runtime::Handle::current(),
+        config.clone(),
+        &name,
+        &subject,
+        "durable",
+        Duration::from_secs(30),
+        10,
+    );
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        got.extend(consumer.next_batch(10, Duration::from_secs(5)).await);
+    }
+    assert_eq!(
+        got.iter().map(|m| m.stream_sequence).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    let naked_at = std::time::Instant::now();
+    got[0].nak(Duration::from_millis(500)).await.unwrap();
+    for m in &got[1..] {
+        m.ack().await.unwrap();
+    }
+    let again = consumer.next_batch(10, Duration::from_secs(10)).await;
+    assert_eq!(again.len(), 1);
+    assert!(
+        naked_at.elapsed() >= Duration::from_millis(450),
+        "redelivered before the delay"
+    );
+    assert_eq!(again[0].delivered, 2);
+    again[0].ack().await.unwrap();
+    drop(consumer);
+    // A second consumer on the same durable resumes after the acked messages.
+    publisher.publish(&subject, b"m3").await.unwrap();
+    let consumer = JetStreamConsumer::start(
+        &tokio::runtime::Handle::current(),
+        config,
+        &name,
+        &subject,
+        "durable",
+        Duration::from_secs(30),
+        10,
+    );
+    let next = consumer.next_batch(10, Duration::from_secs(10)).await;
+    assert_eq!(
+        next.iter().map(|m| m.body.clone()).collect::<Vec<_>>(),
+        [b"m3".to_vec()]
+    );
+    next[0].ack().await.unwrap();
+    drop(consumer);
+    js.delete_stream(&name).await.unwrap();
+}
+
+async fn pg() -> tokio_postgres::Client {
+    PgConfig::new("host=127.0.0.1 user=postgres dbname=test", None, None)
+        .connect()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_upsert_batch_isolates_bad_items() {
+    if !services::available("postgres_upsert_batch_isolates_bad_items", &[POSTGRES]) {
+        return;
+    }
+    let table = unique("weir_rows");
+    let client = pg().await;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id bigint PRIMARY KEY, name text NOT NULL, score double precision, tags jsonb)"
+        ))
+        .await
+        .unwrap();
+    let mut writer = RecordWriter::new(
+        PgConfig::new("host=127.0.0.1 user=postgres dbname=test", None, None),
+        &table,
+        StatementType::Upsert {
+            keys: vec!["id".into()],
+        },
+    );
+    let items = vec![
+        parse_json_lines(
+            b"{\"id\":1,\"name\":\"a\",\"score\":1.5,\"tags\":[1]}\n{\"id\":2,\"name\":\"b\"}\n",
+        )
+        .unwrap(),
+        // A string where a number belongs: the server refuses it.
+        parse_json_lines(b"{\"id\":3,\"name\":\"c\",\"score\":\"high\"}\n").unwrap(),
+        // An upsert of an existing key updates it.
+        parse_json_lines(b"{\"id\":1,\"name\":\"a2\"}\n").unwrap(),
+        // NOT NULL violated.
+        parse_json_lines(b"{\"id\":4}\n").unwrap(),
+    ];
+    let outcomes = writer.write_batch(&items).await;
+    assert_eq!(outcomes[0], ItemOutcome::Written(2));
+    assert!(
+        matches!(&outcomes[1], ItemOutcome::Bad(e) if e.contains("22P02")),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[2], ItemOutcome::Written(1));
+    assert!(
+        matches!(&outcomes[3], ItemOutcome::Bad(e) if e.contains("23502")),
+        "{outcomes:?}"
+    );
+    let rows = client
+        .query(&format!("SELECT id, name FROM {table} ORDER BY id"), &[])
+        .await
+        .unwrap();
+    let rows: Vec<(i64, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(rows, [(1, "a2".to_string()), (2, "b".to_string())]);
+
+    // INSERT refuses a duplicate key as a bad item.
+    let mut insert = RecordWriter::new(
+        PgConfig::new("host=127.0.0.1 user=postgres dbname=test", None, None),
+        &table,
+        StatementType::Insert,
+    );
+    let outcomes = insert
+        .write_batch(&[
+            parse_json_lines(b"{\"id\":2,\"name\":\"dup\"}").unwrap(),
+            parse_json_lines(b"{\"id\":9,\"name\":\"new\"}").unwrap(),
+        ])
+        .await;
+    assert!(matches!(&outcomes[0], ItemOutcome::Bad(e) if e.contains("23505")));
+    assert_eq!(outcomes[1], ItemOutcome::Written(1));
+    client
+        .batch_execute(&format!("DROP TABLE {table}"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_unreachable_is_retry_without_the_password() {
+    let mut writer = RecordWriter::new(
+        PgConfig::new(
+            "host=127.0.0.1 port=1 user=postgres dbname=test",
+            None,
+            Some("hunter2"),
+        ),
+        "t",
+        StatementType::Insert,
+    );
+    let outcomes = writer
+        .write_batch(&[parse_json_lines(b"{\"id\":1}").unwrap()])
+        .await;
+    assert!(
+        matches!(&outcomes[0], ItemOutcome::Retry(e) if !e.contains("hunter2")),
+        "{outcomes:?}"
+    );
+}

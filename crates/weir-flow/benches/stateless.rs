@@ -1,0 +1,338 @@
+//! AMQP → stateless group (UpdateAttribute, RouteOnAttribute, ReplaceText) → PostgreSQL
+//! (UPSERT), at concurrency 1 and 4, in messages/s, against a hand-written lapin +
+//! tokio-postgres loop doing the same transformation with the same acks and one transaction
+//! per message batch; then the latency from publish to committed row at p50 and p99 at a
+//! steady publish rate. Needs RabbitMQ and PostgreSQL on loopback.
+//!
+//! `cargo bench -p weir-flow --bench stateless` (`WEIR_BENCH_MESSAGES`, default 20,000).
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use weir_connectors::amqp::{AmqpConfig, AmqpPublisher};
+use weir_connectors::postgres::PgConfig;
+use weir_connectors::services::{self, AMQP, POSTGRES};
+use weir_flow::definition::Flow;
+use weir_flow::engine::Engine;
+
+const PG_URL: &str = "host=127.0.0.1 user=postgres dbname=test";
+const BATCH: usize = 100;
+
+fn rt() -> &'static tokio::runtime::Handle {
+    weir::async_io::runtime().expect("runtime")
+}
+
+fn amqp() -> AmqpConfig {
+    AmqpConfig::new(AMQP, "/", "guest", "guest").unwrap()
+}
+
+fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+struct Setup {
+    queue: String,
+    table: String,
+    pg: tokio_postgres::Client,
+}
+
+impl Setup {
+    fn new(name: &str) -> Setup {
+        let queue = format!("weir_bench_{name}_{}", std::process::id());
+        let table = queue.clone();
+        let pg = rt()
+            .block_on(PgConfig::new(PG_URL, None, None).connect())
+            .unwrap();
+        rt().block_on(async {
+            pg.batch_execute(&format!(
+                "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id bigint PRIMARY KEY, name text, ts bigint, tag text, written bigint DEFAULT (extract(epoch from clock_timestamp()) * 1000000)::bigint)"
+            ))
+            .await
+            .unwrap();
+            let (_c, ch) = amqp().connect().await.unwrap();
+            ch.queue_declare(queue.as_str().into(), QueueDeclareOptions::default(), FieldTable::default())
+                .await
+                .unwrap();
+            ch.queue_bind(
+                queue.as_str().into(),
+                "amq.topic".into(),
+                format!("{queue}.*").as_str().into(),
+                lapin::options::QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        });
+        Setup { queue, table, pg }
+    }
+
+    /// Publishes ids `range`, `per_second` (0: as fast as confirms allow).
+    fn publish(&self, range: std::ops::Range<u64>, per_second: u64) {
+        let p = AmqpPublisher::new(amqp());
+        let start = Instant::now();
+        rt().block_on(async {
+            for (k, i) in range.enumerate() {
+                if per_second > 0 {
+                    let due = start + Duration::from_secs_f64(k as f64 / per_second as f64);
+                    tokio::time::sleep_until(due.into()).await;
+                }
+                let parity = if i % 2 == 0 { "even" } else { "odd" };
+                let body = format!("{{\"id\":{i},\"name\":\"msg-{i}\",\"ts\":{}}}", now_us());
+                p.publish(
+                    "amq.topic",
+                    &format!("{}.{parity}", self.queue),
+                    body.as_bytes(),
+                )
+                .await
+                .unwrap();
+            }
+        });
+    }
+
+    fn rows(&self) -> i64 {
+        rt().block_on(
+            self.pg
+                .query_one(&format!("SELECT count(*) FROM {}", self.table), &[]),
+        )
+        .unwrap()
+        .get(0)
+    }
+
+    fn wait_rows(&self, n: i64) {
+        while self.rows() < n {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn latencies(&self, from: i64) -> Vec<i64> {
+        let mut v: Vec<i64> = rt()
+            .block_on(self.pg.query(
+                &format!("SELECT written - ts FROM {} WHERE id >= $1", self.table),
+                &[&from],
+            ))
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let (q, t) = (self.queue.clone(), self.table.clone());
+        rt().block_on(async {
+            if let Ok((_c, ch)) = amqp().connect().await {
+                let _ = ch
+                    .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                    .await;
+            }
+            let _ = self
+                .pg
+                .batch_execute(&format!("DROP TABLE IF EXISTS {t}"))
+                .await;
+        });
+    }
+}
+
+fn flow(s: &Setup, concurrency: usize) -> Flow {
+    let yaml = format!(
+        r#"flow: bench
+groups:
+  - name: tx
+    engine: stateless
+    concurrency: {concurrency}
+    processors:
+      - name: consume
+        type: ConsumeAMQP
+        properties:
+          Queue: {queue}
+          Password: guest
+          Batch Size: "{BATCH}"
+          Prefetch Count: "{prefetch}"
+      - name: parity
+        type: UpdateAttribute
+        properties:
+          parity: ${{'amqp$routingKey':substringAfter('.')}}
+      - name: route
+        type: RouteOnAttribute
+        properties:
+          even: ${{parity:equals('even')}}
+      - name: tag
+        type: ReplaceText
+        properties:
+          Search Value: '\}}\s*$'
+          Replacement Value: ',"tag":"${{parity}}"}}'
+          Evaluation Mode: Entire text
+      - name: put
+        type: PutDatabaseRecord
+        properties:
+          Database URL: "{PG_URL}"
+          Table Name: {table}
+          Statement Type: UPSERT
+          Update Keys: id
+          Batch Size: "{BATCH}"
+    connections:
+      - {{ from: consume, relationships: [success], to: parity }}
+      - {{ from: parity, relationships: [success], to: route }}
+      - {{ from: route, relationships: [even, unmatched], to: tag }}
+      - {{ from: tag, relationships: [success, failure], to: put }}
+      - {{ from: put, relationships: [failure, retry], to: failed }}
+      - {{ from: put, relationships: [success], to: done }}
+    ports:
+      output:
+        - {{ name: done }}
+        - {{ name: failed, failure: true }}
+"#,
+        queue = s.queue,
+        table = s.table,
+        prefetch = BATCH * 4,
+    );
+    Flow::parse(&yaml, "bench.yaml").unwrap()
+}
+
+/// The hand loop: per worker one channel and one PostgreSQL connection; a batch of what is
+/// ready (up to BATCH), the same tag by routing key and the same text replacement, one
+/// UPSERT statement per batch in one transaction, then the acks.
+async fn hand_worker(
+    queue: String,
+    table: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let (_conn, ch) = amqp().connect().await.unwrap();
+    ch.basic_qos((BATCH * 4) as u16, BasicQosOptions::default())
+        .await
+        .unwrap();
+    let mut consumer = ch
+        .basic_consume(
+            queue.as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let pg = PgConfig::new(PG_URL, None, None).connect().await.unwrap();
+    let sql = format!(
+        "INSERT INTO {table} (id, name, ts, tag) SELECT id, name, ts, tag FROM jsonb_populate_recordset(NULL::{table}, $1) ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, ts = EXCLUDED.ts, tag = EXCLUDED.tag"
+    );
+    let stmt = pg
+        .prepare_typed(&sql, &[tokio_postgres::types::Type::JSONB])
+        .await
+        .unwrap();
+    let re = regex::Regex::new(r"\}\s*$").unwrap();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let first = match tokio::time::timeout(Duration::from_millis(50), consumer.next()).await {
+            Ok(Some(Ok(d))) => d,
+            _ => continue,
+        };
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match futures::FutureExt::now_or_never(consumer.next()) {
+                Some(Some(Ok(d))) => batch.push(d),
+                _ => break,
+            }
+        }
+        let mut rows = String::from("[");
+        for (i, d) in batch.iter().enumerate() {
+            let parity = d
+                .routing_key
+                .as_str()
+                .split_once('.')
+                .map_or("", |(_, p)| p);
+            let text = String::from_utf8_lossy(&d.data);
+            let tagged = re.replace(&text, format!(",\"tag\":\"{parity}\"}}").as_str());
+            if i > 0 {
+                rows.push(',');
+            }
+            rows.push_str(&tagged);
+        }
+        rows.push(']');
+        let rows: serde_json::Value = serde_json::from_str(&rows).unwrap();
+        pg.batch_execute("BEGIN").await.unwrap();
+        pg.execute(&stmt, &[&tokio_postgres::types::Json(&rows)])
+            .await
+            .unwrap();
+        pg.batch_execute("COMMIT").await.unwrap();
+        for d in &batch {
+            d.acker.ack(BasicAckOptions::default()).await.unwrap();
+        }
+    }
+}
+
+fn run_hand(s: &Setup, workers: usize, n: i64) -> f64 {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..workers)
+        .map(|_| {
+            rt().spawn(hand_worker(
+                s.queue.clone(),
+                s.table.clone(),
+                std::sync::Arc::clone(&stop),
+            ))
+        })
+        .collect();
+    s.wait_rows(n);
+    let secs = start.elapsed().as_secs_f64();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in tasks {
+        let _ = rt().block_on(t);
+    }
+    n as f64 / secs
+}
+
+fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (f64, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let engine = Engine::start(flow(s, concurrency), dir.path()).unwrap();
+    s.wait_rows(n);
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    std::mem::forget(dir);
+    (rate, engine)
+}
+
+fn pct(v: &[i64], p: f64) -> f64 {
+    v[((v.len() as f64 - 1.0) * p) as usize] as f64 / 1000.0
+}
+
+fn main() {
+    if !services::available("stateless bench", &[AMQP, POSTGRES]) {
+        return;
+    }
+    let n: u64 = std::env::var("WEIR_BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    for concurrency in [1usize, 4] {
+        let s = Setup::new(&format!("c{concurrency}"));
+        s.publish(0..n, 0);
+        let hand = run_hand(&s, concurrency, n as i64);
+        rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
+            .unwrap();
+        s.publish(0..n, 0);
+        let (engine_rate, engine) = run_engine(&s, concurrency, n as i64);
+        println!(
+            "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {engine_rate:.0} msgs/s, hand loop {hand:.0} msgs/s, ratio {:.2}",
+            engine_rate / hand
+        );
+        if concurrency == 1 {
+            // Latency at a steady 1,000 msgs/s, with the engine running and idle before.
+            let m = 3_000u64;
+            s.publish(n..n + m, 1_000);
+            s.wait_rows((n + m) as i64);
+            let lat = s.latencies(n as i64);
+            println!(
+                "publish→row latency at 1000 msgs/s, concurrency 1: p50 {:.1} ms, p99 {:.1} ms ({} rows)",
+                pct(&lat, 0.50),
+                pct(&lat, 0.99),
+                lat.len()
+            );
+        }
+        engine.stop().unwrap();
+    }
+}

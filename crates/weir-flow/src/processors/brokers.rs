@@ -1,0 +1,487 @@
+//! Processors for brokers and databases, on the clients of `weir-connectors`: ConsumeAMQP,
+//! PublishAMQP, ConsumeJetStream, PublishJetStream and PutDatabaseRecord.
+//!
+//! The consumers acknowledge only in their session's completion hook
+//! ([`Session::on_complete`]): after the durable commit in a traditional group, after the
+//! whole transaction in a stateless one. A rollback gives the messages back (AMQP requeues;
+//! JetStream naks, delayed by the penalty when the rollback is penalized). Credentials are
+//! properties and appear in no log line and no attribute. A broker or database that cannot
+//! be reached shows as a warning and an idle (yielding) processor, never as a crash.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpMessage, AmqpPublisher};
+use weir_connectors::jetstream::{
+    JetStreamConfig, JetStreamConsumer, JetStreamMessage, JetStreamPublisher,
+};
+use weir_connectors::postgres::{
+    ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines,
+};
+use weir_connectors::{ConnectorError, Health};
+
+use super::{ProcessError, Processor, Trigger, eval, props};
+use crate::definition::Component;
+use crate::engine::{Completion, Session, SessionFactory};
+use crate::expression::Template;
+use crate::provenance::EventType;
+
+/// How long a consumer's trigger waits for a first message before it reports idle.
+const POLL_WAIT: Duration = Duration::from_millis(50);
+
+/// Flow files a publisher takes per trigger.
+const BATCH: usize = 100;
+
+fn runtime() -> Result<Handle, String> {
+    weir::async_io::runtime()
+        .cloned()
+        .map_err(|e| format!("runtime: {e}"))
+}
+
+/// Logs a connection problem at most once per distinct error (a bulletin), without
+/// credentials: the connectors' errors name the server only.
+fn bulletin(component: &str, health: &Health, last: &Mutex<Option<String>>) {
+    let state = health.get();
+    let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = state.last_error
+        && last.as_deref() != Some(e.as_str())
+    {
+        tracing::warn!("{component}: not connected ({e}); yielding until the connection is back");
+        *last = Some(e);
+    } else if state.connected {
+        *last = None;
+    }
+}
+
+fn connector_error(e: ConnectorError) -> ProcessError {
+    ProcessError::Other(e.to_string())
+}
+
+// ---- AMQP ----
+
+pub(super) struct ConsumeAmqp {
+    name: String,
+    config: AmqpConfig,
+    queue: String,
+    batch: usize,
+    prefetch: u16,
+    runtime: Handle,
+    consumer: OnceLock<AmqpConsumer>,
+    last_bulletin: Mutex<Option<String>>,
+}
+
+impl ConsumeAmqp {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        Ok(ConsumeAmqp {
+            name: c.name.clone(),
+            config: AmqpConfig::new(
+                &props::text(c, "Brokers"),
+                &props::text(c, "Virtual Host"),
+                &props::text(c, "User Name"),
+                &props::text(c, "Password"),
+            )
+            .map_err(|e| e.to_string())?,
+            queue: props::text(c, "Queue"),
+            batch: props::count(c, "Batch Size")?.max(1) as usize,
+            prefetch: props::count(c, "Prefetch Count")?.clamp(1, u16::MAX as u64) as u16,
+            runtime: runtime()?,
+            consumer: OnceLock::new(),
+            last_bulletin: Mutex::new(None),
+        })
+    }
+}
+
+impl Processor for ConsumeAmqp {
+    fn start(&self, _sessions: SessionFactory) -> Result<(), String> {
+        let _ = self.consumer.set(AmqpConsumer::start(
+            &self.runtime,
+            self.config.clone(),
+            &self.queue,
+            self.prefetch,
+        ));
+        Ok(())
+    }
+
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let Some(consumer) = self.consumer.get() else {
+            return Ok(Trigger::Idle);
+        };
+        let messages = self
+            .runtime
+            .block_on(consumer.next_batch(self.batch, POLL_WAIT));
+        if messages.is_empty() {
+            bulletin(&self.name, consumer.health(), &self.last_bulletin);
+            return Ok(Trigger::Idle);
+        }
+        let uri = format!("{}/{}", self.config, self.queue);
+        for m in &messages {
+            let ff = session.create();
+            session.write(ff, &m.body)?;
+            session.put_attribute(ff, "amqp$routingKey", m.routing_key.clone());
+            session.put_attribute(ff, "amqp$exchange", m.exchange.clone());
+            session.put_attribute(ff, "amqp$deliveryTag", m.delivery_tag.to_string());
+            session.put_attribute(ff, "amqp$redelivered", m.redelivered.to_string());
+            for (k, v) in &m.headers {
+                session.put_attribute(ff, &format!("amqp${k}"), v.clone());
+            }
+            session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
+            session.transfer(ff, "success")?;
+        }
+        let runtime = self.runtime.clone();
+        session.on_complete(move |outcome| settle_amqp(&runtime, messages, outcome));
+        Ok(Trigger::Worked)
+    }
+}
+
+fn settle_amqp(runtime: &Handle, messages: Vec<AmqpMessage>, outcome: Completion) {
+    runtime.spawn(async move {
+        match outcome {
+            Completion::Committed => {
+                for m in &messages {
+                    if let Err(e) = m.ack().await {
+                        // The broker requeued it with the channel: a duplicate, never a loss.
+                        tracing::warn!("ConsumeAMQP: ack failed, the message will come again: {e}");
+                    }
+                }
+            }
+            Completion::RolledBack { penalty } => {
+                // AMQP has no delayed requeue: a penalized message stays unacknowledged (so
+                // still ours, and redelivered if we die) until its penalty is over.
+                if let Some(p) = penalty {
+                    tokio::time::sleep(p).await;
+                }
+                for m in &messages {
+                    let _ = m.nack_requeue().await;
+                }
+            }
+        }
+    });
+}
+
+pub(super) struct PublishAmqp {
+    exchange: Template,
+    routing_key: Template,
+    uri: String,
+    runtime: Handle,
+    publisher: AmqpPublisher,
+}
+
+impl PublishAmqp {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let config = AmqpConfig::new(
+            &props::text(c, "Brokers"),
+            &props::text(c, "Virtual Host"),
+            &props::text(c, "User Name"),
+            &props::text(c, "Password"),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(PublishAmqp {
+            exchange: props::template(c, "Exchange Name")?,
+            routing_key: props::template(c, "Routing Key")?,
+            uri: config.to_string(),
+            runtime: runtime()?,
+            publisher: AmqpPublisher::new(config),
+        })
+    }
+}
+
+impl Processor for PublishAmqp {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(BATCH)?;
+        for &ff in &ffs {
+            let (exchange, key) = match (
+                eval(&self.exchange, session, ff),
+                eval(&self.routing_key, session, ff),
+            ) {
+                (Ok(e), Ok(k)) => (e, k),
+                _ => {
+                    session.transfer(ff, "failure")?;
+                    continue;
+                }
+            };
+            let body = session.read(ff)?;
+            match self
+                .runtime
+                .block_on(self.publisher.publish(&exchange, &key, &body))
+            {
+                Ok(()) => {
+                    session.report(
+                        ff,
+                        EventType::SEND,
+                        Some(format!("{}/{exchange}/{key}", self.uri)),
+                        None,
+                    );
+                    session.transfer(ff, "success")?;
+                }
+                Err(ConnectorError::Refused(e)) => {
+                    session.put_attribute(ff, "publishamqp.error", e);
+                    session.penalize(ff);
+                    session.transfer(ff, "failure")?;
+                }
+                // Unreachable broker: roll back, the inputs wait out their penalty.
+                Err(e) => return Err(connector_error(e)),
+            }
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}
+
+// ---- JetStream ----
+
+pub(super) struct ConsumeJetStream {
+    name: String,
+    config: JetStreamConfig,
+    stream: String,
+    subject: String,
+    durable: String,
+    batch: usize,
+    ack_wait: Duration,
+    runtime: Handle,
+    consumer: OnceLock<JetStreamConsumer>,
+    last_bulletin: Mutex<Option<String>>,
+}
+
+impl ConsumeJetStream {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        Ok(ConsumeJetStream {
+            name: c.name.clone(),
+            config: JetStreamConfig::new(
+                &props::text(c, "URL"),
+                props::opt(c, "User Name").as_deref(),
+                props::opt(c, "Password").as_deref(),
+            ),
+            stream: props::text(c, "Stream"),
+            subject: props::text(c, "Subject"),
+            durable: props::text(c, "Durable Consumer"),
+            batch: props::count(c, "Batch Size")?.max(1) as usize,
+            ack_wait: props::duration(c, "Ack Wait")?,
+            runtime: runtime()?,
+            consumer: OnceLock::new(),
+            last_bulletin: Mutex::new(None),
+        })
+    }
+}
+
+impl Processor for ConsumeJetStream {
+    fn start(&self, _sessions: SessionFactory) -> Result<(), String> {
+        let _ = self.consumer.set(JetStreamConsumer::start(
+            &self.runtime,
+            self.config.clone(),
+            &self.stream,
+            &self.subject,
+            &self.durable,
+            self.ack_wait,
+            self.batch,
+        ));
+        Ok(())
+    }
+
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let Some(consumer) = self.consumer.get() else {
+            return Ok(Trigger::Idle);
+        };
+        let messages = self
+            .runtime
+            .block_on(consumer.next_batch(self.batch, POLL_WAIT));
+        if messages.is_empty() {
+            bulletin(&self.name, consumer.health(), &self.last_bulletin);
+            return Ok(Trigger::Idle);
+        }
+        let uri = format!("{}/{}/{}", self.config, self.stream, self.durable);
+        for m in &messages {
+            let ff = session.create();
+            session.write(ff, &m.body)?;
+            session.put_attribute(ff, "jetstream.subject", m.subject.clone());
+            session.put_attribute(
+                ff,
+                "jetstream.stream.sequence",
+                m.stream_sequence.to_string(),
+            );
+            session.put_attribute(ff, "jetstream.delivered", m.delivered.to_string());
+            session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
+            session.transfer(ff, "success")?;
+        }
+        let runtime = self.runtime.clone();
+        session.on_complete(move |outcome| settle_jetstream(&runtime, messages, outcome));
+        Ok(Trigger::Worked)
+    }
+}
+
+fn settle_jetstream(runtime: &Handle, messages: Vec<JetStreamMessage>, outcome: Completion) {
+    runtime.spawn(async move {
+        for m in &messages {
+            let result = match outcome {
+                Completion::Committed => m.ack().await,
+                Completion::RolledBack { penalty } => m.nak(penalty.unwrap_or_default()).await,
+            };
+            if let Err(e) = result {
+                tracing::warn!("ConsumeJetStream: settling a message failed, it comes again after the ack wait: {e}");
+            }
+        }
+    });
+}
+
+pub(super) struct PublishJetStream {
+    subject: Template,
+    uri: String,
+    runtime: Handle,
+    publisher: JetStreamPublisher,
+}
+
+impl PublishJetStream {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let config = JetStreamConfig::new(
+            &props::text(c, "URL"),
+            props::opt(c, "User Name").as_deref(),
+            props::opt(c, "Password").as_deref(),
+        );
+        Ok(PublishJetStream {
+            subject: props::template(c, "Subject")?,
+            uri: config.to_string(),
+            runtime: runtime()?,
+            publisher: JetStreamPublisher::new(config),
+        })
+    }
+}
+
+impl Processor for PublishJetStream {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(BATCH)?;
+        for &ff in &ffs {
+            let Ok(subject) = eval(&self.subject, session, ff) else {
+                session.transfer(ff, "failure")?;
+                continue;
+            };
+            let body = session.read(ff)?;
+            match self
+                .runtime
+                .block_on(self.publisher.publish(&subject, &body))
+            {
+                Ok(()) => {
+                    session.report(
+                        ff,
+                        EventType::SEND,
+                        Some(format!("{}/{subject}", self.uri)),
+                        None,
+                    );
+                    session.transfer(ff, "success")?;
+                }
+                Err(ConnectorError::Refused(e)) => {
+                    session.put_attribute(ff, "publishjetstream.error", e);
+                    session.transfer(ff, "failure")?;
+                }
+                Err(e) => return Err(connector_error(e)),
+            }
+        }
+        Ok(if ffs.is_empty() {
+            Trigger::Idle
+        } else {
+            Trigger::Worked
+        })
+    }
+}
+
+// ---- PostgreSQL ----
+
+pub(super) struct PutDatabaseRecord {
+    name: String,
+    batch: usize,
+    uri: String,
+    runtime: Handle,
+    writer: Arc<tokio::sync::Mutex<RecordWriter>>,
+    last_bulletin: Mutex<Option<String>>,
+}
+
+impl PutDatabaseRecord {
+    pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let config = PgConfig::new(
+            &props::text(c, "Database URL"),
+            props::opt(c, "User Name").as_deref(),
+            props::opt(c, "Password").as_deref(),
+        );
+        let table = props::text(c, "Table Name");
+        let statement = if props::text(c, "Statement Type").eq_ignore_ascii_case("UPSERT") {
+            StatementType::Upsert {
+                keys: props::text(c, "Update Keys")
+                    .split(',')
+                    .map(|k| k.trim().to_string())
+                    .filter(|k| !k.is_empty())
+                    .collect(),
+            }
+        } else {
+            StatementType::Insert
+        };
+        Ok(PutDatabaseRecord {
+            name: c.name.clone(),
+            batch: props::count(c, "Batch Size")?.max(1) as usize,
+            uri: format!("{config}/{table}"),
+            runtime: runtime()?,
+            writer: Arc::new(tokio::sync::Mutex::new(RecordWriter::new(
+                config, &table, statement,
+            ))),
+            last_bulletin: Mutex::new(None),
+        })
+    }
+}
+
+impl Processor for PutDatabaseRecord {
+    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+        let ffs = session.get_batch(self.batch)?;
+        if ffs.is_empty() {
+            return Ok(Trigger::Idle);
+        }
+        let mut items = Vec::with_capacity(ffs.len());
+        let mut sent = Vec::with_capacity(ffs.len());
+        for &ff in &ffs {
+            match parse_json_lines(&session.read(ff)?) {
+                Ok(records) => {
+                    items.push(records);
+                    sent.push(ff);
+                }
+                Err(e) => {
+                    session.put_attribute(ff, "putdatabaserecord.error", e.to_string());
+                    session.transfer(ff, "failure")?;
+                }
+            }
+        }
+        let writer = Arc::clone(&self.writer);
+        let outcomes = self
+            .runtime
+            .block_on(async move { writer.lock().await.write_batch(&items).await });
+        let mut retry = None;
+        for (ff, outcome) in sent.into_iter().zip(outcomes) {
+            match outcome {
+                ItemOutcome::Written(rows) => {
+                    session.put_attribute(ff, "putdatabaserecord.row.count", rows.to_string());
+                    session.report(ff, EventType::SEND, Some(self.uri.clone()), None);
+                    session.transfer(ff, "success")?;
+                }
+                ItemOutcome::Bad(e) => {
+                    session.put_attribute(ff, "putdatabaserecord.error", e);
+                    session.transfer(ff, "failure")?;
+                }
+                ItemOutcome::Retry(e) => {
+                    session.penalize(ff);
+                    session.transfer(ff, "retry")?;
+                    retry = Some(e);
+                }
+            }
+        }
+        if let Some(e) = retry {
+            let mut last = self.last_bulletin.lock().unwrap_or_else(|p| p.into_inner());
+            if last.as_deref() != Some(e.as_str()) {
+                tracing::warn!(
+                    "{}: database unavailable ({e}); flow files to retry",
+                    self.name
+                );
+                *last = Some(e);
+            }
+        }
+        Ok(Trigger::Worked)
+    }
+}

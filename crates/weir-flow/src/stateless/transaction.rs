@@ -1,0 +1,220 @@
+//! One stateless transaction's state: the group's queues and content in memory, the
+//! provenance events held until commit, what was taken from outside the group, and the
+//! sources' completion hooks.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::engine::{Completion, CompletionHook, Shared};
+use crate::flowfile::{ContentClaim, FlowFile};
+use crate::provenance::{EventType, ProvenanceEvent};
+
+/// Claim files with this bit are the transaction's memory, not the content repository.
+const MEMORY: u64 = 1 << 63;
+
+/// What a committed session hands to its transaction.
+pub(crate) struct Absorbed {
+    /// Flow files sent to connections: (connection, flow file, penalized until).
+    pub(crate) enqueue: Vec<(usize, FlowFile, Option<Instant>)>,
+    /// Flow files given back unchanged to the queue they came from.
+    pub(crate) returned: Vec<(u32, FlowFile)>,
+    /// The session's provenance events.
+    pub(crate) events: Vec<ProvenanceEvent>,
+    /// Flow files taken from queues outside the group (input ports).
+    pub(crate) taken: Vec<(u32, FlowFile)>,
+    /// Flow files that expired in those queues.
+    pub(crate) expired: Vec<(u32, FlowFile)>,
+    /// The session's completion hooks.
+    pub(crate) completions: Vec<CompletionHook>,
+}
+
+/// Everything a transaction holds when it ends.
+pub(crate) struct Parts {
+    pub(crate) events: Vec<ProvenanceEvent>,
+    pub(crate) always: Vec<ProvenanceEvent>,
+    pub(crate) taken: Vec<(u32, FlowFile)>,
+    pub(crate) outputs: Vec<(usize, FlowFile)>,
+    pub(crate) completions: Vec<CompletionHook>,
+}
+
+#[derive(Default)]
+struct State {
+    queues: HashMap<usize, VecDeque<FlowFile>>,
+    content: Vec<Arc<[u8]>>,
+    events: Vec<ProvenanceEvent>,
+    always: Vec<ProvenanceEvent>,
+    taken: Vec<(u32, FlowFile)>,
+    outputs: Vec<(usize, FlowFile)>,
+    completions: Vec<CompletionHook>,
+    failure: Option<String>,
+    /// Grows with every flow file moved, taken or created: a trigger that leaves it
+    /// unchanged made no progress.
+    progress: u64,
+}
+
+/// A stateless transaction. See the [module docs](super).
+pub(crate) struct Transaction {
+    internal: Arc<Vec<bool>>,
+    state: Mutex<State>,
+}
+
+/// True for the events recorded even when the transaction rolls back.
+fn recorded_on_rollback(e: &ProvenanceEvent) -> bool {
+    matches!(e.event_type, EventType::SEND | EventType::REMOTE_INVOCATION)
+}
+
+impl Transaction {
+    pub(crate) fn new(internal: Arc<Vec<bool>>) -> Transaction {
+        Transaction {
+            internal,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when connection `q` is inside the group (an in-memory queue).
+    pub(crate) fn is_internal(&self, q: usize) -> bool {
+        self.internal.get(q).copied().unwrap_or(false)
+    }
+
+    /// True for content held by a transaction.
+    pub(crate) fn is_memory_claim(c: &ContentClaim) -> bool {
+        c.file & MEMORY != 0
+    }
+
+    /// Takes up to `max` flow files from the in-memory queue `q`, first in first out.
+    pub(crate) fn poll(&self, q: usize, max: usize) -> Vec<FlowFile> {
+        let mut st = self.lock();
+        let Some(queue) = st.queues.get_mut(&q) else {
+            return Vec::new();
+        };
+        let n = max.min(queue.len());
+        let out: Vec<FlowFile> = queue.drain(..n).collect();
+        st.progress += out.len() as u64;
+        out
+    }
+
+    /// True when any of `queues` is internal and holds a flow file.
+    pub(crate) fn has_input(&self, queues: &[usize]) -> bool {
+        let st = self.lock();
+        queues
+            .iter()
+            .any(|q| st.queues.get(q).is_some_and(|v| !v.is_empty()))
+    }
+
+    /// Stores `data` in memory and returns its claim.
+    pub(crate) fn write(&self, data: &[u8]) -> ContentClaim {
+        let mut st = self.lock();
+        st.content.push(Arc::from(data));
+        ContentClaim {
+            file: MEMORY | (st.content.len() as u64 - 1),
+            offset: 0,
+            len: data.len() as u64,
+        }
+    }
+
+    /// The content of an in-memory claim.
+    pub(crate) fn read(&self, c: &ContentClaim) -> Vec<u8> {
+        let st = self.lock();
+        st.content
+            .get((c.file & !MEMORY) as usize)
+            .map(|d| d.to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Takes in a committed session: its flow files move on in memory (or wait for the
+    /// transaction's commit when they leave the group); its events wait for the commit.
+    pub(crate) fn absorb(&self, a: Absorbed, shared: &Shared) {
+        let mut st = self.lock();
+        for (q, ff) in a.returned {
+            let q = q as usize;
+            if self.is_internal(q) {
+                st.queues.entry(q).or_default().push_front(ff);
+            } else {
+                shared.queues[q].requeue(vec![ff], None);
+            }
+        }
+        for (conn, ff, _) in a.enqueue {
+            st.progress += 1;
+            let to = shared.flow.connections[conn].to;
+            if self.is_internal(conn) {
+                let port = &shared.flow.processors[to];
+                if port.failure_port && st.failure.is_none() {
+                    st.failure = Some(port.name.clone());
+                }
+                st.queues.entry(conn).or_default().push_back(ff);
+            } else {
+                st.outputs.push((conn, ff));
+            }
+        }
+        for e in a.events {
+            if recorded_on_rollback(&e) {
+                st.always.push(e);
+            } else {
+                st.events.push(e);
+            }
+        }
+        st.progress += (a.taken.len() + a.expired.len()) as u64;
+        st.taken.extend(a.taken);
+        st.taken.extend(a.expired);
+        st.completions.extend(a.completions);
+    }
+
+    /// Takes in a rolled-back session: the transaction will roll back.
+    pub(crate) fn absorb_rollback(
+        &self,
+        taken: Vec<(u32, FlowFile)>,
+        completions: Vec<CompletionHook>,
+        events: Vec<ProvenanceEvent>,
+    ) {
+        let mut st = self.lock();
+        st.taken.extend(taken);
+        st.completions.extend(completions);
+        st.always
+            .extend(events.into_iter().filter(recorded_on_rollback));
+    }
+
+    /// The failure port a flow file reached, if any.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.lock().failure.clone()
+    }
+
+    /// A measure of work done so far.
+    pub(crate) fn progress(&self) -> u64 {
+        self.lock().progress
+    }
+
+    /// True when nothing has entered the transaction.
+    pub(crate) fn is_untouched(&self) -> bool {
+        let st = self.lock();
+        st.progress == 0
+            && st.completions.is_empty()
+            && st.always.is_empty()
+            && st.events.is_empty()
+            && st.taken.is_empty()
+    }
+
+    /// Runs every hook with `outcome` (for a transaction that ends with nothing else to do).
+    pub(crate) fn settle(&self, outcome: Completion) {
+        let hooks = std::mem::take(&mut self.lock().completions);
+        for h in hooks {
+            h(outcome);
+        }
+    }
+
+    /// Everything the transaction holds, for its commit or rollback.
+    pub(crate) fn take_parts(&self) -> Parts {
+        let mut st = self.lock();
+        Parts {
+            events: std::mem::take(&mut st.events),
+            always: std::mem::take(&mut st.always),
+            taken: std::mem::take(&mut st.taken),
+            outputs: std::mem::take(&mut st.outputs),
+            completions: std::mem::take(&mut st.completions),
+        }
+    }
+}
