@@ -65,6 +65,7 @@ pub use weir_core::snapshot;
 pub use weir_core::{
     BoxError, Executor, ExecutorConfig, Item, Job, JobConfig, JobStatus, ProcessorContext,
 };
+pub use weir_maps as maps;
 
 /// What most pipelines need: `use weir::prelude::*;`.
 pub mod prelude {
