@@ -81,6 +81,22 @@ impl<T> Pending<T> {
         self.wait_as("wait")
     }
 
+    /// The result if the owner has answered, without blocking; `None` while it has not.
+    /// After it returned `Some`, the pending is spent and answers `None`.
+    pub fn try_take(&mut self) -> Option<Result<T, MapError>> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        let rx = self.rx.as_ref()?;
+        let out = match rx.try_recv() {
+            Ok(v) => v,
+            Err(TryRecvError::Empty) => return None,
+            Err(TryRecvError::Disconnected) => Err(MapError::TaskPanicked),
+        };
+        self.rx = None;
+        Some(out)
+    }
+
     pub(crate) fn wait_as(mut self, call: &'static str) -> Result<T, MapError> {
         if let Some(e) = self.failed.take() {
             return Err(e);

@@ -50,6 +50,7 @@ mod event_time;
 pub(crate) mod exec;
 pub(crate) mod graph;
 pub mod jobs;
+pub mod map_stages;
 pub mod pipeline;
 pub(crate) mod plan;
 pub mod sinks;
