@@ -63,6 +63,11 @@ enum Command {
     },
     /// Serve a demo model (TensorFlow Serving v1 REST) for `weir score`, until interrupted.
     ModelServer(commands::model_server::ModelServerArgs),
+    /// Run a small demonstration (data affinity, ...) and print what it shows.
+    Example {
+        #[command(subcommand)]
+        example: commands::example::Example,
+    },
     /// Inspect the snapshots jobs took with --state-dir.
     Snapshots {
         #[command(subcommand)]
@@ -96,6 +101,7 @@ pub fn main() -> ExitCode {
         Command::Score(args) => commands::score::score(args),
         Command::ModelServer(args) => commands::model_server::model_server(args),
         Command::Flow { command } => commands::flow::run(command),
+        Command::Example { example } => commands::example::run(example),
         Command::Snapshots {
             command: SnapshotsCommand::List(args),
         } => snapshots::list(&args),

@@ -33,6 +33,10 @@
 
 #![forbid(missing_docs)]
 
+mod aware;
+
+pub use aware::{AffinityKey, AtKey, PartitionAware, partition_aware_hash};
+
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Jet and Hazelcast's default partition count; a prime, so that modulo spreads well.

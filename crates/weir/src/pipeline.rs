@@ -231,7 +231,7 @@ impl<T: Item> BatchStage<T> {
         self
     }
 
-    fn transform<R: Item>(&self, name: &str, wrap: WrapFn) -> BatchStage<R> {
+    pub(crate) fn transform<R: Item>(&self, name: &str, wrap: WrapFn) -> BatchStage<R> {
         self.add(name, NodeKind::Transform { wrap }, vec![self.node])
     }
 

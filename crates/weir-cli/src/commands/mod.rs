@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod example;
 pub mod explain;
 pub mod flow;
 pub mod model_server;

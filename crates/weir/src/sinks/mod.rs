@@ -41,6 +41,8 @@ use crate::exec::sink::sink_terminal;
 use crate::graph::SinkTerminalFactory;
 
 pub use crate::connector::SinkWriter;
+/// Writes a partitioned map: see [`map_stages::sink`](crate::map_stages::sink).
+pub use crate::map_stages::sink as map;
 
 /// A destination for `T`s. Pass it to [`BatchStage::write_to`](crate::BatchStage::write_to).
 pub struct Sink<T> {

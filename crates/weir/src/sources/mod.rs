@@ -34,6 +34,8 @@ use crate::exec::source::source_head;
 use crate::graph::SourceHeadFactory;
 
 pub use crate::connector::{Emitter, SourceReader};
+/// Reads a partitioned map: see [`map_stages::source`](crate::map_stages::source).
+pub use crate::map_stages::source as map;
 
 /// A finite source of `T`s. Pass it to [`Pipeline::read_from`](crate::Pipeline::read_from).
 pub struct BatchSource<T> {

@@ -1,0 +1,347 @@
+//! Partitioned maps against the usual concurrent maps, on 2 threads.
+//!
+//! ```text
+//! cargo bench --bench affinity [-- --ops N --keys K --items M --runs R]
+//! ```
+//!
+//! 1. **Entry-processor increments**: `--ops` (10 M) increments over `--keys` (1 M) keys drawn
+//!    Zipf-skewed (s = 0.99, the hottest key about 7% of the draws), by
+//!    - Weir: `PartitionedMap::execute_on_keys` on a map service of 2 owner threads (the
+//!      calling thread groups keys by owner and sends batches);
+//!    - `DashMap` with `entry().and_modify().or_insert()`, 2 threads each taking half;
+//!    - `RwLock<FxHashMap>` with a write lock per increment, 2 threads;
+//!    - the hand loop: 2 threads, each scanning the draws and counting the keys of its own
+//!      half (by hash) in a private `FxHashMap`: sharding by hand, no sharing at all.
+//! 2. **Enrichment by keyed lookup**: `--items` (10 M) numbers each looked up in a 1 M-entry
+//!    map (keys spread uniformly) and summed with the value, by
+//!    - Weir: `sequence → map_using_map → aggregate(summing)` on an executor of 2 workers;
+//!    - the hand loop (the speed of light): 2 threads reading a shared `FxHashMap`;
+//!    - `DashMap::get` on 2 threads.
+//!
+//! Every run's totals are checked against the hand loop's. Each figure is the median of
+//! `--runs` (3) runs; each run starts once the shared machine is quiet (or after 30 s).
+
+mod support;
+
+use std::hint::black_box;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use weir::core::{ExecutorConfig, JobConfig};
+use weir::maps::MapService;
+use weir::prelude::*;
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `n` draws of keys `0..keys`, Zipf-distributed with exponent `s`, by inverse CDF. The rank
+/// is scrambled into the key so that hot keys are not neighbours.
+fn zipf_keys(n: usize, keys: usize, s: f64) -> Vec<u64> {
+    let mut cdf = Vec::with_capacity(keys);
+    let mut total = 0.0;
+    for k in 1..=keys {
+        total += 1.0 / (k as f64).powf(s);
+        cdf.push(total);
+    }
+    let mut state = 42;
+    (0..n)
+        .map(|_| {
+            let u = (splitmix(&mut state) >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let rank = cdf.partition_point(|&c| c < u).min(keys - 1) as u64;
+            rank.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Runs `f` `runs` times; `f` times its own measured part and returns it with its result.
+fn timed<R>(runs: usize, mut f: impl FnMut() -> (Duration, R), check: impl Fn(&R)) -> Duration {
+    let times = (0..runs)
+        .map(|_| {
+            support::wait_for_quiet(0.10, Duration::from_secs(30));
+            let (t, r) = f();
+            check(&r);
+            t
+        })
+        .collect();
+    median(times)
+}
+
+/// Times `f`.
+fn clock<R>(f: impl FnOnce() -> R) -> (Duration, R) {
+    let start = Instant::now();
+    let r = f();
+    (start.elapsed(), r)
+}
+
+fn rate(n: usize, t: Duration) -> f64 {
+    n as f64 / t.as_secs_f64() / 1e6
+}
+
+fn increments(ops: usize, keys: usize, runs: usize) {
+    let draws = Arc::new(zipf_keys(ops, keys, 0.99));
+    let distinct = {
+        let mut d: Vec<u64> = draws.to_vec();
+        d.sort_unstable();
+        d.dedup();
+        d.len()
+    };
+    println!(
+        "increments: {ops} ops over {distinct} distinct keys of {keys}, Zipf s=0.99, 2 threads"
+    );
+    let expect = |total: &(usize, u64)| {
+        assert_eq!(*total, (distinct, ops as u64), "wrong counts");
+    };
+
+    let hand = timed(
+        runs,
+        || {
+            let (t, parts): (_, Vec<FxHashMap<u64, u64>>) = clock(|| {
+                std::thread::scope(|s| {
+                    let hs: Vec<_> = (0..2u64)
+                        .map(|me| {
+                            let draws = &draws;
+                            s.spawn(move || {
+                                let mut m = FxHashMap::default();
+                                for &k in draws.iter() {
+                                    // Fx-style multiply: the shard is the top bit.
+                                    if (k.wrapping_mul(0x517c_c1b7_2722_0a95) >> 63) == me {
+                                        *m.entry(black_box(k)).or_insert(0) += 1;
+                                    }
+                                }
+                                m
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().map(|h| h.join().unwrap()).collect()
+                })
+            });
+            (
+                t,
+                (
+                    parts.iter().map(|m| m.len()).sum(),
+                    parts.iter().flat_map(|m| m.values()).sum(),
+                ),
+            )
+        },
+        expect,
+    );
+
+    let weir = timed(
+        runs,
+        || {
+            let service = MapService::new(2);
+            let map = service.map::<u64, u64>("counts").unwrap();
+            let (t, ()) = clock(|| {
+                map.execute_on_keys(draws.iter().copied(), |e| *e.or_insert_with(|| 0) += 1)
+                    .unwrap()
+            });
+            let values = map
+                .execute_on_entries(|_, _| true, |e| *e.value().unwrap())
+                .unwrap();
+            (t, (values.len(), values.iter().map(|(_, v)| v).sum()))
+        },
+        expect,
+    );
+
+    let dash = timed(
+        runs,
+        || {
+            let map: DashMap<u64, u64, FxBuildHasher> = DashMap::with_hasher(FxBuildHasher);
+            let (t, ()) = clock(|| {
+                std::thread::scope(|s| {
+                    for half in draws.chunks(draws.len().div_ceil(2)) {
+                        let map = &map;
+                        s.spawn(move || {
+                            for &k in half {
+                                map.entry(k).and_modify(|v| *v += 1).or_insert(1);
+                            }
+                        });
+                    }
+                })
+            });
+            (t, (map.len(), map.iter().map(|e| *e.value()).sum()))
+        },
+        expect,
+    );
+
+    let rwlock = timed(
+        runs,
+        || {
+            let map: RwLock<FxHashMap<u64, u64>> = RwLock::default();
+            let (t, ()) = clock(|| {
+                std::thread::scope(|s| {
+                    for half in draws.chunks(draws.len().div_ceil(2)) {
+                        let map = &map;
+                        s.spawn(move || {
+                            for &k in half {
+                                *map.write().unwrap().entry(k).or_insert(0) += 1;
+                            }
+                        });
+                    }
+                })
+            });
+            let m = map.into_inner().unwrap();
+            (t, (m.len(), m.values().sum()))
+        },
+        expect,
+    );
+
+    println!(
+        "  hand loop (2 private shards)  {:7.1} M ops/s",
+        rate(ops, hand)
+    );
+    println!(
+        "  weir execute_on_keys          {:7.1} M ops/s  (ratio to DashMap {:.2}, to hand loop {:.2})",
+        rate(ops, weir),
+        dash.as_secs_f64() / weir.as_secs_f64(),
+        hand.as_secs_f64() / weir.as_secs_f64()
+    );
+    println!(
+        "  DashMap entry().and_modify()  {:7.1} M ops/s",
+        rate(ops, dash)
+    );
+    println!(
+        "  RwLock<FxHashMap>             {:7.1} M ops/s",
+        rate(ops, rwlock)
+    );
+}
+
+fn lookups(items: u64, keys: u64, runs: usize) {
+    println!("lookups: {items} items against a {keys}-entry map, 2 threads / 2 workers");
+    let key_of = move |x: u64| x.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys;
+    let value_of = |k: u64| k * 7 + 1;
+    let shared: Arc<FxHashMap<u64, u64>> = Arc::new((0..keys).map(|k| (k, value_of(k))).collect());
+    let expected: u64 = (0..items).map(|x| x + value_of(key_of(x))).sum();
+    let check = |sum: &u64| assert_eq!(*sum, expected, "wrong sum");
+
+    let hand = timed(
+        runs,
+        || {
+            clock(|| {
+                std::thread::scope(|s| {
+                    let hs: Vec<_> = [(0, items / 2), (items / 2, items)]
+                        .into_iter()
+                        .map(|(a, b)| {
+                            let m = Arc::clone(&shared);
+                            s.spawn(move || {
+                                let mut sum = 0u64;
+                                for x in a..b {
+                                    let x = black_box(x);
+                                    if let Some(v) = m.get(&key_of(x)) {
+                                        sum += x + v;
+                                    }
+                                }
+                                sum
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().map(|h| h.join().unwrap()).sum()
+                })
+            })
+        },
+        check,
+    );
+
+    let dash_map: DashMap<u64, u64, FxBuildHasher> = DashMap::with_hasher(FxBuildHasher);
+    for (k, v) in shared.iter() {
+        dash_map.insert(*k, *v);
+    }
+    let dash = timed(
+        runs,
+        || {
+            clock(|| {
+                std::thread::scope(|s| {
+                    let hs: Vec<_> = [(0, items / 2), (items / 2, items)]
+                        .into_iter()
+                        .map(|(a, b)| {
+                            let m = &dash_map;
+                            s.spawn(move || {
+                                let mut sum = 0u64;
+                                for x in a..b {
+                                    let x = black_box(x);
+                                    if let Some(v) = m.get(&key_of(x)) {
+                                        sum += x + *v;
+                                    }
+                                }
+                                sum
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().map(|h| h.join().unwrap()).sum()
+                })
+            })
+        },
+        check,
+    );
+    drop(dash_map);
+
+    let service = MapService::new(2);
+    let map = service.map::<u64, u64>("reference").unwrap();
+    map.put_all(shared.iter().map(|(k, v)| (*k, *v))).unwrap();
+    let executor = weir::core::Executor::new(ExecutorConfig {
+        workers: 2,
+        ..ExecutorConfig::default()
+    })
+    .unwrap();
+    let weir_t = timed(
+        runs,
+        || {
+            let p = Pipeline::new();
+            let (sink, out) = sinks::collection::list();
+            p.read_from(sources::generator::sequence(items))
+                .map_using_map(&map, move |x| key_of(*x), |x, v| v.map(|v| x + v))
+                .aggregate(aggregate::summing(|v: &u64| *v))
+                .write_to(sink);
+            let (t, ()) = clock(|| {
+                p.submit(&executor, JobConfig::default())
+                    .unwrap()
+                    .join()
+                    .unwrap()
+            });
+            (t, out.take()[0])
+        },
+        check,
+    );
+
+    println!(
+        "  hand loop (shared FxHashMap)  {:7.1} M items/s",
+        rate(items as usize, hand)
+    );
+    println!(
+        "  weir map_using_map            {:7.1} M items/s  (ratio to hand loop {:.2}, to DashMap {:.2})",
+        rate(items as usize, weir_t),
+        hand.as_secs_f64() / weir_t.as_secs_f64(),
+        dash.as_secs_f64() / weir_t.as_secs_f64()
+    );
+    println!(
+        "  DashMap::get                  {:7.1} M items/s",
+        rate(items as usize, dash)
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let num = |name: &str, default: u64| {
+        support::flag(&args, name).map_or(default, |v| v.parse().expect("a number"))
+    };
+    let runs = num("--runs", 3) as usize;
+    let keys = num("--keys", 1_000_000);
+    if support::flag(&args, "--only").as_deref() != Some("lookups") {
+        increments(num("--ops", 10_000_000) as usize, keys as usize, runs);
+    }
+    if support::flag(&args, "--only").as_deref() != Some("increments") {
+        lookups(num("--items", 10_000_000), keys, runs);
+    }
+}

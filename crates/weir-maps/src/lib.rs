@@ -1,0 +1,69 @@
+//! Partitioned maps with data affinity: named maps split over 271 partitions, each partition
+//! owned by one worker thread, and work sent to where its key lives.
+//!
+//! ```
+//! use weir_maps::{AffinityKey, MapService};
+//!
+//! let service = MapService::new(2);
+//! let map = service.map::<AffinityKey, u64>("map").unwrap();
+//! for i in 1..=5u64 {
+//!     for j in 1..=5u64 {
+//!         map.put(AffinityKey::new(format!("key{i}-{j}")), i * j).unwrap();
+//!     }
+//! }
+//! // Every key1-* entry lives on the owner of "key1": sum them there, with no hop.
+//! let m = map.clone();
+//! let sum = service
+//!     .execute_on_key_owner("key1", move |view| {
+//!         view.entries(&m).unwrap().map(|(_, v)| *v).sum::<u64>()
+//!     })
+//!     .wait()
+//!     .unwrap();
+//! assert_eq!(sum, 15);
+//! ```
+//!
+//! # Ownership
+//!
+//! A [`MapService`] starts one owner thread per core. The [`PartitionTable`] says which
+//! owner holds each partition; the owner is the only thread that touches its partitions'
+//! data, so the data has no lock. Every call from another thread is a message to the owner's
+//! queue (a crossbeam channel), answered through a [`Pending`]. Entry processors
+//! ([`PartitionedMap::execute_on_key`]) run on the owner with exclusive access, so updates to
+//! one key never race. Partitions can be moved between owners while calls run
+//! ([`MapService::move_partition`]); nothing is lost (see the module `service`).
+//!
+//! # Partition keys
+//!
+//! Keys are routed by [`weir_partition`], the same function partitioned edges and grouping
+//! keys use: a key's owner here is the instance a keyed pipeline stage sends it to.
+//! [`PartitionAware`] keys ([`AffinityKey`], [`AtKey`] for `key@partitionKey`) co-locate
+//! related entries of every map.
+//!
+//! # Calls from owner threads
+//!
+//! A blocking call made on an owner thread (inside an entry processor or a task at a key
+//! owner) is **refused** with [`MapError::CalledFromOwner`]: it could wait on a queue that
+//! only the waiting thread drains. Read co-located entries through the [`PartitionView`]
+//! instead, which is local.
+
+#![forbid(missing_docs)]
+
+mod entry;
+mod error;
+mod map;
+mod persist;
+mod reply;
+mod service;
+mod table;
+mod view;
+
+pub use entry::Entry;
+pub use error::MapError;
+pub use map::{MapKey, MapValue, PartitionedMap, Store};
+pub use persist::{MAP_FORMAT_VERSION, PersistStats, partition_file};
+pub use reply::Pending;
+pub(crate) use reply::Replier;
+pub use service::{MapService, OwnerTask};
+pub use table::PartitionTable;
+pub use view::PartitionView;
+pub use weir_partition::{AffinityKey, AtKey, PartitionAware, PartitionKey, partition_aware_hash};

@@ -1,0 +1,331 @@
+//! Pipeline stages over partitioned maps ([`weir_maps`]): reading a map
+//! ([`sources::map`](crate::sources::map)), writing one ([`sinks::map`](crate::sinks::map)) and
+//! enriching items by keyed lookup ([`BatchStage::map_using_map`]).
+//!
+//! ```
+//! use weir::maps::MapService;
+//! use weir::{Pipeline, sinks, sources};
+//!
+//! let service = MapService::new(2);
+//! let prices = service.map::<String, u64>("prices").unwrap();
+//! prices.put("apple".into(), 3).unwrap();
+//! let orders = service.map::<String, u64>("order-totals").unwrap();
+//!
+//! let p = Pipeline::new();
+//! p.read_from(sources::collection::items(vec![("apple".to_string(), 2u64), ("pear".to_string(), 1)]))
+//!     .map_using_map(&prices, |(fruit, _)| fruit.clone(), |(fruit, n), price| {
+//!         price.map(|p| (fruit, n * p))
+//!     })
+//!     .write_to(sinks::map(&orders));
+//! p.run().unwrap();
+//! assert_eq!(orders.get(&"apple".to_string()).unwrap(), Some(6));
+//! assert_eq!(orders.get(&"pear".to_string()).unwrap(), None);
+//! ```
+//!
+//! Every stage uses the map's partitioning ([`weir_partition`]), which is also the one
+//! partitioned edges use: instance `i` of a vertex with `n` instances handles the partitions
+//! [`Partitioner::owner_table`](weir_core::Partitioner::owner_table)`(n)` gives it.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use weir_core::{BoxError, Counter, Item, Partitioner, ProcessorContext, ProcessorResult};
+use weir_maps::{MapKey, MapValue, PartitionedMap, Pending, Store};
+
+use crate::connector::{Emitter, SinkWriter, SourceReader};
+use crate::exec::link::{Link, delegate_to_next};
+use crate::pipeline::{BatchStage, wrap_with};
+use crate::sinks::Sink;
+use crate::sources::BatchSource;
+
+/// The partitions instance `index` of `total` handles: the same split partitioned edges make.
+fn partitions_of(partitioner: Partitioner, index: usize, total: usize) -> Vec<u32> {
+    let owners = partitioner.owner_table(total.max(1));
+    (0..partitioner.count())
+        .filter(|&p| owners[p as usize] as usize == index)
+        .collect()
+}
+
+/// Reads every entry of `map` as `(key, value)` pairs, each instance reading its share of the
+/// partitions. Each partition is read as it was when the instance opened it: the owner hands
+/// out its copy-on-write store, so the read is consistent per partition and costs no copy of
+/// the map. Not replayable: a job restored from a snapshot reads the map again.
+pub fn source<K: MapKey, V: MapValue>(map: &PartitionedMap<K, V>) -> BatchSource<(K, V)> {
+    let map = map.clone();
+    BatchSource::new(format!("map-source({})", map.name()), None, move |_| {
+        MapReader {
+            map: map.clone(),
+            pending: Vec::new(),
+            current: Vec::new(),
+        }
+    })
+}
+
+struct MapReader<K, V> {
+    map: PartitionedMap<K, V>,
+    /// The partitions still to read, newest request last.
+    pending: Vec<Pending<Arc<Store<K, V>>>>,
+    /// The entries of the partition being emitted, in reverse.
+    current: Vec<(K, V)>,
+}
+
+impl<K: MapKey, V: MapValue> SourceReader for MapReader<K, V> {
+    type Item = (K, V);
+
+    fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+        let partitioner = self.map.service().table().partitioner();
+        let mine = partitions_of(partitioner, ctx.global_index(), ctx.total_parallelism());
+        // Asked for all at once; the owners answer in parallel while earlier ones are emitted.
+        self.pending = mine
+            .into_iter()
+            .rev()
+            .map(|p| self.map.partition_snapshot(p))
+            .collect();
+        Ok(())
+    }
+
+    fn read(&mut self, out: &mut Emitter<'_, (K, V)>) -> Result<bool, BoxError> {
+        loop {
+            while let Some(entry) = self.current.pop() {
+                if !out.emit(entry) {
+                    return Ok(false);
+                }
+            }
+            let Some(next) = self.pending.last_mut() else {
+                return Ok(true);
+            };
+            match next.try_take() {
+                Some(store) => {
+                    self.pending.pop();
+                    let store = store?;
+                    self.current = store.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                }
+                // The owner has not answered yet: come back without blocking the worker.
+                None => return Ok(false),
+            }
+        }
+    }
+}
+
+/// Puts every `(key, value)` pair into `map`. Each instance groups its items by partition and
+/// sends each group to the partition's owner in one message, so every entry is put by its
+/// owner and no extra edge is needed: a `grouping_key(..).aggregate(..)` written here adds no
+/// vertex. At most 8 groups per instance are in flight; then the sink reports no room.
+///
+/// With snapshots the sink is at-least-once: puts of a replayed item put the same value
+/// again. The map itself lives in memory; [`PartitionedMap::save`] keeps it across restarts.
+pub fn sink<K: MapKey, V: MapValue>(map: &PartitionedMap<K, V>) -> Sink<(K, V)> {
+    let map = map.clone();
+    Sink::new(format!("map-sink({})", map.name()), None, move |_| {
+        MapWriter {
+            map: map.clone(),
+            buffer: FxHashMap::default(),
+            buffered: 0,
+            in_flight: Vec::new(),
+        }
+    })
+}
+
+/// Items a map sink instance buffers before sending them to the owners.
+const SINK_BATCH: usize = 4096;
+/// Messages a map sink instance may have in flight before it reports no room.
+const SINK_IN_FLIGHT: usize = 8;
+
+struct MapWriter<K, V> {
+    map: PartitionedMap<K, V>,
+    buffer: FxHashMap<u32, Vec<(K, V)>>,
+    buffered: usize,
+    in_flight: Vec<Pending<usize>>,
+}
+
+impl<K: MapKey, V: MapValue> MapWriter<K, V> {
+    fn send(&mut self) {
+        for (partition, entries) in self.buffer.drain() {
+            self.in_flight
+                .push(self.map.put_partition_async(partition, entries));
+        }
+        self.buffered = 0;
+    }
+
+    /// Drops the answered messages; fails on the first failed one.
+    fn reap(&mut self) -> Result<(), BoxError> {
+        let mut failed = None;
+        self.in_flight.retain_mut(|p| match p.try_take() {
+            None => true,
+            Some(Ok(_)) => false,
+            Some(Err(e)) => {
+                failed.get_or_insert(e);
+                false
+            }
+        });
+        match failed {
+            Some(e) => Err(Box::new(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<K: MapKey, V: MapValue> SinkWriter for MapWriter<K, V> {
+    type Item = (K, V);
+
+    fn write(&mut self, (key, value): (K, V)) -> Result<(), BoxError> {
+        let partition = self.map.partition_of(&key);
+        self.buffer.entry(partition).or_default().push((key, value));
+        self.buffered += 1;
+        if self.buffered >= SINK_BATCH {
+            self.send();
+        }
+        Ok(())
+    }
+
+    fn has_room(&mut self) -> Result<bool, BoxError> {
+        self.reap()?;
+        Ok(self.in_flight.len() < SINK_IN_FLIGHT)
+    }
+
+    fn poll_close(&mut self) -> Result<bool, BoxError> {
+        self.send();
+        self.reap()?;
+        Ok(self.in_flight.is_empty())
+    }
+}
+
+impl<T: Item> BatchStage<T> {
+    /// Enriches each item by a keyed lookup in `map` (Jet's `mapUsingIMap`): `f(item, value)`
+    /// where `value` is `map`'s value for `key_fn(item)`; `None` from `f` drops the item.
+    ///
+    /// The planner sends each item over a partitioned edge to the instance that handles its
+    /// key's partition; that instance holds a read-only view of exactly those partitions
+    /// (taken from their owners when the job starts), so every lookup is a local hash-map
+    /// read with no message and no lock. The map is read as it was when the job started;
+    /// later writes are not seen. Counters: `map_lookups`, and `map_remote_lookups` for a
+    /// lookup of a partition the instance does not hold (always 0 unless the routing
+    /// disagrees; such a lookup is then fetched from the owner, blocking).
+    pub fn map_using_map<K, V, R>(
+        &self,
+        map: &PartitionedMap<K, V>,
+        key_fn: impl Fn(&T) -> K + Send + Sync + 'static,
+        f: impl Fn(T, Option<&V>) -> Option<R> + Send + Sync + 'static,
+    ) -> BatchStage<R>
+    where
+        K: MapKey,
+        V: MapValue,
+        R: Item,
+    {
+        let key_fn = Arc::new(key_fn);
+        let route_key = Arc::clone(&key_fn);
+        let f = Arc::new(f);
+        let map = map.clone();
+        self.rebalance_by(move |t: &T| route_key(t)).transform(
+            "map-using-map",
+            wrap_with::<T, R>(move |next| {
+                Box::new(MapLookupLink {
+                    map: map.clone(),
+                    key_fn: Arc::clone(&key_fn),
+                    f: Arc::clone(&f),
+                    next,
+                    partitions: Vec::new(),
+                    partitioner: Partitioner::default(),
+                    out: Vec::new(),
+                    lookups: None,
+                    remote: None,
+                })
+            }),
+        )
+    }
+}
+
+struct MapLookupLink<K, V, KF, F, R> {
+    map: PartitionedMap<K, V>,
+    key_fn: Arc<KF>,
+    f: Arc<F>,
+    next: Box<dyn Link<R>>,
+    /// Indexed by partition: the read-only stores of the partitions this instance handles.
+    partitions: Vec<Option<Arc<Store<K, V>>>>,
+    partitioner: Partitioner,
+    out: Vec<R>,
+    lookups: Option<Counter>,
+    remote: Option<Counter>,
+}
+
+impl<K, V, KF, F, R> MapLookupLink<K, V, KF, F, R>
+where
+    K: MapKey,
+    V: MapValue,
+{
+    /// The store of `partition`, fetched from its owner when this instance does not hold it.
+    #[cold]
+    fn fetch(&mut self, partition: u32) {
+        if let Some(c) = &self.remote {
+            c.increment();
+        }
+        debug_assert!(
+            false,
+            "map_using_map: partition {partition} reached an instance that does not handle it"
+        );
+        let store = self
+            .map
+            .partition_snapshot(partition)
+            .wait()
+            .unwrap_or_default();
+        self.partitions[partition as usize] = Some(store);
+    }
+}
+
+impl<T, K, V, KF, F, R> Link<T> for MapLookupLink<K, V, KF, F, R>
+where
+    T: Item,
+    K: MapKey,
+    V: MapValue,
+    R: Item,
+    KF: Fn(&T) -> K + Send + Sync,
+    F: Fn(T, Option<&V>) -> Option<R> + Send + Sync,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.partitioner = self.map.service().table().partitioner();
+        let mine = partitions_of(
+            self.partitioner,
+            ctx.global_index(),
+            ctx.total_parallelism(),
+        );
+        self.partitions = vec![None; self.partitioner.count() as usize];
+        let pending: Vec<_> = mine
+            .iter()
+            .map(|&p| (p, self.map.partition_snapshot(p)))
+            .collect();
+        for (p, store) in pending {
+            self.partitions[p as usize] = Some(store.wait()?);
+        }
+        self.lookups = Some(ctx.metrics().counter("map_lookups"));
+        self.remote = Some(ctx.metrics().counter("map_remote_lookups"));
+        self.next.init(ctx)
+    }
+
+    fn push(&mut self, item: T) -> bool {
+        let mut batch = vec![item];
+        self.push_batch(&mut batch)
+    }
+
+    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+        let n = items.len() as u64;
+        for item in items.drain(..) {
+            let key = (self.key_fn)(&item);
+            let partition = self.partitioner.partition_of(&key);
+            if self.partitions[partition as usize].is_none() {
+                self.fetch(partition);
+            }
+            let store = self.partitions[partition as usize]
+                .as_ref()
+                .expect("fetched above");
+            if let Some(r) = (self.f)(item, store.get(&key)) {
+                self.out.push(r);
+            }
+        }
+        if let Some(c) = &self.lookups {
+            c.add(n);
+        }
+        self.next.push_batch(&mut self.out)
+    }
+
+    delegate_to_next!();
+}
