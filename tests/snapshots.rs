@@ -557,7 +557,13 @@ fn restorable(state: &Path, output: &Path) -> Option<Restorable> {
             }
         }
     }
-    let parts = parts.unwrap_or(0);
+    let parts = parts.unwrap_or_else(|| {
+        panic!(
+            "snapshot {}: no CSV sink state (a postcard list of (file, parts)) names {}",
+            restored.manifest.id,
+            output.display()
+        )
+    });
     let part = |n: u64| -> Option<String> {
         let name = format!("{}.part-{n:08}", output.display());
         std::fs::read_to_string(&name)

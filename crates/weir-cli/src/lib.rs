@@ -10,8 +10,8 @@
 //! weir snapshots list --state-dir DIR
 //! ```
 //!
-//! `weir nexmark run` takes `--state-dir DIR [--snapshot-interval-ms N] [--guarantee G]`:
-//! see the `snapshots` module; rerunning a killed command resumes it.
+//! `weir nexmark run` and `weir score` take `--state-dir DIR [--snapshot-interval-ms N]
+//! [--guarantee G]`: see the `snapshots` module; rerunning a killed command resumes it.
 //!
 //! Exit code 0 on success; otherwise a one-line cause on standard error and a non-zero code
 //! (2 for a bad command line, 1 for anything else).

@@ -7,7 +7,8 @@
 //!
 //! With `--state-dir`, a job snapshots its state into `DIR/snapshots/<job>/` every
 //! `--snapshot-interval-ms` (1000 by default). Its name is derived from the command (the query
-//! and the input), so running the same command again after a crash resumes from the newest
+//! and the input for `weir nexmark run`, the input and the output for `weir score`), so running
+//! the same command again after a crash resumes from the newest
 //! complete snapshot; after a successful run its snapshots are removed, so the next run starts
 //! afresh.
 

@@ -641,3 +641,71 @@ fn scoring_failure(e: weir::core::Error) -> anyhow::Error {
     }
     anyhow::Error::new(e).context("scoring failed")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads everything `reader` has left.
+    fn drain(reader: &mut RowReader) -> Vec<String> {
+        let mut rows = Vec::new();
+        while !reader.read(&mut Emitter::unbounded(&mut rows)).unwrap() {}
+        rows.into_iter().map(|r| r.id).collect()
+    }
+
+    fn opened(path: &Path) -> (RowReader, Arc<Mutex<BadRows>>) {
+        let bad = Arc::new(Mutex::new(BadRows::default()));
+        let mut reader = RowReader::new(path.to_owned(), layout(path).unwrap(), Arc::clone(&bad));
+        reader
+            .open(&ProcessorContext::new("test", 0, 1, 0))
+            .unwrap();
+        (reader, bad)
+    }
+
+    #[test]
+    fn a_seek_resumes_after_the_last_row_handed_out_with_the_bad_rows_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.csv");
+        std::fs::write(&path, "id,a\nr0,1\nr1,x\nr2,2\nr3,3\nr4,y\nr5,5\n").unwrap();
+        let (mut reader, _) = opened(&path);
+        let mut rows = Vec::new();
+        // Two rows fit: r0, then r1 is bad and r2 fills the batch.
+        assert!(!reader.read(&mut Emitter::new(&mut rows, 2)).unwrap());
+        assert_eq!(rows.len(), 2);
+        let saved = reader.position().unwrap();
+
+        let (mut resumed, bad) = opened(&path);
+        resumed.seek(&saved).unwrap();
+        assert_eq!(drain(&mut resumed), ["r3", "r5"]);
+        {
+            let bad = bad.lock().unwrap();
+            assert_eq!(bad.count, 2, "the bad row before the position counts");
+            assert_eq!(
+                bad.first,
+                [(6, "column 'a': 'y' is not a finite number".into())]
+            );
+        }
+
+        // At the end, the position says so.
+        let end = resumed.position().unwrap();
+        let (mut done, _) = opened(&path);
+        done.seek(&end).unwrap();
+        assert!(drain(&mut done).is_empty());
+    }
+
+    #[test]
+    fn a_changed_input_or_a_damaged_position_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.csv");
+        std::fs::write(&path, "id,a\nr0,1\nr1,2\n").unwrap();
+        let (mut reader, _) = opened(&path);
+        drain(&mut reader);
+        let saved = reader.position().unwrap();
+        std::fs::write(&path, "id,a\nr0,1\nr1,2\nr2,3\n").unwrap();
+        let (mut changed, _) = opened(&path);
+        let e = changed.seek(&saved).unwrap_err().to_string();
+        assert!(e.contains("changed since the snapshot"), "{e}");
+        let e = changed.seek(&[0xff]).unwrap_err().to_string();
+        assert!(e.contains("damaged read position"), "{e}");
+    }
+}
