@@ -138,7 +138,9 @@ async fn jetstream_durable_consumer_acks_and_naks_with_delay() {
         &name,
         &subject,
         "durable",
-        Duration::from_secs(30),
+        // A short ack wait: a pull the dropped consumer left open may take a message, which
+        // the server then redelivers after this wait.
+        Duration::from_secs(2),
         10,
     );
     let mut got = Vec::new();
@@ -171,10 +173,16 @@ async fn jetstream_durable_consumer_acks_and_naks_with_delay() {
         &name,
         &subject,
         "durable",
-        Duration::from_secs(30),
+        // A short ack wait: a pull the dropped consumer left open may take a message, which
+        // the server then redelivers after this wait.
+        Duration::from_secs(2),
         10,
     );
-    let next = consumer.next_batch(10, Duration::from_secs(10)).await;
+    let mut next = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while next.is_empty() && std::time::Instant::now() < deadline {
+        next = consumer.next_batch(10, Duration::from_secs(5)).await;
+    }
     assert_eq!(
         next.iter().map(|m| m.body.clone()).collect::<Vec<_>>(),
         [b"m3".to_vec()]
