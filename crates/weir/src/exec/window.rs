@@ -141,6 +141,24 @@ fn encode_timed<A>(codec: &StateCodec<A>, times: &[i64], acc: &A) -> ProcessorRe
     Ok(value)
 }
 
+/// Puts a saved partial frame of one key back among `frames`, combining it with one already
+/// there (partials of one key from several old instances).
+fn restore_frame<T, K: Hash + Eq, Op: AggregateOperation<T> + ?Sized>(
+    frames: &mut BTreeMap<i64, FxHashMap<K, Op::Acc>>,
+    op: &Op,
+    (keys, accs): (&StateCodec<K>, &StateCodec<Op::Acc>),
+    e: &SnapshotEntry,
+) -> ProcessorResult<()> {
+    let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
+    match frames.entry(end).or_default().entry((keys.decode)(&e.key)?) {
+        hash_map::Entry::Occupied(mut held) => op.combine(held.get_mut(), acc),
+        hash_map::Entry::Vacant(slot) => {
+            slot.insert(acc);
+        }
+    }
+    Ok(())
+}
+
 /// Splits what [`encode_timed`] made.
 fn decode_timed<A, const N: usize>(
     codec: &StateCodec<A>,
@@ -281,14 +299,7 @@ where
             if e.partition.is_some() {
                 // This stage runs before the shuffle: several old instances may have partial
                 // frames of one key, and any instance may restore them. Partials combine.
-                let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
-                let frame = self.open.entry(end).or_default();
-                match frame.entry((keys.decode)(&e.key)?) {
-                    hash_map::Entry::Occupied(mut held) => self.op.combine(held.get_mut(), acc),
-                    hash_map::Entry::Vacant(slot) => {
-                        slot.insert(acc);
-                    }
-                }
+                restore_frame(&mut self.open, &*self.op, (keys, accs), &e)?;
             }
         }
         // Before the shuffle each instance follows its own source's watermark; rescaled, the
@@ -589,14 +600,7 @@ where
                 continue;
             }
             if e.partition.is_some() {
-                let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
-                let frame = self.received.entry(end).or_default();
-                match frame.entry((keys.decode)(&e.key)?) {
-                    hash_map::Entry::Occupied(mut held) => self.op.combine(held.get_mut(), acc),
-                    hash_map::Entry::Vacant(slot) => {
-                        slot.insert(acc);
-                    }
-                }
+                restore_frame(&mut self.received, &*self.op, (keys, accs), &e)?;
             }
         }
         // After the shuffle: rescaled with aligned barriers, the greatest never emits a window
