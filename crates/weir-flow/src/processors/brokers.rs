@@ -223,11 +223,7 @@ impl Processor for PublishAmqp {
                 Err(e) => return Err(connector_error(e)),
             }
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }
 
@@ -378,11 +374,7 @@ impl Processor for PublishJetStream {
                 Err(e) => return Err(connector_error(e)),
             }
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }
 

@@ -357,11 +357,7 @@ impl Processor for ReplaceText {
             session.write(ff, out.as_bytes())?;
             session.transfer(ff, "success")?;
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }
 
@@ -407,11 +403,7 @@ impl Processor for CompressContent {
                 Err(_) => session.transfer(ff, "failure")?,
             }
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }
 
@@ -446,10 +438,6 @@ impl Processor for HashContent {
             session.put_attribute(ff, &format!("content_{}", self.algorithm), digest);
             session.transfer(ff, "success")?;
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }

@@ -232,10 +232,6 @@ impl Processor for PutFile {
                 }
             }
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }

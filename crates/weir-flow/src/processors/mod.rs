@@ -23,6 +23,17 @@ pub enum Trigger {
     Idle,
 }
 
+impl Trigger {
+    /// `Worked` if the trigger took or made flow files, else `Idle`.
+    pub fn worked_if(worked: bool) -> Self {
+        if worked {
+            Trigger::Worked
+        } else {
+            Trigger::Idle
+        }
+    }
+}
+
 /// A processor's error: the session rolls back and its inputs are penalized.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {

@@ -20,11 +20,7 @@ impl Processor for PassThrough {
         for &ff in &ffs {
             session.transfer(ff, "success")?;
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }
 
@@ -81,11 +77,7 @@ impl Processor for UpdateAttribute {
             }
             session.transfer(ff, "success")?;
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }
 
@@ -145,11 +137,7 @@ impl Processor for RouteOnAttribute {
             session.report(ff, EventType::ROUTE, None, Some(rel.clone()));
             session.transfer(ff, &rel)?;
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }
 
@@ -191,10 +179,6 @@ impl Processor for LogAttribute {
             }
             session.transfer(ff, "success")?;
         }
-        Ok(if ffs.is_empty() {
-            Trigger::Idle
-        } else {
-            Trigger::Worked
-        })
+        Ok(Trigger::worked_if(!ffs.is_empty()))
     }
 }
