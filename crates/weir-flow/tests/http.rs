@@ -13,7 +13,7 @@ use axum::body::Bytes;
 use axum::extract::Path as UrlPath;
 use axum::http::StatusCode;
 use axum::routing::{any, post};
-use support::{Item, Probe, queued, start, wait_for};
+use support::{Item, Probe, queued, start, try_start, wait_for};
 use weir_flow::repository::journal::inspect;
 
 fn free_port() -> u16 {
@@ -67,9 +67,14 @@ fn raw_status_line(port: u16, request: &[u8]) -> String {
 fn listen_http_acknowledges_after_the_commit_and_refuses_under_back_pressure() {
     let dir = tempfile::tempdir().unwrap();
     let probe = Arc::new(Probe::default());
-    let port = free_port();
-    let yaml = format!(
-        r#"flow: listen
+    probe.set_closed("sink", true);
+    // A free port may be taken by another test between the probe and the listener's bind:
+    // try another then.
+    let (port, engine) = (0..5)
+        .find_map(|_| {
+            let port = free_port();
+            let yaml = format!(
+                r#"flow: listen
 groups:
   - name: g
     processors:
@@ -78,9 +83,14 @@ groups:
     connections:
       - {{ from: listen, relationships: [success], to: sink, back_pressure: {{ count: 2 }} }}
 "#
-    );
-    probe.set_closed("sink", true);
-    let engine = start(&yaml, &probe, dir.path());
+            );
+            match try_start(&yaml, &probe, dir.path()) {
+                Ok(engine) => Some((port, engine)),
+                Err(e) if e.contains("Address already in use") => None,
+                Err(e) => panic!("the flow does not start: {e}"),
+            }
+        })
+        .expect("a free port within five tries");
     let repo = dir.path().join("repo");
     // Loopback only, by default.
     assert_eq!(

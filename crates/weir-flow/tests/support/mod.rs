@@ -421,9 +421,15 @@ pub fn registry(probe: &Arc<Probe>) -> ProcessorRegistry {
 
 /// Parses `yaml` with the test registry and starts it in `dir/repo`.
 pub fn start(yaml: &str, probe: &Arc<Probe>, dir: &Path) -> Engine {
+    try_start(yaml, probe, dir).unwrap()
+}
+
+/// As [`start`], returning the engine's start error as text.
+#[allow(dead_code)] // each test binary uses what it needs
+pub fn try_start(yaml: &str, probe: &Arc<Probe>, dir: &Path) -> Result<Engine, String> {
     let flow = Flow::parse_with(yaml, "test.yaml", &registry(probe))
         .unwrap_or_else(|e| panic!("invalid test flow: {e}\n{yaml}"));
-    Engine::start(flow, &dir.join("repo")).unwrap()
+    Engine::start(flow, &dir.join("repo")).map_err(|e| format!("{e:?}"))
 }
 
 /// Polls `cond` until it holds or `timeout` passes; returns whether it held.
