@@ -464,27 +464,27 @@ impl ProcessorTasklet {
         if requested <= duty.saved {
             return Ok(None);
         }
-        let mut open = self
+        let open = self
             .streams
             .iter()
             .zip(&self.edge_completed)
             .filter(|(s, completed)| !**completed && !s.is_done())
-            .map(|(s, _)| s)
-            .peekable();
-        let aligned = if open.peek().is_none() {
-            true
-        } else {
-            let mut level = u64::MAX;
-            let mut arrived = false;
-            for s in open {
-                level = level.min(s.barrier_level());
-                arrived |= s.newest_barrier() > duty.saved;
-            }
-            if arrived && duty.aligning_since.is_none() {
-                duty.aligning_since = Some(Instant::now());
-            }
-            level >= requested && self.active.is_none() && self.pending_watermark.is_none()
-        };
+            .map(|(s, _)| s);
+        // Items drained before the barrier (or before an input's end) are processed first,
+        // even when every input has finished: a finished input's last items may still wait
+        // in the inbox, and a snapshot saved without them would lose them, since the
+        // finished producer's final state stands in for it from now on.
+        let mut level = u64::MAX;
+        let mut arrived = false;
+        for s in open {
+            level = level.min(s.barrier_level());
+            arrived |= s.newest_barrier() > duty.saved;
+        }
+        if arrived && duty.aligning_since.is_none() {
+            duty.aligning_since = Some(Instant::now());
+        }
+        let aligned =
+            level >= requested && self.active.is_none() && self.pending_watermark.is_none();
         if !aligned {
             return Ok(None);
         }

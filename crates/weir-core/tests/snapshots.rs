@@ -861,3 +861,124 @@ fn the_same_snapshot_restored_twice_commits_nothing_twice() {
     third.join().unwrap();
     s.assert_exactly_once(items);
 }
+
+/// Takes one item per call, slowly, after a late start; records what it had taken at each
+/// save.
+struct SlowCounter {
+    taken: u64,
+    started: bool,
+    saves: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Processor for SlowCounter {
+    fn process(&mut self, _: usize, inbox: &mut Inbox, _: &mut Outbox) -> ProcessorResult<()> {
+        if inbox.items::<u64>().pop_front().is_some() {
+            self.taken += 1;
+            // Slow work, so that snapshots are asked for while items still wait in the inbox.
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        Ok(())
+    }
+
+    /// Called before the first drain of the input: a late start, so that the first drain
+    /// finds the items and the end of the input together.
+    fn try_process(&mut self, _: &mut Outbox) -> ProcessorResult<bool> {
+        if !std::mem::replace(&mut self.started, true) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(true)
+    }
+
+    fn save_to_snapshot(
+        &mut self,
+        _: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        self.saves.lock().unwrap().push(self.taken);
+        writer.put(b"taken".to_vec(), self.taken.to_le_bytes().to_vec());
+        Ok(true)
+    }
+}
+
+/// A [`CountingSource`] that records its position at each save.
+struct RecordingSource {
+    inner: CountingSource,
+    saves: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Processor for RecordingSource {
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.inner.complete(outbox)
+    }
+
+    fn save_to_snapshot(
+        &mut self,
+        outbox: &mut Outbox,
+        writer: &mut SnapshotWriter,
+    ) -> ProcessorResult<bool> {
+        self.saves.lock().unwrap().push(self.inner.next);
+        self.inner.save_to_snapshot(outbox, writer)
+    }
+}
+
+/// Once a source has finished, its final state stands in for it in every snapshot: one saying
+/// it emitted everything. A consumer whose input has ended may still hold some of those items
+/// in its inbox, so it must process them before it saves; a snapshot taken earlier would lose
+/// them on restore. Each snapshot's consumer state must hold exactly what that snapshot's
+/// source state says was emitted.
+#[test]
+fn a_consumer_of_a_finished_source_saves_only_after_its_last_items() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = 200;
+    let (source_saves, counter_saves) = (Arc::default(), Arc::default());
+    let mut dag = Dag::new();
+    let recorded = Arc::clone(&source_saves);
+    let source = dag.vertex(
+        Vertex::new("source", move |_| RecordingSource {
+            inner: CountingSource {
+                next: 0,
+                end: items,
+                per_call: items,
+                hold: None,
+            },
+            saves: Arc::clone(&recorded),
+        })
+        .emits::<u64>()
+        .local_parallelism(1),
+    );
+    let recorded = Arc::clone(&counter_saves);
+    let counter = dag.vertex(
+        Vertex::new("counter", move |_| SlowCounter {
+            taken: 0,
+            started: false,
+            saves: Arc::clone(&recorded),
+        })
+        .accepts::<u64>()
+        .local_parallelism(1),
+    );
+    dag.edge(Edge::between(source, counter));
+    let mut config = config(dir.path(), Guarantee::ExactlyOnce, RestartPolicy::never());
+    if let Some(c) = config.snapshots.as_mut() {
+        c.interval = Duration::from_millis(1);
+    }
+    let job = executor().submit(dag, config).unwrap();
+    assert!(job.wait_timeout(Duration::from_secs(60)), "the job ends");
+    job.join().unwrap();
+    let (sources, counters) = (source_saves.lock().unwrap(), counter_saves.lock().unwrap());
+    assert_eq!(sources.last(), Some(&items), "the source's final state");
+    assert!(
+        counters.len() > sources.len(),
+        "snapshots were taken after the source finished: source {sources:?}, consumer {counters:?}"
+    );
+    // The i-th save of each is for the same snapshot, until the source's final state stands
+    // in for it.
+    for (i, taken) in counters.iter().enumerate() {
+        let emitted = sources[i.min(sources.len() - 1)];
+        assert_eq!(
+            *taken,
+            emitted,
+            "snapshot {}: the consumer held {taken} items, the source had emitted {emitted}: source {sources:?}, consumer {counters:?}",
+            i + 1
+        );
+    }
+}
