@@ -202,6 +202,54 @@ groups:
     engine.stop().unwrap();
 }
 
+/// A search value with an expression is evaluated per flow file: the compiled regex is
+/// reused only while the search text stays the same.
+#[test]
+fn replace_text_search_from_an_attribute_changes_per_flow_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let yaml = r#"flow: replace-by-attribute
+settings: { sync: none }
+groups:
+  - name: g
+    processors:
+      - { name: feed, type: Feed }
+      - name: replace
+        type: ReplaceText
+        properties: { Search Value: '${word}', Replacement Value: '_', Evaluation Mode: Entire text }
+      - { name: out, type: Recorder, auto_terminate: [success] }
+      - { name: failed, type: Recorder, auto_terminate: [success] }
+    connections:
+      - { from: feed, relationships: [success], to: replace }
+      - { from: replace, relationships: [success], to: out }
+      - { from: replace, relationships: [failure], to: failed }
+"#;
+    let engine = start(yaml, &probe, dir.path());
+    let item = |name: &str, word: &str| Item::new("ab ab cd", &[("name", name), ("word", word)]);
+    probe.feed(
+        "feed",
+        [
+            item("1", "ab"),
+            item("2", "ab"),
+            item("3", "cd"),
+            item("4", "("),
+            item("5", "ab"),
+        ],
+    );
+    assert!(wait_for(Duration::from_secs(10), || {
+        probe.count("out") >= 4 && probe.count("failed") >= 1
+    }));
+    let got = contents(&probe, "out");
+    let text = |k: &str| String::from_utf8_lossy(&got[k]).into_owned();
+    assert_eq!(
+        [text("1"), text("2"), text("3"), text("5")],
+        ["_ _ cd", "_ _ cd", "ab ab _", "_ _ cd"]
+    );
+    // An invalid regex goes to failure, and does not break the next flow file's search.
+    assert_eq!(probe.recorded("failed")[0].attr("name"), "4");
+    engine.stop().unwrap();
+}
+
 #[test]
 fn compress_content_gzip_round_trip_and_bad_input_to_failure() {
     let dir = tempfile::tempdir().unwrap();

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use regex::Regex;
@@ -274,6 +275,9 @@ pub struct ReplaceText {
     replacement: Template,
     strategy: Replace,
     line_by_line: bool,
+    /// The last search regex compiled, by its text: a search value without expressions is
+    /// compiled once, not once per flow file (compiling costs far more than matching).
+    compiled: Mutex<Option<(String, Regex)>>,
 }
 
 impl ReplaceText {
@@ -290,6 +294,7 @@ impl ReplaceText {
             replacement: props::template(c, "Replacement Value")?,
             strategy,
             line_by_line: props::text(c, "Evaluation Mode") == "Line-by-Line",
+            compiled: Mutex::new(None),
         })
     }
 
@@ -310,6 +315,8 @@ impl ReplaceText {
 impl Processor for ReplaceText {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
+        // Each copy of a group has its own instance: the lock is never contended.
+        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
         for &ff in &ffs {
             let (search, replacement) = match (
                 eval(&self.search, session, ff),
@@ -322,13 +329,16 @@ impl Processor for ReplaceText {
                 }
             };
             let regex = if self.strategy == Replace::Regex {
-                match Regex::new(&search) {
-                    Ok(r) => Some(r),
-                    Err(_) => {
-                        session.transfer(ff, "failure")?;
-                        continue;
+                if compiled.as_ref().is_none_or(|(text, _)| *text != search) {
+                    match Regex::new(&search) {
+                        Ok(r) => *compiled = Some((search.clone(), r)),
+                        Err(_) => {
+                            session.transfer(ff, "failure")?;
+                            continue;
+                        }
                     }
                 }
+                compiled.as_ref().map(|(_, r)| r)
             } else {
                 None
             };
@@ -348,11 +358,11 @@ impl Processor for ReplaceText {
                 text.split_inclusive('\n')
                     .map(|line| {
                         let (body, nl) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
-                        self.apply(body, &search, regex.as_ref(), &replacement) + nl
+                        self.apply(body, &search, regex, &replacement) + nl
                     })
                     .collect::<String>()
             } else {
-                self.apply(&text, &search, regex.as_ref(), &replacement)
+                self.apply(&text, &search, regex, &replacement)
             };
             session.write(ff, out.as_bytes())?;
             session.transfer(ff, "success")?;
