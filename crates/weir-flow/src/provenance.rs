@@ -3,13 +3,22 @@
 //!
 //! Events are written in the flow-file journal's frame of the session that made them (so a
 //! committed session's events are durable with it) and then inserted into a `fjall` keyspace:
-//! one partition of events by id, and three index partitions. Event ids are
+//! one partition of events by id, and three index partitions. Insertion runs on the store's
+//! own writer thread, off the commit path (it costs tens of microseconds per event, more
+//! than the rest of a simple processor's work); queries, lineage and [`sync`] wait for the
+//! events handed over before them, so a reader always sees what was committed before it
+//! asked.
+//!
+//! [`sync`]: ProvenanceRepository::sync Event ids are
 //! `transaction id << 20 | index`, so inserting the events of a replayed frame again at
 //! recovery is idempotent. Retention by age and size is applied at each checkpoint, oldest
 //! first.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use fjall::{Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode};
@@ -108,6 +117,9 @@ pub enum ProvenanceError {
     /// An event could not be encoded or decoded.
     #[error("provenance event encoding: {0}")]
     Encoding(#[from] postcard::Error),
+    /// The writer thread could not start, or is gone.
+    #[error("provenance writer: {0}")]
+    Writer(String),
 }
 
 /// Which events a query returns.
@@ -141,14 +153,35 @@ pub struct Lineage {
 
 /// The provenance store.
 pub struct ProvenanceRepository {
+    store: Store,
+    /// Batches of events for the writer thread; `None` once dropped.
+    writer: Option<SyncSender<Vec<ProvenanceEvent>>>,
+    progress: Arc<WriterProgress>,
+    thread: Option<JoinHandle<()>>,
+    max_age: Duration,
+    max_size: u64,
+}
+
+/// The keyspace and its partitions: cheap to clone (shared handles).
+#[derive(Clone)]
+struct Store {
     keyspace: Keyspace,
     events: PartitionHandle,
     by_flowfile: PartitionHandle,
     by_component: PartitionHandle,
     by_time: PartitionHandle,
-    max_age: Duration,
-    max_size: u64,
 }
+
+/// How far the writer thread has got: batches handed over, and batches written.
+#[derive(Default)]
+struct WriterProgress {
+    counts: Mutex<(u64, u64)>,
+    written: Condvar,
+}
+
+/// Batches handed to the writer at most before `insert` waits: bounds the memory of events
+/// not yet indexed when the store falls behind.
+const WRITER_QUEUE: usize = 256;
 
 impl std::fmt::Debug for ProvenanceRepository {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -176,33 +209,9 @@ fn id_of(key: &[u8]) -> u64 {
     u64::from_be_bytes(key[key.len() - 8..].try_into().expect("8 bytes"))
 }
 
-impl ProvenanceRepository {
-    /// Opens (or creates) the store in `dir`, with retention by age and size.
-    ///
-    /// # Errors
-    /// [`ProvenanceError::Store`], for instance when another process has it open.
-    pub fn open(dir: &Path, max_age: Duration, max_size: u64) -> Result<Self, ProvenanceError> {
-        let keyspace = Config::new(dir).open()?;
-        let opts = PartitionCreateOptions::default;
-        Ok(ProvenanceRepository {
-            events: keyspace.open_partition("events", opts())?,
-            by_flowfile: keyspace.open_partition("by_flowfile", opts())?,
-            by_component: keyspace.open_partition("by_component", opts())?,
-            by_time: keyspace.open_partition("by_time", opts())?,
-            keyspace,
-            max_age,
-            max_size,
-        })
-    }
-
-    /// Inserts committed events (idempotent: an event id is written once).
-    ///
-    /// # Errors
-    /// [`ProvenanceError`] from the store.
-    pub fn insert(&self, events: &[ProvenanceEvent]) -> Result<(), ProvenanceError> {
-        if events.is_empty() {
-            return Ok(());
-        }
+impl Store {
+    /// Inserts `events` and their index entries in one batch.
+    fn write(&self, events: &[ProvenanceEvent]) -> Result<(), ProvenanceError> {
         let mut batch = self.keyspace.batch();
         for e in events {
             let value = postcard::to_allocvec(e)?;
@@ -222,18 +231,103 @@ impl ProvenanceRepository {
         self.keyspace.persist(PersistMode::Buffer)?;
         Ok(())
     }
+}
 
+impl ProvenanceRepository {
+    /// Opens (or creates) the store in `dir`, with retention by age and size.
+    ///
+    /// # Errors
+    /// [`ProvenanceError::Store`], for instance when another process has it open.
+    pub fn open(dir: &Path, max_age: Duration, max_size: u64) -> Result<Self, ProvenanceError> {
+        let keyspace = Config::new(dir).open()?;
+        let opts = PartitionCreateOptions::default;
+        let store = Store {
+            events: keyspace.open_partition("events", opts())?,
+            by_flowfile: keyspace.open_partition("by_flowfile", opts())?,
+            by_component: keyspace.open_partition("by_component", opts())?,
+            by_time: keyspace.open_partition("by_time", opts())?,
+            keyspace,
+        };
+        let (writer, batches) = sync_channel::<Vec<ProvenanceEvent>>(WRITER_QUEUE);
+        let progress = Arc::new(WriterProgress::default());
+        let thread = {
+            let (store, progress) = (store.clone(), Arc::clone(&progress));
+            std::thread::Builder::new()
+                .name("weir-provenance".into())
+                .spawn(move || {
+                    for events in batches {
+                        if let Err(e) = store.write(&events) {
+                            tracing::warn!(
+                                "provenance: {} events not indexed (the journal keeps them until the next checkpoint): {e}",
+                                events.len()
+                            );
+                        }
+                        let mut counts = progress.counts.lock().unwrap_or_else(|e| e.into_inner());
+                        counts.1 += 1;
+                        progress.written.notify_all();
+                    }
+                })
+                .map_err(|e| ProvenanceError::Writer(e.to_string()))?
+        };
+        Ok(ProvenanceRepository {
+            store,
+            writer: Some(writer),
+            progress,
+            thread: Some(thread),
+            max_age,
+            max_size,
+        })
+    }
+
+    /// Hands committed events to the writer thread, which inserts them (idempotent: an event
+    /// id is written once). Returns at once unless the writer is far behind; a failure to
+    /// insert is logged by the writer (the journal still holds the events).
+    ///
+    /// # Errors
+    /// [`ProvenanceError::Writer`] if the writer thread is gone.
+    pub fn insert(&self, events: Vec<ProvenanceEvent>) -> Result<(), ProvenanceError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let Some(writer) = &self.writer else {
+            return Err(ProvenanceError::Writer("the store is closed".into()));
+        };
+        self.progress
+            .counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0 += 1;
+        writer
+            .send(events)
+            .map_err(|_| ProvenanceError::Writer("the writer thread ended".into()))
+    }
+
+    /// Waits until every batch handed to [`insert`](Self::insert) before this call is written.
+    fn flush(&self) {
+        let counts = self
+            .progress
+            .counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let target = counts.0;
+        let _written = self
+            .progress
+            .written
+            .wait_while(counts, |c| c.1 < target)
+            .unwrap_or_else(|e| e.into_inner());
+    }
     /// Makes every inserted event durable (before the journal that holds them is dropped).
     ///
     /// # Errors
     /// [`ProvenanceError::Store`].
     pub fn sync(&self) -> Result<(), ProvenanceError> {
-        self.keyspace.persist(PersistMode::SyncAll)?;
+        self.flush();
+        self.store.keyspace.persist(PersistMode::SyncAll)?;
         Ok(())
     }
 
     fn event(&self, id: u64) -> Result<Option<ProvenanceEvent>, ProvenanceError> {
-        match self.events.get(id.to_be_bytes())? {
+        match self.store.events.get(id.to_be_bytes())? {
             Some(v) => Ok(Some(postcard::from_bytes(&v)?)),
             None => Ok(None),
         }
@@ -263,20 +357,21 @@ impl ProvenanceRepository {
         query: &Query,
         limit: usize,
     ) -> Result<Vec<ProvenanceEvent>, ProvenanceError> {
+        self.flush();
         // Start from the narrowest index, filter the rest.
         let ids: Vec<u64> = if let Some(ff) = &query.flowfile {
-            self.ids_with_prefix(&self.by_flowfile, ff)?
+            self.ids_with_prefix(&self.store.by_flowfile, ff)?
         } else if let Some(c) = &query.component {
-            self.ids_with_prefix(&self.by_component, c)?
+            self.ids_with_prefix(&self.store.by_component, c)?
         } else if let Some(since) = query.since_ms {
             let mut ids = Vec::new();
-            for kv in self.by_time.range(time_key(since, 0)..) {
+            for kv in self.store.by_time.range(time_key(since, 0)..) {
                 ids.push(id_of(&kv?.0));
             }
             ids
         } else {
             let mut ids = Vec::new();
-            for kv in self.events.iter() {
+            for kv in self.store.events.iter() {
                 ids.push(id_of(&kv?.0));
             }
             ids
@@ -309,6 +404,7 @@ impl ProvenanceRepository {
     /// [`ProvenanceError`] from the store.
     pub fn lineage(&self, flowfile: &str) -> Result<Lineage, ProvenanceError> {
         const MAX_FLOWFILES: usize = 100_000;
+        self.flush();
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut events: BTreeMap<u64, ProvenanceEvent> = BTreeMap::new();
         let mut todo = VecDeque::from([flowfile.to_string()]);
@@ -317,7 +413,7 @@ impl ProvenanceRepository {
             if !seen.insert(ff.clone()) || seen.len() > MAX_FLOWFILES {
                 continue;
             }
-            for id in self.ids_with_prefix(&self.by_flowfile, &ff)? {
+            for id in self.ids_with_prefix(&self.store.by_flowfile, &ff)? {
                 let Some(e) = self.event(id)? else { continue };
                 if e.flowfile == ff || e.parents.contains(&ff) {
                     // ff's own events, and events where ff is a parent: its children.
@@ -373,26 +469,27 @@ impl ProvenanceRepository {
     /// # Errors
     /// [`ProvenanceError`] from the store.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<u64, ProvenanceError> {
+        self.flush();
         let cutoff = now_ms - self.max_age.as_millis() as i64;
-        let mut size: u64 = self.keyspace.disk_space();
+        let mut size: u64 = self.store.keyspace.disk_space();
         let mut removed = 0;
-        let mut batch = self.keyspace.batch();
-        for kv in self.events.iter() {
+        let mut batch = self.store.keyspace.batch();
+        for kv in self.store.events.iter() {
             let (k, v) = kv?;
             let e: ProvenanceEvent = postcard::from_bytes(&v)?;
             if e.time_ms >= cutoff && size <= self.max_size {
                 break;
             }
             size = size.saturating_sub(v.len() as u64 + 64);
-            batch.remove(&self.events, k);
+            batch.remove(&self.store.events, k);
             for uuid in std::iter::once(&e.flowfile)
                 .chain(&e.parents)
                 .chain(&e.children)
             {
-                batch.remove(&self.by_flowfile, index_key(uuid, e.id));
+                batch.remove(&self.store.by_flowfile, index_key(uuid, e.id));
             }
-            batch.remove(&self.by_component, index_key(&e.component, e.id));
-            batch.remove(&self.by_time, time_key(e.time_ms, e.id));
+            batch.remove(&self.store.by_component, index_key(&e.component, e.id));
+            batch.remove(&self.store.by_time, time_key(e.time_ms, e.id));
             removed += 1;
         }
         batch.commit()?;
@@ -404,7 +501,8 @@ impl ProvenanceRepository {
     /// # Errors
     /// [`ProvenanceError`] from the store.
     pub fn len(&self) -> Result<usize, ProvenanceError> {
-        Ok(self.events.len()?)
+        self.flush();
+        Ok(self.store.events.len()?)
     }
 
     /// True when no event is stored.
@@ -412,6 +510,86 @@ impl ProvenanceRepository {
     /// # Errors
     /// [`ProvenanceError`] from the store.
     pub fn is_empty(&self) -> Result<bool, ProvenanceError> {
-        Ok(self.events.is_empty()?)
+        self.flush();
+        Ok(self.store.events.is_empty()?)
+    }
+}
+
+impl Drop for ProvenanceRepository {
+    /// Lets the writer finish what it was handed, so that nothing committed is left out.
+    fn drop(&mut self) {
+        drop(self.writer.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: u64, flowfile: &str) -> ProvenanceEvent {
+        ProvenanceEvent {
+            id,
+            event_type: EventType::ROUTE,
+            time_ms: 1_000 + id as i64,
+            flowfile: flowfile.to_string(),
+            component: "route".into(),
+            component_type: "RouteOnAttribute".into(),
+            attributes: BTreeMap::from([("k".to_string(), id.to_string())]),
+            size: id,
+            parents: vec![],
+            children: vec![],
+            details: Some("even".into()),
+            transit_uri: None,
+        }
+    }
+
+    #[test]
+    fn a_query_sees_every_event_inserted_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        // Many small batches, so that the writer is surely behind when the query comes.
+        for b in 0..500u64 {
+            store
+                .insert(
+                    (0..4)
+                        .map(|i| event(b * 4 + i, &format!("ff-{b}")))
+                        .collect(),
+                )
+                .unwrap();
+        }
+        let all = store.query(&Query::default(), usize::MAX).unwrap();
+        assert_eq!(all.len(), 2_000);
+        assert_eq!(store.len().unwrap(), 2_000);
+        let one = store
+            .query(
+                &Query {
+                    flowfile: Some("ff-499".into()),
+                    ..Query::default()
+                },
+                10,
+            )
+            .unwrap();
+        assert_eq!(
+            one.iter().map(|e| e.id).collect::<Vec<_>>(),
+            [1996, 1997, 1998, 1999]
+        );
+        assert_eq!(store.lineage("ff-7").unwrap().events.len(), 4);
+    }
+
+    #[test]
+    fn events_handed_over_before_a_drop_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+            for b in 0..100u64 {
+                store.insert(vec![event(b, "ff")]).unwrap();
+            }
+            store.insert(Vec::new()).unwrap();
+        }
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        assert_eq!(store.len().unwrap(), 100);
     }
 }

@@ -228,13 +228,13 @@ impl Engine {
             .map_err(|e| EngineError::Runtime(e.to_string()))?
             .clone();
         let keys: Vec<String> = flow.connections.iter().map(|c| c.key.clone()).collect();
-        let (repo, recovered) = FlowFileRepository::open(dir, flow.settings.sync, &keys)?;
+        let (repo, mut recovered) = FlowFileRepository::open(dir, flow.settings.sync, &keys)?;
         let provenance = ProvenanceRepository::open(
             &dir.join("provenance"),
             flow.settings.provenance_max_age,
             flow.settings.provenance_max_size,
         )?;
-        provenance.insert(&recovered.events)?;
+        provenance.insert(std::mem::take(&mut recovered.events))?;
         provenance.sync()?;
         if recovered.truncated_bytes > 0 {
             tracing::warn!(

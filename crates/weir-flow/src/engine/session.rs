@@ -749,7 +749,7 @@ impl Session {
             }
             shared.wake_downstream(q);
         }
-        if let Err(e) = shared.provenance.insert(&events) {
+        if let Err(e) = shared.provenance.insert(events) {
             tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
         }
         for hook in self.completions.drain(..) {

@@ -471,7 +471,7 @@ fn record_events(shared: &Shared, mut events: Vec<ProvenanceEvent>) {
         return;
     }
     direct_event_ids(&mut events);
-    if let Err(e) = shared.provenance.insert(&events) {
+    if let Err(e) = shared.provenance.insert(events) {
         tracing::warn!("provenance insert failed: {e}");
     }
 }
@@ -560,7 +560,7 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
                     }
                     shared.wake_downstream(q);
                 }
-                if let Err(e) = shared.provenance.insert(&events) {
+                if let Err(e) = shared.provenance.insert(events) {
                     tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
                 }
             }
