@@ -8,6 +8,7 @@
 //! weir model-server [--addr 127.0.0.1:8501] [--latency-ms 5]
 //! weir flow validate|run|status|provenance|lineage ...
 //! weir snapshots list --state-dir DIR
+//! weir top --url http://127.0.0.1:8080 [--once]
 //! ```
 //!
 //! `weir nexmark run` and `weir score` take `--state-dir DIR [--snapshot-interval-ms N]
@@ -23,6 +24,7 @@ mod commands;
 pub mod model_server;
 mod progress;
 mod snapshots;
+mod top;
 
 use std::process::ExitCode;
 
@@ -68,6 +70,9 @@ enum Command {
         #[command(subcommand)]
         example: commands::example::Example,
     },
+    /// A live terminal view of the jobs and flows of a process started with --ui: rates,
+    /// queue fill and backpressure per vertex, processor and connection.
+    Top(top::TopArgs),
     /// Inspect the snapshots jobs took with --state-dir.
     Snapshots {
         #[command(subcommand)]
@@ -102,6 +107,7 @@ pub fn main() -> ExitCode {
         Command::ModelServer(args) => commands::model_server::model_server(args),
         Command::Flow { command } => commands::flow::run(command),
         Command::Example { example } => commands::example::run(example),
+        Command::Top(args) => top::top(args),
         Command::Snapshots {
             command: SnapshotsCommand::List(args),
         } => snapshots::list(&args),
