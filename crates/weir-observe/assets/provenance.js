@@ -113,7 +113,7 @@ function labelled(label, input, ...extra) {
 
 function eventRow(e, showLineage) {
   const family = [...e.parents.map((p) => `↑ ${p.slice(0, 8)}`), ...e.children.map((c) => `↓ ${c.slice(0, 8)}`)];
-  return h("tr", { dataset: { event: String(e.id), flowfile: e.flowfile, type: e.type } },
+  return h("tr", { dataset: { event: String(e.id), flowfile: e.flowfile, type: e.type, component: e.component } },
     h("td", { class: "mono nowrap" }, fmt.preciseTime(e.time_ms)),
     h("td", {}, h("span", { class: `event-type type-${e.type.toLowerCase()}` }, e.type)),
     h("td", { class: "mono" }, h("a", { href: "#", title: "Show the lineage", onclick: (ev) => {
