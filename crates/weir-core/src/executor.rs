@@ -202,7 +202,8 @@ impl Executor {
             .iter()
             .map(|(_, m)| Arc::clone(m))
             .collect();
-        let job = JobShared::new(&config, attempt.tasklets.len(), metrics, watch);
+        let topology = dag.topology(default_parallelism);
+        let job = JobShared::new(&config, (attempt.tasklets.len(), topology), metrics, watch);
         if config.snapshotting().is_some() {
             job.set_restarter(Restarter {
                 dag,

@@ -3,8 +3,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use crate::dag::Topology;
 use crate::error::Error;
 use crate::executor::Executor;
 use crate::metrics::{InstanceMetrics, MetricsSnapshot};
@@ -192,7 +193,9 @@ pub(crate) struct JobShared {
     finished: Condvar,
     metrics: Vec<Arc<InstanceMetrics>>,
     blocking_threads: Mutex<Vec<JoinHandle<()>>>,
+    topology: Arc<Topology>,
     started: Instant,
+    started_at: SystemTime,
     stall_timeout: Duration,
     stall: Mutex<Option<Stall>>,
     watch: JobWatch,
@@ -201,7 +204,7 @@ pub(crate) struct JobShared {
 impl JobShared {
     pub(crate) fn new(
         config: &JobConfig,
-        tasklets: usize,
+        (tasklets, topology): (usize, Topology),
         metrics: Vec<Arc<InstanceMetrics>>,
         watch: JobWatch,
     ) -> Arc<Self> {
@@ -223,7 +226,9 @@ impl JobShared {
             finished: Condvar::new(),
             metrics,
             blocking_threads: Mutex::new(Vec::new()),
+            topology: Arc::new(topology),
             started: Instant::now(),
+            started_at: SystemTime::now(),
             stall_timeout: config.stall_timeout,
             stall: Mutex::new(None),
             watch,
@@ -321,6 +326,42 @@ impl JobShared {
         let began = current.is_none() && stall.is_some();
         *current = stall;
         began
+    }
+
+    fn status(&self) -> JobStatus {
+        self.lock().status
+    }
+
+    /// The user's cancel: stops every tasklet, and no restart follows.
+    fn cancel_by_user(&self) {
+        self.cancelled_by_user.store(true, Ordering::Relaxed);
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    fn metrics(&self) -> Vec<MetricsSnapshot> {
+        self.metrics.iter().map(|m| m.snapshot()).collect()
+    }
+
+    fn snapshot_stats(&self) -> Vec<SnapshotStats> {
+        let mut stats = self
+            .earlier_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(c) = self
+            .coordinator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            stats.extend(c.stats());
+        }
+        stats
+    }
+
+    fn elapsed(&self) -> Duration {
+        let outcome = self.lock();
+        outcome.finished_at.unwrap_or_else(Instant::now) - self.started
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Outcome> {
@@ -452,8 +493,82 @@ pub struct CancelHandle {
 impl CancelHandle {
     /// Asks every tasklet of the job to stop. Returns at once.
     pub fn cancel(&self) {
-        self.shared.cancelled_by_user.store(true, Ordering::Relaxed);
-        self.shared.cancel.store(true, Ordering::Relaxed);
+        self.shared.cancel_by_user();
+    }
+}
+
+/// A read-only view of a job that outlives its [`Job`] handle: what a dashboard or a metrics
+/// endpoint reads while the job runs and after [`Job::join`] consumed the handle. It can also
+/// cancel the job.
+///
+/// Cheap to clone (one `Arc`). Every read takes the same relaxed snapshot of the counters
+/// as [`Job::metrics`]; holding a monitor costs the running job nothing, and it keeps the
+/// job's counters (not its threads) alive.
+#[derive(Clone)]
+pub struct JobMonitor {
+    shared: Arc<JobShared>,
+}
+
+impl JobMonitor {
+    /// The job's id, unique in this process.
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The current status.
+    pub fn status(&self) -> JobStatus {
+        self.shared.status()
+    }
+
+    /// Why the job failed (the error's text), once it has; `None` otherwise.
+    pub fn error(&self) -> Option<String> {
+        self.shared.watch.outcome().and_then(|(_, error)| error)
+    }
+
+    /// When the job was submitted.
+    pub fn started_at(&self) -> SystemTime {
+        self.shared.started_at
+    }
+
+    /// Time since submission, or the job's whole run time once it ended.
+    pub fn elapsed(&self) -> Duration {
+        self.shared.elapsed()
+    }
+
+    /// The DAG's shape: vertices with their parallelism, edges with their routing.
+    pub fn topology(&self) -> &Topology {
+        &self.shared.topology
+    }
+
+    /// A copy of every processor instance's counters, in vertex order. See [`Job::metrics`].
+    pub fn metrics(&self) -> Vec<MetricsSnapshot> {
+        self.shared.metrics()
+    }
+
+    /// The figures of every snapshot the job completed, oldest first, across restarts.
+    pub fn snapshot_stats(&self) -> Vec<SnapshotStats> {
+        self.shared.snapshot_stats()
+    }
+
+    /// Asks every tasklet of the job to stop, as [`Job::cancel`] does. Returns at once; a job
+    /// that already ended stays as it ended.
+    pub fn cancel(&self) {
+        self.shared.cancel_by_user();
+    }
+}
+
+impl std::fmt::Debug for JobMonitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobMonitor")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("status", &self.status())
+            .finish()
     }
 }
 
@@ -477,14 +592,26 @@ impl Job {
 
     /// The current status.
     pub fn status(&self) -> JobStatus {
-        self.shared.lock().status
+        self.shared.status()
     }
 
     /// Asks every tasklet to stop. Returns at once; [`join`](Self::join) waits for the end and
     /// then reports [`Error::Cancelled`].
     pub fn cancel(&self) {
-        self.shared.cancelled_by_user.store(true, Ordering::Relaxed);
-        self.shared.cancel.store(true, Ordering::Relaxed);
+        self.shared.cancel_by_user();
+    }
+
+    /// A view of this job that stays readable after [`join`](Self::join): for dashboards and
+    /// metrics endpoints.
+    pub fn monitor(&self) -> JobMonitor {
+        JobMonitor {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// The DAG's shape: vertices with their parallelism, edges with their routing.
+    pub fn topology(&self) -> &Topology {
+        &self.shared.topology
     }
 
     /// The snapshot the job's current attempt resumed from, if it resumed.
@@ -498,22 +625,7 @@ impl Job {
 
     /// The figures of every snapshot the job completed, oldest first, across restarts.
     pub fn snapshot_stats(&self) -> Vec<SnapshotStats> {
-        let mut stats = self
-            .shared
-            .earlier_stats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(c) = self
-            .shared
-            .coordinator
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            stats.extend(c.stats());
-        }
-        stats
+        self.shared.snapshot_stats()
     }
 
     /// How many times the job was restarted after a failure.
@@ -530,7 +642,7 @@ impl Job {
 
     /// A copy of every processor instance's counters, in vertex order.
     pub fn metrics(&self) -> Vec<MetricsSnapshot> {
-        self.shared.metrics.iter().map(|m| m.snapshot()).collect()
+        self.shared.metrics()
     }
 
     /// The stall the executor's watchdog sees right now: no progress for
@@ -546,8 +658,7 @@ impl Job {
 
     /// Time since submission, or the job's whole run time once it ended.
     pub fn elapsed(&self) -> Duration {
-        let outcome = self.shared.lock();
-        outcome.finished_at.unwrap_or_else(Instant::now) - self.shared.started
+        self.shared.elapsed()
     }
 
     /// Waits up to `timeout` for the job to end. Returns whether it ended.

@@ -279,6 +279,9 @@ pub(crate) struct ProcessorTasklet {
     cooperative: bool,
     closed: bool,
     snapshots: Option<SnapshotDuty>,
+    /// The start of the last call, when a full downstream queue refused an item in it: the
+    /// instance is backpressured from then until its next call.
+    blocked_since: Option<Instant>,
 }
 
 impl ProcessorTasklet {
@@ -319,6 +322,7 @@ impl ProcessorTasklet {
             cooperative,
             closed: false,
             snapshots: None,
+            blocked_since: None,
         }
     }
 
@@ -379,8 +383,13 @@ impl ProcessorTasklet {
     /// Does one bounded slice of work.
     pub(crate) fn call(&mut self) -> ProcessorResult<Progress> {
         let started = Instant::now();
+        let backpressured = self
+            .blocked_since
+            .take()
+            .map_or(Duration::ZERO, |since| started - since);
         let out_before = self.outbox.accepted_total();
         let refused_before = self.outbox.refused_total();
+        let blocked_before = self.outbox.blocked_total();
         self.outbox.begin_call();
         let mut items_in = 0u64;
         let progress = if let Some(progress) = self.snapshot_step()? {
@@ -428,7 +437,11 @@ impl ProcessorTasklet {
             self.outbox.refused_total() - refused_before,
             started.elapsed(),
             progress,
+            backpressured,
         );
+        if self.outbox.blocked_total() != blocked_before {
+            self.blocked_since = Some(started);
+        }
         Ok(match (self.state, progress) {
             (State::Finished, _) => Progress::Done,
             (_, true) => Progress::MadeProgress,
@@ -580,6 +593,7 @@ impl ProcessorTasklet {
             if !self.processor.try_process_watermark(wm, &mut self.outbox)? {
                 return Ok(progress);
             }
+            self.metrics.record_watermark(wm.timestamp());
             self.pending_watermark = None;
             self.idle_forwarded_at = None;
             progress = true;

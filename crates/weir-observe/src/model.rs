@@ -37,6 +37,7 @@ pub struct JobSummary {
     /// Time since submission, or the whole run time once the job ended.
     pub duration_ms: u64,
     /// Why the job failed; null otherwise.
+    #[schema(required = true)]
     pub error: Option<String>,
 }
 
@@ -51,6 +52,7 @@ pub struct JobDetail {
     /// The edges, in the DAG's order.
     pub edges: Vec<Edge>,
     /// The newest completed snapshot; null without snapshots or before the first.
+    #[schema(required = true)]
     pub last_snapshot: Option<Snapshot>,
 }
 
@@ -80,8 +82,10 @@ pub struct Vertex {
     /// Time in calls where a full downstream queue refused an item, summed over instances.
     pub backpressured_ms: u64,
     /// The lowest watermark its instances emitted (ms since the epoch); null before any.
+    #[schema(required = true)]
     pub watermark_ms: Option<i64>,
     /// Wall-clock time minus `watermark_ms`; null without a watermark.
+    #[schema(required = true)]
     pub watermark_lag_ms: Option<i64>,
     /// Items dropped for arriving behind the watermark.
     pub late_events: u64,
@@ -299,6 +303,7 @@ pub struct ProvenanceEvent {
     /// Children's uuids (FORK, JOIN, CLONE).
     pub children: Vec<String>,
     /// The relationship (ROUTE) or another detail; null when there is none.
+    #[schema(required = true)]
     pub details: Option<String>,
 }
 
@@ -342,6 +347,12 @@ pub struct Lineage {
     /// FORK/JOIN/CLONE event to the flow files it made.
     pub links: Vec<LineageLink>,
 }
+
+/// The bytes of a flow file's content (`application/octet-stream`), as the document names
+/// them; the handler sends the bytes themselves.
+#[derive(Debug, Clone, PartialEq, Eq, ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct Content(pub Vec<u8>);
 
 /// The body of every 4xx and 5xx answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

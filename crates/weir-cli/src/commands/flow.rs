@@ -126,6 +126,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                     flowfile,
                     component,
                     since_ms,
+                    until_ms: None,
                     event_type,
                 },
                 limit,
