@@ -114,8 +114,18 @@ fn start_job() -> Running {
     spawn_and_read(
         &weir_bin(),
         &[
-            "nexmark", "run", "--query", "q5", "--events", "1000000000", "--wall-rate", "3000",
-            "--parallelism", "2", "--ui", "127.0.0.1:0",
+            "nexmark",
+            "run",
+            "--query",
+            "q5",
+            "--events",
+            "1000000000",
+            "--wall-rate",
+            "3000",
+            "--parallelism",
+            "2",
+            "--ui",
+            "127.0.0.1:0",
         ],
         "weir nexmark run --ui",
         http_url,
@@ -227,10 +237,7 @@ where
 
 /// Runs `script` in the page and returns its value (`null` when it throws).
 async fn js(browser: &Client, script: &str) -> Value {
-    browser
-        .execute(script, vec![])
-        .await
-        .unwrap_or(Value::Null)
+    browser.execute(script, vec![]).await.unwrap_or(Value::Null)
 }
 
 fn strings(value: &Value) -> BTreeSet<String> {
@@ -369,7 +376,9 @@ async fn job_pages(browser: &Client, url: &str) {
     eventually("the job's duration to change on the overview", || async {
         let now = js(
             browser,
-            &format!("return document.querySelector('tr[data-job=\"{id}\"]').children[3].textContent;"),
+            &format!(
+                "return document.querySelector('tr[data-job=\"{id}\"]').children[3].textContent;"
+            ),
         )
         .await;
         (now != duration[2]).then_some(())
@@ -394,7 +403,10 @@ async fn job_pages(browser: &Client, url: &str) {
             .map(|v| v["name"].clone())
             .collect::<Vec<_>>()
     ));
-    assert!(api_vertices.len() >= 2, "q5 has several vertices: {api_vertices:?}");
+    assert!(
+        api_vertices.len() >= 2,
+        "q5 has several vertices: {api_vertices:?}"
+    );
     eventually("the DAG's vertices to be the API's", || async {
         let names = js(
             browser,
@@ -413,7 +425,13 @@ async fn job_pages(browser: &Client, url: &str) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| format!("{}->{}", e["from"].as_str().unwrap(), e["to"].as_str().unwrap()))
+        .map(|e| {
+            format!(
+                "{}->{}",
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(strings(&edges), api_edges);
 
@@ -473,7 +491,11 @@ async fn job_pages(browser: &Client, url: &str) {
         (lines.as_u64()? >= 1).then_some(())
     })
     .await;
-    let title = js(browser, "return document.querySelector('#job-name').textContent;").await;
+    let title = js(
+        browser,
+        "return document.querySelector('#job-name').textContent;",
+    )
+    .await;
     assert_eq!(title, name.as_str());
     screenshot(browser, "job").await;
 
@@ -498,10 +520,7 @@ async fn job_pages(browser: &Client, url: &str) {
 async fn flow_pages(browser: &Client, url: &str) {
     let flows = api(url, "/flows").await;
     let id = flows[0]["id"].as_str().unwrap().to_owned();
-    browser
-        .goto(&format!("{url}/flows/{id}"))
-        .await
-        .unwrap();
+    browser.goto(&format!("{url}/flows/{id}")).await.unwrap();
     let detail = api(url, &format!("/flows/{id}")).await;
     let ids = |key: &str| -> BTreeSet<String> {
         detail[key]
@@ -536,15 +555,18 @@ async fn flow_pages(browser: &Client, url: &str) {
          return g && [Number(g.dataset.queued), g.dataset.backPressure];",
         first.replace('"', "\\\"")
     );
-    eventually("back pressure on generate → tag, in the API and on the page", || async {
-        let flow = api(url, &format!("/flows/{id}")).await;
-        let engaged = flow["connections"]
-            .as_array()?
-            .iter()
-            .any(|c| c["id"] == first.as_str() && c["back_pressure"] == true);
-        let shown = js(browser, &connection_js).await;
-        (engaged && shown[1] == "true").then_some(())
-    })
+    eventually(
+        "back pressure on generate → tag, in the API and on the page",
+        || async {
+            let flow = api(url, &format!("/flows/{id}")).await;
+            let engaged = flow["connections"]
+                .as_array()?
+                .iter()
+                .any(|c| c["id"] == first.as_str() && c["back_pressure"] == true);
+            let shown = js(browser, &connection_js).await;
+            (engaged && shown[1] == "true").then_some(())
+        },
+    )
     .await;
     screenshot(browser, "flow").await;
 
@@ -637,7 +659,12 @@ async fn flow_pages(browser: &Client, url: &str) {
     })
     .await;
     assert!(
-        browser.current_url().await.unwrap().as_str().contains("component=tag"),
+        browser
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("component=tag"),
         "the search is in the address"
     );
     let flowfile = api_events[0]["flowfile"].as_str().unwrap().to_owned();
@@ -671,10 +698,7 @@ async fn flow_pages(browser: &Client, url: &str) {
     screenshot(browser, "provenance").await;
 
     // Back on the flow page, start both again.
-    browser
-        .goto(&format!("{url}/flows/{id}"))
-        .await
-        .unwrap();
+    browser.goto(&format!("{url}/flows/{id}")).await.unwrap();
     for processor in ["generate", "tag"] {
         let button = eventually("a start button", || async {
             browser
@@ -722,11 +746,21 @@ fn weir_top_once_prints_the_vertices_processors_and_queues_of_a_running_process(
             (jobs.as_array()?.len() == 1).then_some(jobs)
         })
         .await;
-        let detail = api(&job.url, &format!("/jobs/{}", jobs[0]["id"].as_str().unwrap())).await;
+        let detail = api(
+            &job.url,
+            &format!("/jobs/{}", jobs[0]["id"].as_str().unwrap()),
+        )
+        .await;
         let text = top(&job.url);
-        assert!(text.starts_with(&format!("weir top · {}\n", job.url)), "{text}");
         assert!(
-            text.contains(&format!("job {} · running", jobs[0]["name"].as_str().unwrap())),
+            text.starts_with(&format!("weir top · {}\n", job.url)),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "job {} · running",
+                jobs[0]["name"].as_str().unwrap()
+            )),
             "{text}"
         );
         for v in detail["vertices"].as_array().unwrap() {
@@ -772,7 +806,11 @@ fn weir_top_once_prints_the_vertices_processors_and_queues_of_a_running_process(
         let cells: Vec<&str> = line.trim_matches('│').split_whitespace().collect();
         // generate → tag success QUEUED ...
         assert_eq!(cells[4], queued.to_string(), "{line}");
-        for (name, state) in [("generate", "stopped"), ("tag", "stopped"), ("write", "running")] {
+        for (name, state) in [
+            ("generate", "stopped"),
+            ("tag", "stopped"),
+            ("write", "running"),
+        ] {
             assert!(
                 text.lines()
                     .any(|l| l.starts_with(&format!("│{name} ")) && l.contains(state)),
@@ -788,7 +826,10 @@ fn weir_top_once_prints_the_vertices_processors_and_queues_of_a_running_process(
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot reach http://127.0.0.1:1/api/v1/jobs"), "{err}");
+    assert!(
+        err.contains("cannot reach http://127.0.0.1:1/api/v1/jobs"),
+        "{err}"
+    );
     let out = Command::new(weir_bin())
         .args(["top", "--url", "localhost:8080", "--once"])
         .output()

@@ -16,12 +16,66 @@ pub struct Asset {
 }
 
 /// The embedded files. `index.html` is the page every dashboard route (`/`, `/jobs/{id}`,
-/// `/flows/{id}`, `/flows/{id}/provenance`) answers with.
-pub const ASSETS: &[Asset] = &[Asset {
-    path: "index.html",
-    content_type: "text/html; charset=utf-8",
-    bytes: include_bytes!("../assets/index.html"),
-}];
+/// `/flows/{id}`, `/flows/{id}/provenance`) answers with; it loads `assets/style.css` and the
+/// ES module `assets/app.js`, which imports the other modules (`app.js` routes, `api.js`
+/// talks to the REST API, `graph.js` lays graphs out, one module per page).
+pub const ASSETS: &[Asset] = &[
+    Asset {
+        path: "index.html",
+        content_type: "text/html; charset=utf-8",
+        bytes: include_bytes!("../assets/index.html"),
+    },
+    Asset {
+        path: "assets/api.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/api.js"),
+    },
+    Asset {
+        path: "assets/app.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/app.js"),
+    },
+    Asset {
+        path: "assets/dom.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/dom.js"),
+    },
+    Asset {
+        path: "assets/flow.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/flow.js"),
+    },
+    Asset {
+        path: "assets/format.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/format.js"),
+    },
+    Asset {
+        path: "assets/graph.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/graph.js"),
+    },
+    Asset {
+        path: "assets/job.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/job.js"),
+    },
+    Asset {
+        path: "assets/overview.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/overview.js"),
+    },
+    Asset {
+        path: "assets/provenance.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/provenance.js"),
+    },
+    Asset {
+        path: "assets/style.css",
+        content_type: "text/css; charset=utf-8",
+        bytes: include_bytes!("../assets/style.css"),
+    },
+];
 
 /// The embedded file at `path` (no leading `/`).
 pub fn asset(path: &str) -> Option<&'static Asset> {

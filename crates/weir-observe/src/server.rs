@@ -133,7 +133,9 @@ async fn check_token(
     next.run(request).await
 }
 
-/// The routes, the token check in front of all of them, over `registry`.
+/// The routes over `registry`. The token check guards every API route and `/metrics`; the
+/// dashboard's pages and files (the fallback) are served without it, since they are the same
+/// embedded bytes for everyone and hold no data: the page then asks the API with the token.
 pub fn router(registry: Registry, config: &ServerConfig) -> Router {
     Router::new()
         .route("/api/v1/jobs", get(api::list_jobs))
@@ -161,12 +163,13 @@ pub fn router(registry: Registry, config: &ServerConfig) -> Router {
         .route("/api/v1/openapi.json", get(api::openapi_json))
         .route("/api/v1/events", get(api::events))
         .route("/metrics", get(api::metrics))
-        .fallback(get(api::static_files))
-        .with_state(registry)
-        .layer(middleware::from_fn_with_state(
+        // `route_layer`: only the routes above, not the fallback's files.
+        .route_layer(middleware::from_fn_with_state(
             config.token.clone(),
             check_token,
         ))
+        .fallback(get(api::static_files))
+        .with_state(registry)
 }
 
 /// A running server. Dropping it stops it (as [`Server::stop`] does).
