@@ -132,8 +132,8 @@ fn start_job() -> Running {
     )
 }
 
-/// A flow whose first queue fills to its back-pressure threshold: `generate` makes 200 flow
-/// files a second, `tag` takes at most 100 a second.
+/// A flow whose first queue fills to its back-pressure threshold: `generate` makes up to 200
+/// flow files a second, `tag` takes at most 100 every 2 seconds.
 fn flow_yaml(out: &Path) -> String {
     format!(
         r#"flow: ui-demo
@@ -146,7 +146,7 @@ groups:
         properties: {{ File Size: 64 B, Batch Size: "10" }}
       - name: tag
         type: UpdateAttribute
-        schedule: {{ strategy: timer, period: 1 s }}
+        schedule: {{ strategy: timer, period: 2 s }}
         properties: {{ stage: tagged }}
       - name: write
         type: PutFile

@@ -47,6 +47,9 @@ class JobView {
     this.id = id;
     this.topology = null;
     this.previous = new Map();
+    // A sink emits nothing, so its `history` (items out) is flat: its sparkline shows the
+    // items-in rates this page has seen instead.
+    this.inHistory = new Map();
     this.name = h("h1", { id: "job-name" }, id);
     this.status = badge("running", { id: "job-status" });
     this.meta = h("div", { class: "page-meta" });
@@ -164,6 +167,11 @@ class JobView {
     const maxFill = Math.max(0, ...vertex.queue_fill.map((q) => q.fill));
     const queued = vertex.queue_fill.reduce((s, q) => s + q.queued, 0);
     const sink = !this.producers.has(vertex.name);
+    if (sink && prev) {
+      const seen = this.inHistory.get(vertex.name) ?? [];
+      seen.push(inRate);
+      this.inHistory.set(vertex.name, seen.slice(-60));
+    }
     return { vertex, bpRatio, busyRatio, maxFill, queued, inRate, sink };
   }
 
@@ -226,7 +234,8 @@ class JobView {
     const q = (name) => node.querySelector(`.${name}`);
     setText(q("v-rate"), sink ? `${fmt.rate(inRate)} in` : fmt.rate(v.rate_1s));
     setText(q("v-out"), sink ? `in ${fmt.count(v.items_in)}` : `out ${fmt.count(v.items_out)}`);
-    updateSparkline(q("sparkline"), v.history, SPARK_W, SPARK_H, 60);
+    const history = sink ? this.inHistory.get(v.name) ?? [] : v.history;
+    updateSparkline(q("sparkline"), history, SPARK_W, SPARK_H, 60);
     const fillLevelName = fillLevel(maxFill);
     const bar = q("v-fill");
     bar.setAttribute("width", String(Math.max(0, Math.min(1, maxFill)) * (NODE_W - 24)));
