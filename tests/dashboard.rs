@@ -278,15 +278,10 @@ fn browser_available(test: &str) -> bool {
     if missing.is_empty() {
         return true;
     }
-    let required = std::env::var("WEIR_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: {} missing and WEIR_REQUIRE_SERVICES=1 (apt-get install chromium chromium-driver)",
-        missing.join(" and ")
-    );
-    eprintln!(
-        "{test}: skipped: {} missing (apt-get install chromium chromium-driver)",
-        missing.join(" and ")
+    weir_connectors::services::skip_unless_required(
+        test,
+        &format!("{} missing", missing.join(" and ")),
+        "apt-get install chromium chromium-driver",
     );
     false
 }

@@ -1,5 +1,7 @@
 // The REST client: the bearer token, JSON requests, and live updates at most once a second.
 
+import { banner, errorBox } from "./dom.js";
+
 const TOKEN_KEY = "weir.token";
 const BASE = "/api/v1";
 
@@ -104,7 +106,7 @@ export function poll(load, onData, onError) {
       }
     } catch (e) {
       if (stopped || e.name === "AbortError") return;
-      liveState(e.status === 401 ? "unauthorized" : "error");
+      liveState(e.status === 401 ? "unauthorized" : e.status === 404 ? "missing" : "error");
       onError(e);
     }
     if (!stopped) timer = setTimeout(tick, REFRESH_MS);
@@ -115,6 +117,26 @@ export function poll(load, onData, onError) {
     controller.abort();
     if (timer) clearTimeout(timer);
   };
+}
+
+/**
+ * Keeps a detail page live: polls `path` (a job or a flow) and hands each answer to
+ * `view.update`. A 404 replaces the page with the server's message (naming what is
+ * unknown); other failures show in the banner as "Cannot load the `what`". Returns the stop
+ * function of `poll`.
+ */
+export function followDetail(main, path, what, view) {
+  return poll(
+    (signal) => get(path, { signal }),
+    (data) => {
+      banner(null);
+      view.update(data);
+    },
+    (e) => {
+      if (e.status === 404) main.replaceChildren(errorBox(e.message));
+      else banner(`Cannot load the ${what}: ${e.message}`);
+    },
+  );
 }
 
 /**
@@ -186,7 +208,7 @@ export function liveState(state) {
   if (!live) return;
   live.dataset.state = state;
   text.textContent = { live: "live", error: "disconnected", unauthorized: "token needed",
-    stale: "stale", connecting: "connecting", finished: "finished" }[state] ?? state;
+    missing: "not found", stale: "stale", connecting: "connecting" }[state] ?? state;
   if (liveTimer) clearTimeout(liveTimer);
   if (state === "live") {
     live.dataset.updated = String(Number(live.dataset.updated ?? 0) + 1);

@@ -1,8 +1,8 @@
 // "/flows/{id}": a flow's processors and connections as a graph, with queued counts,
 // back-pressure state and start/stop buttons, polled once a second.
 
-import { get, post, poll, seg } from "./api.js";
-import { h, badge, setBadge, setText, link, breadcrumbs, card, tile, banner, errorBox } from "./dom.js";
+import { post, seg, followDetail } from "./api.js";
+import { h, badge, setBadge, setText, link, breadcrumbs, card, tile, banner } from "./dom.js";
 import { svg, layout, curve, arrowDefs, panZoom, fitTexts } from "./graph.js";
 import * as fmt from "./format.js";
 
@@ -15,17 +15,7 @@ const CONN_H = 62;
 export function mount(main, [id]) {
   breadcrumbs([["Overview", "/"], ["Flow"]]);
   const view = new FlowView(main, id);
-  return poll(
-    (signal) => get(`/flows/${seg(id)}`, { signal }),
-    (flow) => {
-      banner(null);
-      view.update(flow);
-    },
-    (e) => {
-      if (e.status === 404) view.missing(e.message);
-      else banner(`Cannot load the flow: ${e.message}`);
-    },
-  );
+  return followDetail(main, `/flows/${seg(id)}`, "flow", view);
 }
 
 /** How full a connection is: the larger of its count and size fractions, in 0..1. */
@@ -93,10 +83,6 @@ class FlowView {
       const button = e.target.closest("[data-action][data-processor-id]");
       if (button) this.setState(button.dataset.processorId, button.dataset.action);
     });
-  }
-
-  missing(message) {
-    this.main.replaceChildren(errorBox(message));
   }
 
   async setState(pid, action) {

@@ -1,7 +1,7 @@
 // "/jobs/{id}": a job's DAG with live per-vertex metrics, polled once a second.
 
-import { get, post, poll, seg } from "./api.js";
-import { h, badge, setBadge, setText, breadcrumbs, card, tile, banner, errorBox } from "./dom.js";
+import { post, seg, followDetail } from "./api.js";
+import { h, badge, setBadge, setText, breadcrumbs, card, tile, banner } from "./dom.js";
 import { svg, layout, curve, midpoint, arrowDefs, sparkline, updateSparkline, panZoom, fitTexts } from "./graph.js";
 import * as fmt from "./format.js";
 
@@ -28,17 +28,7 @@ export function fillLevel(fill) {
 export function mount(main, [id]) {
   breadcrumbs([["Overview", "/"], ["Job"]]);
   const view = new JobView(main, id);
-  return poll(
-    (signal) => get(`/jobs/${seg(id)}`, { signal }),
-    (job) => {
-      banner(null);
-      view.update(job);
-    },
-    (e) => {
-      if (e.status === 404) view.missing(e.message);
-      else banner(`Cannot load the job: ${e.message}`);
-    },
-  );
+  return followDetail(main, `/jobs/${seg(id)}`, "job", view);
 }
 
 class JobView {
@@ -93,10 +83,6 @@ class JobView {
             h("th", { class: "num" }, "Late"))),
           this.tableBody))),
     );
-  }
-
-  missing(message) {
-    this.main.replaceChildren(errorBox(message));
   }
 
   async cancelJob() {
