@@ -99,12 +99,29 @@ pub struct JobWatch {
 
 #[derive(Default)]
 struct WatchInner {
+    /// The job's name, for the logs of its processors.
+    name: Arc<str>,
     /// The status and, when it failed, the error's text; `None` while running.
     end: Mutex<Option<(JobStatus, Option<String>)>>,
     wakers: Mutex<Vec<std::task::Waker>>,
 }
 
 impl JobWatch {
+    /// A watch of the job named `name`.
+    pub(crate) fn named(name: &str) -> JobWatch {
+        JobWatch {
+            inner: Arc::new(WatchInner {
+                name: Arc::from(name),
+                ..WatchInner::default()
+            }),
+        }
+    }
+
+    /// The job's name (empty in a test context).
+    pub fn job_name(&self) -> &str {
+        &self.inner.name
+    }
+
     /// How the job ended, and the error's text when it failed; `None` while it runs.
     pub fn outcome(&self) -> Option<(JobStatus, Option<String>)> {
         self.inner

@@ -153,6 +153,15 @@ impl InstanceMetrics {
         self.queue_fill[ordinal].store(fill as u64, Ordering::Relaxed);
     }
 
+    /// Counts `n` items a source read from outside the job (a file, a generator, a socket)
+    /// as items in: a source has no input queues, and this is what flows into it. Call it
+    /// per batch read, never per item; one relaxed add.
+    pub fn record_items_read(&self, n: usize) {
+        if n > 0 {
+            self.items_in.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
     /// Records the instance's latest watermark (ms since the epoch): the tasklet does it for
     /// each watermark the processor took from its inputs, and a source that makes its own
     /// watermarks calls it when its watermark advances. One relaxed store; call it per
@@ -195,7 +204,8 @@ pub struct MetricsSnapshot {
     pub vertex: String,
     /// The global processor index.
     pub instance: usize,
-    /// Items received from the input conveyors.
+    /// Items received from the input conveyors; for a source, the items it read
+    /// ([`InstanceMetrics::record_items_read`]).
     pub items_in: u64,
     /// Items accepted by the outbox.
     pub items_out: u64,

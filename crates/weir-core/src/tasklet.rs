@@ -255,6 +255,8 @@ impl SnapshotDuty {
 
 /// One processor instance and everything around it.
 pub(crate) struct ProcessorTasklet {
+    /// The job, for its name in logs.
+    job: crate::job::JobWatch,
     vertex: Arc<str>,
     instance: usize,
     processor: Box<dyn Processor>,
@@ -303,6 +305,7 @@ impl ProcessorTasklet {
         let n = streams.len();
         let cooperative = processor.is_cooperative();
         ProcessorTasklet {
+            job: ctx.job_watch().clone(),
             vertex,
             instance,
             processor,
@@ -374,6 +377,11 @@ impl ProcessorTasklet {
 
     pub(crate) fn instance(&self) -> usize {
         self.instance
+    }
+
+    /// The name of the tasklet's job.
+    pub(crate) fn job_name(&self) -> &str {
+        self.job.job_name()
     }
 
     pub(crate) fn is_cooperative(&self) -> bool {
@@ -719,7 +727,7 @@ impl Drop for ProcessorTasklet {
         // The executor closes every tasklet before dropping it and reports the outcome; this
         // only covers a tasklet dropped without running (a job refused at submission).
         if let Err(e) = self.close() {
-            tracing::warn!(vertex = %self.vertex, instance = self.instance, error = %e, "processor close failed");
+            tracing::warn!(job = self.job_name(), vertex = %self.vertex, instance = self.instance, error = %e, "processor close failed");
         }
     }
 }

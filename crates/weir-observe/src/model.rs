@@ -63,7 +63,7 @@ pub struct Vertex {
     pub name: String,
     /// Its number of instances.
     pub parallelism: u32,
-    /// Items its instances took from their input queues.
+    /// Items its instances took from their input queues; for a source, the items it read.
     pub items_in: u64,
     /// Items its instances emitted.
     pub items_out: u64,
@@ -73,6 +73,13 @@ pub struct Vertex {
     pub rate_10s: f64,
     /// `items_out` per second over the last 60 seconds.
     pub rate_60s: f64,
+    /// `items_in` per second over the last second: the vertex's throughput even when its
+    /// fused terminal emits only at window ends (a source fused with an aggregation).
+    pub in_rate_1s: f64,
+    /// `items_in` per second over the last 10 seconds.
+    pub in_rate_10s: f64,
+    /// `items_in` per second over the last 60 seconds.
+    pub in_rate_60s: f64,
     /// Queue fill per input ordinal, summed over instances.
     pub queue_fill: Vec<InputFill>,
     /// Time in calls that made progress, summed over instances.

@@ -5,8 +5,8 @@
 //! runs a flow registers its [`FlowMonitor`]. The registry only holds these views: reading
 //! them takes the counters the runtime keeps anyway, so a registered job runs exactly as an
 //! unregistered one. [`Registry::sample`], called once per second by the server's sampler
-//! task, records each job's per-vertex `items_out` totals; rates over 1, 10 and 60 s and the
-//! 60-entry history are differences between those samples.
+//! task, records each job's per-vertex `items_in` and `items_out` totals; rates over 1, 10
+//! and 60 s and the 60-entry history are differences between those samples.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use weir::core::{JobMonitor, JobStatus};
 use weir_flow::engine::FlowMonitor;
+
+use crate::views::per_vertex;
 
 /// Samples kept per job: one a second for a minute, plus the one the oldest rate starts at.
 const SAMPLES_KEPT: usize = 61;
@@ -46,10 +48,12 @@ struct JobEntry {
     ended_at: Option<Instant>,
 }
 
-/// One second's reading of a job: per vertex, the `items_out` summed over its instances.
+/// One second's reading of a job: per vertex, `items_in` and `items_out` summed over its
+/// instances.
 #[derive(Debug, Clone)]
 struct Sample {
     at: Instant,
+    items_in: Vec<u64>,
     items_out: Vec<u64>,
 }
 
@@ -60,17 +64,23 @@ struct FlowEntry {
     monitor: FlowMonitor,
 }
 
-/// The rates of one vertex, items out per second.
+/// The rates of one vertex, in items per second.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct VertexRates {
-    /// Over the last second.
+    /// Items out over the last second.
     pub rate_1s: f64,
-    /// Over the last 10 seconds (less while the job is younger).
+    /// Items out over the last 10 seconds (less while the job is younger).
     pub rate_10s: f64,
-    /// Over the last 60 seconds (less while the job is younger).
+    /// Items out over the last 60 seconds (less while the job is younger).
     pub rate_60s: f64,
-    /// The one-second rates of the last minute, oldest first.
+    /// The one-second items-out rates of the last minute, oldest first.
     pub history: Vec<f64>,
+    /// Items in over the last second (for a source, items read).
+    pub in_rate_1s: f64,
+    /// Items in over the last 10 seconds.
+    pub in_rate_10s: f64,
+    /// Items in over the last 60 seconds.
+    pub in_rate_60s: f64,
 }
 
 impl std::fmt::Debug for Registry {
@@ -199,23 +209,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Sums `items_out` per vertex: the metrics come in vertex order, `parallelism` instances
-/// each.
+/// Sums `items_in` and `items_out` per vertex.
 fn sample_of(job: &JobMonitor, now: Instant) -> Sample {
     let metrics = job.metrics();
-    let mut rest = metrics.as_slice();
-    let items_out = job
-        .topology()
-        .vertices
-        .iter()
-        .map(|v| {
-            let (mine, after) = rest.split_at(v.parallelism.min(rest.len()));
-            rest = after;
-            mine.iter().map(|m| m.items_out).sum()
-        })
-        .collect();
-    Sample { at: now, items_out }
+    let vertices = per_vertex(job, &metrics);
+    let sum = |read: fn(&weir::core::MetricsSnapshot) -> u64| {
+        vertices
+            .iter()
+            .map(|instances| instances.iter().map(read).sum())
+            .collect()
+    };
+    Sample {
+        at: now,
+        items_in: sum(|m| m.items_in),
+        items_out: sum(|m| m.items_out),
+    }
 }
+
+/// Which totals of a sample a rate is over.
+type Totals = fn(&Sample) -> &[u64];
 
 /// Rates per vertex from samples, oldest first.
 fn rates_of(samples: &VecDeque<Sample>) -> Vec<VertexRates> {
@@ -223,27 +235,32 @@ fn rates_of(samples: &VecDeque<Sample>) -> Vec<VertexRates> {
         return Vec::new();
     };
     let n = samples.len();
-    let rate = |from: &Sample, to: &Sample, v: usize| {
+    let rate = |from: &Sample, to: &Sample, totals: Totals, v: usize| {
         let seconds = (to.at - from.at).as_secs_f64();
-        let delta = to.items_out[v].saturating_sub(from.items_out[v]);
+        let delta = totals(to)[v].saturating_sub(totals(from)[v]);
         if seconds > 0.0 {
             delta as f64 / seconds
         } else {
             0.0
         }
     };
+    let ins: Totals = |s| &s.items_in;
+    let outs: Totals = |s| &s.items_out;
     // The sample `seconds` samples back, or the oldest one.
     let back = |seconds: usize| &samples[n - 1 - seconds.min(n - 1)];
     (0..last.items_out.len())
         .map(|v| VertexRates {
-            rate_1s: rate(back(1), last, v),
-            rate_10s: rate(back(10), last, v),
-            rate_60s: rate(back(60), last, v),
+            rate_1s: rate(back(1), last, outs, v),
+            rate_10s: rate(back(10), last, outs, v),
+            rate_60s: rate(back(60), last, outs, v),
             history: samples
                 .iter()
                 .zip(samples.iter().skip(1))
-                .map(|(a, b)| rate(a, b, v))
+                .map(|(a, b)| rate(a, b, outs, v))
                 .collect(),
+            in_rate_1s: rate(back(1), last, ins, v),
+            in_rate_10s: rate(back(10), last, ins, v),
+            in_rate_60s: rate(back(60), last, ins, v),
         })
         .collect()
 }
@@ -259,6 +276,7 @@ mod tests {
             .enumerate()
             .map(|(i, t)| Sample {
                 at: start + Duration::from_secs(i as u64),
+                items_in: vec![3 * *t, 0],
                 items_out: vec![*t, 2 * *t],
             })
             .collect()
@@ -284,6 +302,8 @@ mod tests {
         assert_eq!(rates[0].history[0], 100.0);
         assert_eq!(rates[0].history[14], 1000.0);
         assert_eq!(rates[1].rate_1s, 2000.0);
+        assert_eq!(rates[0].in_rate_10s, 3000.0);
+        assert_eq!(rates[1].in_rate_1s, 0.0);
     }
 
     #[test]

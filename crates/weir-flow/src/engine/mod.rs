@@ -169,9 +169,10 @@ impl Shared {
 
     /// Logs a component's warning or error and keeps it as a bulletin for observers.
     pub(crate) fn bulletin(&self, component: usize, level: BulletinLevel, message: String) {
+        let (job, processor) = (&self.flow.name, &self.flow.processors[component].name);
         match level {
-            BulletinLevel::Warning => tracing::warn!("{message}"),
-            BulletinLevel::Error => tracing::error!("{message}"),
+            BulletinLevel::Warning => tracing::warn!(%job, %processor, "{message}"),
+            BulletinLevel::Error => tracing::error!(%job, %processor, "{message}"),
         }
         self.keep_bulletin(component, level, message);
     }

@@ -218,6 +218,9 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
                 ReadOutcome::Failed(e) => self.failed = Some(e),
             }
             let read = self.raw.len();
+            if let Some(m) = &self.metrics {
+                m.record_items_read(read);
+            }
             if read > 0 {
                 self.last_item = self.reading;
                 self.idle_sent = false;
