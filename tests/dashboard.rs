@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The job's server wants this token; the flow's has none (and ignores one sent anyway).
+const TOKEN: &str = "s3cret-token";
 /// How long any awaited condition may take before the test fails, naming it.
 const DEADLINE: Duration = Duration::from_secs(45);
 
@@ -109,7 +111,8 @@ fn weir_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_weir"))
 }
 
-/// `weir nexmark run` on the built-in generator, throttled so it runs for days.
+/// `weir nexmark run` on the built-in generator, throttled so it runs for days, its
+/// server guarded by [`TOKEN`].
 fn start_job() -> Running {
     spawn_and_read(
         &weir_bin(),
@@ -126,6 +129,8 @@ fn start_job() -> Running {
             "2",
             "--ui",
             "127.0.0.1:0",
+            "--ui-token",
+            TOKEN,
         ],
         "weir nexmark run --ui",
         http_url,
@@ -191,7 +196,10 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 async fn api(url: &str, path: &str) -> Value {
-    let response = reqwest::get(format!("{url}/api/v1{path}"))
+    let response = reqwest::Client::new()
+        .get(format!("{url}/api/v1{path}"))
+        .bearer_auth(TOKEN)
+        .send()
         .await
         .unwrap_or_else(|e| panic!("GET {path}: {e}"));
     assert!(
@@ -205,6 +213,7 @@ async fn api(url: &str, path: &str) -> Value {
 async fn api_post(url: &str, path: &str) -> Value {
     let response = reqwest::Client::new()
         .post(format!("{url}/api/v1{path}"))
+        .bearer_auth(TOKEN)
         .send()
         .await
         .unwrap_or_else(|e| panic!("POST {path}: {e}"));
@@ -240,6 +249,26 @@ async fn js(browser: &Client, script: &str) -> Value {
     browser.execute(script, vec![]).await.unwrap_or(Value::Null)
 }
 
+/// Clicks the element `css` names, as a user would: scrolled to the middle of the window
+/// first, so that the sticky top bar does not cover it.
+async fn click(browser: &Client, css: &str) {
+    let element = browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"));
+    browser
+        .execute(
+            "arguments[0].scrollIntoView({block: 'center'});",
+            vec![serde_json::to_value(&element).unwrap()],
+        )
+        .await
+        .unwrap();
+    element
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("cannot click {css}: {e}"));
+}
+
 fn strings(value: &Value) -> BTreeSet<String> {
     value
         .as_array()
@@ -262,8 +291,20 @@ fn screenshot_dir() -> PathBuf {
     dir
 }
 
+/// Saves the whole page (the window is made as tall as the page for the shot) as
+/// `target/ui-screenshots/{name}.png`.
 async fn screenshot(browser: &Client, name: &str) {
+    let height = js(browser, "return document.documentElement.scrollHeight;")
+        .await
+        .as_u64()
+        .unwrap_or(1000)
+        .clamp(600, 4000);
+    browser
+        .set_window_size(1440, u32::try_from(height).unwrap() + 140)
+        .await
+        .unwrap();
     let png = browser.screenshot().await.unwrap();
+    browser.set_window_size(1440, 1000).await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "{name}: not a PNG");
     std::fs::write(screenshot_dir().join(format!("{name}.png")), png).unwrap();
 }
@@ -353,7 +394,14 @@ async fn job_pages(browser: &Client, url: &str) {
     let id = jobs[0]["id"].as_str().unwrap().to_owned();
     let name = jobs[0]["name"].as_str().unwrap().to_owned();
 
+    // Without the token the page asks for it; once given, it is kept for the session.
     browser.goto(&format!("{url}/")).await.unwrap();
+    let input = eventually("the page to ask for the token", || async {
+        browser.find(Locator::Id("token-input")).await.ok()
+    })
+    .await;
+    input.send_keys(TOKEN).await.unwrap();
+    click(browser, ".token-form button").await;
     let duration = eventually("the job row on the overview", || async {
         let row = js(
             browser,
@@ -382,13 +430,7 @@ async fn job_pages(browser: &Client, url: &str) {
     screenshot(browser, "jobs").await;
 
     // Follow the link: the page changes without a reload.
-    browser
-        .find(Locator::Css(&format!("tr[data-job=\"{id}\"] a")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, &format!("tr[data-job=\"{id}\"] a")).await;
     let detail = api(url, &format!("/jobs/{id}")).await;
     let api_vertices = strings(&json!(
         detail["vertices"]
@@ -477,13 +519,19 @@ async fn job_pages(browser: &Client, url: &str) {
         page_out().await.filter(|&now| now > shown)
     })
     .await;
-    eventually("sparklines with a few seconds of history", || async {
+    // A sparkline per vertex once the API has a few seconds of history.
+    eventually("ten seconds of history in the API", || async {
+        let detail = api(url, &format!("/jobs/{id}")).await;
+        (detail["vertices"][0]["history"].as_array()?.len() >= 10).then_some(())
+    })
+    .await;
+    eventually("a sparkline in every vertex", || async {
         let lines = js(
             browser,
-            "return document.querySelectorAll('#dag polyline.spark-line').length;",
+            "return document.querySelectorAll('#dag g[data-vertex] polyline.spark-line').length;",
         )
         .await;
-        (lines.as_u64()? >= 1).then_some(())
+        (lines.as_u64()? == api_vertices.len() as u64).then_some(())
     })
     .await;
     let title = js(
@@ -509,6 +557,26 @@ async fn job_pages(browser: &Client, url: &str) {
     })
     .await;
     assert!(message.contains("no-such-job"), "{message}");
+
+    // A fresh session given `?token=` once: the page keeps it and drops it from the address.
+    js(browser, "sessionStorage.clear(); return null;").await;
+    browser
+        .goto(&format!("{url}/jobs/{id}?token={TOKEN}"))
+        .await
+        .unwrap();
+    eventually("the DAG loaded with the token from the address", || async {
+        let names = js(
+            browser,
+            "return [...document.querySelectorAll('#dag g[data-vertex]')].map(g => g.dataset.vertex);",
+        )
+        .await;
+        (strings(&names) == api_vertices).then_some(())
+    })
+    .await;
+    let address = browser.current_url().await.unwrap();
+    assert!(!address.as_str().contains("token"), "{address}");
+    let kept = js(browser, "return sessionStorage.getItem('weir.token');").await;
+    assert_eq!(kept, TOKEN);
 }
 
 /// The flow's graph (back pressure, then stop, a stable queue, start), provenance, lineage.
@@ -568,15 +636,13 @@ async fn flow_pages(browser: &Client, url: &str) {
     // Stop both ends of the queue with the page's buttons; its count then stays put and the
     // page must show the API's number.
     for processor in ["generate", "tag"] {
-        browser
-            .find(Locator::Css(&format!(
+        click(
+            browser,
+            &format!(
                 "#processors-table button[data-action=\"stop\"][data-processor-id=\"{processor}\"]"
-            )))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+            ),
+        )
+        .await;
     }
     eventually("generate and tag stopped, in the API and on the page", || async {
         let flow = api(url, &format!("/flows/{id}")).await;
@@ -590,7 +656,8 @@ async fn flow_pages(browser: &Client, url: &str) {
             "return [...document.querySelectorAll('#flow-graph g[data-state=\"stopped\"]')].length;",
         )
         .await;
-        (stopped == 2 && shown == 2).then_some(())
+        let running = js(browser, "return document.querySelector('#tile-running').textContent;").await;
+        (stopped == 2 && shown == 2 && running == "1 of 3").then_some(())
     })
     .await;
     let queued = eventually("the page's queued count to equal the API's", || async {
@@ -618,22 +685,10 @@ async fn flow_pages(browser: &Client, url: &str) {
 
     // Provenance: a search by component, against the API's answer to the same search (tag is
     // stopped, so its events do not change meanwhile), then a lineage.
-    browser
-        .find(Locator::Css("a[href$=\"/provenance\"]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, "a[href$=\"/provenance\"]").await;
     let component = browser.find(Locator::Id("prov-component")).await.unwrap();
     component.send_keys("tag").await.unwrap();
-    browser
-        .find(Locator::Id("prov-search"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, "#prov-search").await;
     let api_events = api(url, &format!("/flows/{id}/provenance?component=tag")).await;
     let api_ids: BTreeSet<String> = api_events
         .as_array()
@@ -663,16 +718,14 @@ async fn flow_pages(browser: &Client, url: &str) {
         "the search is in the address"
     );
     let flowfile = api_events[0]["flowfile"].as_str().unwrap().to_owned();
-    browser
-        .find(Locator::Css(&format!(
+    click(
+        browser,
+        &format!(
             "#prov-table tr[data-event=\"{}\"] button",
             api_events[0]["id"]
-        )))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+        ),
+    )
+    .await;
     let lineage = api(url, &format!("/flows/{id}/flowfiles/{flowfile}/lineage")).await;
     let lineage_nodes: BTreeSet<String> = lineage["nodes"]
         .as_array()
@@ -725,6 +778,7 @@ fn weir_top_once_prints_the_vertices_processors_and_queues_of_a_running_process(
     let top = |url: &str| {
         let out = Command::new(weir_bin())
             .args(["top", "--url", url, "--once", "--width", "160"])
+            .env("WEIR_UI_TOKEN", TOKEN)
             .output()
             .unwrap();
         assert!(
@@ -814,7 +868,20 @@ fn weir_top_once_prints_the_vertices_processors_and_queues_of_a_running_process(
         }
     });
 
-    // Unhappy paths: nothing listening, and a page that is not the API.
+    // Unhappy paths: a missing and a wrong token, nothing listening, not a URL.
+    for token in [None, Some("wrong")] {
+        let mut command = Command::new(weir_bin());
+        command
+            .args(["top", "--url", &job.url, "--once"])
+            .env_remove("WEIR_UI_TOKEN");
+        if let Some(token) = token {
+            command.args(["--token", token]);
+        }
+        let out = command.output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("refused the token (401)"), "{err}");
+    }
     let out = Command::new(weir_bin())
         .args(["top", "--url", "http://127.0.0.1:1", "--once"])
         .output()

@@ -17,6 +17,14 @@ export class ApiError extends Error {
 }
 
 /**
+ * Shows a failed request in the banner as "`doing`: message", except a 401: the token
+ * prompt that every 401 raises stays in the banner instead.
+ */
+export function showError(doing, e) {
+  if (e.status !== 401) banner(`${doing}: ${e.message}`);
+}
+
+/**
  * Moves a `?token=` from the address into session storage and out of the address bar,
  * so that the token is not kept in history or shared with a copied link.
  */
@@ -85,7 +93,8 @@ export function seg(value) {
 /**
  * Calls `load()` now and then every REFRESH_MS after the previous call settled (so a slow
  * server never gets overlapping requests), passing each result to `onData` and each failure
- * to `onError`. Pauses while the tab is hidden. Returns a function that stops it.
+ * to `onError`. Pauses while the tab is hidden. Returns a function that stops it; its
+ * `now()` refreshes at once (after a user's action) instead of at the next tick.
  */
 export function poll(load, onData, onError) {
   let stopped = false;
@@ -112,11 +121,18 @@ export function poll(load, onData, onError) {
     if (!stopped) timer = setTimeout(tick, REFRESH_MS);
   };
   tick();
-  return () => {
+  const stop = () => {
     stopped = true;
     controller.abort();
     if (timer) clearTimeout(timer);
   };
+  // With no timer pending a request is in flight, and its answer comes soon enough.
+  stop.now = () => {
+    if (stopped || !timer) return;
+    clearTimeout(timer);
+    tick();
+  };
+  return stop;
 }
 
 /**
@@ -134,7 +150,7 @@ export function followDetail(main, path, what, view) {
     },
     (e) => {
       if (e.status === 404) main.replaceChildren(errorBox(e.message));
-      else banner(`Cannot load the ${what}: ${e.message}`);
+      else showError(`Cannot load the ${what}`, e);
     },
   );
 }

@@ -1,8 +1,8 @@
 // "/flows/{id}": a flow's processors and connections as a graph, with queued counts,
 // back-pressure state and start/stop buttons, polled once a second.
 
-import { post, seg, followDetail } from "./api.js";
-import { h, badge, setBadge, setText, link, breadcrumbs, card, tile, banner } from "./dom.js";
+import { post, seg, followDetail, showError } from "./api.js";
+import { h, badge, setBadge, setText, link, breadcrumbs, card, tile } from "./dom.js";
 import { svg, layout, curve, arrowDefs, panZoom, fitTexts } from "./graph.js";
 import * as fmt from "./format.js";
 
@@ -15,7 +15,9 @@ const CONN_H = 62;
 export function mount(main, [id]) {
   breadcrumbs([["Overview", "/"], ["Flow"]]);
   const view = new FlowView(main, id);
-  return followDetail(main, `/flows/${seg(id)}`, "flow", view);
+  const stop = followDetail(main, `/flows/${seg(id)}`, "flow", view);
+  view.refreshNow = stop.now;
+  return stop;
 }
 
 /** How full a connection is: the larger of its count and size fractions, in 0..1. */
@@ -31,6 +33,7 @@ class FlowView {
     this.id = id;
     this.topology = null;
     this.previous = new Map();
+    this.refreshNow = () => {};
     this.name = h("h1", { id: "flow-name" }, id);
     this.status = badge("running", { id: "flow-status" });
     this.groups = h("div", { class: "chips", id: "flow-groups" });
@@ -89,8 +92,10 @@ class FlowView {
     try {
       const processor = await post(`/flows/${seg(this.id)}/processors/${seg(pid)}/${action}`);
       this.updateProcessor(processor, null);
+      // The totals and the queues change too: show them now, not at the next tick.
+      this.refreshNow();
     } catch (e) {
-      banner(`Cannot ${action} ${pid}: ${e.message}`);
+      showError(`Cannot ${action} ${pid}`, e);
     }
   }
 

@@ -1,7 +1,7 @@
 // "/jobs/{id}": a job's DAG with live per-vertex metrics, polled once a second.
 
-import { post, seg, followDetail } from "./api.js";
-import { h, badge, setBadge, setText, breadcrumbs, card, tile, banner } from "./dom.js";
+import { post, seg, followDetail, showError } from "./api.js";
+import { h, badge, setBadge, setText, breadcrumbs, card, tile } from "./dom.js";
 import { svg, layout, curve, midpoint, arrowDefs, sparkline, updateSparkline, panZoom, fitTexts } from "./graph.js";
 import * as fmt from "./format.js";
 
@@ -90,7 +90,7 @@ class JobView {
     try {
       await post(`/jobs/${seg(this.id)}/cancel`);
     } catch (e) {
-      banner(`Cannot cancel: ${e.message}`);
+      showError("Cannot cancel", e);
     }
   }
 

@@ -1,6 +1,6 @@
 // "/": the job list and the flow list, live from the server-sent events.
 
-import { get, events } from "./api.js";
+import { get, events, showError } from "./api.js";
 import { h, badge, setBadge, setText, link, breadcrumbs, card, banner } from "./dom.js";
 import * as fmt from "./format.js";
 
@@ -61,7 +61,7 @@ export function mount(main) {
     });
   };
 
-  const failed = (e) => banner(`Cannot load the overview: ${e.message}`);
+  const failed = (e) => showError("Cannot load the overview", e);
   Promise.all([get("/jobs"), get("/flows")])
     .then(([jobs, flows]) => {
       showJobs(jobs);

@@ -2,8 +2,8 @@
 // file's lineage graph. The search lives in the address (?flowfile=&component=&type=&since=
 // &until=&limit=&lineage=), so a search or a lineage can be bookmarked and shared.
 
-import { get, blob, seg, liveState } from "./api.js";
-import { h, setText, link, breadcrumbs, card, banner, errorBox } from "./dom.js";
+import { get, blob, seg, liveState, showError } from "./api.js";
+import { h, setText, breadcrumbs, card, banner, errorBox } from "./dom.js";
 import { svg, layout, curve, arrowDefs, panZoom, fitTexts } from "./graph.js";
 import * as fmt from "./format.js";
 
@@ -69,7 +69,7 @@ export function mount(main, [id]) {
     breadcrumbs([["Overview", "/"], [flow.name, base], ["Provenance"]]);
     setText(main.querySelector("#flow-name"), `Provenance · ${flow.name}`);
     components.replaceChildren(...flow.processors.map((p) => h("option", { value: p.name })));
-  }).catch((e) => banner(`Cannot load the flow: ${e.message}`));
+  }).catch((e) => showError("Cannot load the flow", e));
 
   const showLineage = (uuid) => {
     const next = new URLSearchParams(window.location.search);
@@ -96,7 +96,7 @@ export function mount(main, [id]) {
         : [h("tr", { class: "empty-row" }, h("td", { colspan: 7 }, "No event matches."))]));
     } catch (e) {
       results.replaceChildren();
-      banner(`Search failed: ${e.message}`);
+      showError("Search failed", e);
     }
   }
 
@@ -144,7 +144,7 @@ async function lineage(flowId, uuid, container) {
         a.click();
         setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
       } catch (e) {
-        banner(`Cannot download the content: ${e.message}`);
+        showError("Cannot download the content", e);
       }
     } }, "Download content");
   const close = h("button", { class: "btn btn-small", type: "button", onclick: () => {
