@@ -358,21 +358,44 @@ export function updateSparkline(g, values, width, height, slots = values ? value
 }
 
 /**
- * Shortens each `text[data-fit]` in `root` (which must be in the document) until it is at
- * most `data-fit` pixels wide, cutting in the middle; the full text stays in `data-full`.
+ * Fits each `text[data-fit]` in `root` (which must be in the document) into `data-fit`
+ * pixels. With `data-fit-second` it may wrap once, after a space, comma or parenthesis, onto
+ * a second line that wide, `data-line-height` lower; what still does not fit is cut in the
+ * middle with an ellipsis. The full text stays in `data-full`.
  */
 export function fitTexts(root) {
   for (const el of root.querySelectorAll("text[data-fit]")) {
-    const max = Number(el.dataset.fit);
     const full = el.dataset.full ?? el.textContent;
     el.dataset.full = full;
     el.textContent = full;
-    let keep = full.length;
-    while (keep > 4 && el.getComputedTextLength() > max) {
-      keep -= 1;
-      const head = Math.ceil(keep * 0.6);
-      el.textContent = `${full.slice(0, head)}…${full.slice(full.length - (keep - head))}`;
+    const first = Number(el.dataset.fit);
+    if (!el.dataset.fitSecond || el.getComputedTextLength() <= first) {
+      shortenToFit(el, full, first);
+      continue;
     }
+    // The longest run of whole pieces that fits on the first line.
+    const pieces = full.split(/(?<=[\s,(])/);
+    let head = "";
+    for (const piece of pieces) {
+      el.textContent = head + piece;
+      if (el.getComputedTextLength() > first) break;
+      head += piece;
+    }
+    if (!head) head = pieces[0];
+    shortenToFit(el, head.trimEnd(), first);
+    const second = svg("tspan", { x: el.getAttribute("x"), dy: el.dataset.lineHeight });
+    el.append(second);
+    shortenToFit(second, full.slice(head.length).trimStart(), Number(el.dataset.fitSecond));
+  }
+}
+
+function shortenToFit(el, text, max) {
+  el.textContent = text;
+  let keep = text.length;
+  while (keep > 4 && el.getComputedTextLength() > max) {
+    keep -= 1;
+    const head = Math.ceil(keep * 0.6);
+    el.textContent = `${text.slice(0, head)}…${text.slice(text.length - (keep - head))}`;
   }
 }
 

@@ -6,7 +6,9 @@ import { svg, layout, curve, midpoint, arrowDefs, sparkline, updateSparkline, pa
 import * as fmt from "./format.js";
 
 const NODE_W = 228;
-const NODE_H = 132;
+const NODE_H = 148;
+/** The second title line pushes everything below it down by this much. */
+const T = 16;
 const SPARK_W = NODE_W - 24;
 const SPARK_H = 26;
 
@@ -37,8 +39,9 @@ class JobView {
     this.id = id;
     this.topology = null;
     this.previous = new Map();
-    // A sink emits nothing, so its `history` (items out) is flat: its sparkline shows the
-    // items-in rates this page has seen instead.
+    // A sink emits nothing and a source fused with an aggregation emits only at window
+    // ends, so their `history` (items out) says little: their sparklines show items-in
+    // rates instead, the server's `in_history` when it sends one, else those this page saw.
     this.inHistory = new Map();
     this.name = h("h1", { id: "job-name" }, id);
     this.status = badge("running", { id: "job-status" });
@@ -74,10 +77,11 @@ class JobView {
       card("Vertices", {},
         h("div", { class: "table-scroll" }, h("table", { class: "table", id: "vertices-table" },
           h("thead", {}, h("tr", {},
-            h("th", {}, "Vertex"), h("th", { class: "num" }, "Parallelism"),
+            h("th", {}, "Vertex"), h("th", { class: "num", title: "Parallelism" }, "Par."),
             h("th", { class: "num" }, "Items in"), h("th", { class: "num" }, "Items out"),
-            h("th", { class: "num" }, "Rate 1 s"), h("th", { class: "num" }, "Rate 10 s"),
-            h("th", { class: "num" }, "Rate 60 s"), h("th", {}, "Input queues"),
+            h("th", { class: "num" }, "In 1 s"), h("th", { class: "num" }, "Out 1 s"),
+            h("th", { class: "num" }, "Out 10 s"), h("th", { class: "num" }, "Out 60 s"),
+            h("th", {}, "Input queues"),
             h("th", { class: "num" }, "Busy"), h("th", { class: "num" }, "Backpressured"),
             h("th", {}, "Watermark"), h("th", { class: "num" }, "Lag"),
             h("th", { class: "num" }, "Late"))),
@@ -112,6 +116,7 @@ class JobView {
       this.draw(job);
     }
     this.producers = new Set(job.edges.map((e) => e.from));
+    this.consumers = new Set(job.edges.map((e) => e.to));
     const now = performance.now();
     const stats = job.vertices.map((v) => this.stats(v, now));
     this.updateTiles(job, stats);
@@ -135,12 +140,7 @@ class JobView {
   stats(vertex, now) {
     const total = vertex.busy_ms + vertex.idle_ms + vertex.backpressured_ms;
     const prev = this.previous.get(vertex.name);
-    this.previous.set(vertex.name, { total, bp: vertex.backpressured_ms, busy: vertex.busy_ms,
-      itemsIn: vertex.items_in, now });
-    // Items in per second since the previous poll: a sink's throughput (it emits nothing).
-    const inRate = prev && now > prev.now
-      ? Math.max(0, vertex.items_in - prev.itemsIn) / ((now - prev.now) / 1000)
-      : 0;
+    this.previous.set(vertex.name, { total, bp: vertex.backpressured_ms, busy: vertex.busy_ms });
     let bpRatio;
     let busyRatio;
     if (prev && total > prev.total) {
@@ -152,19 +152,24 @@ class JobView {
     }
     const maxFill = Math.max(0, ...vertex.queue_fill.map((q) => q.fill));
     const queued = vertex.queue_fill.reduce((s, q) => s + q.queued, 0);
+    const source = !this.consumers.has(vertex.name);
     const sink = !this.producers.has(vertex.name);
-    if (sink && prev) {
+    // Sources and sinks are measured by what they take in (read, or write).
+    const byInput = source || sink;
+    if (byInput && vertex.in_history) {
+      this.inHistory.set(vertex.name, vertex.in_history);
+    } else if (byInput) {
       const seen = this.inHistory.get(vertex.name) ?? [];
-      seen.push(inRate);
+      seen.push(vertex.in_rate_1s);
       this.inHistory.set(vertex.name, seen.slice(-60));
     }
-    return { vertex, bpRatio, busyRatio, maxFill, queued, inRate, sink };
+    return { vertex, bpRatio, busyRatio, maxFill, queued, source, sink, byInput };
   }
 
   updateTiles(job, stats) {
-    const sources = stats.filter((s) => !s.vertex.queue_fill.length);
-    setText(this.sourceRate, fmt.rate(sources.reduce((sum, s) => sum + s.vertex.rate_1s, 0)));
-    setText(this.sinkRate, fmt.rate(stats.filter((s) => s.sink).reduce((sum, s) => sum + s.inRate, 0)));
+    const inRate = (pick) => stats.filter(pick).reduce((sum, s) => sum + s.vertex.in_rate_1s, 0);
+    setText(this.sourceRate, fmt.rate(inRate((s) => s.source)));
+    setText(this.sinkRate, fmt.rate(inRate((s) => s.sink)));
     const lags = job.vertices.map((v) => v.watermark_lag_ms).filter((l) => l !== null);
     setText(this.lag, lags.length ? fmt.duration(Math.max(...lags)) : "no watermark");
     const hot = stats.filter((s) => backpressureLevel(s.bpRatio) !== "ok").length;
@@ -207,20 +212,20 @@ class JobView {
     this.tableBody.replaceChildren(...job.vertices.map((v) => vertexRow(v)));
   }
 
-  updateNode({ vertex: v, bpRatio, maxFill, queued, inRate, sink }) {
+  updateNode({ vertex: v, bpRatio, maxFill, queued, byInput }) {
     const node = this.dag.querySelector(`g[data-vertex="${CSS.escape(v.name)}"]`);
     if (!node) return;
     const level = backpressureLevel(bpRatio);
     Object.assign(node.dataset, {
-      rate: String(v.rate_1s), itemsIn: String(v.items_in), itemsOut: String(v.items_out),
+      rate: String(v.rate_1s), inRate: String(v.in_rate_1s), itemsIn: String(v.items_in), itemsOut: String(v.items_out),
       queueFill: String(maxFill), queued: String(queued), backpressure: level,
       watermarkLag: v.watermark_lag_ms === null ? "" : String(v.watermark_lag_ms),
     });
     node.setAttribute("class", `vertex bp-${level}`);
     const q = (name) => node.querySelector(`.${name}`);
-    setText(q("v-rate"), sink ? `${fmt.rate(inRate)} in` : fmt.rate(v.rate_1s));
-    setText(q("v-out"), sink ? `in ${fmt.count(v.items_in)}` : `out ${fmt.count(v.items_out)}`);
-    const history = sink ? this.inHistory.get(v.name) ?? [] : v.history;
+    setText(q("v-rate"), byInput ? `${fmt.rate(v.in_rate_1s)} in` : fmt.rate(v.rate_1s));
+    setText(q("v-out"), byInput ? `in ${fmt.count(v.items_in)}` : `out ${fmt.count(v.items_out)}`);
+    const history = byInput ? this.inHistory.get(v.name) ?? [] : v.history;
     updateSparkline(q("sparkline"), history, SPARK_W, SPARK_H, 60);
     const fillLevelName = fillLevel(maxFill);
     const bar = q("v-fill");
@@ -239,19 +244,20 @@ class JobView {
     const c = tr.children;
     setText(c[2], fmt.count(v.items_in));
     setText(c[3], fmt.count(v.items_out));
-    setText(c[4], fmt.rate(v.rate_1s));
-    setText(c[5], fmt.rate(v.rate_10s));
-    setText(c[6], fmt.rate(v.rate_60s));
+    setText(c[4], fmt.rate(v.in_rate_1s));
+    setText(c[5], fmt.rate(v.rate_1s));
+    setText(c[6], fmt.rate(v.rate_10s));
+    setText(c[7], fmt.rate(v.rate_60s));
     const queues = v.queue_fill.map((q) => `#${q.input} ${fmt.count(q.queued)}/${fmt.count(q.capacity)}`);
-    setText(c[7], queues.length ? queues.join(", ") : "–");
-    c[7].dataset.level = fillLevel(Math.max(0, ...v.queue_fill.map((q) => q.fill)));
-    setText(c[8], fmt.percent(busyRatio));
-    setText(c[9], fmt.percent(bpRatio));
-    c[9].dataset.level = backpressureLevel(bpRatio);
-    setText(c[10], v.watermark_ms === null ? "–" : fmt.preciseTime(v.watermark_ms).slice(11));
-    c[10].title = v.watermark_ms === null ? "" : fmt.preciseTime(v.watermark_ms);
-    setText(c[11], v.watermark_lag_ms === null ? "–" : fmt.duration(v.watermark_lag_ms));
-    setText(c[12], fmt.count(v.late_events));
+    setText(c[8], queues.length ? queues.join(", ") : "–");
+    c[8].dataset.level = fillLevel(Math.max(0, ...v.queue_fill.map((q) => q.fill)));
+    setText(c[9], fmt.percent(busyRatio));
+    setText(c[10], fmt.percent(bpRatio));
+    c[10].dataset.level = backpressureLevel(bpRatio);
+    setText(c[11], v.watermark_ms === null ? "–" : fmt.preciseTime(v.watermark_ms).slice(11));
+    c[11].title = v.watermark_ms === null ? "" : fmt.preciseTime(v.watermark_ms);
+    setText(c[12], v.watermark_lag_ms === null ? "–" : fmt.duration(v.watermark_lag_ms));
+    setText(c[13], fmt.count(v.late_events));
   }
 }
 
@@ -264,25 +270,26 @@ function vertexNode(v, box) {
     svg("title", {}, v.name),
     svg("rect", { class: "node-box", width: NODE_W, height: NODE_H, rx: 8 }),
     svg("rect", { class: "node-strip", width: NODE_W, height: 5, rx: 2 }),
-    svg("text", { class: "node-title", x: 12, y: 24, "data-fit": NODE_W - 64 }, v.name),
+    svg("text", { class: "node-title", x: 12, y: 24, "data-fit": NODE_W - 64,
+      "data-fit-second": NODE_W - 24, "data-line-height": T }, v.name),
     svg("g", { transform: `translate(${NODE_W - 44},11)` },
       svg("rect", { class: "pill", width: 34, height: 18, rx: 9 }),
       svg("text", { class: "pill-text", x: 17, y: 13, "text-anchor": "middle" }, `×${v.parallelism}`)),
-    svg("text", { class: "v-rate", x: 12, y: 48 }, "–"),
-    svg("text", { class: "v-out muted", x: NODE_W - 12, y: 48, "text-anchor": "end" }, "–"),
-    svg("g", { transform: `translate(12,56)` }, sparkline(v.history, SPARK_W, SPARK_H, 60)),
-    svg("rect", { class: "fill-bg", x: 12, y: 90, width: NODE_W - 24, height: 6, rx: 3 }),
-    svg("rect", { class: "v-fill fill-ok", x: 12, y: 90, width: 0, height: 6, rx: 3 }),
-    svg("text", { class: "v-queue small", x: 12, y: 110 }, "–"),
-    svg("text", { class: "v-lag small muted", x: 12, y: 124 }, "–"),
-    svg("text", { class: "v-bp small", x: NODE_W - 12, y: 124, "text-anchor": "end" }, "–"));
+    svg("text", { class: "v-rate", x: 12, y: 48 + T }, "–"),
+    svg("text", { class: "v-out muted", x: NODE_W - 12, y: 48 + T, "text-anchor": "end" }, "–"),
+    svg("g", { transform: `translate(12,${56 + T})` }, sparkline(v.history, SPARK_W, SPARK_H, 60)),
+    svg("rect", { class: "fill-bg", x: 12, y: 90 + T, width: NODE_W - 24, height: 6, rx: 3 }),
+    svg("rect", { class: "v-fill fill-ok", x: 12, y: 90 + T, width: 0, height: 6, rx: 3 }),
+    svg("text", { class: "v-queue small", x: 12, y: 110 + T }, "–"),
+    svg("text", { class: "v-lag small muted", x: 12, y: 124 + T }, "–"),
+    svg("text", { class: "v-bp small", x: NODE_W - 12, y: 124 + T, "text-anchor": "end" }, "–"));
 }
 
 function vertexRow(v) {
   return h("tr", { dataset: { vertexRow: v.name } },
     h("td", { class: "name-cell", title: v.name }, v.name),
     h("td", { class: "num" }, String(v.parallelism)),
-    ...Array.from({ length: 5 }, () => h("td", { class: "num" })),
+    ...Array.from({ length: 6 }, () => h("td", { class: "num" })),
     h("td", { class: "queues nowrap" }),
     h("td", { class: "num" }), h("td", { class: "num" }),
     h("td", { class: "mono" }), h("td", { class: "num" }), h("td", { class: "num" }));

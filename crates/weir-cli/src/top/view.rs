@@ -114,7 +114,7 @@ fn job_section(job: &JobDetail, previous: Option<&JobDetail>) -> Section {
             s.id
         ),
         header: vec![
-            "Vertex", "Par", "In", "Out", "Out/s", "10 s", "60 s", "Queued", "Fill", "Backpr.",
+            "Vertex", "Par", "In", "Out", "In/s", "Out/s", "Out 10s", "Queued", "Fill", "Backpr.",
             "WM lag", "Late",
         ],
         widths: vec![
@@ -163,9 +163,9 @@ fn vertex_row(v: &Vertex, before: Option<&Vertex>) -> Vec<TableCell> {
         TableCell::new(v.parallelism.to_string(), Tone::Dim),
         TableCell::plain(count(v.items_in as f64)),
         TableCell::plain(count(v.items_out as f64)),
+        TableCell::new(format!("{}/s", count(v.in_rate_1s)), Tone::Good),
         TableCell::new(format!("{}/s", count(v.rate_1s)), Tone::Good),
         TableCell::plain(format!("{}/s", count(v.rate_10s))),
-        TableCell::plain(format!("{}/s", count(v.rate_60s))),
         if v.queue_fill.is_empty() {
             TableCell::new("source", Tone::Dim)
         } else {
@@ -538,11 +538,13 @@ mod tests {
             "error": null, "last_snapshot": null,
             "vertices": [
                 {"name": "generator", "parallelism": 2, "items_in": 0, "items_out": 12_345,
-                 "rate_1s": 5110.0, "rate_10s": 5000.0, "rate_60s": 4990.0, "queue_fill": [],
+                 "rate_1s": 5110.0, "rate_10s": 5000.0, "rate_60s": 4990.0,
+                 "in_rate_1s": 0.0, "in_rate_10s": 0.0, "in_rate_60s": 0.0, "queue_fill": [],
                  "busy_ms": 100, "idle_ms": 100, "backpressured_ms": bp_ms,
                  "watermark_ms": 1000, "watermark_lag_ms": 4200, "late_events": 0, "history": [1.0]},
                 {"name": "window", "parallelism": 2, "items_in": 12_000, "items_out": 30,
                  "rate_1s": 3.0, "rate_10s": 2.5, "rate_60s": 2.0,
+                 "in_rate_1s": 1200.0, "in_rate_10s": 1100.0, "in_rate_60s": 1000.0,
                  "queue_fill": [{"input": 0, "queued": 1880, "capacity": 2048, "fill": 0.918}],
                  "busy_ms": 10, "idle_ms": 0, "backpressured_ms": 0,
                  "watermark_ms": null, "watermark_lag_ms": null, "late_events": 7, "history": []}
@@ -593,9 +595,9 @@ mod tests {
                 "2",
                 "0",
                 "12.3k",
+                "0/s",
                 "5.11k/s",
                 "5.00k/s",
-                "4.99k/s",
                 "source",
                 "",
                 "50%",
@@ -606,6 +608,7 @@ mod tests {
         // Backpressured half the time over the whole run: a warning, not yet high.
         assert_eq!(job.rows[0][9].tone, Tone::Warn);
         let window = texts(&job.rows[1]);
+        assert_eq!(window[4], "1.20k/s");
         assert_eq!(window[7], "1.88k/2.05k");
         assert_eq!(window[8], "█████████░  92%");
         assert_eq!(job.rows[1][8].tone, Tone::Bad, "a queue over 80% is red");
