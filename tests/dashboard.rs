@@ -32,6 +32,8 @@ struct Running {
     child: Child,
     /// The address it printed (its dashboard, or chromedriver's).
     url: String,
+    /// What it printed after the address, standard output and error interleaved.
+    later: mpsc::Receiver<String>,
 }
 
 impl Drop for Running {
@@ -79,9 +81,13 @@ fn spawn_and_read(
         match rx.recv_timeout(left) {
             Ok(line) => {
                 if let Some(url) = extract(&line) {
-                    // Keep draining in the background.
-                    std::thread::spawn(move || for _ in rx {});
-                    return Running { child, url };
+                    // The reader threads keep draining into the channel (unbounded), so the
+                    // child never blocks on a full pipe.
+                    return Running {
+                        child,
+                        url,
+                        later: rx,
+                    };
                 }
                 seen.push(line);
             }
@@ -369,11 +375,13 @@ fn dashboard_pages_show_live_jobs_and_flows_in_headless_chromium() {
     let job = start_job();
     let flow = start_flow(dir.path());
     let driver = start_chromedriver();
+    let mut job = job;
     runtime().block_on(async {
         let browser = open_browser(&driver).await;
         let result = async {
             job_pages(&browser, &job.url).await;
             flow_pages(&browser, &flow.url).await;
+            cancel_from_the_page(&browser, &mut job).await;
         };
         // Close the session even when a check fails, so Chromium does not linger.
         let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(result)).await;
@@ -577,6 +585,45 @@ async fn job_pages(browser: &Client, url: &str) {
     assert!(!address.as_str().contains("token"), "{address}");
     let kept = js(browser, "return sessionStorage.getItem('weir.token');").await;
     assert_eq!(kept, TOKEN);
+}
+
+/// The job page's Cancel button, confirmed: the job is cancelled and `weir nexmark run`
+/// exits saying so.
+async fn cancel_from_the_page(browser: &Client, job: &mut Running) {
+    let jobs = api(&job.url, "/jobs").await;
+    let id = jobs[0]["id"].as_str().unwrap().to_owned();
+    browser
+        .goto(&format!("{}/jobs/{id}", job.url))
+        .await
+        .unwrap();
+    eventually("the Cancel button", || async {
+        let hidden = js(
+            browser,
+            "return document.querySelector('#cancel-job').hidden;",
+        )
+        .await;
+        (hidden == false).then_some(())
+    })
+    .await;
+    click(browser, "#cancel-job").await;
+    browser.accept_alert().await.unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = job.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "weir nexmark run still runs {DEADLINE:?} after the cancel"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!status.success());
+    let said: Vec<String> = job.later.try_iter().collect();
+    assert!(
+        said.iter().any(|l| l.contains("cancelled")),
+        "weir nexmark run said: {said:?}"
+    );
 }
 
 /// The flow's graph (back pressure, then stop, a stable queue, start), provenance, lineage.
