@@ -7,7 +7,8 @@
 //!   go to `target/ui-screenshots/`;
 //! - `weir top --once` against a running job and flow.
 //!
-//! Without chromium or chromedriver the browser test says so and is skipped, unless
+//! Without chromium or chromedriver (Debian's paths, or `WEIR_CHROMIUM` and
+//! `WEIR_CHROMEDRIVER`) the browser test says so and is skipped, unless
 //! `WEIR_REQUIRE_SERVICES=1`, where it fails.
 
 use std::collections::BTreeSet;
@@ -20,8 +21,14 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// Debian's paths; `WEIR_CHROMIUM` and `WEIR_CHROMEDRIVER` name others.
+fn chromium() -> String {
+    std::env::var("WEIR_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into())
+}
+
+fn chromedriver() -> String {
+    std::env::var("WEIR_CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into())
+}
 /// The job's server wants this token; the flow's has none (and ignores one sent anyway).
 const TOKEN: &str = "s3cret-token";
 /// How long any awaited condition may take before the test fails, naming it.
@@ -318,7 +325,7 @@ async fn screenshot(browser: &Client, name: &str) {
 /// Whether chromium and chromedriver are installed; if not, says so, and fails the test when
 /// `WEIR_REQUIRE_SERVICES=1`.
 fn browser_available(test: &str) -> bool {
-    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+    let missing: Vec<String> = [chromium(), chromedriver()]
         .into_iter()
         .filter(|p| !Path::new(p).exists())
         .collect();
@@ -335,7 +342,7 @@ fn browser_available(test: &str) -> bool {
 
 fn start_chromedriver() -> Running {
     spawn_and_read(
-        Path::new(CHROMEDRIVER),
+        Path::new(&chromedriver()),
         &["--port=0"],
         "chromedriver",
         |line| {
@@ -353,7 +360,7 @@ async fn open_browser(driver: &Running) -> Client {
     capabilities.insert(
         "goog:chromeOptions".into(),
         json!({
-            "binary": CHROMIUM,
+            "binary": chromium(),
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--window-size=1440,1000", "--hide-scrollbars"],
         }),
