@@ -379,3 +379,21 @@ fn json_logs_carry_the_job_and_the_vertex() {
     );
     assert!(warning["fields"]["vertex"].is_string(), "{warning}");
 }
+
+#[test]
+fn every_long_running_command_takes_ui_and_ui_token() {
+    for command in [
+        &["run", "wordcount"][..],
+        &["nexmark", "run"],
+        &["score"],
+        &["flow", "run"],
+        &["serve"],
+    ] {
+        let output = weir().args(command).arg("--help").output().unwrap();
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{command:?}");
+        assert!(help.contains("--ui <ADDR>"), "{command:?}: {help}");
+        assert!(help.contains("--ui-token <TOKEN>"), "{command:?}: {help}");
+        assert!(help.contains("WEIR_UI_TOKEN"), "{command:?}: {help}");
+    }
+}

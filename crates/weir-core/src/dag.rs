@@ -773,11 +773,11 @@ mod tests {
 }
 
 /// The shape of a submitted job's DAG, with every vertex's parallelism resolved: what a
-/// dashboard draws. [`Job::topology`](crate::Job::topology) returns it; it never changes
+/// dashboard draws. [`JobMonitor::topology`](crate::JobMonitor::topology) returns it; it never changes
 /// while the job runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
-    /// The vertices, in the DAG's order (the order of [`Job::metrics`](crate::Job::metrics)).
+    /// The vertices, in the DAG's order (the order of [`JobMonitor::metrics`](crate::JobMonitor::metrics)).
     pub vertices: Vec<VertexShape>,
     /// The edges, in the DAG's order.
     pub edges: Vec<EdgeShape>,

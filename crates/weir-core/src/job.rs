@@ -24,7 +24,7 @@ pub enum JobStatus {
     Completed,
     /// A processor failed or panicked; every tasklet was stopped.
     Failed,
-    /// [`Job::cancel`] stopped it.
+    /// [`JobMonitor::cancel`] stopped it.
     Cancelled,
 }
 
@@ -492,13 +492,23 @@ impl JobShared {
 
 /// A handle to a running job.
 ///
-/// Dropping the handle does not stop the job; call [`cancel`](Self::cancel) for that. The
-/// handle keeps its executor's threads alive, so `Executor::new(..)?.submit(..)` on a
-/// temporary executor is safe.
+/// It dereferences to the job's [`JobMonitor`], which reads the job (`id`, `name`,
+/// `status`, `metrics`, `topology`, `snapshot_stats`, `elapsed`) and cancels it; the handle
+/// adds waiting for the end ([`join`](Self::join)). Dropping the handle does not stop the
+/// job; call [`cancel`](JobMonitor::cancel) for that. The handle keeps its executor's threads
+/// alive, so `Executor::new(..)?.submit(..)` on a temporary executor is safe.
 pub struct Job {
-    shared: Arc<JobShared>,
+    monitor: JobMonitor,
     /// Keeps the worker threads alive while anyone holds the handle.
     _executor: Executor,
+}
+
+impl std::ops::Deref for Job {
+    type Target = JobMonitor;
+
+    fn deref(&self) -> &JobMonitor {
+        &self.monitor
+    }
 }
 
 /// Cancels a job from anywhere: another thread, a signal handler, an iterator's `Drop`.
@@ -518,9 +528,9 @@ impl CancelHandle {
 /// endpoint reads while the job runs and after [`Job::join`] consumed the handle. It can also
 /// cancel the job.
 ///
-/// Cheap to clone (one `Arc`). Every read takes the same relaxed snapshot of the counters
-/// as [`Job::metrics`]; holding a monitor costs the running job nothing, and it keeps the
-/// job's counters (not its threads) alive.
+/// Cheap to clone (one `Arc`). Reads are relaxed snapshots of the counters the tasklets keep
+/// anyway; holding a monitor costs the running job nothing, and it keeps the job's counters
+/// (not its threads) alive. A [`Job`] dereferences to its monitor.
 #[derive(Clone)]
 pub struct JobMonitor {
     shared: Arc<JobShared>,
@@ -562,7 +572,8 @@ impl JobMonitor {
         &self.shared.topology
     }
 
-    /// A copy of every processor instance's counters, in vertex order. See [`Job::metrics`].
+    /// A copy of every processor instance's counters, in vertex order. Relaxed atomic
+    /// loads, and a lock per instance for its own counters; nothing the running job waits for.
     pub fn metrics(&self) -> Vec<MetricsSnapshot> {
         self.shared.metrics()
     }
@@ -572,8 +583,8 @@ impl JobMonitor {
         self.shared.snapshot_stats()
     }
 
-    /// Asks every tasklet of the job to stop, as [`Job::cancel`] does. Returns at once; a job
-    /// that already ended stays as it ended.
+    /// Asks every tasklet of the job to stop. Returns at once; [`Job::join`] waits for the
+    /// end and then reports [`Error::Cancelled`]. A job that already ended stays as it ended.
     pub fn cancel(&self) {
         self.shared.cancel_by_user();
     }
@@ -592,96 +603,60 @@ impl std::fmt::Debug for JobMonitor {
 impl Job {
     pub(crate) fn new(shared: Arc<JobShared>, executor: Executor) -> Self {
         Job {
-            shared,
+            monitor: JobMonitor { shared },
             _executor: executor,
         }
-    }
-
-    /// The job's id, unique in this process.
-    pub fn id(&self) -> u64 {
-        self.shared.id
-    }
-
-    /// The job's name.
-    pub fn name(&self) -> &str {
-        &self.shared.name
-    }
-
-    /// The current status.
-    pub fn status(&self) -> JobStatus {
-        self.shared.status()
-    }
-
-    /// Asks every tasklet to stop. Returns at once; [`join`](Self::join) waits for the end and
-    /// then reports [`Error::Cancelled`].
-    pub fn cancel(&self) {
-        self.shared.cancel_by_user();
     }
 
     /// A view of this job that stays readable after [`join`](Self::join): for dashboards and
     /// metrics endpoints.
     pub fn monitor(&self) -> JobMonitor {
-        JobMonitor {
-            shared: Arc::clone(&self.shared),
-        }
-    }
-
-    /// The DAG's shape: vertices with their parallelism, edges with their routing.
-    pub fn topology(&self) -> &Topology {
-        &self.shared.topology
+        self.monitor.clone()
     }
 
     /// The snapshot the job's current attempt resumed from, if it resumed.
     pub fn restored_from(&self) -> Option<u64> {
         *self
+            .monitor
             .shared
             .restored_from
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The figures of every snapshot the job completed, oldest first, across restarts.
-    pub fn snapshot_stats(&self) -> Vec<SnapshotStats> {
-        self.shared.snapshot_stats()
-    }
-
     /// How many times the job was restarted after a failure.
     pub fn restarts(&self) -> u32 {
-        self.shared.restarter().as_ref().map_or(0, |r| r.attempts)
+        self.monitor
+            .shared
+            .restarter()
+            .as_ref()
+            .map_or(0, |r| r.attempts)
     }
 
     /// A cloneable handle that can cancel this job.
     pub fn cancel_handle(&self) -> CancelHandle {
         CancelHandle {
-            shared: Arc::clone(&self.shared),
+            shared: Arc::clone(&self.monitor.shared),
         }
-    }
-
-    /// A copy of every processor instance's counters, in vertex order.
-    pub fn metrics(&self) -> Vec<MetricsSnapshot> {
-        self.shared.metrics()
     }
 
     /// The stall the executor's watchdog sees right now: no progress for
     /// [`JobConfig::stall_timeout`] while items wait in some queue. `None` while the job
     /// moves, and again as soon as it moves after a stall.
     pub fn stall(&self) -> Option<Stall> {
-        self.shared
+        self.monitor
+            .shared
             .stall
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
-    /// Time since submission, or the job's whole run time once it ended.
-    pub fn elapsed(&self) -> Duration {
-        self.shared.elapsed()
-    }
-
     /// Waits up to `timeout` for the job to end. Returns whether it ended.
     pub fn wait_timeout(&self, timeout: Duration) -> bool {
-        let outcome = self.shared.lock();
+        let outcome = self.monitor.shared.lock();
         let (outcome, _) = self
+            .monitor
             .shared
             .finished
             .wait_timeout_while(outcome, timeout, |o| !o.status.is_terminal())
@@ -696,9 +671,10 @@ impl Job {
     /// The first processor error or panic (naming the vertex and instance), or
     /// [`Error::Cancelled`].
     pub fn join(self) -> Result<(), Error> {
-        let mut outcome = self.shared.lock();
+        let mut outcome = self.monitor.shared.lock();
         while !outcome.status.is_terminal() {
             outcome = self
+                .monitor
                 .shared
                 .finished
                 .wait(outcome)
@@ -709,6 +685,7 @@ impl Job {
         drop(outcome);
         let threads = std::mem::take(
             &mut *self
+                .monitor
                 .shared
                 .blocking_threads
                 .lock()

@@ -2,7 +2,7 @@
 //!
 //! Each processor instance owns one [`InstanceMetrics`]. Its tasklet updates the counters
 //! once per call (relaxed atomic adds), never per item, so reading them costs the running job
-//! nothing. [`Job::metrics`](crate::Job::metrics) takes a consistent-enough snapshot.
+//! nothing. [`JobMonitor::metrics`](crate::JobMonitor::metrics) takes a consistent-enough snapshot.
 //!
 //! Processors may add their own counters with [`InstanceMetrics::counter`], for example a
 //! source that counts malformed records.

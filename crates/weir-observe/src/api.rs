@@ -2,9 +2,9 @@
 //! and the embedded dashboard.
 //!
 //! Each REST handler carries a `#[utoipa::path]` describing it; [`ApiDoc`] gathers them with
-//! the [`model`] schemas into the document served at `/api/v1/openapi.json`, so the document
+//! the [`model`](crate::model) schemas into the document served at `/api/v1/openapi.json`, so the document
 //! is generated from the same code that answers. Errors are JSON bodies
-//! (`{"error": "..."}`, [`model::ErrorBody`]) with a 4xx or 5xx status.
+//! (`{"error": "..."}`, [`ErrorBody`]) with a 4xx or 5xx status.
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -142,6 +142,14 @@ impl Shared {
         }
     }
 
+    /// The failure that stopped the run, if any.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
@@ -409,11 +417,7 @@ impl Engine {
 
     /// The failure that stopped the run, if any.
     pub fn failure(&self) -> Option<String> {
-        self.shared
-            .failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.shared.failure()
     }
 
     /// True once the engine stops by itself (a failure).

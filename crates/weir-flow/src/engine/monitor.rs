@@ -209,11 +209,7 @@ impl FlowMonitor {
 
     /// The failure that stopped the flow, if any.
     pub fn failure(&self) -> Option<String> {
-        self.shared
-            .failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.shared.failure()
     }
 
     /// Every processor and port, in definition order.
