@@ -208,34 +208,28 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-async fn api(url: &str, path: &str) -> Value {
+/// `method /api/v1{path}` with the token; panics unless it answers 2xx with JSON.
+async fn call(method: reqwest::Method, url: &str, path: &str) -> Value {
     let response = reqwest::Client::new()
-        .get(format!("{url}/api/v1{path}"))
+        .request(method.clone(), format!("{url}/api/v1{path}"))
         .bearer_auth(TOKEN)
         .send()
         .await
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
     assert!(
         response.status().is_success(),
-        "GET {path}: {}",
+        "{method} {path}: {}",
         response.status()
     );
     response.json().await.unwrap()
 }
 
+async fn api(url: &str, path: &str) -> Value {
+    call(reqwest::Method::GET, url, path).await
+}
+
 async fn api_post(url: &str, path: &str) -> Value {
-    let response = reqwest::Client::new()
-        .post(format!("{url}/api/v1{path}"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
-    assert!(
-        response.status().is_success(),
-        "POST {path}: {}",
-        response.status()
-    );
-    response.json().await.unwrap()
+    call(reqwest::Method::POST, url, path).await
 }
 
 /// Polls `check` every 100 ms until it returns `Some`, failing after [`DEADLINE`] with `what`.

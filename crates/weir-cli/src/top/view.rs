@@ -117,20 +117,7 @@ fn job_section(job: &JobDetail, previous: Option<&JobDetail>) -> Section {
             "Vertex", "Par", "In", "Out", "In/s", "Out/s", "Out 10s", "Queued", "Fill", "Backpr.",
             "WM lag", "Late",
         ],
-        widths: vec![
-            Constraint::Fill(1),
-            Constraint::Length(4),
-            Constraint::Length(7),
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(12),
-            Constraint::Length(15),
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(6),
-        ],
+        widths: fill_then(&[4, 7, 7, 8, 8, 8, 12, 15, 7, 8, 6]),
         rows,
     }
 }
@@ -225,19 +212,7 @@ fn processor_section(flow: &FlowDetail, previous: Option<(&FlowDetail, Duration)
             "Out/s",
             "Bulletins",
         ],
-        widths: vec![
-            Constraint::Fill(1),
-            Constraint::Length(18),
-            Constraint::Length(10),
-            Constraint::Length(8),
-            Constraint::Length(7),
-            Constraint::Length(7),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(9),
-        ],
+        widths: fill_then(&[18, 10, 8, 7, 7, 10, 10, 7, 8, 9]),
         rows,
     }
 }
@@ -286,15 +261,7 @@ fn connection_section(flow: &FlowDetail) -> Section {
             "Thresholds",
             "Back pressure",
         ],
-        widths: vec![
-            Constraint::Fill(1),
-            Constraint::Length(18),
-            Constraint::Length(8),
-            Constraint::Length(10),
-            Constraint::Length(15),
-            Constraint::Length(18),
-            Constraint::Length(13),
-        ],
+        widths: fill_then(&[18, 8, 10, 15, 18, 13]),
         rows: flow.connections.iter().map(connection_row).collect(),
     }
 }
@@ -339,6 +306,13 @@ fn connection_row(c: &Connection) -> Vec<TableCell> {
             TableCell::new("no", Tone::Dim)
         },
     ]
+}
+
+/// Column widths: the first column takes what the others, `lengths` wide, leave.
+fn fill_then(lengths: &[u16]) -> Vec<Constraint> {
+    std::iter::once(Constraint::Fill(1))
+        .chain(lengths.iter().map(|&l| Constraint::Length(l)))
+        .collect()
 }
 
 fn fill_tone(fill: f64) -> Tone {
