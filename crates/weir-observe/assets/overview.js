@@ -1,7 +1,7 @@
 // "/": the job list and the flow list, live from the server-sent events.
 
 import { get, events, showError } from "./api.js";
-import { h, badge, setBadge, setText, link, breadcrumbs, card, banner } from "./dom.js";
+import { h, badge, setBadge, setText, link, breadcrumbs, card, tile, banner } from "./dom.js";
 import * as fmt from "./format.js";
 
 /** Shows the overview in `main`; returns the function that stops its updates. */
@@ -11,7 +11,15 @@ export function mount(main) {
   const flowsBody = h("tbody");
   const jobsCount = h("span", { class: "count", id: "jobs-count" }, "0");
   const flowsCount = h("span", { class: "count", id: "flows-count" }, "0");
+  const tiles = [
+    tile("Running jobs", "tile-running-jobs"),
+    tile("Completed jobs", "tile-completed-jobs"),
+    tile("Failed or cancelled", "tile-failed-jobs"),
+    tile("Running flows", "tile-running-flows"),
+  ];
+  const [running, completed, failed, flowsRunning] = tiles.map(([, value]) => value);
   main.append(
+    h("div", { class: "tiles" }, tiles.map(([el]) => el)),
     card(["Jobs", jobsCount], { id: "jobs" },
       h("table", { class: "table", id: "jobs-table" },
         h("thead", {}, h("tr", {},
@@ -27,6 +35,11 @@ export function mount(main) {
 
   const showJobs = (jobs) => {
     setText(jobsCount, String(jobs.length));
+    const count = (...states) => String(jobs.filter((j) => states.includes(j.status)).length);
+    setText(running, count("running"));
+    setText(completed, count("completed"));
+    setText(failed, count("failed", "cancelled"));
+    failed.dataset.level = count("failed") === "0" ? "ok" : "high";
     syncRows(jobsBody, jobs, "job", 5, "No jobs in this process.", (tr, job) => {
       if (!tr.firstChild) {
         tr.append(
@@ -47,6 +60,7 @@ export function mount(main) {
   };
   const showFlows = (flows) => {
     setText(flowsCount, String(flows.length));
+    setText(flowsRunning, `${flows.filter((f) => f.status === "running").length} of ${flows.length}`);
     syncRows(flowsBody, flows, "flow", 4, "No flows in this process.", (tr, flow) => {
       if (!tr.firstChild) {
         const base = `/flows/${encodeURIComponent(flow.id)}`;
@@ -61,13 +75,13 @@ export function mount(main) {
     });
   };
 
-  const failed = (e) => showError("Cannot load the overview", e);
+  const cannotLoad = (e) => showError("Cannot load the overview", e);
   Promise.all([get("/jobs"), get("/flows")])
     .then(([jobs, flows]) => {
       showJobs(jobs);
       showFlows(flows);
     })
-    .catch(failed);
+    .catch(cannotLoad);
   return events({
     jobs: (jobs) => {
       banner(null);
@@ -77,7 +91,7 @@ export function mount(main) {
       banner(null);
       showFlows(flows);
     },
-  }, failed);
+  }, cannotLoad);
 }
 
 /**
