@@ -603,7 +603,7 @@ async fn cancel_from_the_page(browser: &Client, job: &mut Running) {
             "return document.querySelector('#cancel-job').hidden;",
         )
         .await;
-        (hidden == false).then_some(())
+        (hidden.as_bool() == Some(false)).then_some(())
     })
     .await;
     click(browser, "#cancel-job").await;
