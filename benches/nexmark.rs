@@ -9,6 +9,7 @@
 //! cargo bench --bench nexmark -- --inputs generator --queries q0,q5 --parallelism 1
 //! cargo bench --bench nexmark -- --events 2000000 --rate 20000 --no-latency
 //! cargo bench --bench nexmark -- --latency-only [--latency-events 20000000 --wall-rate 1000000]
+//! cargo bench --bench nexmark -- --observe --inputs generator --queries q5 --parallelism 2 --runs 5 --no-latency
 //! ```
 //!
 //! # Inputs
@@ -63,6 +64,16 @@
 //! `--quiet-percent` (10) of all CPU time busy, and the "others" column shows the share it
 //! saw before the best run. The reference is computed in a child so that this process stays
 //! small: Linux reports a child's `ru_maxrss` as at least its parent's RSS at the spawn.
+//!
+//! # Observability (`--observe`)
+//!
+//! Each Weir query run is repeated with the observability server on (`weir_observe`, bound
+//! to 127.0.0.1:0 on the shared tokio runtime, the job registered, its sampler running) and
+//! a client in the same process polling `GET /api/v1/jobs/{id}` and `GET /metrics` once a
+//! second, each answer checked (status 200, the job's JSON, a parsable scrape). "vs no ui"
+//! divides the plain run's time by the observed run's: the goal is at least 0.97. The
+//! observed runs alternate with the plain ones, so that a busy moment of the shared machine
+//! does not fall on one side only.
 //!
 //! # Latency
 //!
@@ -587,8 +598,9 @@ impl Iterator for ParallelFileEvents {
 // Weir runs
 
 /// Child: runs `query` (or the source alone) as a Weir job over `input`; returns what its
-/// sink received.
-fn engine_run(query: Option<Query>, input: &Input, parallelism: usize) -> Checksum {
+/// sink received. With `observe`, the observability server serves the job and a client
+/// polls it once a second (see the module docs).
+fn engine_run(query: Option<Query>, input: &Input, parallelism: usize, observe: bool) -> Checksum {
     let p = Pipeline::new();
     let source = match input {
         Input::Generator(config) => source::stream_generator(config.clone(), None).expect("config"),
@@ -606,17 +618,107 @@ fn engine_run(query: Option<Query>, input: &Input, parallelism: usize) -> Checks
         ..ExecutorConfig::default()
     })
     .expect("executor");
-    p.submit(
-        &executor,
-        JobConfig {
-            default_parallelism: Some(parallelism),
-            ..JobConfig::default()
-        },
-    )
-    .expect("submit")
-    .join()
-    .expect("job");
+    let observer = observe.then(Observer::start);
+    let job = p
+        .submit(
+            &executor,
+            JobConfig {
+                default_parallelism: Some(parallelism),
+                ..JobConfig::default()
+            },
+        )
+        .expect("submit");
+    let polling = observer.as_ref().map(|o| o.poll(&job));
+    job.join().expect("job");
+    if let (Some(observer), Some(polling)) = (observer, polling) {
+        observer.finish(polling);
+    }
     *shared.lock().expect("checksum lock")
+}
+
+/// The observability server of an observed run, and its registry.
+struct Observer {
+    registry: weir_observe::Registry,
+    server: weir_observe::Server,
+}
+
+/// The polling client of an observed run: stop it, then join it for its poll count.
+struct Polling {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+impl Observer {
+    fn start() -> Observer {
+        let registry = weir_observe::Registry::new();
+        let config = weir_observe::ServerConfig::new("127.0.0.1:0".parse().expect("addr"), None)
+            .expect("config");
+        let server = weir_observe::Server::start(&config, registry.clone()).expect("server");
+        Observer { registry, server }
+    }
+
+    /// Registers `job` and starts a client that GETs the job and `/metrics` once a second,
+    /// checking each answer.
+    fn poll(&self, job: &weir::Job) -> Polling {
+        self.registry.add_job(job.monitor());
+        let base = self.server.url();
+        let id = job.id();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let task = weir::async_io::runtime()
+            .expect("runtime")
+            .spawn(async move {
+                let client = reqwest::Client::new();
+                let mut interval = tokio::time::interval(Duration::from_secs(1));
+                let mut polls = 0;
+                loop {
+                    interval.tick().await;
+                    if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                        return polls;
+                    }
+                    let job: serde_json::Value = client
+                        .get(format!("{base}api/v1/jobs/{id}"))
+                        .send()
+                        .await
+                        .and_then(reqwest::Response::error_for_status)
+                        .expect("GET the job")
+                        .json()
+                        .await
+                        .expect("the job's JSON");
+                    assert!(job["vertices"].is_array(), "{job}");
+                    let metrics = client
+                        .get(format!("{base}metrics"))
+                        .send()
+                        .await
+                        .and_then(reqwest::Response::error_for_status)
+                        .expect("GET /metrics")
+                        .text()
+                        .await
+                        .expect("the scrape");
+                    assert!(metrics.contains("weir_vertex_items_out_total"));
+                    polls += 1;
+                }
+            });
+        Polling { stop, task }
+    }
+
+    /// Stops the client and the server; panics unless the client polled at least once per
+    /// full second the job ran.
+    fn finish(self, polling: Polling) {
+        polling
+            .stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let polls = weir::async_io::runtime()
+            .expect("runtime")
+            .block_on(polling.task)
+            .expect("the client");
+        let ran = self.registry.jobs()[0].elapsed();
+        assert!(
+            polls + 1 >= ran.as_secs(),
+            "the client polled {polls} times in {ran:?}"
+        );
+        self.server.stop();
+    }
 }
 
 /// Adds `query`'s stages and a checking sink of its row type behind `events`.
@@ -1244,13 +1346,48 @@ fn print_row(
     );
 }
 
-/// Measures every run of one input and prints its table.
+/// Measures a query's plain and observed Weir runs, alternating them `repeat.runs` times;
+/// the best of each.
+fn measure_observed(
+    me: &Path,
+    query: Option<Query>,
+    input: &Input,
+    parallelism: usize,
+    repeat: Repeat,
+    expected: Checksum,
+) -> (Measured, Measured) {
+    let once = Repeat { runs: 1, ..repeat };
+    let mut best: Option<(Measured, Measured)> = None;
+    for _ in 0..repeat.runs {
+        let plain = measure(me, "engine", query, input, parallelism, once, expected);
+        let observed = measure(
+            me,
+            "engine-observed",
+            query,
+            input,
+            parallelism,
+            once,
+            expected,
+        );
+        best = Some(match best {
+            None => (plain, observed),
+            Some((p, o)) => (
+                if plain.time < p.time { plain } else { p },
+                if observed.time < o.time { observed } else { o },
+            ),
+        });
+    }
+    best.expect("at least one run")
+}
+
+/// Measures every run of one input and prints its table. With `observe`, each query also
+/// runs with the observability server on and polled (see the module docs).
 fn bench_input(
     me: &Path,
     input: &Input,
     selected: &[Query],
     parallelisms: &[usize],
-    repeat: Repeat,
+    (repeat, observe): (Repeat, bool),
 ) {
     let config = input.config();
     let expected = cached_reference(me, config);
@@ -1337,6 +1474,36 @@ fn bench_input(
             Some(1.0),
         );
         for &q in selected {
+            let vs_hand = |m: &Measured| {
+                hand.get(&(q, threads))
+                    .map(|h| h.time.as_secs_f64() / m.time.as_secs_f64())
+            };
+            let vs_source = |m: &Measured| Some(source.time.as_secs_f64() / m.time.as_secs_f64());
+            if observe {
+                let (plain, observed) =
+                    measure_observed(me, Some(q), input, parallelism, repeat, expected[&Some(q)]);
+                print_row(
+                    &format!("{q}, weir"),
+                    parallelism,
+                    &plain,
+                    events,
+                    vs_hand(&plain),
+                    vs_source(&plain),
+                );
+                print_row(
+                    &format!("{q}, weir + ui polled"),
+                    parallelism,
+                    &observed,
+                    events,
+                    vs_hand(&observed),
+                    vs_source(&observed),
+                );
+                println!(
+                    "{q} at parallelism {parallelism}: with the server on and polled every second, {:.3} of the throughput without it (goal >= 0.97)",
+                    plain.time.as_secs_f64() / observed.time.as_secs_f64()
+                );
+                continue;
+            }
             let m = measure(
                 me,
                 "engine",
@@ -1351,9 +1518,8 @@ fn bench_input(
                 parallelism,
                 &m,
                 events,
-                hand.get(&(q, threads))
-                    .map(|h| h.time.as_secs_f64() / m.time.as_secs_f64()),
-                Some(source.time.as_secs_f64() / m.time.as_secs_f64()),
+                vs_hand(&m),
+                vs_source(&m),
             );
         }
     }
@@ -1370,13 +1536,13 @@ fn main() {
             std::fs::write(result_path.as_ref().expect("--result"), text).expect("write result")
         };
         match kind.as_str() {
-            "engine" | "hand" => {
+            "engine" | "engine-observed" | "hand" => {
                 let input = Input::from_args(&flag);
                 let query = parse_what(&flag("--what").expect("--what"));
-                let result = if kind == "engine" {
-                    engine_run(query, &input, parallelism)
-                } else {
-                    hand_child(query, &input, parallelism)
+                let result = match kind.as_str() {
+                    "engine" => engine_run(query, &input, parallelism, false),
+                    "engine-observed" => engine_run(query, &input, parallelism, true),
+                    _ => hand_child(query, &input, parallelism),
                 };
                 write_result(result.to_line());
             }
@@ -1449,7 +1615,8 @@ fn main() {
             }
             other => panic!("unknown input {other} (generator, file)"),
         };
-        bench_input(&me, &input, &selected, &parallelisms, repeat);
+        let observe = args.iter().any(|a| a == "--observe");
+        bench_input(&me, &input, &selected, &parallelisms, (repeat, observe));
     }
     if !args.iter().any(|a| a == "--no-latency") {
         println!();

@@ -8,10 +8,18 @@
 //! weir model-server [--addr 127.0.0.1:8501] [--latency-ms 5]
 //! weir flow validate|run|status|provenance|lineage ...
 //! weir snapshots list --state-dir DIR
+//! weir serve [--ui ADDR] [--ui-token TOKEN] [--flow FLOW.yaml --repo DIR]
+//! weir top --url http://127.0.0.1:8080 [--once]
 //! ```
 //!
 //! `weir nexmark run` and `weir score` take `--state-dir DIR [--snapshot-interval-ms N]
 //! [--guarantee G]`: see the `snapshots` module; rerunning a killed command resumes it.
+//!
+//! `weir run`, `weir nexmark run`, `weir score` and `weir flow run` take `--ui ADDR
+//! [--ui-token TOKEN]`: the dashboard, REST API and Prometheus metrics of `weir_observe`
+//! while they run (see the `ui` module). `--log-format json` (any command) writes the logs
+//! as JSON lines, with `job` and `vertex` (or `processor`) fields where the runtime logs
+//! about one.
 //!
 //! Exit code 0 on success; otherwise a one-line cause on standard error and a non-zero code
 //! (2 for a bad command line, 1 for anything else).
@@ -23,17 +31,32 @@ mod commands;
 pub mod model_server;
 mod progress;
 mod snapshots;
+mod top;
+mod ui;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 /// Weir: typed batch and streaming pipelines on every core.
 #[derive(Debug, Parser)]
 #[command(name = "weir", version, about)]
 struct Cli {
+    /// How logs are written to standard error: text lines, or JSON objects (one per line,
+    /// with the event's fields, such as `job` and `vertex`). `WEIR_LOG` sets the level.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The format of the logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (tracing-subscriber's JSON formatter).
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -68,11 +91,17 @@ enum Command {
         #[command(subcommand)]
         example: commands::example::Example,
     },
+    /// A live terminal view of the jobs and flows of a process started with --ui: rates,
+    /// queue fill and backpressure per vertex, processor and connection.
+    Top(top::TopArgs),
     /// Inspect the snapshots jobs took with --state-dir.
     Snapshots {
         #[command(subcommand)]
         command: SnapshotsCommand,
     },
+    /// Serve the dashboard, REST API and Prometheus metrics, alone or with a flow, until
+    /// interrupted.
+    Serve(ui::ServeArgs),
 }
 
 /// The `weir snapshots` subcommands.
@@ -85,15 +114,18 @@ enum SnapshotsCommand {
 /// Parses the command line, runs the command and reports the outcome.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
                 // A failed job is reported once, by the command; the runtime's own log line
                 // about it would repeat the message.
                 .unwrap_or_else(|_| "warn,weir_core::job=off".into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
     let result = match cli.command {
         Command::Run { job } => commands::run::run(job),
         Command::Explain { job } => commands::explain::explain(job),
@@ -102,9 +134,11 @@ pub fn main() -> ExitCode {
         Command::ModelServer(args) => commands::model_server::model_server(args),
         Command::Flow { command } => commands::flow::run(command),
         Command::Example { example } => commands::example::run(example),
+        Command::Top(args) => top::top(args),
         Command::Snapshots {
             command: SnapshotsCommand::List(args),
         } => snapshots::list(&args),
+        Command::Serve(args) => ui::serve(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

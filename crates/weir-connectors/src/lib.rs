@@ -136,16 +136,23 @@ pub mod services {
         if missing.is_empty() {
             return true;
         }
-        let required = std::env::var("WEIR_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "{test}: service(s) {} unreachable and WEIR_REQUIRE_SERVICES=1",
-            missing.join(", ")
-        );
-        eprintln!(
-            "SKIPPED {test}: service(s) {} unreachable (start RabbitMQ, NATS with JetStream and PostgreSQL; see README)",
-            missing.join(", ")
+        skip_unless_required(
+            test,
+            &format!("service(s) {} unreachable", missing.join(", ")),
+            "start RabbitMQ, NATS with JetStream and PostgreSQL; see README",
         );
         false
+    }
+
+    /// What a test does when something it needs from the machine (`what`, e.g. "service(s)
+    /// ... unreachable") is not there: it prints that it is skipped and why, with `hint`
+    /// (how to get it), unless `WEIR_REQUIRE_SERVICES=1`, where it panics instead.
+    ///
+    /// # Panics
+    /// When `WEIR_REQUIRE_SERVICES=1`.
+    pub fn skip_unless_required(test: &str, what: &str, hint: &str) {
+        let required = std::env::var("WEIR_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
+        assert!(!required, "{test}: {what} and WEIR_REQUIRE_SERVICES=1");
+        eprintln!("SKIPPED {test}: {what} ({hint})");
     }
 }

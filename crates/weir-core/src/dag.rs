@@ -178,15 +178,23 @@ pub enum Routing {
     Isolated,
 }
 
-impl fmt::Debug for Routing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Routing {
+    /// The routing's name, as `explain` and the observability API print it: `unicast`,
+    /// `partitioned`, `broadcast`, `all-to-one` or `isolated`.
+    pub fn name(&self) -> &'static str {
+        match self {
             Routing::Unicast => "unicast",
             Routing::Partitioned(_) => "partitioned",
             Routing::Broadcast => "broadcast",
             Routing::AllToOne => "all-to-one",
             Routing::Isolated => "isolated",
-        })
+        }
+    }
+}
+
+impl fmt::Debug for Routing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -501,6 +509,51 @@ impl Dag {
         order
     }
 
+    /// The shape of this DAG when every vertex without its own parallelism runs
+    /// `default_parallelism` instances: names, parallelism, edges and queue capacities.
+    pub(crate) fn topology(&self, default_parallelism: usize) -> Topology {
+        let parallelism: Vec<usize> = self
+            .vertices
+            .iter()
+            .map(|v| v.parallelism.unwrap_or(default_parallelism))
+            .collect();
+        let mut vertices: Vec<VertexShape> = self
+            .vertices
+            .iter()
+            .zip(&parallelism)
+            .map(|(v, p)| VertexShape {
+                name: v.name.clone(),
+                parallelism: *p,
+                input_capacity: Vec::new(),
+            })
+            .collect();
+        let mut edges = Vec::with_capacity(self.edges.len());
+        for e in &self.edges {
+            let (from, to) = (e.from.index, e.to.index);
+            // One conveyor per (producer, consumer) pair the routing connects.
+            let queues = match e.routing {
+                Routing::Isolated | Routing::AllToOne => parallelism[from],
+                _ => parallelism[from] * parallelism[to],
+            };
+            let capacity = e.capacity.max(1).next_power_of_two();
+            let inputs = &mut vertices[to].input_capacity;
+            if inputs.len() <= e.to_ordinal {
+                inputs.resize(e.to_ordinal + 1, 0);
+            }
+            inputs[e.to_ordinal] += (queues * capacity) as u64;
+            edges.push(EdgeShape {
+                from: self.vertices[from].name.clone(),
+                to: self.vertices[to].name.clone(),
+                from_ordinal: e.from_ordinal,
+                to_ordinal: e.to_ordinal,
+                kind: e.routing.name(),
+                priority: e.priority,
+                capacity,
+            });
+        }
+        Topology { vertices, edges }
+    }
+
     /// A text rendering: one line per vertex, then one per edge.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
@@ -717,4 +770,46 @@ mod tests {
             })
         ));
     }
+}
+
+/// The shape of a submitted job's DAG, with every vertex's parallelism resolved: what a
+/// dashboard draws. [`JobMonitor::topology`](crate::JobMonitor::topology) returns it; it never changes
+/// while the job runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    /// The vertices, in the DAG's order (the order of [`JobMonitor::metrics`](crate::JobMonitor::metrics)).
+    pub vertices: Vec<VertexShape>,
+    /// The edges, in the DAG's order.
+    pub edges: Vec<EdgeShape>,
+}
+
+/// One vertex of a [`Topology`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VertexShape {
+    /// The vertex name.
+    pub name: String,
+    /// Its number of instances.
+    pub parallelism: usize,
+    /// Per input ordinal: the items all queues into it can hold, summed over the vertex's
+    /// instances (compare with the summed `queue_fill` of its instances' metrics).
+    pub input_capacity: Vec<u64>,
+}
+
+/// One edge of a [`Topology`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdgeShape {
+    /// The producing vertex.
+    pub from: String,
+    /// The consuming vertex.
+    pub to: String,
+    /// The producer's output ordinal.
+    pub from_ordinal: usize,
+    /// The consumer's input ordinal.
+    pub to_ordinal: usize,
+    /// The routing's name ([`Routing::name`]).
+    pub kind: &'static str,
+    /// The edge's priority: a consumer drains lower values first.
+    pub priority: i32,
+    /// The capacity of each of its conveyors, a power of two.
+    pub capacity: usize,
 }

@@ -189,7 +189,7 @@ impl Executor {
     pub fn submit(&self, dag: Dag, config: JobConfig) -> Result<Job> {
         dag.validate()?;
         let default_parallelism = config.default_parallelism.unwrap_or(self.workers()).max(1);
-        let watch = JobWatch::default();
+        let watch = JobWatch::named(&config.name);
         let attempt = match prepare(&dag, &config, default_parallelism, &watch, None) {
             Ok(a) => a,
             Err(e) => {
@@ -202,7 +202,8 @@ impl Executor {
             .iter()
             .map(|(_, m)| Arc::clone(m))
             .collect();
-        let job = JobShared::new(&config, attempt.tasklets.len(), metrics, watch);
+        let topology = dag.topology(default_parallelism);
+        let job = JobShared::new(&config, (attempt.tasklets.len(), topology), metrics, watch);
         if config.snapshotting().is_some() {
             job.set_restarter(Restarter {
                 dag,
@@ -616,11 +617,15 @@ fn create_and_init(vertex: &Vertex, ctx: &ProcessorContext) -> Result<Box<dyn Pr
 /// secondary to the one that stopped the submission, so they are only logged.
 fn discard(tasklets: Vec<(ProcessorTasklet, Arc<InstanceMetrics>)>) {
     for (mut tasklet, _) in tasklets {
-        let (vertex, instance) = (Arc::clone(tasklet.vertex()), tasklet.instance());
+        let (job, vertex, instance) = (
+            tasklet.job_name().to_string(),
+            Arc::clone(tasklet.vertex()),
+            tasklet.instance(),
+        );
         let closed = catch_unwind(AssertUnwindSafe(|| tasklet.close()));
         let dropped = catch_unwind(AssertUnwindSafe(move || drop(tasklet)));
         if !matches!(closed, Ok(Ok(()))) || dropped.is_err() {
-            tracing::warn!(%vertex, instance, "processor of a refused job failed to close");
+            tracing::warn!(%job, %vertex, instance, "processor of a refused job failed to close");
         }
     }
 }

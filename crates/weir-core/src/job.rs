@@ -3,8 +3,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use crate::dag::Topology;
 use crate::error::Error;
 use crate::executor::Executor;
 use crate::metrics::{InstanceMetrics, MetricsSnapshot};
@@ -23,7 +24,7 @@ pub enum JobStatus {
     Completed,
     /// A processor failed or panicked; every tasklet was stopped.
     Failed,
-    /// [`Job::cancel`] stopped it.
+    /// [`JobMonitor::cancel`] stopped it.
     Cancelled,
 }
 
@@ -98,12 +99,29 @@ pub struct JobWatch {
 
 #[derive(Default)]
 struct WatchInner {
+    /// The job's name, for the logs of its processors.
+    name: Arc<str>,
     /// The status and, when it failed, the error's text; `None` while running.
     end: Mutex<Option<(JobStatus, Option<String>)>>,
     wakers: Mutex<Vec<std::task::Waker>>,
 }
 
 impl JobWatch {
+    /// A watch of the job named `name`.
+    pub(crate) fn named(name: &str) -> JobWatch {
+        JobWatch {
+            inner: Arc::new(WatchInner {
+                name: Arc::from(name),
+                ..WatchInner::default()
+            }),
+        }
+    }
+
+    /// The job's name (empty in a test context).
+    pub fn job_name(&self) -> &str {
+        &self.inner.name
+    }
+
     /// How the job ended, and the error's text when it failed; `None` while it runs.
     pub fn outcome(&self) -> Option<(JobStatus, Option<String>)> {
         self.inner
@@ -192,7 +210,9 @@ pub(crate) struct JobShared {
     finished: Condvar,
     metrics: Vec<Arc<InstanceMetrics>>,
     blocking_threads: Mutex<Vec<JoinHandle<()>>>,
+    topology: Arc<Topology>,
     started: Instant,
+    started_at: SystemTime,
     stall_timeout: Duration,
     stall: Mutex<Option<Stall>>,
     watch: JobWatch,
@@ -201,7 +221,7 @@ pub(crate) struct JobShared {
 impl JobShared {
     pub(crate) fn new(
         config: &JobConfig,
-        tasklets: usize,
+        (tasklets, topology): (usize, Topology),
         metrics: Vec<Arc<InstanceMetrics>>,
         watch: JobWatch,
     ) -> Arc<Self> {
@@ -223,7 +243,9 @@ impl JobShared {
             finished: Condvar::new(),
             metrics,
             blocking_threads: Mutex::new(Vec::new()),
+            topology: Arc::new(topology),
             started: Instant::now(),
+            started_at: SystemTime::now(),
             stall_timeout: config.stall_timeout,
             stall: Mutex::new(None),
             watch,
@@ -321,6 +343,42 @@ impl JobShared {
         let began = current.is_none() && stall.is_some();
         *current = stall;
         began
+    }
+
+    fn status(&self) -> JobStatus {
+        self.lock().status
+    }
+
+    /// The user's cancel: stops every tasklet, and no restart follows.
+    fn cancel_by_user(&self) {
+        self.cancelled_by_user.store(true, Ordering::Relaxed);
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    fn metrics(&self) -> Vec<MetricsSnapshot> {
+        self.metrics.iter().map(|m| m.snapshot()).collect()
+    }
+
+    fn snapshot_stats(&self) -> Vec<SnapshotStats> {
+        let mut stats = self
+            .earlier_stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(c) = self
+            .coordinator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            stats.extend(c.stats());
+        }
+        stats
+    }
+
+    fn elapsed(&self) -> Duration {
+        let outcome = self.lock();
+        outcome.finished_at.unwrap_or_else(Instant::now) - self.started
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Outcome> {
@@ -434,13 +492,23 @@ impl JobShared {
 
 /// A handle to a running job.
 ///
-/// Dropping the handle does not stop the job; call [`cancel`](Self::cancel) for that. The
-/// handle keeps its executor's threads alive, so `Executor::new(..)?.submit(..)` on a
-/// temporary executor is safe.
+/// It dereferences to the job's [`JobMonitor`], which reads the job (`id`, `name`,
+/// `status`, `metrics`, `topology`, `snapshot_stats`, `elapsed`) and cancels it; the handle
+/// adds waiting for the end ([`join`](Self::join)). Dropping the handle does not stop the
+/// job; call [`cancel`](JobMonitor::cancel) for that. The handle keeps its executor's threads
+/// alive, so `Executor::new(..)?.submit(..)` on a temporary executor is safe.
 pub struct Job {
-    shared: Arc<JobShared>,
+    monitor: JobMonitor,
     /// Keeps the worker threads alive while anyone holds the handle.
     _executor: Executor,
+}
+
+impl std::ops::Deref for Job {
+    type Target = JobMonitor;
+
+    fn deref(&self) -> &JobMonitor {
+        &self.monitor
+    }
 }
 
 /// Cancels a job from anywhere: another thread, a signal handler, an iterator's `Drop`.
@@ -452,19 +520,23 @@ pub struct CancelHandle {
 impl CancelHandle {
     /// Asks every tasklet of the job to stop. Returns at once.
     pub fn cancel(&self) {
-        self.shared.cancelled_by_user.store(true, Ordering::Relaxed);
-        self.shared.cancel.store(true, Ordering::Relaxed);
+        self.shared.cancel_by_user();
     }
 }
 
-impl Job {
-    pub(crate) fn new(shared: Arc<JobShared>, executor: Executor) -> Self {
-        Job {
-            shared,
-            _executor: executor,
-        }
-    }
+/// A read-only view of a job that outlives its [`Job`] handle: what a dashboard or a metrics
+/// endpoint reads while the job runs and after [`Job::join`] consumed the handle. It can also
+/// cancel the job.
+///
+/// Cheap to clone (one `Arc`). Reads are relaxed snapshots of the counters the tasklets keep
+/// anyway; holding a monitor costs the running job nothing, and it keeps the job's counters
+/// (not its threads) alive. A [`Job`] dereferences to its monitor.
+#[derive(Clone)]
+pub struct JobMonitor {
+    shared: Arc<JobShared>,
+}
 
+impl JobMonitor {
     /// The job's id, unique in this process.
     pub fn id(&self) -> u64 {
         self.shared.id
@@ -477,83 +549,114 @@ impl Job {
 
     /// The current status.
     pub fn status(&self) -> JobStatus {
-        self.shared.lock().status
+        self.shared.status()
     }
 
-    /// Asks every tasklet to stop. Returns at once; [`join`](Self::join) waits for the end and
-    /// then reports [`Error::Cancelled`].
+    /// Why the job failed (the error's text), once it has; `None` otherwise.
+    pub fn error(&self) -> Option<String> {
+        self.shared.watch.outcome().and_then(|(_, error)| error)
+    }
+
+    /// When the job was submitted.
+    pub fn started_at(&self) -> SystemTime {
+        self.shared.started_at
+    }
+
+    /// Time since submission, or the job's whole run time once it ended.
+    pub fn elapsed(&self) -> Duration {
+        self.shared.elapsed()
+    }
+
+    /// The DAG's shape: vertices with their parallelism, edges with their routing.
+    pub fn topology(&self) -> &Topology {
+        &self.shared.topology
+    }
+
+    /// A copy of every processor instance's counters, in vertex order. Relaxed atomic
+    /// loads, and a lock per instance for its own counters; nothing the running job waits for.
+    pub fn metrics(&self) -> Vec<MetricsSnapshot> {
+        self.shared.metrics()
+    }
+
+    /// The figures of every snapshot the job completed, oldest first, across restarts.
+    pub fn snapshot_stats(&self) -> Vec<SnapshotStats> {
+        self.shared.snapshot_stats()
+    }
+
+    /// Asks every tasklet of the job to stop. Returns at once; [`Job::join`] waits for the
+    /// end and then reports [`Error::Cancelled`]. A job that already ended stays as it ended.
     pub fn cancel(&self) {
-        self.shared.cancelled_by_user.store(true, Ordering::Relaxed);
-        self.shared.cancel.store(true, Ordering::Relaxed);
+        self.shared.cancel_by_user();
+    }
+}
+
+impl std::fmt::Debug for JobMonitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobMonitor")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+impl Job {
+    pub(crate) fn new(shared: Arc<JobShared>, executor: Executor) -> Self {
+        Job {
+            monitor: JobMonitor { shared },
+            _executor: executor,
+        }
+    }
+
+    /// A view of this job that stays readable after [`join`](Self::join): for dashboards and
+    /// metrics endpoints.
+    pub fn monitor(&self) -> JobMonitor {
+        self.monitor.clone()
     }
 
     /// The snapshot the job's current attempt resumed from, if it resumed.
     pub fn restored_from(&self) -> Option<u64> {
         *self
+            .monitor
             .shared
             .restored_from
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The figures of every snapshot the job completed, oldest first, across restarts.
-    pub fn snapshot_stats(&self) -> Vec<SnapshotStats> {
-        let mut stats = self
-            .shared
-            .earlier_stats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(c) = self
-            .shared
-            .coordinator
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            stats.extend(c.stats());
-        }
-        stats
-    }
-
     /// How many times the job was restarted after a failure.
     pub fn restarts(&self) -> u32 {
-        self.shared.restarter().as_ref().map_or(0, |r| r.attempts)
+        self.monitor
+            .shared
+            .restarter()
+            .as_ref()
+            .map_or(0, |r| r.attempts)
     }
 
     /// A cloneable handle that can cancel this job.
     pub fn cancel_handle(&self) -> CancelHandle {
         CancelHandle {
-            shared: Arc::clone(&self.shared),
+            shared: Arc::clone(&self.monitor.shared),
         }
-    }
-
-    /// A copy of every processor instance's counters, in vertex order.
-    pub fn metrics(&self) -> Vec<MetricsSnapshot> {
-        self.shared.metrics.iter().map(|m| m.snapshot()).collect()
     }
 
     /// The stall the executor's watchdog sees right now: no progress for
     /// [`JobConfig::stall_timeout`] while items wait in some queue. `None` while the job
     /// moves, and again as soon as it moves after a stall.
     pub fn stall(&self) -> Option<Stall> {
-        self.shared
+        self.monitor
+            .shared
             .stall
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
-    /// Time since submission, or the job's whole run time once it ended.
-    pub fn elapsed(&self) -> Duration {
-        let outcome = self.shared.lock();
-        outcome.finished_at.unwrap_or_else(Instant::now) - self.shared.started
-    }
-
     /// Waits up to `timeout` for the job to end. Returns whether it ended.
     pub fn wait_timeout(&self, timeout: Duration) -> bool {
-        let outcome = self.shared.lock();
+        let outcome = self.monitor.shared.lock();
         let (outcome, _) = self
+            .monitor
             .shared
             .finished
             .wait_timeout_while(outcome, timeout, |o| !o.status.is_terminal())
@@ -568,9 +671,10 @@ impl Job {
     /// The first processor error or panic (naming the vertex and instance), or
     /// [`Error::Cancelled`].
     pub fn join(self) -> Result<(), Error> {
-        let mut outcome = self.shared.lock();
+        let mut outcome = self.monitor.shared.lock();
         while !outcome.status.is_terminal() {
             outcome = self
+                .monitor
                 .shared
                 .finished
                 .wait(outcome)
@@ -581,6 +685,7 @@ impl Job {
         drop(outcome);
         let threads = std::mem::take(
             &mut *self
+                .monitor
                 .shared
                 .blocking_threads
                 .lock()

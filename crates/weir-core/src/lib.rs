@@ -58,12 +58,12 @@ pub mod test_support;
 pub mod traverser;
 pub mod watermark;
 
-pub use dag::{Dag, Edge, Routing, Vertex, VertexId};
+pub use dag::{Dag, Edge, EdgeShape, Routing, Topology, Vertex, VertexId, VertexShape};
 pub use error::{BoxError, DagError, Error, ProcessorResult, Result};
 pub use executor::{Executor, ExecutorConfig};
 pub use inbox::Inbox;
 pub use item::{Item, ItemType};
-pub use job::{CancelHandle, Job, JobConfig, JobStatus, JobWatch};
+pub use job::{CancelHandle, Job, JobConfig, JobMonitor, JobStatus, JobWatch};
 pub use metrics::{Counter, InstanceMetrics, MetricsSnapshot};
 pub use outbox::{OutPort, Outbox};
 pub use processor::{Processor, ProcessorContext, ProcessorSupplier, TaskletWaker};

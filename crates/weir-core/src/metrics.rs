@@ -2,12 +2,19 @@
 //!
 //! Each processor instance owns one [`InstanceMetrics`]. Its tasklet updates the counters
 //! once per call (relaxed atomic adds), never per item, so reading them costs the running job
-//! nothing. [`Job::metrics`](crate::Job::metrics) takes a consistent-enough snapshot.
+//! nothing. [`JobMonitor::metrics`](crate::JobMonitor::metrics) takes a consistent-enough snapshot.
 //!
 //! Processors may add their own counters with [`InstanceMetrics::counter`], for example a
 //! source that counts malformed records.
+//!
+//! Besides the counters of items, the tasklet keeps per call: time busy and idle, time
+//! *backpressured* (from the start of a call in which a full downstream queue refused an item
+//! to the start of the next call, so the pause in between counts too), and the latest
+//! watermark the instance processed (a stream source records the one it emitted). Readers
+//! such as the observability server turn these running totals into rates by sampling them;
+//! nothing here costs more than a few relaxed stores per call.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,6 +51,9 @@ pub struct InstanceMetrics {
     refusals: AtomicU64,
     busy_ns: AtomicU64,
     idle_ns: AtomicU64,
+    backpressured_ns: AtomicU64,
+    /// The latest watermark; `i64::MIN` before the first.
+    watermark: AtomicI64,
     progress_calls: AtomicU64,
     queue_fill: Vec<AtomicU64>,
     user: Mutex<Vec<(String, Counter)>>,
@@ -60,6 +70,8 @@ impl InstanceMetrics {
             refusals: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
             idle_ns: AtomicU64::new(0),
+            backpressured_ns: AtomicU64::new(0),
+            watermark: AtomicI64::new(i64::MIN),
             progress_calls: AtomicU64::new(0),
             queue_fill: (0..inputs).map(|_| AtomicU64::new(0)).collect(),
             user: Mutex::new(Vec::new()),
@@ -78,6 +90,8 @@ impl InstanceMetrics {
         c
     }
 
+    /// Records one tasklet call: its items, refused offers and time, and the time the
+    /// instance spent backpressured since the previous call.
     pub(crate) fn record_call(
         &self,
         items_in: u64,
@@ -85,7 +99,12 @@ impl InstanceMetrics {
         refusals: u64,
         elapsed: Duration,
         progress: bool,
+        backpressured: Duration,
     ) {
+        if !backpressured.is_zero() {
+            self.backpressured_ns
+                .fetch_add(backpressured.as_nanos() as u64, Ordering::Relaxed);
+        }
         if items_in > 0 {
             self.items_in.fetch_add(items_in, Ordering::Relaxed);
         }
@@ -134,6 +153,26 @@ impl InstanceMetrics {
         self.queue_fill[ordinal].store(fill as u64, Ordering::Relaxed);
     }
 
+    /// Counts `n` items a source read from outside the job (a file, a generator, a socket)
+    /// as items in: a source has no input queues, and this is what flows into it. Call it
+    /// per batch read, never per item; one relaxed add.
+    pub fn record_items_read(&self, n: usize) {
+        if n > 0 {
+            self.items_in.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Records the instance's latest watermark (ms since the epoch): the tasklet does it for
+    /// each watermark the processor took from its inputs, and a source that makes its own
+    /// watermarks calls it when its watermark advances. One relaxed store; call it per
+    /// watermark or per batch, never per item. [`Watermark::MAX`](crate::Watermark::MAX), the
+    /// end of a finite stream, is not recorded, so the last real watermark stays visible.
+    pub fn record_watermark(&self, watermark: i64) {
+        if watermark != i64::MAX {
+            self.watermark.store(watermark, Ordering::Relaxed);
+        }
+    }
+
     /// A point-in-time copy of every counter.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
@@ -144,6 +183,8 @@ impl InstanceMetrics {
             backpressure_refusals: self.refusals.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_ns.load(Ordering::Relaxed)),
             idle: Duration::from_nanos(self.idle_ns.load(Ordering::Relaxed)),
+            backpressured: Duration::from_nanos(self.backpressured_ns.load(Ordering::Relaxed)),
+            watermark: Some(self.watermark.load(Ordering::Relaxed)).filter(|w| *w != i64::MIN),
             queue_fill: self.queue_fill(),
             counters: self
                 .user
@@ -163,7 +204,8 @@ pub struct MetricsSnapshot {
     pub vertex: String,
     /// The global processor index.
     pub instance: usize,
-    /// Items received from the input conveyors.
+    /// Items received from the input conveyors; for a source, the items it read
+    /// ([`InstanceMetrics::record_items_read`]).
     pub items_in: u64,
     /// Items accepted by the outbox.
     pub items_out: u64,
@@ -173,6 +215,12 @@ pub struct MetricsSnapshot {
     pub busy: Duration,
     /// Time in calls that made none.
     pub idle: Duration,
+    /// Time from the start of each call in which a full downstream queue refused an item to
+    /// the start of the next call: how long backpressure held this instance.
+    pub backpressured: Duration,
+    /// The latest watermark the instance processed or, for a source, emitted (ms since the
+    /// epoch); `None` before the first.
+    pub watermark: Option<i64>,
     /// Items waiting in each input ordinal's conveyors, sampled at the last call.
     pub queue_fill: Vec<u64>,
     /// The processor's own counters.

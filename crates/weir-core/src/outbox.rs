@@ -54,6 +54,8 @@ pub struct OutPort<T> {
     accepted_in_call: usize,
     accepted_total: u64,
     refused_total: u64,
+    /// Refusals because a target queue was full (not the batch limit): backpressure.
+    blocked_total: u64,
     done_sent: Vec<bool>,
 }
 
@@ -68,6 +70,7 @@ impl<T: Item> OutPort<T> {
             accepted_in_call: 0,
             accepted_total: 0,
             refused_total: 0,
+            blocked_total: 0,
             done_sent,
         }
     }
@@ -111,6 +114,7 @@ impl<T: Item> OutPort<T> {
             }
             Err(item) => {
                 self.refused_total += 1;
+                self.blocked_total += 1;
                 Err(item)
             }
         }
@@ -148,6 +152,9 @@ impl<T: Item> OutPort<T> {
         self.accepted_total += taken as u64;
         if !items.is_empty() {
             self.refused_total += 1;
+            if self.accepted_in_call < self.batch_limit {
+                self.blocked_total += 1;
+            }
         }
         taken
     }
@@ -193,6 +200,7 @@ pub(crate) trait ErasedPort: Send {
     fn accepted_in_call(&self) -> usize;
     fn accepted_total(&self) -> u64;
     fn refused_total(&self) -> u64;
+    fn blocked_total(&self) -> u64;
     fn has_room(&self) -> bool;
     fn can_take_marker(&self) -> bool;
     fn offer_watermark(&mut self, wm: Watermark) -> bool;
@@ -217,6 +225,9 @@ impl<T: Item> ErasedPort for OutPort<T> {
     }
     fn refused_total(&self) -> u64 {
         self.refused_total
+    }
+    fn blocked_total(&self) -> u64 {
+        self.blocked_total
     }
     fn has_room(&self) -> bool {
         OutPort::has_room(self)
@@ -408,6 +419,11 @@ impl Outbox {
 
     pub(crate) fn refused_total(&self) -> u64 {
         self.ports.iter().map(|p| p.refused_total()).sum()
+    }
+
+    /// Offers refused because a target queue was full, since the outbox was created.
+    pub(crate) fn blocked_total(&self) -> u64 {
+        self.ports.iter().map(|p| p.blocked_total()).sum()
     }
 
     /// Sends the done marker on every port; true once every target has it.

@@ -397,6 +397,12 @@ impl ProcessorContext {
     pub fn job_watch(&self) -> &JobWatch {
         &self.job
     }
+
+    /// The name of this instance's job, for logs (`job` beside `vertex`): empty in a context
+    /// made with [`new`](Self::new).
+    pub fn job_name(&self) -> &str {
+        self.job.job_name()
+    }
 }
 
 /// Creates the processor instances of a vertex: called once per instance, at submission.

@@ -255,6 +255,8 @@ impl SnapshotDuty {
 
 /// One processor instance and everything around it.
 pub(crate) struct ProcessorTasklet {
+    /// The job, for its name in logs.
+    job: crate::job::JobWatch,
     vertex: Arc<str>,
     instance: usize,
     processor: Box<dyn Processor>,
@@ -279,6 +281,9 @@ pub(crate) struct ProcessorTasklet {
     cooperative: bool,
     closed: bool,
     snapshots: Option<SnapshotDuty>,
+    /// The start of the last call, when a full downstream queue refused an item in it: the
+    /// instance is backpressured from then until its next call.
+    blocked_since: Option<Instant>,
 }
 
 impl ProcessorTasklet {
@@ -300,6 +305,7 @@ impl ProcessorTasklet {
         let n = streams.len();
         let cooperative = processor.is_cooperative();
         ProcessorTasklet {
+            job: ctx.job_watch().clone(),
             vertex,
             instance,
             processor,
@@ -319,6 +325,7 @@ impl ProcessorTasklet {
             cooperative,
             closed: false,
             snapshots: None,
+            blocked_since: None,
         }
     }
 
@@ -372,6 +379,11 @@ impl ProcessorTasklet {
         self.instance
     }
 
+    /// The name of the tasklet's job.
+    pub(crate) fn job_name(&self) -> &str {
+        self.job.job_name()
+    }
+
     pub(crate) fn is_cooperative(&self) -> bool {
         self.cooperative
     }
@@ -379,8 +391,13 @@ impl ProcessorTasklet {
     /// Does one bounded slice of work.
     pub(crate) fn call(&mut self) -> ProcessorResult<Progress> {
         let started = Instant::now();
+        let backpressured = self
+            .blocked_since
+            .take()
+            .map_or(Duration::ZERO, |since| started - since);
         let out_before = self.outbox.accepted_total();
         let refused_before = self.outbox.refused_total();
+        let blocked_before = self.outbox.blocked_total();
         self.outbox.begin_call();
         let mut items_in = 0u64;
         let progress = if let Some(progress) = self.snapshot_step()? {
@@ -428,7 +445,11 @@ impl ProcessorTasklet {
             self.outbox.refused_total() - refused_before,
             started.elapsed(),
             progress,
+            backpressured,
         );
+        if self.outbox.blocked_total() != blocked_before {
+            self.blocked_since = Some(started);
+        }
         Ok(match (self.state, progress) {
             (State::Finished, _) => Progress::Done,
             (_, true) => Progress::MadeProgress,
@@ -580,6 +601,7 @@ impl ProcessorTasklet {
             if !self.processor.try_process_watermark(wm, &mut self.outbox)? {
                 return Ok(progress);
             }
+            self.metrics.record_watermark(wm.timestamp());
             self.pending_watermark = None;
             self.idle_forwarded_at = None;
             progress = true;
@@ -705,7 +727,7 @@ impl Drop for ProcessorTasklet {
         // The executor closes every tasklet before dropping it and reports the outcome; this
         // only covers a tasklet dropped without running (a job refused at submission).
         if let Err(e) = self.close() {
-            tracing::warn!(vertex = %self.vertex, instance = self.instance, error = %e, "processor close failed");
+            tracing::warn!(job = self.job_name(), vertex = %self.vertex, instance = self.instance, error = %e, "processor close failed");
         }
     }
 }

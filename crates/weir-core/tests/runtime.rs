@@ -348,6 +348,10 @@ fn backpressure_bounds_items_in_flight() {
         source_metrics.backpressure_refusals > 0,
         "a fast source into a slow sink must be refused sometimes: {source_metrics:?}"
     );
+    assert!(
+        !source_metrics.backpressured.is_zero(),
+        "refusals by a full queue count as backpressured time: {source_metrics:?}"
+    );
     let sink_metrics = metrics.iter().find(|m| m.vertex == "slow-sink").unwrap();
     assert_eq!(sink_metrics.items_in, N);
 }
@@ -409,6 +413,44 @@ fn cancel_stops_an_endless_job() {
     assert_eq!(job.status(), JobStatus::Cancelled);
     assert!(matches!(job.join(), Err(Error::Cancelled)));
     assert!(count.load(Ordering::Relaxed) > 0);
+}
+
+#[test]
+fn a_monitor_cancels_and_outlives_the_job_handle() {
+    let executor = executor();
+    let mut dag = Dag::new();
+    let source = dag.vertex(endless_source());
+    let (sink, running, _) = signalling_sink("sink");
+    let sink = dag.vertex(sink.local_parallelism(2));
+    dag.edge(Edge::between(source, sink).broadcast().capacity(100));
+
+    let job = executor.submit(dag, JobConfig::default()).unwrap();
+    let monitor = job.monitor();
+    let topology = monitor.topology();
+    let names: Vec<_> = topology.vertices.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["endless", "sink"]);
+    assert_eq!(topology.vertices[1].parallelism, 2);
+    // Two queues (one per sink instance) of 128 items each.
+    assert_eq!(topology.vertices[1].input_capacity, [256]);
+    assert_eq!(topology.edges[0].kind, "broadcast");
+    assert_eq!(
+        (
+            topology.edges[0].from.as_str(),
+            topology.edges[0].to.as_str()
+        ),
+        ("endless", "sink")
+    );
+    running
+        .recv_timeout(TIMEOUT)
+        .expect("the sink received items");
+    monitor.cancel();
+    assert!(matches!(finish(job), Err(Error::Cancelled)));
+    assert_eq!(monitor.status(), JobStatus::Cancelled);
+    assert_eq!(monitor.error(), None);
+    let metrics = monitor.metrics();
+    assert_eq!(metrics.len(), 3);
+    assert!(metrics[0].items_out > 0);
+    assert!(monitor.started_at() <= std::time::SystemTime::now());
 }
 
 #[test]

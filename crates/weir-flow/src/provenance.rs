@@ -131,6 +131,8 @@ pub struct Query {
     pub component: Option<String>,
     /// Only events at or after this time (ms).
     pub since_ms: Option<i64>,
+    /// Only events at or before this time (ms).
+    pub until_ms: Option<i64>,
     /// Only events of this type.
     pub event_type: Option<EventType>,
 }
@@ -386,6 +388,7 @@ impl ProvenanceRepository {
                 &e.flowfile == f || e.parents.contains(f) || e.children.contains(f)
             }) && query.component.as_ref().is_none_or(|c| &e.component == c)
                 && query.since_ms.is_none_or(|s| e.time_ms >= s)
+                && query.until_ms.is_none_or(|u| e.time_ms <= u)
                 && query.event_type.is_none_or(|t| e.event_type == t);
             if keep {
                 out.push(e);

@@ -58,6 +58,24 @@ fn a_panicking_or_failing_trigger_rolls_back_penalized_and_the_engine_goes_on() 
     // The four failed flow files are back in their queue, waiting out their penalty.
     assert_eq!(queued(&engine, "feed"), 4);
     assert_eq!(engine.status().components[1].failures, 4);
+    // Each failure is a bulletin on the processor, naming it and the cause.
+    let faulty = engine.monitor().processor("faulty").unwrap();
+    assert_eq!(faulty.bulletins.len(), 4, "{:?}", faulty.bulletins);
+    assert!(
+        faulty
+            .bulletins
+            .iter()
+            .all(|b| b.level == weir_flow::engine::BulletinLevel::Warning
+                && b.message.contains("processor `faulty`"))
+    );
+    assert_eq!(
+        faulty
+            .bulletins
+            .iter()
+            .filter(|b| b.message.contains("panicked (Faulty panics on"))
+            .count(),
+        2
+    );
     // Other processors go on meanwhile: a separate path moves its flow files.
     probe.feed("feed2", (0..5).map(|i| Item::new(&format!("x{i}"), &[])));
     assert!(wait_for(Duration::from_secs(10), || probe.count("other") == 5));

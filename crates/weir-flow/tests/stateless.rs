@@ -200,10 +200,9 @@ fn provenance(dir: &std::path::Path, component: &str, t: EventType) -> usize {
         .unwrap();
     p.query(
         &Query {
-            flowfile: None,
             component: Some(component.into()),
-            since_ms: None,
             event_type: Some(t),
+            ..Query::default()
         },
         1_000_000,
     )

@@ -13,6 +13,8 @@ use weir_flow::definition::Flow;
 use weir_flow::engine::{Engine, Status, status_path};
 use weir_flow::provenance::{EventType, ProvenanceRepository, Query};
 
+use crate::ui::{Ui, UiArgs};
+
 /// The `weir flow` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -32,9 +34,9 @@ pub enum Command {
         /// Exit 0 once every queue is empty and nothing was produced for 2 s.
         #[arg(long)]
         until_idle: bool,
-        /// Address for a web status page (not built yet: refused).
-        #[arg(long)]
-        ui: Option<String>,
+        /// The observability server.
+        #[command(flatten)]
+        ui: UiArgs,
     },
     /// Each connection's queued count and bytes, and each processor's counts.
     Status {
@@ -96,13 +98,9 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             until_idle,
             ui,
         } => {
-            if let Some(ui) = ui {
-                anyhow::bail!(
-                    "--ui {ui}: the web status page is not built yet; use `weir flow status`"
-                );
-            }
             let flow = load(&flow)?;
-            run_flow(flow, &repo, until_idle)
+            let ui = ui.start()?;
+            run_flow(flow, &repo, until_idle, ui.as_ref())
         }
         Command::Status { repo } => status(&repo),
         Command::Provenance {
@@ -126,6 +124,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                     flowfile,
                     component,
                     since_ms,
+                    until_ms: None,
                     event_type,
                 },
                 limit,
@@ -195,7 +194,7 @@ fn status(repo: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_flow(flow: Flow, repo: &Path, until_idle: bool) -> anyhow::Result<()> {
+fn run_flow(flow: Flow, repo: &Path, until_idle: bool, ui: Option<&Ui>) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop))
@@ -203,6 +202,9 @@ fn run_flow(flow: Flow, repo: &Path, until_idle: bool) -> anyhow::Result<()> {
     }
     let engine = Engine::start(flow, repo)
         .with_context(|| format!("starting the flow in {}", repo.display()))?;
+    if let Some(ui) = ui {
+        ui.watch_flow(&engine);
+    }
     let terminal = std::io::stderr().is_terminal();
     let started = Instant::now();
     let mut last = (Instant::now(), 0u64);
@@ -247,7 +249,7 @@ fn run_flow(flow: Flow, repo: &Path, until_idle: bool) -> anyhow::Result<()> {
 
 /// Loads and validates a definition; every validation error goes to standard error, one per
 /// line, before the command fails.
-fn load(path: &Path) -> anyhow::Result<Flow> {
+pub(crate) fn load(path: &Path) -> anyhow::Result<Flow> {
     Flow::load(path).map_err(|errors| {
         for e in &errors.0 {
             eprintln!("{e}");

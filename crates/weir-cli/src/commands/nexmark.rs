@@ -21,6 +21,7 @@ use weir_nexmark::{Event, Query, queries, reference, source};
 
 use crate::progress;
 use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
+use crate::ui::UiArgs;
 
 /// The `weir nexmark` subcommands.
 #[derive(Debug, Subcommand)]
@@ -72,6 +73,9 @@ pub struct RunArgs {
     /// Snapshots, to survive a crash.
     #[command(flatten)]
     pub snapshots: SnapshotArgs,
+    /// The observability server.
+    #[command(flatten)]
+    pub ui: UiArgs,
 }
 
 /// Arguments of `weir nexmark generate`.
@@ -172,6 +176,7 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
 /// against the reference when asked.
 fn run_query(args: RunArgs) -> anyhow::Result<()> {
     let lag = i64::try_from(args.allowed_lag_ms).context("--allowed-lag-ms is too large")?;
+    let ui = args.ui.start()?;
     let query = args.query;
     let (source, total, events_for_check) = match (&args.input, args.events) {
         (Some(path), _) => {
@@ -274,6 +279,9 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     let name = config.name.clone();
     let job = Snapshots::submit(snapshots.as_ref(), &pipeline, &executor, config)
         .with_context(|| format!("cannot start {query}"))?;
+    if let Some(ui) = &ui {
+        ui.watch_job(&job);
+    }
     let metrics = match total {
         Some(total) => progress::watch(&job, total, "events", progress::Unit::Items),
         None => progress::watch(&job, 0, "bytes", progress::Unit::Bytes),

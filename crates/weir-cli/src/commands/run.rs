@@ -10,6 +10,7 @@ use weir::{Executor, ExecutorConfig, JobConfig, sinks, sources};
 
 use crate::progress;
 use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
+use crate::ui::UiArgs;
 
 /// The jobs `weir run` knows.
 #[derive(Debug, Subcommand)]
@@ -35,6 +36,9 @@ pub struct WordcountArgs {
     /// [`run_wordcount`].
     #[command(flatten)]
     pub snapshots: SnapshotArgs,
+    /// The observability server.
+    #[command(flatten)]
+    pub ui: UiArgs,
 }
 
 /// Runs `job`.
@@ -62,6 +66,7 @@ fn executor(parallelism: Option<u16>) -> anyhow::Result<(Executor, usize)> {
 /// the terminal snapshot. A run killed before that starts over when rerun; one killed after it
 /// finds its job already done, and only finishes the commit.
 fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
+    let ui = args.ui.start()?;
     let input = sources::files::text(&args.input)
         .with_context(|| format!("input '{}'", args.input.display()))?;
     let total_bytes = input.size_hint().unwrap_or(0);
@@ -82,6 +87,9 @@ fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
     let name = config.name.clone();
     let job = Snapshots::submit(snapshots.as_ref(), &pipeline, &executor, config)
         .context("cannot start word count")?;
+    if let Some(ui) = &ui {
+        ui.watch_job(&job);
+    }
     let metrics = progress::watch(&job, total_bytes, "bytes", progress::Unit::Bytes);
     job.join().context("word count failed")?;
     Snapshots::finished(snapshots.as_ref(), &name, "word count")?;

@@ -51,6 +51,7 @@ use weir::{Executor, ExecutorConfig, JobConfig, Pipeline, sinks};
 
 use crate::progress;
 use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
+use crate::ui::UiArgs;
 
 /// Arguments of `weir score`.
 #[derive(Debug, Args)]
@@ -85,6 +86,9 @@ pub struct ScoreArgs {
     /// Snapshots, to resume after a crash without rescoring the committed rows.
     #[command(flatten)]
     pub snapshots: SnapshotArgs,
+    /// The observability server.
+    #[command(flatten)]
+    pub ui: UiArgs,
 }
 
 /// One input row. Serde: rows in flight are saved in snapshots.
@@ -506,6 +510,7 @@ impl SourceReader for RowReader {
 
 /// Runs `weir score`.
 pub fn score(args: ScoreArgs) -> anyhow::Result<()> {
+    let ui = args.ui.start()?;
     let layout = layout(&args.input)?;
     let total_bytes = std::fs::metadata(&args.input).map_or(0, |m| m.len());
     let batch_size = args.batch_size as usize;
@@ -596,6 +601,9 @@ pub fn score(args: ScoreArgs) -> anyhow::Result<()> {
     let snapshots = args.snapshots.snapshots();
     let job = Snapshots::submit(snapshots.as_ref(), &p, &executor, config)
         .context("cannot start scoring")?;
+    if let Some(ui) = &ui {
+        ui.watch_job(&job);
+    }
     let metrics = progress::watch(&job, total_bytes, "bytes", progress::Unit::Bytes);
     let outcome = job.join();
     let bad = bad.lock().unwrap_or_else(|e| e.into_inner());

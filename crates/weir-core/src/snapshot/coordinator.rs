@@ -29,6 +29,8 @@ pub struct SnapshotStats {
     pub bytes: u64,
     /// Whether it was the terminal snapshot.
     pub terminal: bool,
+    /// When its manifest became durable, in ms since the Unix epoch.
+    pub completed_at_ms: u64,
 }
 
 /// One instance's saved state, encoded as its part file.
@@ -353,6 +355,7 @@ impl Coordinator {
             alignment: flight.alignment,
             bytes: manifest.bytes(),
             terminal,
+            completed_at_ms: now_ms(),
         })
     }
 }

@@ -11,6 +11,7 @@
 //! types too ([`crate::processors::registry`]). A poisoned repository holds the
 //! sources back, tries one checkpoint, and stops the run with the cause.
 
+mod monitor;
 pub mod queue;
 pub mod session;
 
@@ -27,8 +28,12 @@ use crate::definition::{ComponentKind, Flow, Schedule};
 use crate::processors::{Processor, Trigger};
 use crate::provenance::ProvenanceRepository;
 use crate::repository::journal::{FlowFileRepository, RepositoryError};
+pub use monitor::{
+    Bulletin, BulletinLevel, ConnectionView, ControlError, FlowMonitor, FlowState, GroupView,
+    ProcessorView, RunState,
+};
 use queue::Queue;
-pub use session::{Completion, CompletionHook, FlowFileRef, Session, SessionError};
+pub use session::{Committed, Completion, CompletionHook, FlowFileRef, Session, SessionError};
 
 /// Why the engine could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -55,17 +60,45 @@ pub enum EngineError {
     Failed(String),
 }
 
-/// Counters of one component.
-#[derive(Debug, Default)]
+/// Counters of one component, bumped once per session or trigger, never per flow file.
+#[derive(Debug)]
 pub struct ComponentStats {
     /// Flow files taken from queues and committed.
     pub flowfiles_in: AtomicU64,
     /// Flow files sent to connections.
     pub flowfiles_out: AtomicU64,
+    /// Content bytes of the flow files taken.
+    pub bytes_in: AtomicU64,
+    /// Content bytes of the flow files sent.
+    pub bytes_out: AtomicU64,
     /// Sessions committed.
     pub commits: AtomicU64,
     /// Triggers that failed or panicked (rolled back).
     pub failures: AtomicU64,
+    /// Tasks run: a trigger (or a run of triggers within the run duration) of the
+    /// traditional engine, one trigger of a stateless group's member.
+    pub tasks: AtomicU64,
+    /// Whether the processor is scheduled (started). A stopped one is not triggered, and a
+    /// source that takes data outside triggers (ListenHTTP) is held back.
+    scheduled: AtomicBool,
+    /// The latest warnings and errors, oldest first, at most [`monitor::BULLETINS_KEPT`].
+    bulletins: Mutex<std::collections::VecDeque<Bulletin>>,
+}
+
+impl Default for ComponentStats {
+    fn default() -> Self {
+        ComponentStats {
+            flowfiles_in: AtomicU64::new(0),
+            flowfiles_out: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            tasks: AtomicU64::new(0),
+            scheduled: AtomicBool::new(true),
+            bulletins: Mutex::new(std::collections::VecDeque::new()),
+        }
+    }
 }
 
 pub(crate) struct Shared {
@@ -109,6 +142,14 @@ impl Shared {
         }
     }
 
+    /// The failure that stopped the run, if any.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
@@ -118,12 +159,51 @@ impl Shared {
         Session::new(Arc::clone(self), component)
     }
 
-    /// Records a committed session's counts.
-    pub(crate) fn count(&self, component: usize, input: u64, out: u64) {
+    /// Records a committed session's counts; a session that moved nothing counts nothing.
+    pub(crate) fn count(&self, component: usize, committed: &Committed) {
+        if committed.is_empty() {
+            return;
+        }
         let s = &self.stats[component];
-        s.flowfiles_in.fetch_add(input, Ordering::Relaxed);
-        s.flowfiles_out.fetch_add(out, Ordering::Relaxed);
+        s.flowfiles_in
+            .fetch_add(committed.flowfiles_in, Ordering::Relaxed);
+        s.flowfiles_out
+            .fetch_add(committed.flowfiles_out, Ordering::Relaxed);
+        s.bytes_in.fetch_add(committed.bytes_in, Ordering::Relaxed);
+        s.bytes_out
+            .fetch_add(committed.bytes_out, Ordering::Relaxed);
         s.commits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Logs a component's warning or error and keeps it as a bulletin for observers.
+    pub(crate) fn bulletin(&self, component: usize, level: BulletinLevel, message: String) {
+        let (job, processor) = (&self.flow.name, &self.flow.processors[component].name);
+        match level {
+            BulletinLevel::Warning => tracing::warn!(%job, %processor, "{message}"),
+            BulletinLevel::Error => tracing::error!(%job, %processor, "{message}"),
+        }
+        self.keep_bulletin(component, level, message);
+    }
+
+    /// Keeps a bulletin for observers without logging it (the caller logs it its own way).
+    pub(crate) fn keep_bulletin(&self, component: usize, level: BulletinLevel, message: String) {
+        let mut kept = self.stats[component]
+            .bulletins
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= monitor::BULLETINS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(Bulletin {
+            time_ms: chrono::Utc::now().timestamp_millis(),
+            level,
+            message,
+        });
+    }
+
+    /// Whether `component` is scheduled (not stopped by a user).
+    pub(crate) fn scheduled(&self, component: usize) -> bool {
+        self.stats[component].scheduled.load(Ordering::Relaxed)
     }
 }
 
@@ -149,6 +229,7 @@ impl SessionFactory {
     /// a source must not take more data.
     pub fn held_back(&self) -> bool {
         self.shared.stopping()
+            || !self.shared.scheduled(self.component)
             || self.shared.repo.poisoned().is_some()
             || self.shared.outgoing[self.component]
                 .iter()
@@ -156,8 +237,8 @@ impl SessionFactory {
     }
 
     /// Records a committed session's counts.
-    pub fn count(&self, input: u64, out: u64) {
-        self.shared.count(self.component, input, out);
+    pub fn count(&self, committed: &Committed) {
+        self.shared.count(self.component, committed);
     }
 }
 
@@ -323,6 +404,12 @@ impl Engine {
         })
     }
 
+    /// A view of this flow for observers (a dashboard, a metrics endpoint) that can also
+    /// start and stop its processors; it stays readable after [`Engine::stop`].
+    pub fn monitor(&self) -> FlowMonitor {
+        FlowMonitor::new(Arc::clone(&self.shared))
+    }
+
     /// The current counts.
     pub fn status(&self) -> Status {
         status_of(&self.shared)
@@ -330,11 +417,7 @@ impl Engine {
 
     /// The failure that stopped the run, if any.
     pub fn failure(&self) -> Option<String> {
-        self.shared
-            .failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.shared.failure()
     }
 
     /// True once the engine stops by itself (a failure).
@@ -528,6 +611,11 @@ async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Proc
         if shared.stopping() {
             return;
         }
+        // Stopped by a user: wait to be started (which wakes this task).
+        if !shared.scheduled(component) {
+            let _ = tokio::time::timeout(IDLE_WAIT, waker.notified()).await;
+            continue;
+        }
         // Room downstream (back pressure) and, for sources, a healthy repository.
         let full = shared.outgoing[component]
             .iter()
@@ -604,28 +692,30 @@ fn trigger(
     let mut session = shared.session(component);
     let started = Instant::now();
     let mut worked = false;
+    let name = &shared.flow.processors[component].name;
+    shared.stats[component]
+        .tasks
+        .fetch_add(1, Ordering::Relaxed);
     loop {
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| processor.trigger(&mut session)));
         match result {
             Ok(Ok(Trigger::Worked)) => worked = true,
             Ok(Ok(Trigger::Idle)) => break,
             Ok(Err(e)) => {
-                tracing::warn!(
-                    "processor `{}` failed; rolling back, inputs penalized: {e}",
-                    shared.flow.processors[component].name
+                shared.bulletin(
+                    component,
+                    BulletinLevel::Warning,
+                    format!("processor `{name}` failed; rolling back, inputs penalized: {e}"),
                 );
                 session.rollback(true);
                 return Outcome::Failed;
             }
             Err(panic) => {
-                let why = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".into());
-                tracing::warn!(
-                    "processor `{}` panicked ({why}); rolling back, inputs penalized",
-                    shared.flow.processors[component].name
+                let why = panic_text(&*panic);
+                shared.bulletin(
+                    component,
+                    BulletinLevel::Warning,
+                    format!("processor `{name}` panicked ({why}); rolling back, inputs penalized"),
                 );
                 session.rollback(true);
                 return Outcome::Failed;
@@ -636,10 +726,8 @@ fn trigger(
         }
     }
     match session.commit() {
-        Ok((input, out)) => {
-            if input + out > 0 {
-                shared.count(component, input, out);
-            }
+        Ok(committed) => {
+            shared.count(component, &committed);
             if worked {
                 Outcome::Worked
             } else {
@@ -647,13 +735,23 @@ fn trigger(
             }
         }
         Err(e) => {
-            tracing::warn!(
-                "processor `{}`: commit failed: {e}",
-                shared.flow.processors[component].name
+            shared.bulletin(
+                component,
+                BulletinLevel::Warning,
+                format!("processor `{name}`: commit failed: {e}"),
             );
             Outcome::Failed
         }
     }
+}
+
+/// The message of a caught panic's payload.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }
 
 /// True for components that pass flow files through unchanged.

@@ -9,6 +9,7 @@
 //! taken by a session stay counted (in flight) until the session commits or rolls back.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -119,6 +120,41 @@ impl Queue {
             swapped: st.swaps.iter().map(|s| s.count).sum(),
             high_water: st.high_water,
         }
+    }
+
+    /// The queued flow file whose `uuid` is `uuid`, in memory or in a swap file (in
+    /// `swap_dir`); `None` when it is not queued here (never was, moved on, or is taken by a
+    /// session right now). For observers: a scan of the whole queue, and swap files are read
+    /// without the queue's lock.
+    ///
+    /// # Errors
+    /// A swap file that cannot be read.
+    pub fn find(&self, uuid: &str, swap_dir: &Path) -> std::io::Result<Option<FlowFile>> {
+        let swapped: Vec<u64> = {
+            let st = self.lock();
+            let in_memory = st
+                .active
+                .values()
+                .chain(st.penalized.iter().map(|(_, ff)| ff))
+                .find(|ff| ff.uuid() == uuid);
+            if let Some(ff) = in_memory {
+                return Ok(Some(ff.clone()));
+            }
+            st.swaps.iter().map(|s| s.id).collect()
+        };
+        for id in swapped {
+            match swap::read(swap_dir, id) {
+                Ok(flowfiles) => {
+                    if let Some(ff) = flowfiles.into_iter().find(|ff| ff.uuid() == uuid) {
+                        return Ok(Some(ff));
+                    }
+                }
+                // Swapped in (and deleted) since the lock was released.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
     }
 
     /// True when back pressure applies: the count or size threshold is reached.

@@ -475,12 +475,12 @@ impl Session {
     }
 
     /// Commits: one durable frame, then the flow files move on. Returns how many flow files
-    /// it took in and sent out.
+    /// and content bytes it took in and sent out.
     ///
     /// # Errors
     /// [`SessionError`]; the session is rolled back (inputs back in their queues, not
     /// penalized) before the error is returned.
-    pub fn commit(mut self) -> Result<(u64, u64), SessionError> {
+    pub fn commit(mut self) -> Result<Committed, SessionError> {
         match self.build() {
             Ok(plan) => self.finish(plan),
             Err(e) => {
@@ -636,9 +636,10 @@ impl Session {
                     queue: conn as u32,
                     flowfile: ff.clone(),
                 });
+                plan.committed.bytes_out += ff.size();
                 plan.enqueue
                     .push((conn, ff, r.penalized.then_some(penalty_until)));
-                plan.out += 1;
+                plan.committed.flowfiles_out += 1;
             }
         }
         self.records = records;
@@ -660,11 +661,15 @@ impl Session {
         }
         plan.ops.extend(self.post_commit_ops());
         plan.events = events;
-        plan.input = self
+        for (_, original) in self
             .records
             .iter()
-            .filter(|r| r.original.is_some() && r.destination != Destination::Returned)
-            .count() as u64;
+            .filter(|r| r.destination != Destination::Returned)
+            .filter_map(|r| r.original.as_ref())
+        {
+            plan.committed.flowfiles_in += 1;
+            plan.committed.bytes_in += original.size();
+        }
         Ok(plan)
     }
 
@@ -675,7 +680,7 @@ impl Session {
             .collect()
     }
 
-    fn finish(mut self, plan: Plan) -> Result<(u64, u64), SessionError> {
+    fn finish(mut self, plan: Plan) -> Result<Committed, SessionError> {
         if let Some(t) = self.transaction.take() {
             let taken = self
                 .records
@@ -696,7 +701,7 @@ impl Session {
                 },
                 &self.shared,
             );
-            return Ok((plan.input, plan.out));
+            return Ok(plan.committed);
         }
         let shared = Arc::clone(&self.shared);
         let mut returned: BTreeMap<u32, Vec<FlowFile>> = BTreeMap::new();
@@ -713,7 +718,7 @@ impl Session {
             for hook in self.completions.drain(..) {
                 hook(Completion::Committed);
             }
-            return Ok((0, 0));
+            return Ok(Committed::default());
         }
         let events = match shared.repo.commit(Txn {
             ops: plan.ops,
@@ -758,7 +763,7 @@ impl Session {
         self.records.clear();
         self.new_claims.clear();
         shared.note_activity();
-        Ok((plan.input, plan.out))
+        Ok(plan.committed)
     }
 
     /// Rolls back: flow files taken go back to their queues (penalized for the processor's
@@ -849,6 +854,26 @@ struct Plan {
     enqueue: Vec<(usize, FlowFile, Option<Instant>)>,
     ref_changes: Vec<(u64, i64)>,
     returned: Vec<(u32, FlowFile)>,
-    input: u64,
-    out: u64,
+    committed: Committed,
+}
+
+/// What a committed session moved: flow files and content bytes taken from the processor's
+/// input queues, and sent to connections (a clone per extra connection counts again).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// Flow files taken from input queues and not returned.
+    pub flowfiles_in: u64,
+    /// Flow files sent to connections.
+    pub flowfiles_out: u64,
+    /// The content bytes of the flow files taken.
+    pub bytes_in: u64,
+    /// The content bytes of the flow files sent.
+    pub bytes_out: u64,
+}
+
+impl Committed {
+    /// True when the session moved nothing.
+    pub fn is_empty(&self) -> bool {
+        self.flowfiles_in == 0 && self.flowfiles_out == 0
+    }
 }

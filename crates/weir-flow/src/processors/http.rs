@@ -66,8 +66,8 @@ async fn receive(
             None,
         );
         session.transfer(ff, "success").map_err(|e| e.to_string())?;
-        let (input, out) = session.commit().map_err(|e| e.to_string())?;
-        sessions.count(input, out);
+        let committed = session.commit().map_err(|e| e.to_string())?;
+        sessions.count(&committed);
         Ok(())
     })
     .await;

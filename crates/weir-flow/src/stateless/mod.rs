@@ -56,6 +56,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::definition::{ComponentKind, Flow, Schedule};
+use crate::engine::BulletinLevel;
 use crate::engine::{Completion, EngineError, Session, SessionFactory, Shared};
 use crate::processors::Processor;
 use crate::provenance::ProvenanceEvent;
@@ -348,35 +349,37 @@ fn trigger_once(
     let before = txn.progress();
     let mut session = Session::in_transaction(Arc::clone(shared), component, Arc::clone(txn));
     let name = &shared.flow.processors[component].name;
-    let failed = || {
+    // The group's rollback logs the failure; the bulletin keeps it beside the processor.
+    let failed = |why: String| {
         shared.stats[component]
             .failures
-            .fetch_add(1, Ordering::Relaxed)
+            .fetch_add(1, Ordering::Relaxed);
+        let mut kept = why.clone();
+        kept.push_str("; the group's transaction rolls back");
+        shared.keep_bulletin(component, BulletinLevel::Warning, kept);
+        Err(why)
     };
+    shared.stats[component]
+        .tasks
+        .fetch_add(1, Ordering::Relaxed);
     match std::panic::catch_unwind(AssertUnwindSafe(|| processor.trigger(&mut session))) {
         Ok(Ok(_)) => match session.commit() {
-            Ok((input, out)) => {
-                if input + out > 0 {
-                    shared.count(component, input, out);
-                }
+            Ok(committed) => {
+                shared.count(component, &committed);
                 Ok(txn.progress() != before)
             }
-            Err(e) => Err(format!("processor `{name}`: {e}")),
+            Err(e) => failed(format!("processor `{name}`: {e}")),
         },
         Ok(Err(e)) => {
             session.rollback(true);
-            failed();
-            Err(format!("processor `{name}` failed: {e}"))
+            failed(format!("processor `{name}` failed: {e}"))
         }
         Err(panic) => {
             session.rollback(true);
-            failed();
-            let why = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
-            Err(format!("processor `{name}` panicked: {why}"))
+            failed(format!(
+                "processor `{name}` panicked: {}",
+                crate::engine::panic_text(&*panic)
+            ))
         }
     }
 }

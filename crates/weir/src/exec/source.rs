@@ -13,10 +13,13 @@
 //! A reader that cannot replay ([`SourceReader::position`] is `None`) refuses a job with
 //! exactly-once at submit (in `init`); with at-least-once it logs that it gives at most once.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use weir_core::snapshot::Guarantee;
 use weir_core::{
-    BoxError, Outbox, Processor, ProcessorContext, ProcessorResult, SnapshotEntry, SnapshotWriter,
+    BoxError, InstanceMetrics, Outbox, Processor, ProcessorContext, ProcessorResult, SnapshotEntry,
+    SnapshotWriter,
 };
 
 use crate::connector::SourceReader;
@@ -32,6 +35,8 @@ pub(crate) struct SourceHead<R: SourceReader> {
     /// A read failure, raised once the items read before it are down the chain.
     failed: Option<BoxError>,
     place: SourcePlace,
+    /// Where the items read are counted; set in `init`.
+    metrics: Option<Arc<InstanceMetrics>>,
 }
 
 pub(crate) fn source_head<R: SourceReader>(reader: R, chain: ErasedLink) -> Box<dyn Processor> {
@@ -42,6 +47,7 @@ pub(crate) fn source_head<R: SourceReader>(reader: R, chain: ErasedLink) -> Box<
         exhausted: false,
         failed: None,
         place: SourcePlace::default(),
+        metrics: None,
     })
 }
 
@@ -77,6 +83,7 @@ impl SourcePlace {
                     .into());
                 }
                 Guarantee::AtLeastOnce if place.instance == 0 => tracing::warn!(
+                    job = ctx.job_name(),
                     vertex = %place.vertex,
                     "source '{}' cannot replay its input: after a restore, what it read since the last snapshot is lost (at most once for this source)",
                     place.vertex
@@ -167,6 +174,7 @@ impl<R: SourceReader> Processor for SourceHead<R> {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.feed.open(ctx)?;
         self.place = SourcePlace::init(ctx, self.feed.replayable())?;
+        self.metrics = Some(Arc::clone(ctx.metrics()));
         self.chain.init(ctx)
     }
 
@@ -186,6 +194,9 @@ impl<R: SourceReader> Processor for SourceHead<R> {
             if !self.batch.is_empty() || self.exhausted || self.failed.is_some() {
                 // The chain may have only accumulated: still real work.
                 outbox.report_progress();
+            }
+            if let Some(m) = &self.metrics {
+                m.record_items_read(self.batch.len());
             }
             self.chain.push_batch(&mut self.batch);
             if !self.chain.flush(outbox)? {

@@ -288,6 +288,7 @@ impl Processor for HoldingSnapshots {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         if ctx.guarantee() != Guarantee::None && ctx.global_index() == 0 {
             tracing::info!(
+                job = ctx.job_name(),
                 vertex = ctx.vertex(),
                 "keeps state that snapshots cannot save: the job takes no snapshot until it completes"
             );

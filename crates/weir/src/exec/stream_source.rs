@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use weir_core::watermark::EventTimeTracker;
 use weir_core::{
-    BoxError, Counter, Item, Outbox, Processor, ProcessorContext, ProcessorResult, SnapshotEntry,
-    SnapshotWriter, Watermark,
+    BoxError, Counter, InstanceMetrics, Item, Outbox, Processor, ProcessorContext, ProcessorResult,
+    SnapshotEntry, SnapshotWriter, Watermark,
 };
 
 use crate::connector::SourceReader;
@@ -87,6 +87,8 @@ pub(crate) struct StreamSourceHead<R: SourceReader> {
     /// A read failure, raised once the items read before it are down the chain.
     failed: Option<BoxError>,
     late: Counter,
+    /// Where the watermark sent is recorded for observers; set in `init`.
+    metrics: Option<Arc<InstanceMetrics>>,
     place: SourcePlace,
 }
 
@@ -119,6 +121,7 @@ where
         exhausted: false,
         failed: None,
         late: Counter::default(),
+        metrics: None,
         place: SourcePlace::default(),
     })
 }
@@ -133,6 +136,9 @@ impl<R: SourceReader> StreamSourceHead<R> {
             if out {
                 self.sent = wm;
                 self.pending = None;
+                if let Some(m) = &self.metrics {
+                    m.record_watermark(wm.timestamp());
+                }
             }
         }
         if !out {
@@ -186,6 +192,7 @@ impl<R: SourceReader> StreamSourceHead<R> {
 impl<R: SourceReader> Processor for StreamSourceHead<R> {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.late = ctx.metrics().counter("late_events");
+        self.metrics = Some(Arc::clone(ctx.metrics()));
         self.idle_timeout = self.policy.idle_timeout.unwrap_or(ctx.idle_timeout());
         self.feed.open(ctx)?;
         let partitions = self.feed.partitions().max(1);
@@ -211,6 +218,9 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
                 ReadOutcome::Failed(e) => self.failed = Some(e),
             }
             let read = self.raw.len();
+            if let Some(m) = &self.metrics {
+                m.record_items_read(read);
+            }
             if read > 0 {
                 self.last_item = self.reading;
                 self.idle_sent = false;

@@ -40,14 +40,15 @@ pub fn lines<T: Item + Display>() -> Sink<T> {
     Sink::new("stdout", Some(1), |_| StdoutWriter::new(io::stdout()))
 }
 
-/// Creates a sink that logs each item with `tracing::info!` as `{item:?}`, with the vertex
-/// name as the `vertex` field.
+/// Creates a sink that logs each item with `tracing::info!` as `{item:?}`, with the job's
+/// and the vertex's names as the `job` and `vertex` fields.
 ///
 /// It runs one instance per worker (parallelism `None`), so the lines of different instances
 /// interleave. Cooperative: it costs what the installed `tracing` subscriber costs, usually a
 /// formatted write per item, so keep it for small outputs.
 pub fn logger<T: Item + Debug>() -> Sink<T> {
     Sink::new("logger", None, |_| LogWriter {
+        job: String::new(),
         vertex: String::new(),
         _item: PhantomData,
     })
@@ -109,6 +110,7 @@ impl<T: Item + Display, W: Write + Send + 'static> SinkWriter for StdoutWriter<T
 
 /// The writer behind [`logger`].
 struct LogWriter<T> {
+    job: String,
     vertex: String,
     _item: PhantomData<fn(T)>,
 }
@@ -117,12 +119,13 @@ impl<T: Item + Debug> SinkWriter for LogWriter<T> {
     type Item = T;
 
     fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+        self.job = ctx.job_name().to_owned();
         self.vertex = ctx.vertex().to_owned();
         Ok(())
     }
 
     fn write(&mut self, item: T) -> Result<(), BoxError> {
-        tracing::info!(vertex = %self.vertex, "{item:?}");
+        tracing::info!(job = %self.job, vertex = %self.vertex, "{item:?}");
         Ok(())
     }
 }
@@ -150,6 +153,7 @@ mod tests {
     #[test]
     fn logger_takes_any_debug_item() {
         let writer = LogWriter::<(String, u32)> {
+            job: String::new(),
             vertex: String::new(),
             _item: PhantomData,
         };

@@ -671,6 +671,7 @@ const MALFORMED_WARNINGS: u64 = 20;
 /// the first 20.
 pub struct MalformedLog {
     counter: Counter,
+    job: String,
     vertex: String,
     count: u64,
     /// The file and line of each record logged one by one.
@@ -688,6 +689,7 @@ impl MalformedLog {
     pub fn new() -> Self {
         MalformedLog {
             counter: Counter::default(),
+            job: String::new(),
             vertex: String::new(),
             count: 0,
             logged: Vec::new(),
@@ -697,6 +699,7 @@ impl MalformedLog {
     /// Registers the counter `malformed_records` of the instance `ctx` describes.
     pub fn open(&mut self, ctx: &ProcessorContext) {
         self.counter = ctx.metrics().counter("malformed_records");
+        self.job = ctx.job_name().to_owned();
         self.vertex = ctx.vertex().to_owned();
     }
 
@@ -705,7 +708,7 @@ impl MalformedLog {
         self.counter.increment();
         self.count += 1;
         if self.count <= MALFORMED_WARNINGS {
-            tracing::warn!(vertex = %self.vertex, "skipped a malformed record at {}:{line}: {error}", path.display());
+            tracing::warn!(job = %self.job, vertex = %self.vertex, "skipped a malformed record at {}:{line}: {error}", path.display());
             self.logged.push((path.to_owned(), line));
         }
     }
@@ -725,6 +728,7 @@ impl MalformedLog {
     pub fn close(&mut self) {
         if self.count > MALFORMED_WARNINGS {
             tracing::warn!(
+                job = %self.job,
                 vertex = %self.vertex,
                 "skipped {} malformed records in all; only the first {MALFORMED_WARNINGS} were logged",
                 self.count,

@@ -1,0 +1,839 @@
+//! The observability server over real HTTP: every endpoint, answers checked against the
+//! OpenAPI document with a JSON Schema validator, the token check, 404s, server-sent events,
+//! and a Prometheus scrape whose counters grow.
+//!
+//! The flow is `examples/flows/lines.yaml` with its directories moved into a temporary one.
+//! Nothing waits by sleeping: every wait polls with a deadline.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use weir::core::processors::CountSink;
+use weir::core::{
+    Dag, Edge, Executor, ExecutorConfig, Job, JobConfig, Outbox, Processor, ProcessorResult, Vertex,
+};
+use weir_flow::definition::Flow;
+use weir_flow::engine::Engine;
+use weir_observe::{Registry, Server, ServerConfig};
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Polls `cond` until it holds or the deadline passes; returns whether it held.
+async fn eventually(mut cond: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + TIMEOUT;
+    while Instant::now() < deadline {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// Emits up to 100 numbers per millisecond, forever: a job that keeps running without
+/// taking a core.
+struct Paced {
+    next: u64,
+    last: Option<Instant>,
+}
+
+impl Processor for Paced {
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(1))
+        {
+            return Ok(false);
+        }
+        self.last = Some(Instant::now());
+        let port = outbox.port::<u64>(0);
+        for _ in 0..100 {
+            if port.offer(self.next).is_err() {
+                break;
+            }
+            self.next += 1;
+        }
+        Ok(false)
+    }
+}
+
+/// A running job: a paced source, a doubling map at parallelism 2, a counting sink.
+fn paced_job(executor: &Executor) -> (Job, Arc<AtomicU64>) {
+    let mut dag = Dag::new();
+    let source = dag.vertex(
+        Vertex::new("numbers", |_| Paced {
+            next: 0,
+            last: None,
+        })
+        .emits::<u64>()
+        .local_parallelism(1),
+    );
+    let double = dag.vertex(
+        Vertex::new("double", |_| {
+            weir::core::processors::MapP::new(|x: u64| x * 2)
+        })
+        .accepts::<u64>()
+        .emits::<u64>()
+        .local_parallelism(2),
+    );
+    let (supplier, count) = CountSink::<u64>::supplier();
+    let sink = dag.vertex(
+        Vertex::new("count", supplier)
+            .accepts::<u64>()
+            .local_parallelism(1),
+    );
+    dag.edge(Edge::between(source, double));
+    dag.edge(Edge::between(double, sink).all_to_one());
+    let config = JobConfig {
+        name: "paced".into(),
+        ..JobConfig::default()
+    };
+    (executor.submit(dag, config).unwrap(), count)
+}
+
+/// `examples/flows/lines.yaml`, reading from `dir/in` and writing under `dir/out`.
+fn lines_flow(dir: &Path) -> Flow {
+    let yaml = include_str!("../../../examples/flows/lines.yaml")
+        .replace("target/flow-in", &dir.join("in").display().to_string())
+        .replace("target/flow-out", &dir.join("out").display().to_string())
+        .replace("sync: always", "sync: none");
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    Flow::parse(&yaml, "lines.yaml").unwrap()
+}
+
+/// Checks JSON bodies against the schemas of the served OpenAPI document.
+struct Schemas {
+    doc: Value,
+}
+
+impl Schemas {
+    /// The schema of the JSON answer of `method path` with `status`, its references
+    /// resolvable against the document's components.
+    fn validator(&self, method: &str, path: &str, status: u16) -> jsonschema::Validator {
+        let response = &self.doc["paths"][path][method]["responses"][status.to_string()];
+        let schema = response["content"]["application/json"]["schema"].clone();
+        assert!(
+            schema.is_object(),
+            "the document describes no JSON answer for {method} {path} {status}"
+        );
+        let mut root = schema;
+        root["components"] = self.doc["components"].clone();
+        jsonschema::validator_for(&root).unwrap()
+    }
+
+    /// What in `body` does not match, one line per error.
+    fn errors(&self, method: &str, path: &str, status: u16, body: &Value) -> Vec<String> {
+        let validator = self.validator(method, path, status);
+        validator
+            .iter_errors(body)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect()
+    }
+
+    /// Panics, naming the errors, unless `body` matches.
+    fn check(&self, method: &str, path: &str, status: u16, body: &Value) {
+        let errors = self.errors(method, path, status, body);
+        assert!(
+            errors.is_empty(),
+            "{method} {path} {status}: the answer does not match the document: {errors:?}\n{body:#}"
+        );
+    }
+}
+
+/// A client of one server.
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    schemas: Schemas,
+}
+
+impl Client {
+    async fn new(server: &Server) -> Client {
+        let http = reqwest::Client::new();
+        let base = server.url().trim_end_matches('/').to_string();
+        let doc: Value = http
+            .get(format!("{base}/api/v1/openapi.json"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        Client {
+            http,
+            base,
+            schemas: Schemas { doc },
+        }
+    }
+
+    /// `method url`, its status and JSON body checked against the document's `template`.
+    async fn json(&self, method: &str, url: &str, template: &str, expected: StatusCode) -> Value {
+        let request = match method {
+            "post" => self.http.post(format!("{}{url}", self.base)),
+            _ => self.http.get(format!("{}{url}", self.base)),
+        };
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(status, expected, "{method} {url}: {body}");
+        self.schemas.check(method, template, status.as_u16(), &body);
+        body
+    }
+}
+
+#[test]
+fn every_endpoint_answers_as_its_document_says() {
+    let runtime = weir::async_io::runtime().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, client, _server) = runtime.block_on(every_endpoint(dir.path()));
+    // Stopping waits for the flow's tasks: outside the async block.
+    engine.stop().unwrap();
+    runtime.block_on(async {
+        let flows = client
+            .json("get", "/api/v1/flows", "/api/v1/flows", StatusCode::OK)
+            .await;
+        assert_eq!(flows[0]["status"], "stopped");
+    });
+}
+
+async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
+    let registry = Registry::new();
+    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), None).unwrap();
+    let server = Server::start(&config, registry.clone()).unwrap();
+    assert!(server.local_addr().ip().is_loopback());
+    let c = Client::new(&server).await;
+
+    // --- Jobs -------------------------------------------------------------------------
+    let executor = Executor::new(ExecutorConfig {
+        workers: 2,
+        ..Default::default()
+    })
+    .unwrap();
+    let (job, count) = paced_job(&executor);
+    registry.add_job(job.monitor());
+    let id = job.id().to_string();
+    let list = c
+        .json("get", "/api/v1/jobs", "/api/v1/jobs", StatusCode::OK)
+        .await;
+    assert_eq!(list[0]["id"], id);
+    assert_eq!(list[0]["name"], "paced");
+    assert_eq!(list[0]["status"], "running");
+
+    // Rates come from the sampler's once-a-second samples: wait for a non-zero one.
+    let url = format!("/api/v1/jobs/{id}");
+    let mut detail = Value::Null;
+    assert!(
+        eventually(async || {
+            detail = c
+                .json("get", &url, "/api/v1/jobs/{id}", StatusCode::OK)
+                .await;
+            detail["vertices"][0]["rate_1s"].as_f64().unwrap() > 0.0
+        })
+        .await,
+        "the source's rate stays zero: {detail:#}"
+    );
+    let names: Vec<&str> = detail["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["numbers", "double", "count"]);
+    assert_eq!(detail["vertices"][1]["parallelism"], 2);
+    assert_eq!(detail["vertices"][0]["queue_fill"], Value::Array(vec![]));
+    let sink_fill = &detail["vertices"][2]["queue_fill"][0];
+    // Two conveyors (one per `double` instance) of 1024 items into the sink.
+    assert_eq!(sink_fill["capacity"], 2048);
+    assert!(
+        !detail["vertices"][0]["history"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(detail["vertices"][1]["items_in"].as_u64().unwrap() > 0);
+    assert_eq!(detail["edges"][0]["kind"], "unicast");
+    assert_eq!(detail["edges"][1]["kind"], "all-to-one");
+    assert_eq!(
+        (
+            detail["edges"][1]["from"].as_str(),
+            detail["edges"][1]["to"].as_str()
+        ),
+        (Some("double"), Some("count"))
+    );
+    assert!(detail["last_snapshot"].is_null());
+
+    // Unknown jobs are 404s with an error body.
+    let missing = c
+        .json(
+            "get",
+            "/api/v1/jobs/999999",
+            "/api/v1/jobs/{id}",
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert!(missing["error"].as_str().unwrap().contains("999999"));
+    c.json(
+        "get",
+        "/api/v1/jobs/not-a-number",
+        "/api/v1/jobs/{id}",
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    c.json(
+        "post",
+        "/api/v1/jobs/999999/cancel",
+        "/api/v1/jobs/{id}/cancel",
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+
+    // --- Prometheus: the running job's counters grow between two scrapes ---------------
+    let scrape = async || -> prometheus_parse::Scrape {
+        let text = c
+            .http
+            .get(format!("{}/metrics", c.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .expect("the exposition parses")
+    };
+    let items_out = |scrape: &prometheus_parse::Scrape| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == "weir_vertex_items_out_total"
+                    && s.labels.get("vertex") == Some("numbers")
+                    && s.labels.get("job") == Some("paced")
+                    && s.labels.get("instance") == Some("0")
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+                ref other => panic!("items out is {other:?}"),
+            })
+            .expect("the source's items_out series")
+    };
+    let first = scrape().await;
+    let before = items_out(&first);
+    assert!(
+        eventually(async || items_out(&scrape().await) > before).await,
+        "the counter did not grow past {before}"
+    );
+    for family in [
+        "weir_vertex_items_in_total",
+        "weir_vertex_busy_seconds_total",
+        "weir_vertex_backpressured_seconds_total",
+        "weir_vertex_queued_items",
+        "weir_job_running",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+    ] {
+        assert!(
+            first.samples.iter().any(|s| s.metric == family),
+            "no {family} in the scrape"
+        );
+    }
+    let allowed = ["job", "vertex", "instance", "processor", "connection"];
+    for s in &first.samples {
+        for (label, _) in s.labels.iter() {
+            assert!(
+                allowed.contains(&label.as_str()),
+                "label {label} on {}",
+                s.metric
+            );
+        }
+    }
+
+    // --- Cancel ----------------------------------------------------------------------
+    let accepted = c
+        .json(
+            "post",
+            &format!("/api/v1/jobs/{id}/cancel"),
+            "/api/v1/jobs/{id}/cancel",
+            StatusCode::ACCEPTED,
+        )
+        .await;
+    assert_eq!(accepted["status"], "cancelling");
+    assert!(job.wait_timeout(TIMEOUT));
+    assert!(job.join().is_err());
+    assert!(count.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    let list = c
+        .json("get", "/api/v1/jobs", "/api/v1/jobs", StatusCode::OK)
+        .await;
+    assert_eq!(list[0]["status"], "cancelled");
+    c.json(
+        "post",
+        &format!("/api/v1/jobs/{id}/cancel"),
+        "/api/v1/jobs/{id}/cancel",
+        StatusCode::CONFLICT,
+    )
+    .await;
+
+    // --- Flows -----------------------------------------------------------------------
+    let engine = Engine::start(lines_flow(dir), &dir.join("repo")).unwrap();
+    let flow_id = registry.add_flow(engine.monitor());
+    let flows = c
+        .json("get", "/api/v1/flows", "/api/v1/flows", StatusCode::OK)
+        .await;
+    assert_eq!(flows[0]["id"], flow_id);
+    assert_eq!(flows[0]["name"], "lines");
+    assert_eq!(flows[0]["status"], "running");
+    let base = format!("/api/v1/flows/{flow_id}");
+    c.json(
+        "get",
+        "/api/v1/flows/nope",
+        "/api/v1/flows/{id}",
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+
+    // Stop write-odd, then feed five lines: the odd ones wait in its queue.
+    let stopped = c
+        .json(
+            "post",
+            &format!("{base}/processors/write-odd/stop"),
+            "/api/v1/flows/{id}/processors/{pid}/stop",
+            StatusCode::OK,
+        )
+        .await;
+    assert_eq!(stopped["state"], "stopped");
+    assert_eq!(stopped["type"], "PutFile");
+    c.json(
+        "post",
+        &format!("{base}/processors/nope/stop"),
+        "/api/v1/flows/{id}/processors/{pid}/stop",
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    let staged = dir.join("lines.txt.part");
+    std::fs::write(&staged, "one\ntwo\nthree\nfour\nfive\n").unwrap();
+    std::fs::rename(&staged, dir.join("in/lines.txt")).unwrap();
+    let mut detail = Value::Null;
+    assert!(
+        eventually(async || {
+            detail = c
+                .json("get", &base, "/api/v1/flows/{id}", StatusCode::OK)
+                .await;
+            let queue = detail["connections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|q| q["destination"] == "write-odd")
+                .unwrap();
+            let even = detail["processors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "write-even")
+                .unwrap();
+            queue["queued_count"] == 3 && even["flowfiles_in"] == 2
+        })
+        .await,
+        "three odd lines never queued up: {detail:#}"
+    );
+    let odd_queue = detail["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["destination"] == "write-odd")
+        .unwrap()
+        .clone();
+    assert_eq!(odd_queue["source"], "route");
+    assert_eq!(odd_queue["relationships"], serde_json::json!(["unmatched"]));
+    assert_eq!(odd_queue["object_threshold"], 10_000);
+    assert_eq!(odd_queue["back_pressure"], false);
+    assert_eq!(
+        odd_queue["queued_bytes"],
+        "one".len() + "three".len() + "five".len()
+    );
+    assert_eq!(detail["groups"][0]["engine"], "traditional");
+    let read = &detail["processors"][0];
+    assert_eq!(
+        (read["name"].as_str(), read["type"].as_str()),
+        (Some("read"), Some("GetFile"))
+    );
+    assert!(read["bytes_out"].as_u64().unwrap() > 0);
+
+    // Provenance: the lines routed to `unmatched`, oldest first.
+    let events = c
+        .json(
+            "get",
+            &format!("{base}/provenance?component=route&type=ROUTE&limit=10"),
+            "/api/v1/flows/{id}/provenance",
+            StatusCode::OK,
+        )
+        .await;
+    let odd: Vec<&Value> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["details"] == "unmatched")
+        .collect();
+    assert_eq!(odd.len(), 3, "{events:#}");
+    let uuid = odd[0]["flowfile"].as_str().unwrap().to_string();
+    let none = c
+        .json(
+            "get",
+            &format!("{base}/provenance?until_ms=1"),
+            "/api/v1/flows/{id}/provenance",
+            StatusCode::OK,
+        )
+        .await;
+    assert_eq!(none, Value::Array(vec![]));
+    let by_file = c
+        .json(
+            "get",
+            &format!("{base}/provenance?flowfile={uuid}"),
+            "/api/v1/flows/{id}/provenance",
+            StatusCode::OK,
+        )
+        .await;
+    assert!(
+        by_file
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "FORK")
+    );
+    for bad in ["type=NOPE", "since_ms=yesterday"] {
+        c.json(
+            "get",
+            &format!("{base}/provenance?{bad}"),
+            "/api/v1/flows/{id}/provenance",
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    }
+
+    // Lineage: the line, its parent file and the FORK between them.
+    let lineage = c
+        .json(
+            "get",
+            &format!("{base}/flowfiles/{uuid}/lineage"),
+            "/api/v1/flows/{id}/flowfiles/{ffid}/lineage",
+            StatusCode::OK,
+        )
+        .await;
+    let nodes = lineage["nodes"].as_array().unwrap();
+    assert!(
+        nodes
+            .iter()
+            .any(|n| n["id"] == uuid.as_str() && n["kind"] == "flowfile")
+    );
+    let fork = nodes
+        .iter()
+        .find(|n| n["kind"] == "event" && n["label"].as_str().unwrap().starts_with("FORK"))
+        .expect("a FORK event node");
+    assert!(
+        lineage["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["from"] == fork["id"] && l["to"] == uuid.as_str()),
+        "the FORK links to the line: {lineage:#}"
+    );
+    c.json(
+        "get",
+        &format!("{base}/flowfiles/no-such-uuid/lineage"),
+        "/api/v1/flows/{id}/flowfiles/{ffid}/lineage",
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+
+    // Content of a queued line, as bytes.
+    let content = c
+        .http
+        .get(format!("{}{base}/flowfiles/{uuid}/content", c.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(content.status(), StatusCode::OK);
+    assert_eq!(
+        content.headers()["content-type"],
+        "application/octet-stream"
+    );
+    assert_eq!(content.bytes().await.unwrap(), "one".as_bytes());
+    c.json(
+        "get",
+        &format!("{base}/flowfiles/no-such-uuid/content"),
+        "/api/v1/flows/{id}/flowfiles/{ffid}/content",
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+
+    // Started again, write-odd drains its queue; the line's content is gone with it.
+    let started = c
+        .json(
+            "post",
+            &format!("{base}/processors/write-odd/start"),
+            "/api/v1/flows/{id}/processors/{pid}/start",
+            StatusCode::OK,
+        )
+        .await;
+    assert_eq!(started["state"], "running");
+    assert!(
+        eventually(async || {
+            let detail = c
+                .json("get", &base, "/api/v1/flows/{id}", StatusCode::OK)
+                .await;
+            detail["processors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "write-odd" && p["flowfiles_in"] == 3)
+        })
+        .await
+    );
+    c.json(
+        "get",
+        &format!("{base}/flowfiles/{uuid}/content"),
+        "/api/v1/flows/{id}/flowfiles/{ffid}/content",
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(
+            dir.join("out/odd")
+                .read_dir()
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .min()
+                .unwrap()
+        )
+        .unwrap(),
+        "one"
+    );
+
+    // The flow's metrics are in the scrape, by processor and connection.
+    let flow_scrape = scrape().await;
+    assert!(flow_scrape.samples.iter().any(|s| {
+        s.metric == "weir_flow_processor_flowfiles_in_total"
+            && s.labels.get("processor") == Some("write-odd")
+            && s.labels.get("job") == Some("lines")
+    }));
+    assert!(flow_scrape.samples.iter().any(|s| {
+        s.metric == "weir_flow_connection_queued_flowfiles" && s.labels.get("connection").is_some()
+    }));
+
+    // --- Server-sent events: a jobs and a flows event, each a valid list ---------------
+    let mut stream = c
+        .http
+        .get(format!("{}/api/v1/events", c.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    let mut text = String::new();
+    let deadline = Instant::now() + TIMEOUT;
+    while !(text.contains("event: jobs") && text.contains("event: flows")) {
+        assert!(Instant::now() < deadline, "no events: {text}");
+        let chunk = tokio::time::timeout(TIMEOUT, stream.chunk())
+            .await
+            .expect("an event within the timeout")
+            .unwrap()
+            .expect("the stream stays open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(stream);
+    for (event, list_path) in [("jobs", "/api/v1/jobs"), ("flows", "/api/v1/flows")] {
+        let block = text
+            .split("\n\n")
+            .find(|b| b.contains(&format!("event: {event}")))
+            .unwrap();
+        let data = block
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .expect("a data line");
+        let body: Value = serde_json::from_str(data).unwrap();
+        c.schemas.check("get", list_path, 200, &body);
+    }
+
+    // --- The document itself, the dashboard's pages and unknown paths -------------------
+    let doc = &c.schemas.doc;
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for path in [
+        "/api/v1/jobs",
+        "/api/v1/jobs/{id}",
+        "/api/v1/jobs/{id}/cancel",
+        "/api/v1/flows",
+        "/api/v1/flows/{id}",
+        "/api/v1/flows/{id}/processors/{pid}/start",
+        "/api/v1/flows/{id}/processors/{pid}/stop",
+        "/api/v1/flows/{id}/provenance",
+        "/api/v1/flows/{id}/flowfiles/{ffid}/lineage",
+        "/api/v1/flows/{id}/flowfiles/{ffid}/content",
+        "/api/v1/openapi.json",
+        "/api/v1/events",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} is not documented");
+    }
+    for page in ["/", "/jobs/1", "/flows/1", "/flows/1/provenance"] {
+        let response = c
+            .http
+            .get(format!("{}{page}", c.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{page}");
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html")
+        );
+        assert!(response.text().await.unwrap().contains("<html"));
+    }
+    let response = c
+        .http
+        .get(format!("{}/no/such/thing", c.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let body: Value = response.json().await.unwrap();
+    assert!(body["error"].is_string());
+
+    (engine, c, server)
+}
+
+#[test]
+fn with_a_token_every_request_needs_it() {
+    weir::async_io::runtime().unwrap().block_on(async {
+        let registry = Registry::new();
+        let config =
+            ServerConfig::new("127.0.0.1:0".parse().unwrap(), Some("s3cret".into())).unwrap();
+        let server = Server::start(&config, registry).unwrap();
+        let base = server.url();
+        let http = reqwest::Client::new();
+        for path in [
+            "api/v1/jobs",
+            "metrics",
+            "api/v1/openapi.json",
+            "api/v1/events",
+        ] {
+            let missing = http.get(format!("{base}{path}")).send().await.unwrap();
+            assert_eq!(missing.status(), StatusCode::UNAUTHORIZED, "/{path}");
+            assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+            let body: Value = missing.json().await.unwrap();
+            assert!(body["error"].as_str().unwrap().contains("Bearer"));
+            let wrong = http
+                .get(format!("{base}{path}"))
+                .bearer_auth("s3crex")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED, "/{path}");
+            let prefix = http
+                .get(format!("{base}{path}"))
+                .bearer_auth("s3")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(prefix.status(), StatusCode::UNAUTHORIZED, "/{path}");
+        }
+        let right = http
+            .get(format!("{base}api/v1/jobs"))
+            .bearer_auth("s3cret")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(right.status(), StatusCode::OK);
+        assert_eq!(right.json::<Value>().await.unwrap(), Value::Array(vec![]));
+        // An event stream may carry it in the query instead.
+        let events = http
+            .get(format!("{base}api/v1/events?token=s3cret"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(events.status(), StatusCode::OK);
+        drop(events);
+        let wrong_query = http
+            .get(format!("{base}api/v1/jobs?token=nope"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong_query.status(), StatusCode::UNAUTHORIZED);
+        // The dashboard's pages and files hold no data: they load without it, and the page
+        // then calls the API with the token.
+        for path in ["", "jobs/1", "assets/app.js", "assets/style.css"] {
+            let file = http.get(format!("{base}{path}")).send().await.unwrap();
+            assert_eq!(file.status(), StatusCode::OK, "/{path}");
+        }
+        server.stop();
+    });
+}
+
+#[test]
+fn on_loopback_without_a_token_requests_need_none() {
+    weir::async_io::runtime().unwrap().block_on(async {
+        let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let server = Server::start(&config, Registry::new()).unwrap();
+        let response = reqwest::get(format!("{}api/v1/jobs", server.url()))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        // A token sent anyway is ignored.
+        let response = reqwest::Client::new()
+            .get(format!("{}metrics", server.url()))
+            .bearer_auth("anything")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    });
+}
+
+#[test]
+fn a_taken_port_is_an_error_before_anything_runs() {
+    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), None).unwrap();
+    let first = Server::start(&config, Registry::new()).unwrap();
+    let taken = ServerConfig::new(first.local_addr(), None).unwrap();
+    let err = Server::start(&taken, Registry::new()).unwrap_err();
+    assert!(
+        err.to_string().contains(&first.local_addr().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_validator_rejects_what_the_document_forbids() {
+    use utoipa::OpenApi;
+    let doc = serde_json::to_value(weir_observe::api::ApiDoc::openapi()).unwrap();
+    let schemas = Schemas { doc };
+    let good = serde_json::json!([{
+        "id": "1", "name": "q5", "status": "running", "started_ms": 1, "duration_ms": 2,
+        "error": null
+    }]);
+    assert!(schemas.errors("get", "/api/v1/jobs", 200, &good).is_empty());
+    let mut no_error = good.clone();
+    no_error[0].as_object_mut().unwrap().remove("error");
+    let mut bad_status = good.clone();
+    bad_status[0]["status"] = "sleeping".into();
+    let mut bad_duration = good.clone();
+    bad_duration[0]["duration_ms"] = "2".into();
+    for bad in [no_error, bad_status, bad_duration] {
+        assert!(
+            !schemas.errors("get", "/api/v1/jobs", 200, &bad).is_empty(),
+            "accepted {bad}"
+        );
+    }
+    // The flattened detail: its summary's fields are required too.
+    let detail = serde_json::json!({
+        "id": "1", "name": "q5", "started_ms": 1, "duration_ms": 2, "error": null,
+        "vertices": [], "edges": [], "last_snapshot": null
+    });
+    assert!(
+        !schemas
+            .errors("get", "/api/v1/jobs/{id}", 200, &detail)
+            .is_empty()
+    );
+}
