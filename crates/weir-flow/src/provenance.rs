@@ -9,10 +9,11 @@
 //! events handed over before them, so a reader always sees what was committed before it
 //! asked.
 //!
-//! [`sync`]: ProvenanceRepository::sync Event ids are
-//! `transaction id << 20 | index`, so inserting the events of a replayed frame again at
-//! recovery is idempotent. Retention by age and size is applied at each checkpoint, oldest
-//! first.
+//! Event ids are `transaction id << 20 | index`, so inserting the events of a replayed frame
+//! again at recovery is idempotent. Retention by age and size is applied at each checkpoint,
+//! oldest first.
+//!
+//! [`sync`]: ProvenanceRepository::sync
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
