@@ -53,6 +53,7 @@ impl<T, F> FormatLink<T, F>
 where
     F: Fn(&T, &mut Vec<u8>) -> Result<(), BoxError>,
 {
+    /// A link formatting with `format` into blocks for `next`; an encoding error names `path`.
     pub(crate) fn new(
         format: Arc<F>,
         path: PathBuf,
@@ -141,7 +142,7 @@ where
                 room &= self.hand_on();
             }
         }
-        items.clear();
+        // After a failure the rest of the batch is dropped: the job fails at the next flush.
         self.failed.is_none() && self.hand_on() && room
     }
 

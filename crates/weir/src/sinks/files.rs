@@ -33,6 +33,17 @@
 //! into the output file, which is synced. A killed and resumed job's file is then the same
 //! as that of a run that never failed. Without snapshots they behave as above.
 //!
+//! # Formatting where the items are
+//!
+//! A single file has one writer, but the stages before it often run on every worker. Then
+//! those stages also format the records, into blocks of bytes that they send to the writer,
+//! which only appends them: formatting (numbers to text, JSON) runs on every core, and one
+//! item crosses to the writer per block instead of one per record. The planner does this
+//! for [`text`], [`text_with`], [`text_with_header`] and [`json`](super::json) whenever the
+//! sink cannot run in the vertex before it; the plan shows a `format` stage there. Each
+//! instance's records keep their order, and a block always reaches the writer before the
+//! next snapshot barrier, so the files are the same, transactional ones.
+//!
 //! The writer here is shared by every file sink, the [`json`](super::json) and
 //! [`csv`](super::csv) ones included, and so is the error type [`SinkError`].
 
@@ -116,8 +127,10 @@ pub enum SinkError {
 /// items. Missing parent directories are created. The file appears, complete, when the job
 /// ends; see [atomic output](self#atomic-output).
 ///
-/// Cost: one `Display::fmt` per item into a 256 KiB buffer; each full buffer is handed to an
-/// I/O thread for its `write` syscall, so the instance is cooperative.
+/// Cost: one `Display::fmt` per item into a 256 KiB buffer, done by the stages before the
+/// sink when they run on every worker ([formatting](self#formatting-where-the-items-are));
+/// each full buffer is handed to an I/O thread for its `write` syscall, so the instance is
+/// cooperative.
 ///
 /// # Errors
 /// The job fails with a [`SinkError`] naming the file if it cannot be created, written or
