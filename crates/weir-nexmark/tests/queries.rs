@@ -55,6 +55,14 @@ fn expected(query: Query, events: &[Event], lag: i64) -> (Vec<String>, u64) {
     (rows, out.late_events)
 }
 
+/// Writes `events` as an event file in `dir`, one JSON line each.
+fn event_file(dir: &std::path::Path, events: &[Event]) -> std::path::PathBuf {
+    let file = dir.join("events.jsonl");
+    let text: String = events.iter().map(|e| e.to_json() + "\n").collect();
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
 fn config(count: u64, out_of_order_ms: u64) -> GeneratorConfig {
     // 10,000 events/s of event time: 30,000 events span 3 s, several q5 slides and a q7
     // window boundary; an auction lives a few seconds, so q4 has winners.
@@ -92,15 +100,7 @@ fn late_events_beyond_the_lag_are_dropped_and_counted_like_the_reference() {
     let config = config(20_000, 3_000);
     let events: Vec<Event> = Generator::new(config.clone()).unwrap().iter().collect();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("events.jsonl");
-    std::fs::write(
-        &file,
-        events
-            .iter()
-            .map(|e| e.to_json() + "\n")
-            .collect::<String>(),
-    )
-    .unwrap();
+    let file = event_file(dir.path(), &events);
     for query in [Query::Q0, Query::Q5, Query::Q7, Query::Q8] {
         let (got, late) = run(query, source::stream_replay(&file).unwrap(), 1_000, 2);
         let (want, want_late) = expected(query, &events, 1_000);
@@ -115,9 +115,7 @@ fn replays_keeping_only_the_strings_a_query_reads_give_the_reference_rows_and_cs
     let config = config(30_000, 3_000);
     let events: Vec<Event> = Generator::new(config.clone()).unwrap().iter().collect();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("events.jsonl");
-    let text: String = events.iter().map(|e| e.to_json() + "\n").collect();
-    std::fs::write(&file, text).unwrap();
+    let file = event_file(dir.path(), &events);
     for query in Query::ALL {
         let options = source::ReplayOptions {
             strings: KeptStrings::for_query(query),
