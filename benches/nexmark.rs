@@ -20,7 +20,9 @@
 //! - **file**: `--file-events` events (2 M) at `--file-rate` (20,000/s, again 100 s), written
 //!   once by the generator to `target/bench-data/` as JSON Lines (about 0.5 GB) and read back
 //!   by `weir_nexmark::source::stream_replay` (one instance handing out the events in file
-//!   order, strict parse of every line on a pool of parser threads).
+//!   order, strict parse of every line on a pool of parser threads). A query's runs keep
+//!   only the string fields it reads (`KeptStrings::for_query`: none for q0, q5 and q7),
+//!   the engine's and the hand loops' alike; every field is still checked.
 //!
 //! Event time is each event's `date_time`, with the allowed lag of 4 s.
 //!
@@ -99,11 +101,12 @@ use weir::sources::chunked::ChunkOptions;
 use weir::stream::StreamStage;
 use weir::{BoxError, ExecutorConfig, Item, SinkWriter};
 use weir_nexmark::generator::GeneratorConfig;
+use weir_nexmark::parse::{KeptStrings, parse_line_keeping};
 use weir_nexmark::reference::{
     self, Q0Row, Q1Row, Q2Row, Q3Row, Q4Row, Q5_SLIDE_MS, Q5_WINDOW_MS, Q5Row, Q7_WINDOW_MS, Q7Row,
     Q8Row,
 };
-use weir_nexmark::{Event, Generator, Query, parse_line, queries, source};
+use weir_nexmark::{Event, Generator, Query, queries, source};
 
 /// The allowed lag of the watermark, as the reference's default.
 const LAG_MS: i64 = reference::DEFAULT_ALLOWED_LAG_MS as i64;
@@ -465,14 +468,16 @@ fn event_file(config: &GeneratorConfig) -> PathBuf {
 struct FileEvents {
     reader: BufReader<File>,
     line: Vec<u8>,
+    kept: KeptStrings,
     malformed: u64,
 }
 
 impl FileEvents {
-    fn open(path: &Path) -> Self {
+    fn open(path: &Path, kept: KeptStrings) -> Self {
         FileEvents {
             reader: BufReader::with_capacity(256 * 1024, File::open(path).expect("event file")),
             line: Vec::with_capacity(1024),
+            kept,
             malformed: 0,
         }
     }
@@ -496,7 +501,7 @@ impl Iterator for FileEvents {
             if let Some(l) = line.strip_suffix(b"\n") {
                 line = l.strip_suffix(b"\r").unwrap_or(l);
             }
-            match parse_line(line) {
+            match parse_line_keeping(line, self.kept) {
                 Ok(e) => return Some(e),
                 Err(_) => self.malformed += 1,
             }
@@ -516,7 +521,7 @@ struct ParallelFileEvents {
 }
 
 impl ParallelFileEvents {
-    fn open(path: &Path, threads: usize) -> Self {
+    fn open(path: &Path, threads: usize, kept: KeptStrings) -> Self {
         use std::io::Read;
         use std::sync::mpsc::sync_channel;
         let mut jobs = Vec::new();
@@ -533,7 +538,7 @@ impl ParallelFileEvents {
                         if line.is_empty() {
                             continue;
                         }
-                        match parse_line(line) {
+                        match parse_line_keeping(line, kept) {
                             Ok(e) => events.push(e),
                             Err(_) => malformed += 1,
                         }
@@ -606,8 +611,11 @@ fn engine_run(query: Option<Query>, input: &Input, parallelism: usize, observe: 
         Input::Generator(config) => source::stream_generator(config.clone(), None).expect("config"),
         // As many parser threads as workers, so that parallelism 1 is one core's work.
         Input::File { path, .. } => {
-            source::stream_replay_with(path, ChunkOptions::with_threads(parallelism))
-                .expect("event file")
+            let options = source::ReplayOptions {
+                chunks: ChunkOptions::with_threads(parallelism),
+                strings: kept_strings(query),
+            };
+            source::stream_replay_with(path, options).expect("event file")
         }
     };
     let stream = p.read_from(source).with_native_timestamps(LAG_MS);
@@ -998,6 +1006,12 @@ fn hand_q7(events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
     sum
 }
 
+/// The strings `query` reads, which its runs keep when they parse (engine and hand loops
+/// alike); the source alone checksums every field, so keeps them all.
+fn kept_strings(query: Option<Query>) -> KeptStrings {
+    query.map_or(KeptStrings::ALL, KeptStrings::for_query)
+}
+
 /// Runs the hand loop of `query` (or of the source alone) over `events`.
 fn hand_run(query: Option<Query>, events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
     match query {
@@ -1013,7 +1027,7 @@ fn hand_run(query: Option<Query>, events: impl Iterator<Item = Event>, lag: i64)
 fn hand_child(query: Option<Query>, input: &Input, threads: usize) -> Checksum {
     match input {
         Input::File { path, .. } if threads > 1 => {
-            let mut events = ParallelFileEvents::open(path, threads);
+            let mut events = ParallelFileEvents::open(path, threads, kept_strings(query));
             let sum = hand_run(query, &mut events, LAG_MS);
             assert_eq!(events.malformed, 0, "malformed lines in {}", path.display());
             sum
@@ -1024,7 +1038,7 @@ fn hand_child(query: Option<Query>, input: &Input, threads: usize) -> Checksum {
             LAG_MS,
         ),
         Input::File { path, .. } => {
-            let mut events = FileEvents::open(path);
+            let mut events = FileEvents::open(path, kept_strings(query));
             let sum = hand_run(query, &mut events, LAG_MS);
             assert_eq!(events.malformed, 0, "malformed lines in {}", path.display());
             sum

@@ -173,7 +173,10 @@ fn nexmark_survives_kill_9_at_random_moments() {
     let input = input.to_str().unwrap();
     let mut rng = Rng::new();
     let mut resumed = 0;
-    for query in ["q4", "q5", "q7", "q8"] {
+    // q0 and q8 write from every worker, so their rows are formatted there and reach the
+    // single file in blocks; q4, q5 and q7 write from one instance.
+    let queries = ["q0", "q4", "q5", "q7", "q8"];
+    for query in queries {
         let reference = dir.path().join(format!("{query}-reference.csv"));
         let started = Instant::now();
         let o = weir(&[
@@ -225,7 +228,10 @@ fn nexmark_survives_kill_9_at_random_moments() {
             .collect();
         assert!(left.is_empty(), "{query}: part files left behind: {left:?}");
     }
-    println!("{resumed} of 4 final runs resumed from a snapshot");
+    println!(
+        "{resumed} of {} final runs resumed from a snapshot",
+        queries.len()
+    );
 }
 
 #[test]

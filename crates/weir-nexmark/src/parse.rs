@@ -32,7 +32,8 @@
 //! so `serde_json::from_str::<Event>` is just as strict.
 //!
 //! Cost: one pass over the line; one allocation per string field longer than 24 bytes; no
-//! allocation for fields that are skipped.
+//! allocation for fields that are skipped, or whose strings the caller does not keep
+//! ([`parse_line_keeping`]).
 
 use std::fmt;
 
@@ -40,6 +41,7 @@ use compact_str::CompactString;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::model::{Auction, Bid, Event, EventKind, Person};
+use crate::query::Query;
 
 /// What is wrong with a line that is not a valid event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,9 +138,85 @@ impl fmt::Display for Found {
 /// # Errors
 /// A [`ParseError`] saying what is wrong, as listed in the [module docs](self).
 pub fn parse_line(line: &[u8]) -> Result<Event, ParseError> {
-    match scan_plain(line) {
+    parse_line_keeping(line, KeptStrings::ALL)
+}
+
+/// Which string fields a parse keeps: the others are checked as strictly as ever but come
+/// out empty, so that a query that never reads them does not pay for them.
+///
+/// Strings longer than 24 bytes (a bid's `url`, most `extra`s) take a heap allocation each,
+/// freed wherever the event is dropped, often on another thread: for q0, q5 and q7, which
+/// read no string, [`KeptStrings::for_query`] keeps none.
+///
+/// ```
+/// use weir_nexmark::parse::{parse_line_keeping, KeptStrings};
+/// use weir_nexmark::Query;
+///
+/// let line = br#"{"type":"person","id":1000,"name":"peter jones","email_address":"abcdefg@hijkl.com","credit_card":"1234 5678 9012 3456","city":"phoenix","state":"AZ","date_time":1436918400000,"extra":"..."}"#;
+/// let kept = parse_line_keeping(line, KeptStrings::for_query(Query::Q8)).unwrap();
+/// let person = kept.as_person().unwrap();
+/// assert_eq!((person.name.as_str(), person.city.as_str()), ("peter jones", ""));
+/// // Left out or not, a string field must still be a string.
+/// let bad = br#"{"type":"bid","auction":1,"bidder":2,"price":3,"channel":"c","url":7,"date_time":4,"extra":""}"#;
+/// assert!(parse_line_keeping(bad, KeptStrings::NONE).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeptStrings(u32);
+
+impl KeptStrings {
+    /// Every string field: the events as in the file.
+    pub const ALL: KeptStrings = KeptStrings(u32::MAX);
+    /// No string field: every string of the events is empty.
+    pub const NONE: KeptStrings = KeptStrings(0);
+
+    /// The string fields `query` reads: a person's `name`, `city` and `state` for q3, its
+    /// `name` for q8, none for the others.
+    pub const fn for_query(query: Query) -> KeptStrings {
+        match query {
+            Query::Q3 => KeptStrings(Field::Name.bit() | Field::City.bit() | Field::State.bit()),
+            Query::Q8 => KeptStrings(Field::Name.bit()),
+            Query::Q0 | Query::Q1 | Query::Q2 | Query::Q4 | Query::Q5 | Query::Q7 => {
+                KeptStrings::NONE
+            }
+        }
+    }
+
+    /// Whether `field`'s string is kept; the event's `type` always is (it is read).
+    #[inline]
+    fn keeps(self, field: Field) -> bool {
+        field == Field::Type || self.0 & field.bit() != 0
+    }
+}
+
+impl Default for KeptStrings {
+    /// [`KeptStrings::ALL`].
+    fn default() -> Self {
+        KeptStrings::ALL
+    }
+}
+
+/// [`parse_line`], keeping only the string fields `kept` names (see [`KeptStrings`]). Every
+/// field is checked as by [`parse_line`], and the errors are the same.
+///
+/// Cost: as [`parse_line`], without the allocation of a long string that is not kept.
+///
+/// # Errors
+/// As [`parse_line`].
+pub fn parse_line_keeping(line: &[u8], kept: KeptStrings) -> Result<Event, ParseError> {
+    match scan_plain(line, kept) {
         Some(raw) => raw.build(),
-        None => parse_line_serde(line),
+        None => {
+            let mut raw = serde_raw(line)?;
+            // Lines off the fast path are rare: their strings are dropped after reading.
+            for (i, slot) in raw.slots.iter_mut().enumerate() {
+                if let Some(Slot::Str(s)) = slot
+                    && !kept.keeps(FIELD_ORDER[i])
+                {
+                    *s = CompactString::default();
+                }
+            }
+            raw.build()
+        }
     }
 }
 
@@ -148,8 +226,13 @@ pub fn parse_line(line: &[u8]) -> Result<Event, ParseError> {
 /// # Errors
 /// As [`parse_line`].
 pub fn parse_line_serde(line: &[u8]) -> Result<Event, ParseError> {
+    serde_raw(line)?.build()
+}
+
+/// The known fields of `line` as serde_json reads them, not yet checked.
+fn serde_raw(line: &[u8]) -> Result<Raw, ParseError> {
     match serde_json::from_slice::<Top>(line) {
-        Ok(Top::Object(raw)) => raw.build(),
+        Ok(Top::Object(raw)) => Ok(raw),
         Ok(Top::Other(found)) => Err(ParseError::NotAnObject { found }),
         Err(e) => Err(ParseError::NotJson {
             message: e.to_string(),
@@ -204,7 +287,37 @@ enum Field {
 
 const FIELDS: usize = 21;
 
+/// Every field, in the order of their discriminants.
+const FIELD_ORDER: [Field; FIELDS] = [
+    Field::Type,
+    Field::Id,
+    Field::Name,
+    Field::EmailAddress,
+    Field::CreditCard,
+    Field::City,
+    Field::State,
+    Field::DateTime,
+    Field::Extra,
+    Field::ItemName,
+    Field::Description,
+    Field::InitialBid,
+    Field::Reserve,
+    Field::Expires,
+    Field::Seller,
+    Field::Category,
+    Field::Auction,
+    Field::Bidder,
+    Field::Price,
+    Field::Channel,
+    Field::Url,
+];
+
 impl Field {
+    /// Its bit in a [`KeptStrings`].
+    const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+
     fn from_name(name: &str) -> Option<Field> {
         Some(match name {
             "type" => Field::Type,
@@ -402,7 +515,7 @@ impl Reader {
 ///
 /// Cost: one UTF-8 check of the line (ASCII runs at memory speed), one `memchr` per string,
 /// no allocation but the strings longer than 24 bytes.
-fn scan_plain(line: &[u8]) -> Option<Raw> {
+fn scan_plain(line: &[u8], kept: KeptStrings) -> Option<Raw> {
     let mut raw = Raw::default();
     let mut at = skip_ws(line, 0);
     if line.get(at) != Some(&b'{') {
@@ -424,7 +537,12 @@ fn scan_plain(line: &[u8]) -> Option<Raw> {
             let (slot, next) = match *line.get(at)? {
                 b'"' => {
                     let (bytes, next) = plain_bytes(line, at)?;
-                    (Slot::Str(CompactString::from(plain_text(bytes)?)), next)
+                    let text = plain_text(bytes)?;
+                    let kept = match kept.keeps(field) {
+                        true => CompactString::from(text),
+                        false => CompactString::default(),
+                    };
+                    (Slot::Str(kept), next)
                 }
                 b'-' | b'0'..=b'9' => plain_integer(line, at)?,
                 _ => return None,
@@ -675,6 +793,60 @@ mod tests {
         let mut m = v.as_object().unwrap().clone();
         m.remove(field);
         serde_json::to_string(&m).unwrap()
+    }
+
+    /// `event` with the strings `kept` leaves out made empty.
+    fn blanked(event: Event, kept: KeptStrings) -> Event {
+        let blank = |field: Field, s: CompactString| match kept.keeps(field) {
+            true => s,
+            false => CompactString::default(),
+        };
+        match event {
+            Event::Person(p) => Event::Person(Person {
+                name: blank(Field::Name, p.name),
+                email_address: blank(Field::EmailAddress, p.email_address),
+                credit_card: blank(Field::CreditCard, p.credit_card),
+                city: blank(Field::City, p.city),
+                state: blank(Field::State, p.state),
+                extra: blank(Field::Extra, p.extra),
+                ..p
+            }),
+            Event::Auction(a) => Event::Auction(Auction {
+                item_name: blank(Field::ItemName, a.item_name),
+                description: blank(Field::Description, a.description),
+                extra: blank(Field::Extra, a.extra),
+                ..a
+            }),
+            Event::Bid(b) => Event::Bid(Bid {
+                channel: blank(Field::Channel, b.channel),
+                url: blank(Field::Url, b.url),
+                extra: blank(Field::Extra, b.extra),
+                ..b
+            }),
+        }
+    }
+
+    #[test]
+    fn kept_strings_blank_the_others_on_both_paths() {
+        let escaped = PERSON.replace("peter jones", r"peter\u0020jones");
+        for line in [PERSON, escaped.as_str(), AUCTION, BID] {
+            let all = parse_str(line).unwrap();
+            for kept in [
+                KeptStrings::ALL,
+                KeptStrings::NONE,
+                KeptStrings::for_query(Query::Q3),
+                KeptStrings::for_query(Query::Q8),
+            ] {
+                assert_eq!(
+                    parse_line_keeping(line.as_bytes(), kept).unwrap(),
+                    blanked(all.clone(), kept),
+                    "{line}"
+                );
+            }
+        }
+        let q8 = parse_line_keeping(escaped.as_bytes(), KeptStrings::for_query(Query::Q8)).unwrap();
+        assert_eq!(q8.as_person().unwrap().name, "peter jones");
+        assert_eq!(q8.as_person().unwrap().email_address, "");
     }
 
     #[test]
@@ -1003,10 +1175,14 @@ mod tests {
                 }
             }
             let serde = parse_line_serde(&line);
-            if let Some(raw) = scan_plain(&line) {
+            if let Some(raw) = scan_plain(&line, KeptStrings::ALL) {
                 prop_assert_eq!(raw.build(), serde.clone());
             }
-            prop_assert_eq!(parse_line(&line), serde);
+            prop_assert_eq!(parse_line(&line), serde.clone());
+            // Keeping fewer strings blanks them and changes nothing else, errors included.
+            for kept in [KeptStrings::NONE, KeptStrings::for_query(Query::Q3)] {
+                prop_assert_eq!(parse_line_keeping(&line, kept), serde.clone().map(|e| blanked(e, kept)));
+            }
         }
 
         /// No input makes the parser panic.

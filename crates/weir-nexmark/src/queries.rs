@@ -36,10 +36,12 @@
 //!   where the bids are read and combined in one instance.
 //! - q8: persons and auctions joined by id in 10 s tumbling windows, then distinct rows.
 
-use weir::Item;
+use std::path::Path;
+
 use weir::aggregate::{aggregate_operation, averaging, max_by};
 use weir::join_on;
 use weir::stream::{KeyedWindowResult, StreamStage, Window, WindowDefinition, WindowResult};
+use weir::{Item, sinks};
 
 use crate::model::{Auction, Bid, Event, Person};
 use crate::query::Query;
@@ -210,19 +212,21 @@ pub fn q5(events: &StreamStage<Event>) -> StreamStage<Q5Row> {
 
 /// The highest price of a window and the bids that have it.
 fn top_bids() -> impl weir::aggregate::AggregateOperation<Bid, Acc = Vec<Bid>, Output = Vec<Bid>> {
-    fn add(acc: &mut Vec<Bid>, bids: impl IntoIterator<Item = Bid>) {
-        for b in bids {
-            match acc.first().map(|top| top.price) {
-                Some(top) if b.price < top => {}
-                Some(top) if b.price == top => acc.push(b),
-                _ => *acc = vec![b],
+    /// Only a bid that ties or beats the top is cloned: most bids are below it.
+    fn add(acc: &mut Vec<Bid>, b: &Bid) {
+        match acc.first().map(|top| top.price) {
+            Some(top) if b.price < top => {}
+            Some(top) if b.price == top => acc.push(b.clone()),
+            _ => {
+                acc.clear();
+                acc.push(b.clone());
             }
         }
     }
     aggregate_operation(
         Vec::new,
-        |acc: &mut Vec<Bid>, b: &Bid| add(acc, [b.clone()]),
-        |acc: &mut Vec<Bid>, other: Vec<Bid>| add(acc, other),
+        add,
+        |acc: &mut Vec<Bid>, other: Vec<Bid>| other.iter().for_each(|b| add(acc, b)),
         |acc| acc,
     )
 }
@@ -287,6 +291,36 @@ pub fn csv_rows(query: Query, events: &StreamStage<Event>) -> StreamStage<String
         Query::Q5 => text(q5(events)),
         Query::Q7 => text(q7(events)),
         Query::Q8 => text(q8(events)),
+    }
+}
+
+/// Writes `query`'s rows to the CSV file `path`, under the query's header, one row per line
+/// (as [`csv_rows`], with `\n` after each). The file appears when the job ends; see
+/// [`weir::sinks::files::text_with_header`].
+///
+/// Cost: each row formatted straight into bytes ([`CsvRow::write_csv`]), where the rows are
+/// made: no string per row, and a single writer that only appends the bytes.
+pub fn write_csv(query: Query, events: &StreamStage<Event>, path: &Path) {
+    fn write<R: CsvRow + Item>(rows: StreamStage<R>, path: &Path) {
+        let header = format!("{}\n", R::HEADER);
+        rows.write_to(sinks::files::text_with_header(
+            path,
+            header,
+            |row: &R, out: &mut Vec<u8>| {
+                row.write_csv(out);
+                out.push(b'\n');
+            },
+        ));
+    }
+    match query {
+        Query::Q0 => write(q0(events), path),
+        Query::Q1 => write(q1(events), path),
+        Query::Q2 => write(q2(events), path),
+        Query::Q3 => write(q3(events), path),
+        Query::Q4 => write(q4(events), path),
+        Query::Q5 => write(q5(events), path),
+        Query::Q7 => write(q7(events), path),
+        Query::Q8 => write(q8(events), path),
     }
 }
 

@@ -43,7 +43,9 @@
 //! The file is read in chunks of whole lines that a pool of threads parses in parallel
 //! ([`weir::sources::chunked`]); the events come back in file order, so event time,
 //! lateness and watermarks are those of a single reader, and so are the line numbers of the
-//! malformed lines. [`stream_replay_with`] and [`replay_with`] set the threads.
+//! malformed lines. [`stream_replay_with`] and [`replay_with`] set the threads, and which
+//! string fields the events keep ([`ReplayOptions`]): a query that reads none of them
+//! parses faster without their allocations.
 //!
 //! Both readers are public ([`GeneratorReader`], [`ReplayReader`]), so that a streaming
 //! source can wrap them and stamp each event with [`Event::date_time`].
@@ -60,7 +62,7 @@ use weir::{BatchSource, BoxError, ProcessorContext};
 
 use crate::generator::{ConfigError, Events, Generator, GeneratorConfig};
 use crate::model::Event;
-use crate::parse::{ParseError, parse_line};
+use crate::parse::{KeptStrings, ParseError, parse_line_keeping};
 
 /// How many events a [`GeneratorReader`] emits per `read` call at most.
 const STEP: usize = 4096;
@@ -202,6 +204,26 @@ pub fn stream_generator(
     Ok(source.with_native_timestamps(Event::date_time))
 }
 
+/// How a replay cuts, parses and keeps its events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReplayOptions {
+    /// The parser threads and the chunk size.
+    pub chunks: ChunkOptions,
+    /// The string fields the events keep; the others are checked, then left empty. Default:
+    /// all. [`KeptStrings::for_query`] keeps what a query reads.
+    pub strings: KeptStrings,
+}
+
+impl From<ChunkOptions> for ReplayOptions {
+    /// Cut and parsed as `chunks` says, every string kept.
+    fn from(chunks: ChunkOptions) -> Self {
+        ReplayOptions {
+            chunks,
+            strings: KeptStrings::ALL,
+        }
+    }
+}
+
 /// A stream source that replays the NEXMark event file(s) at `path` in file order, from one
 /// instance, each event with its `date_time` as native event time: the README's "one source
 /// with one watermark for all event types". Malformed lines as for [`replay`]. The lines are
@@ -210,19 +232,20 @@ pub fn stream_generator(
 /// # Errors
 /// As [`replay`].
 pub fn stream_replay(path: impl AsRef<Path>) -> Result<StreamSource<Event>, SourceError> {
-    stream_replay_with(path, ChunkOptions::default())
+    stream_replay_with(path, ReplayOptions::default())
 }
 
-/// [`stream_replay`], with the file cut and parsed as `options` say: `threads: 1` parses on
-/// the reading thread alone.
+/// [`stream_replay`], with the file cut, parsed and kept as `options` say: `threads: 1`
+/// parses on the reading thread alone.
 ///
 /// # Errors
 /// As [`replay`].
 pub fn stream_replay_with(
     path: impl AsRef<Path>,
-    options: ChunkOptions,
+    options: impl Into<ReplayOptions>,
 ) -> Result<StreamSource<Event>, SourceError> {
     let path = path.as_ref();
+    let options = options.into();
     let files = Arc::new(InputFiles::resolve(path)?);
     Ok(StreamSource::new(
         format!("nexmark-replay({})", path.display()),
@@ -238,7 +261,7 @@ pub fn stream_replay_with(
 /// event in file order; the lines are parsed on every core. See the [module docs](self) for
 /// malformed lines and counters.
 ///
-/// Cost: one strict parse per line ([`parse_line`]), spread over the parser threads; file
+/// Cost: one strict parse per line ([`parse_line`](crate::parse_line)), spread over the parser threads; file
 /// reads of 1 MiB chunks. The instance is non-cooperative (file reads may block).
 ///
 /// # Errors
@@ -246,18 +269,19 @@ pub fn stream_replay_with(
 /// [`SourceError::Io`] if the input cannot be listed. A read failure while the job runs
 /// fails the job with a [`SourceError::Io`] naming the file.
 pub fn replay(path: impl AsRef<Path>) -> Result<BatchSource<Event>, SourceError> {
-    replay_with(path, ChunkOptions::default())
+    replay_with(path, ReplayOptions::default())
 }
 
-/// [`replay`], with the file cut and parsed as `options` say.
+/// [`replay`], with the file cut, parsed and kept as `options` say.
 ///
 /// # Errors
 /// As [`replay`].
 pub fn replay_with(
     path: impl AsRef<Path>,
-    options: ChunkOptions,
+    options: impl Into<ReplayOptions>,
 ) -> Result<BatchSource<Event>, SourceError> {
     let path = path.as_ref();
+    let options = options.into();
     let files = Arc::new(InputFiles::resolve(path)?);
     let total = files.total_bytes();
     Ok(BatchSource::new(
@@ -269,9 +293,9 @@ pub fn replay_with(
 }
 
 /// The NEXMark event file format for [`ChunkedReader`]: one event per line, parsed strictly
-/// by [`parse_line`]; a blank line is malformed too.
+/// by [`parse_line_keeping`] with the strings it names; a blank line is malformed too.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct EventLines;
+pub struct EventLines(pub KeptStrings);
 
 impl ChunkFormat for EventLines {
     type Item = Event;
@@ -281,9 +305,11 @@ impl ChunkFormat for EventLines {
     fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<Event, ParseError>) {
         // About one event per 100 bytes or more.
         out.reserve(chunk.len() / 128);
-        for_each_line(chunk, |number, line, end| match parse_line(line) {
-            Ok(event) => out.push(event, end),
-            Err(e) => out.push_malformed(number, e, end),
+        for_each_line(chunk, |number, line, end| {
+            match parse_line_keeping(line, self.0) {
+                Ok(event) => out.push(event, end),
+                Err(e) => out.push_malformed(number, e, end),
+            }
         });
     }
 }
@@ -303,13 +329,18 @@ impl ReplayReader {
     /// A reader of `files`, parsing on every core. It reads the share of the instance it is
     /// opened as: everything, for the single instance of [`replay`].
     pub fn new(files: Arc<InputFiles>) -> Self {
-        Self::with_options(files, ChunkOptions::default())
+        Self::with_options(files, ReplayOptions::default())
     }
 
-    /// A reader of `files`, cut and parsed as `options` say.
-    pub fn with_options(files: Arc<InputFiles>, options: ChunkOptions) -> Self {
+    /// A reader of `files`, cut, parsed and kept as `options` say.
+    pub fn with_options(files: Arc<InputFiles>, options: impl Into<ReplayOptions>) -> Self {
+        let options = options.into();
         ReplayReader {
-            chunks: ChunkedReader::new(Arc::new(EventLines), files, options),
+            chunks: ChunkedReader::new(
+                Arc::new(EventLines(options.strings)),
+                files,
+                options.chunks,
+            ),
             malformed: MalformedLog::new(),
             events: Counter::default(),
             bytes: Counter::default(),
@@ -401,19 +432,21 @@ pub struct EventFile {
 /// # Errors
 /// As [`replay`], and [`SourceError::Io`] if a read fails.
 pub fn read_events(path: impl AsRef<Path>) -> Result<EventFile, SourceError> {
-    read_events_with(path, ChunkOptions::default())
+    read_events_with(path, ReplayOptions::default())
 }
 
-/// [`read_events`], with the file cut and parsed as `options` say.
+/// [`read_events`], with the file cut, parsed and kept as `options` say.
 ///
 /// # Errors
 /// As [`read_events`].
 pub fn read_events_with(
     path: impl AsRef<Path>,
-    options: ChunkOptions,
+    options: impl Into<ReplayOptions>,
 ) -> Result<EventFile, SourceError> {
+    let options = options.into();
     let files = Arc::new(InputFiles::resolve(path.as_ref())?);
-    let mut chunks = ChunkedReader::new(Arc::new(EventLines), files, options);
+    let mut chunks =
+        ChunkedReader::new(Arc::new(EventLines(options.strings)), files, options.chunks);
     chunks.open(0, 1);
     let mut file = EventFile::default();
     let mut out = Emitter::unbounded(&mut file.events);

@@ -7,6 +7,7 @@ use std::time::Duration;
 use weir::prelude::*;
 use weir::{Executor, JobConfig};
 use weir_nexmark::generator::GeneratorConfig;
+use weir_nexmark::parse::KeptStrings;
 use weir_nexmark::{Event, Generator, Query, queries, reference, source};
 
 /// Runs `query` over `events`; returns its CSV rows, sorted, and the late events counted.
@@ -54,6 +55,14 @@ fn expected(query: Query, events: &[Event], lag: i64) -> (Vec<String>, u64) {
     (rows, out.late_events)
 }
 
+/// Writes `events` as an event file in `dir`, one JSON line each.
+fn event_file(dir: &std::path::Path, events: &[Event]) -> std::path::PathBuf {
+    let file = dir.join("events.jsonl");
+    let text: String = events.iter().map(|e| e.to_json() + "\n").collect();
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
 fn config(count: u64, out_of_order_ms: u64) -> GeneratorConfig {
     // 10,000 events/s of event time: 30,000 events span 3 s, several q5 slides and a q7
     // window boundary; an auction lives a few seconds, so q4 has winners.
@@ -91,21 +100,55 @@ fn late_events_beyond_the_lag_are_dropped_and_counted_like_the_reference() {
     let config = config(20_000, 3_000);
     let events: Vec<Event> = Generator::new(config.clone()).unwrap().iter().collect();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("events.jsonl");
-    std::fs::write(
-        &file,
-        events
-            .iter()
-            .map(|e| e.to_json() + "\n")
-            .collect::<String>(),
-    )
-    .unwrap();
+    let file = event_file(dir.path(), &events);
     for query in [Query::Q0, Query::Q5, Query::Q7, Query::Q8] {
         let (got, late) = run(query, source::stream_replay(&file).unwrap(), 1_000, 2);
         let (want, want_late) = expected(query, &events, 1_000);
         assert!(want_late > 0, "the test needs late events");
         assert_eq!(late, want_late, "{query}: late events");
         assert_eq!(got, want, "{query}");
+    }
+}
+
+#[test]
+fn replays_keeping_only_the_strings_a_query_reads_give_the_reference_rows_and_csv_files() {
+    let config = config(30_000, 3_000);
+    let events: Vec<Event> = Generator::new(config.clone()).unwrap().iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = event_file(dir.path(), &events);
+    for query in Query::ALL {
+        let options = source::ReplayOptions {
+            strings: KeptStrings::for_query(query),
+            ..Default::default()
+        };
+        let replay = || source::stream_replay_with(&file, options).unwrap();
+        let (got, late) = run(query, replay(), 4_000, 2);
+        let (want, want_late) = expected(query, &events, 4_000);
+        assert!(!want.is_empty(), "{query}: the reference has rows");
+        assert_eq!(late, want_late, "{query}: late events");
+        assert_eq!(got, want, "{query}");
+
+        // The same rows, formatted straight into a CSV file under the header.
+        let p = Pipeline::new();
+        let output = dir.path().join(format!("{query}.csv"));
+        queries::write_csv(
+            query,
+            &p.read_from(replay()).with_native_timestamps(4_000),
+            &output,
+        );
+        let config = JobConfig {
+            default_parallelism: Some(2),
+            ..JobConfig::default()
+        };
+        p.submit(&Executor::shared(), config)
+            .unwrap()
+            .join()
+            .unwrap();
+        let written = std::fs::read_to_string(&output).unwrap();
+        let mut lines: Vec<String> = written.lines().map(str::to_owned).collect();
+        assert_eq!(lines.remove(0), query.header(), "{query}: header first");
+        lines.sort();
+        assert_eq!(lines, want, "{query}: CSV file");
     }
 }
 

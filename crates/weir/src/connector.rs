@@ -224,6 +224,12 @@ pub trait SinkWriter: Send + 'static {
     /// A failure fails the job.
     fn write(&mut self, item: Self::Item) -> Result<(), BoxError>;
 
+    /// How many records `item` holds, for the `records_written` counter: 1, but for a writer
+    /// whose items are batches of records.
+    fn records_in(&self, _item: &Self::Item) -> u64 {
+        1
+    }
+
     /// Flushes and closes, at the end of the input. May block; the runtime calls it through
     /// [`poll_close`](Self::poll_close).
     fn close(&mut self) -> Result<(), BoxError> {

@@ -30,6 +30,17 @@ pub(crate) type SourceHeadFactory =
 /// Builds the terminal link of a sink for one instance.
 pub(crate) type SinkTerminalFactory = Arc<dyn Fn(&ProcessorContext) -> ErasedLink + Send + Sync>;
 
+/// How a sink that writes bytes has its records formatted before they travel to it, when it
+/// cannot run in the vertex of the stages before it (see [`crate::exec::format`]).
+#[derive(Clone)]
+pub(crate) struct Preformat {
+    /// Wraps a chain taking [`FormattedRecords`](crate::exec::format::FormattedRecords) into
+    /// a link taking the sink's items: fused into the vertex before the sink.
+    pub format: WrapFn,
+    /// The sink's terminal, taking the formatted blocks.
+    pub terminal: SinkTerminalFactory,
+}
+
 /// What the planner needs to know about a stage's item type.
 #[derive(Clone, Copy)]
 pub(crate) struct StageType {
@@ -103,6 +114,8 @@ pub(crate) enum NodeKind {
     },
     Sink {
         terminal: SinkTerminalFactory,
+        /// For a sink that writes bytes: formatting where the items are.
+        preformat: Option<Preformat>,
     },
 }
 

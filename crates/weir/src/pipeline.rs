@@ -567,6 +567,7 @@ impl<T: Item> BatchStage<T> {
             name: sink.name.clone(),
             kind: NodeKind::Sink {
                 terminal: sink.terminal,
+                preformat: sink.preformat,
             },
             inputs: vec![self.node],
             output: None,

@@ -23,7 +23,10 @@
 //!   the calls in flight (the capacity is per instance) and emits into the stateless stages
 //!   fused after it. In ordered mode the vertex keeps its order like a sort does, so the
 //!   stages after a single-instance ordered async map stay in its vertex.
-//! - A sink is fused like a stateless stage when its parallelism fits the vertex.
+//! - A sink is fused like a stateless stage when its parallelism fits the vertex. A sink that
+//!   writes bytes and does not fit (a single file behind stages on every worker) has its
+//!   records formatted in the vertex before it, whatever that vertex's parallelism, and
+//!   receives blocks of bytes (see `exec::format`).
 //!
 //! So word count, `read → flat_map → grouping_key → aggregate → write`, plans into a fused
 //! `read + flat_map + accumulate` vertex, a `combine` vertex and a sink vertex.
@@ -34,6 +37,7 @@ use std::sync::Arc;
 use weir_core::{Dag, Edge, ItemType, Processor, ProcessorContext, Vertex};
 
 use crate::error::{Error, Result};
+use crate::exec::format::FormattedRecords;
 use crate::exec::link::ErasedLink;
 use crate::exec::state::HoldingSnapshots;
 use crate::graph::{
@@ -199,6 +203,20 @@ impl Planner<'_> {
     fn connect(&mut self, input: NodeId, to: usize, ordinal: usize, route: Route, priority: i32) {
         let from = self.node_vertex[input];
         let stage_type = self.output_of(input);
+        self.connect_vertex(from, stage_type, to, ordinal, route, priority);
+    }
+
+    /// Adds an edge from vertex `from`, whose chain ends in items of `stage_type`, to input
+    /// `ordinal` of `to`.
+    fn connect_vertex(
+        &mut self,
+        from: usize,
+        stage_type: StageType,
+        to: usize,
+        ordinal: usize,
+        route: Route,
+        priority: i32,
+    ) {
         let vertex = &mut self.vertices[from];
         if vertex.terminal.is_none() {
             vertex.terminal = Some(Terminal::Emit(stage_type));
@@ -406,11 +424,30 @@ impl Planner<'_> {
                 self.connect(node.inputs[0], v, 0, Route::Unicast, 0);
                 v
             }
-            NodeKind::Sink { terminal } => {
+            NodeKind::Sink {
+                terminal,
+                preformat,
+            } => {
                 let input = node.inputs[0];
-                let v = match self.fusable(input, node.parallelism) {
-                    Some(v) => v,
-                    None => self.inbox_vertex(id, input, Route::Unicast, node.parallelism),
+                let from = self.node_vertex[input];
+                // The input's vertex, if it is open to one more link at its own parallelism.
+                let open = self.fusable(input, self.vertices[from].parallelism);
+                let (v, terminal) = match (self.fusable(input, node.parallelism), preformat, open) {
+                    (Some(v), _, _) => (v, terminal),
+                    (None, Some(preformat), Some(from)) => {
+                        let blocks = StageType::of::<FormattedRecords>();
+                        self.vertices[from]
+                            .links
+                            .push(Arc::clone(&preformat.format));
+                        self.vertices[from].stages.push("format".to_owned());
+                        let v = self.new_vertex(id, Head::Inbox(blocks), node.parallelism);
+                        self.connect_vertex(from, blocks, v, 0, Route::Unicast, 0);
+                        (v, &preformat.terminal)
+                    }
+                    (None, _, _) => (
+                        self.inbox_vertex(id, input, Route::Unicast, node.parallelism),
+                        terminal,
+                    ),
                 };
                 self.vertices[v].terminal = Some(Terminal::Sink(Arc::clone(terminal)));
                 v

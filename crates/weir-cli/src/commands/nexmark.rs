@@ -17,6 +17,7 @@ use weir::{Executor, ExecutorConfig, JobConfig, Pipeline, sinks};
 use weir_nexmark::generator::{
     AUCTION_PROPORTION, DEFAULT_BASE_TIME_MS, DEFAULT_RATE, GeneratorConfig, TOTAL_PROPORTION,
 };
+use weir_nexmark::parse::KeptStrings;
 use weir_nexmark::{Event, Query, queries, reference, source};
 
 use crate::progress;
@@ -180,7 +181,12 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     let query = args.query;
     let (source, total, events_for_check) = match (&args.input, args.events) {
         (Some(path), _) => {
-            let source = source::stream_replay(path)
+            // Only the strings the query reads are kept; every field is still checked.
+            let options = source::ReplayOptions {
+                strings: KeptStrings::for_query(query),
+                ..Default::default()
+            };
+            let source = source::stream_replay_with(path, options)
                 .with_context(|| format!("input '{}'", path.display()))?;
             let check = match args.check {
                 true => Some(
@@ -227,19 +233,25 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     };
     let pipeline = Pipeline::new();
     let stream = pipeline.read_from(source).with_native_timestamps(lag);
-    // Formatted rows only where they are written or checked; otherwise counted.
-    let rows = (args.output.is_some() || events_for_check.is_some())
+    // Rows as text only where they are checked (and then written from the same text);
+    // written alone, each row is formatted straight into the file's bytes; otherwise counted.
+    let rows = events_for_check
+        .is_some()
         .then(|| queries::csv_rows(query, &stream));
-    if let (Some(path), Some(rows)) = (&args.output, &rows) {
-        let header = format!("{}\n", query.header());
-        rows.write_to(sinks::files::text_with_header(
-            path,
-            header,
-            |row: &String, out: &mut Vec<u8>| {
-                out.extend_from_slice(row.as_bytes());
-                out.push(b'\n');
-            },
-        ));
+    match (&args.output, &rows) {
+        (Some(path), Some(rows)) => {
+            let header = format!("{}\n", query.header());
+            rows.write_to(sinks::files::text_with_header(
+                path,
+                header,
+                |row: &String, out: &mut Vec<u8>| {
+                    out.extend_from_slice(row.as_bytes());
+                    out.push(b'\n');
+                },
+            ));
+        }
+        (Some(path), None) => queries::write_csv(query, &stream, path),
+        (None, _) => {}
     }
     let collected = match (&events_for_check, &rows) {
         (Some(_), Some(rows)) => {
@@ -249,7 +261,7 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    if rows.is_none() {
+    if rows.is_none() && args.output.is_none() {
         queries::row_count(query, &stream).write_to(sinks::collection::discard());
     }
 

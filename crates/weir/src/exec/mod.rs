@@ -3,6 +3,7 @@
 
 pub(crate) mod aggregate;
 pub(crate) mod async_map;
+pub(crate) mod format;
 pub(crate) mod join;
 pub(crate) mod link;
 pub(crate) mod probe_buffer;

@@ -56,9 +56,10 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
         if self.failed.is_some() {
             return false;
         }
+        let records = self.writer.records_in(&item);
         match self.writer.write(item) {
             Ok(()) => {
-                self.written += 1;
+                self.written += records;
                 self.has_room()
             }
             Err(e) => {
@@ -73,18 +74,16 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
             items.clear();
             return false;
         }
-        let before = items.len();
-        let mut drained = items.drain(..);
-        for item in drained.by_ref() {
+        for item in items.drain(..) {
+            let records = self.writer.records_in(&item);
             if let Err(e) = self.writer.write(item) {
                 // The job fails at the next flush; what is left of the batch goes with it.
                 self.failed = Some(e);
                 break;
             }
+            self.written += records;
         }
-        let unwritten = drained.len();
-        drop(drained);
-        self.written += (before - unwritten - usize::from(self.failed.is_some())) as u64;
+        items.clear();
         self.failed.is_none() && self.has_room()
     }
 

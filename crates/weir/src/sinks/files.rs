@@ -33,6 +33,17 @@
 //! into the output file, which is synced. A killed and resumed job's file is then the same
 //! as that of a run that never failed. Without snapshots they behave as above.
 //!
+//! # Formatting where the items are
+//!
+//! A single file has one writer, but the stages before it often run on every worker. Then
+//! those stages also format the records, into blocks of bytes that they send to the writer,
+//! which only appends them: formatting (numbers to text, JSON) runs on every core, and one
+//! item crosses to the writer per block instead of one per record. The planner does this
+//! for [`text`], [`text_with`], [`text_with_header`] and [`json`](super::json) whenever the
+//! sink cannot run in the vertex before it; the plan shows a `format` stage there. Each
+//! instance's records keep their order, and a block always reaches the writer before the
+//! next snapshot barrier, so the files are the same, transactional ones.
+//!
 //! The writer here is shared by every file sink, the [`json`](super::json) and
 //! [`csv`](super::csv) ones included, and so is the error type [`SinkError`].
 
@@ -51,6 +62,10 @@ use weir_core::{BoxError, Item, ProcessorContext, TaskletWaker};
 
 use super::epochs::{self, EpochState};
 use super::{Sink, SinkWriter};
+use crate::exec::format::{FormatLink, FormattedRecords};
+use crate::exec::sink::sink_terminal;
+use crate::graph::Preformat;
+use crate::pipeline::wrap_with;
 
 /// Why a sink failed. Each variant names the file at fault.
 #[derive(Debug, thiserror::Error)]
@@ -112,8 +127,10 @@ pub enum SinkError {
 /// items. Missing parent directories are created. The file appears, complete, when the job
 /// ends; see [atomic output](self#atomic-output).
 ///
-/// Cost: one `Display::fmt` per item into a 256 KiB buffer; each full buffer is handed to an
-/// I/O thread for its `write` syscall, so the instance is cooperative.
+/// Cost: one `Display::fmt` per item into a 256 KiB buffer, done by the stages before the
+/// sink when they run on every worker ([formatting](self#formatting-where-the-items-are));
+/// each full buffer is handed to an I/O thread for its `write` syscall, so the instance is
+/// cooperative.
 ///
 /// # Errors
 /// The job fails with a [`SinkError`] naming the file if it cannot be created, written or
@@ -151,18 +168,13 @@ pub fn text_with_header<T: Item>(
     header: impl Into<String>,
     format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
 ) -> Sink<T> {
-    let path = path.as_ref().to_owned();
+    let path = path.as_ref();
     let header: Arc<[u8]> = Arc::from(header.into().into_bytes());
-    let format = Arc::new(infallible(format));
-    let target = Target::File(path.clone());
-    Sink::new(
+    file_sink_with_header(
         format!("text({})", path.display()),
-        target.parallelism(),
-        move |ctx: &ProcessorContext| {
-            let mut writer = FileWriter::new(target.paths(ctx.global_index()), Arc::clone(&format));
-            writer.header = Some(Arc::clone(&header));
-            writer
-        },
+        Target::File(path.to_owned()),
+        infallible(format),
+        Some(header),
     )
 }
 
@@ -266,15 +278,63 @@ impl Target {
 
 /// Builds a file sink named `name` that encodes each item with `format`, which appends one
 /// whole record. The text and JSON Lines sinks are this with different formats.
+///
+/// Where the sink cannot run in the vertex of the stages before it (a single file behind
+/// stages on every worker), they format the records and the sink appends the bytes: see
+/// [`crate::exec::format`].
 pub(crate) fn file_sink<T, F>(name: String, target: Target, format: F) -> Sink<T>
 where
     T: Item,
     F: Fn(&T, &mut Vec<u8>) -> Result<(), BoxError> + Send + Sync + 'static,
 {
+    file_sink_with_header(name, target, format, None)
+}
+
+/// [`file_sink`], with `header` written first in each file, even when no item arrives.
+fn file_sink_with_header<T, F>(
+    name: String,
+    target: Target,
+    format: F,
+    header: Option<Arc<[u8]>>,
+) -> Sink<T>
+where
+    T: Item,
+    F: Fn(&T, &mut Vec<u8>) -> Result<(), BoxError> + Send + Sync + 'static,
+{
     let format = Arc::new(format);
+    // An encoding error names the file the records were for, as the writer would.
+    let named = match &target {
+        Target::File(_) => target.paths(0).1,
+        Target::Parts(dir) => dir.clone(),
+    };
+    let preformat = Preformat {
+        format: wrap_with::<T, FormattedRecords>({
+            let format = Arc::clone(&format);
+            move |next| Box::new(FormatLink::new(Arc::clone(&format), named.clone(), next))
+        }),
+        terminal: {
+            let (target, header) = (target.clone(), header.clone());
+            Arc::new(move |ctx: &ProcessorContext| {
+                let mut writer =
+                    FileWriter::new(target.paths(ctx.global_index()), Arc::new(append_block));
+                writer.header = header.clone();
+                writer.count = |block: &FormattedRecords| block.records;
+                sink_terminal(writer)
+            })
+        },
+    };
     Sink::new(name, target.parallelism(), move |ctx: &ProcessorContext| {
-        FileWriter::new(target.paths(ctx.global_index()), Arc::clone(&format))
+        let mut writer = FileWriter::new(target.paths(ctx.global_index()), Arc::clone(&format));
+        writer.header = header.clone();
+        writer
     })
+    .with_preformat(preformat)
+}
+
+/// Appends a block of records formatted before they reached the sink.
+fn append_block(block: &FormattedRecords, out: &mut Vec<u8>) -> Result<(), BoxError> {
+    out.extend_from_slice(&block.bytes);
+    Ok(())
 }
 
 /// The buffer of a [`TempFileWriter`].
@@ -901,6 +961,8 @@ pub(crate) struct FileWriter<T, F> {
     format: Arc<F>,
     /// Bytes written first, before any record (a CSV header line).
     header: Option<Arc<[u8]>>,
+    /// How many records an item holds (one, but for a block formatted upstream).
+    count: fn(&T) -> u64,
     out: Option<TempFileWriter>,
     _item: PhantomData<fn(T)>,
 }
@@ -912,6 +974,7 @@ impl<T, F> FileWriter<T, F> {
             paths: Some(paths),
             format,
             header: None,
+            count: |_| 1,
             out: None,
             _item: PhantomData,
         }
@@ -924,6 +987,11 @@ where
     F: Fn(&T, &mut Vec<u8>) -> Result<(), BoxError> + Send + Sync + 'static,
 {
     type Item = T;
+
+    #[inline]
+    fn records_in(&self, item: &T) -> u64 {
+        (self.count)(item)
+    }
 
     fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
         if let Some((path, tmp)) = self.paths.take() {

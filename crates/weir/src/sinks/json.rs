@@ -31,8 +31,10 @@ use super::files::{Target, file_sink};
 /// file sink (see [`files`](super::files#atomic-output)); missing parent directories are
 /// created. Strings with newlines are escaped by JSON, so every item is exactly one line.
 ///
-/// Cost: one `serde_json` serialization per item straight into a 256 KiB buffer, handed to
-/// an I/O thread for its `write` syscall; the instance is cooperative.
+/// Cost: one `serde_json` serialization per item straight into a 256 KiB buffer (by the
+/// stages before the sink when they run on every worker: see
+/// [`files`](super::files#formatting-where-the-items-are)), handed to an I/O thread for its
+/// `write` syscall; the instance is cooperative.
 ///
 /// # Errors
 /// The job fails with a [`SinkError`](super::files::SinkError) naming the file if it cannot

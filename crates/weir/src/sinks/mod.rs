@@ -38,7 +38,7 @@ use std::sync::Arc;
 use weir_core::{Item, ProcessorContext};
 
 use crate::exec::sink::sink_terminal;
-use crate::graph::SinkTerminalFactory;
+use crate::graph::{Preformat, SinkTerminalFactory};
 
 pub use crate::connector::SinkWriter;
 /// Writes a partitioned map: see [`map_stages::sink`](crate::map_stages::sink).
@@ -49,6 +49,9 @@ pub struct Sink<T> {
     pub(crate) name: String,
     pub(crate) parallelism: Option<usize>,
     pub(crate) terminal: SinkTerminalFactory,
+    /// For a sink that writes bytes: how the stages before it format its records when it
+    /// does not run in their vertex.
+    pub(crate) preformat: Option<Preformat>,
     _item: std::marker::PhantomData<fn(T)>,
 }
 
@@ -67,8 +70,15 @@ impl<T: Item> Sink<T> {
             name: name.into(),
             parallelism,
             terminal,
+            preformat: None,
             _item: std::marker::PhantomData,
         }
+    }
+
+    /// The same sink, with its records formatted as `preformat` says where they are made.
+    pub(crate) fn with_preformat(mut self, preformat: Preformat) -> Self {
+        self.preformat = Some(preformat);
+        self
     }
 
     /// A sink whose instances end their chain in the terminal `terminal` makes.
@@ -81,6 +91,7 @@ impl<T: Item> Sink<T> {
             name: name.into(),
             parallelism,
             terminal,
+            preformat: None,
             _item: std::marker::PhantomData,
         }
     }
