@@ -10,17 +10,28 @@
 //! - Prometheus metrics at `/metrics`;
 //! - the dashboard, embedded in the binary, at `/`.
 //!
-//! ```no_run
+//! ```
+//! use weir::prelude::*;
+//! use weir::{Executor, ExecutorConfig, JobConfig};
 //! use weir_observe::{Registry, Server, ServerConfig};
-//! # fn job() -> weir::Job { unimplemented!() }
 //!
 //! let registry = Registry::new();
 //! let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), None).unwrap();
 //! let server = Server::start(&config, registry.clone()).unwrap();
 //! eprintln!("dashboard at {}", server.url());
-//! let job = job();
+//!
+//! let p = Pipeline::new();
+//! let (sink, counts) = sinks::collection::list();
+//! p.read_from(sources::collection::items(vec!["to be or not to be".to_string()]))
+//!     .flat_map(weir::jobs::wordcount::words)
+//!     .grouping_key(|word: &Word| word.clone())
+//!     .aggregate(aggregate::counting())
+//!     .write_to(sink);
+//! let executor = Executor::new(ExecutorConfig::default()).unwrap();
+//! let job = p.submit(&executor, JobConfig::default()).unwrap();
 //! registry.add_job(job.monitor());
 //! job.join().unwrap();
+//! assert_eq!(counts.take().len(), 4);
 //! ```
 //!
 //! Watching costs the jobs nothing per item: the server reads the counters the runtime
