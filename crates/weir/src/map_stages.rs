@@ -29,11 +29,12 @@
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use weir_core::{BoxError, Counter, Item, Partitioner, ProcessorContext, ProcessorResult};
+use weir_core::{BoxError, Counter, Edge, Item, Partitioner, ProcessorContext, ProcessorResult};
 use weir_maps::{MapKey, MapValue, PartitionedMap, Pending, Store};
 
 use crate::connector::{Emitter, SinkWriter, SourceReader};
 use crate::exec::link::{Link, delegate_to_next};
+use crate::graph::RouteFn;
 use crate::pipeline::{BatchStage, wrap_with};
 use crate::sinks::Sink;
 use crate::sources::BatchSource;
@@ -190,6 +191,15 @@ impl<K: MapKey, V: MapValue> SinkWriter for MapWriter<K, V> {
     }
 }
 
+/// An item on its way to a keyed lookup, with its key and the key's partition computed once,
+/// where the item is routed: neither the edge nor the lookup hashes the key again.
+#[derive(Clone)]
+struct KeyedItem<K, T> {
+    partition: u32,
+    key: K,
+    item: T,
+}
+
 impl<T: Item> BatchStage<T> {
     /// Enriches each item by a keyed lookup in `map` (Jet's `mapUsingIMap`): `f(item, value)`
     /// where `value` is `map`'s value for `key_fn(item)`; `None` from `f` drops the item.
@@ -197,10 +207,13 @@ impl<T: Item> BatchStage<T> {
     /// The planner sends each item over a partitioned edge to the instance that handles its
     /// key's partition; that instance holds a read-only view of exactly those partitions
     /// (taken from their owners when the job starts), so every lookup is a local hash-map
-    /// read with no message and no lock. The map is read as it was when the job started;
-    /// later writes are not seen. Counters: `map_lookups`, and `map_remote_lookups` for a
-    /// lookup of a partition the instance does not hold (always 0 unless the routing
-    /// disagrees; such a lookup is then fetched from the owner, blocking).
+    /// read with no message and no lock. The map is read as it was when the job started (or
+    /// restarted from a snapshot); later writes are not seen. Counters: `map_lookups`, and
+    /// `map_remote_lookups` for a lookup of a partition the instance does not hold (always 0
+    /// unless the routing disagrees; such a lookup is then fetched from the owner, blocking).
+    ///
+    /// Cost per item: `key_fn` and the key's partition (XXH3) once, on the sending side,
+    /// where the key travels with the item; one hash-map read on the receiving side.
     pub fn map_using_map<K, V, R>(
         &self,
         map: &PartitionedMap<K, V>,
@@ -212,20 +225,30 @@ impl<T: Item> BatchStage<T> {
         V: MapValue,
         R: Item,
     {
-        let key_fn = Arc::new(key_fn);
-        let route_key = Arc::clone(&key_fn);
+        let partitioner = map.service().table().partitioner();
         let f = Arc::new(f);
         let map = map.clone();
-        self.rebalance_by(move |t: &T| route_key(t)).transform(
+        let route: RouteFn = Arc::new(move |edge: Edge| {
+            edge.partitioned_by_partition(partitioner, |k: &KeyedItem<K, T>| k.partition)
+        });
+        self.map(move |item: T| {
+            let key = key_fn(&item);
+            KeyedItem {
+                partition: partitioner.partition_of(&key),
+                key,
+                item,
+            }
+        })
+        .named("map-using-map-key")
+        .rebalance_with(route)
+        .transform(
             "map-using-map",
-            wrap_with::<T, R>(move |next| {
+            wrap_with::<KeyedItem<K, T>, R>(move |next| {
                 Box::new(MapLookupLink {
                     map: map.clone(),
-                    key_fn: Arc::clone(&key_fn),
                     f: Arc::clone(&f),
                     next,
                     partitions: Vec::new(),
-                    partitioner: Partitioner::default(),
                     out: Vec::new(),
                     lookups: None,
                     remote: None,
@@ -235,60 +258,50 @@ impl<T: Item> BatchStage<T> {
     }
 }
 
-struct MapLookupLink<K, V, KF, F, R> {
+struct MapLookupLink<K, V, F, R> {
     map: PartitionedMap<K, V>,
-    key_fn: Arc<KF>,
     f: Arc<F>,
     next: Box<dyn Link<R>>,
     /// Indexed by partition: the read-only stores of the partitions this instance handles.
     partitions: Vec<Option<Arc<Store<K, V>>>>,
-    partitioner: Partitioner,
     out: Vec<R>,
     lookups: Option<Counter>,
     remote: Option<Counter>,
 }
 
-impl<K, V, KF, F, R> MapLookupLink<K, V, KF, F, R>
-where
-    K: MapKey,
-    V: MapValue,
-{
-    /// The store of `partition`, fetched from its owner when this instance does not hold it.
-    #[cold]
-    fn fetch(&mut self, partition: u32) {
-        if let Some(c) = &self.remote {
-            c.increment();
-        }
-        debug_assert!(
-            false,
-            "map_using_map: partition {partition} reached an instance that does not handle it"
-        );
-        let store = self
-            .map
-            .partition_snapshot(partition)
-            .wait()
-            .unwrap_or_default();
-        self.partitions[partition as usize] = Some(store);
+/// The store of `partition`, fetched from its owner into `slot`: for an instance that does
+/// not hold the partition, which only a routing disagreement causes.
+#[cold]
+#[inline(never)]
+fn fetch_partition<'a, K: MapKey, V: MapValue>(
+    map: &PartitionedMap<K, V>,
+    remote: Option<&Counter>,
+    slot: &'a mut Option<Arc<Store<K, V>>>,
+    partition: u32,
+) -> &'a Arc<Store<K, V>> {
+    if let Some(c) = remote {
+        c.increment();
     }
+    debug_assert!(
+        false,
+        "map_using_map: partition {partition} reached an instance that does not handle it"
+    );
+    let store = map.partition_snapshot(partition).wait().unwrap_or_default();
+    slot.insert(store)
 }
 
-impl<T, K, V, KF, F, R> Link<T> for MapLookupLink<K, V, KF, F, R>
+impl<T, K, V, F, R> Link<KeyedItem<K, T>> for MapLookupLink<K, V, F, R>
 where
     T: Item,
     K: MapKey,
     V: MapValue,
     R: Item,
-    KF: Fn(&T) -> K + Send + Sync,
     F: Fn(T, Option<&V>) -> Option<R> + Send + Sync,
 {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
-        self.partitioner = self.map.service().table().partitioner();
-        let mine = partitions_of(
-            self.partitioner,
-            ctx.global_index(),
-            ctx.total_parallelism(),
-        );
-        self.partitions = vec![None; self.partitioner.count() as usize];
+        let partitioner = self.map.service().table().partitioner();
+        let mine = partitions_of(partitioner, ctx.global_index(), ctx.total_parallelism());
+        self.partitions = vec![None; partitioner.count() as usize];
         let pending: Vec<_> = mine
             .iter()
             .map(|&p| (p, self.map.partition_snapshot(p)))
@@ -301,24 +314,36 @@ where
         self.next.init(ctx)
     }
 
-    fn push(&mut self, item: T) -> bool {
+    fn push(&mut self, item: KeyedItem<K, T>) -> bool {
         let mut batch = vec![item];
         self.push_batch(&mut batch)
     }
 
-    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+    fn push_batch(&mut self, items: &mut Vec<KeyedItem<K, T>>) -> bool {
         let n = items.len() as u64;
-        for item in items.drain(..) {
-            let key = (self.key_fn)(&item);
-            let partition = self.partitioner.partition_of(&key);
-            if self.partitions[partition as usize].is_none() {
-                self.fetch(partition);
-            }
-            let store = self.partitions[partition as usize]
-                .as_ref()
-                .expect("fetched above");
-            if let Some(r) = (self.f)(item, store.get(&key)) {
-                self.out.push(r);
+        let MapLookupLink {
+            map,
+            f,
+            partitions,
+            out,
+            remote,
+            ..
+        } = self;
+        // The loop holds no hashing of its own but the lookup's: the hash-map reads miss the
+        // cache, and a short loop body lets the processor keep several of them in flight.
+        for KeyedItem {
+            partition,
+            key,
+            item,
+        } in items.drain(..)
+        {
+            let slot = &mut partitions[partition as usize];
+            let store = match slot {
+                Some(store) => &*store,
+                None => fetch_partition(map, remote.as_ref(), slot, partition),
+            };
+            if let Some(r) = f(item, store.get(&key)) {
+                out.push(r);
             }
         }
         if let Some(c) = &self.lookups {

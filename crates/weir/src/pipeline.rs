@@ -367,7 +367,11 @@ impl<T: Item> BatchStage<T> {
         &self,
         key: impl Fn(&T) -> K + Send + Sync + 'static,
     ) -> BatchStage<T> {
-        let route = route_by::<T, K>(Arc::new(key));
+        self.rebalance_with(route_by::<T, K>(Arc::new(key)))
+    }
+
+    /// Sends each item over an edge that `route` makes partitioned.
+    pub(crate) fn rebalance_with(&self, route: RouteFn) -> BatchStage<T> {
         self.add(
             "rebalance",
             NodeKind::Rebalance { route: Some(route) },
