@@ -91,6 +91,7 @@ impl Pipeline {
             output: Some(StageType::of::<T>()),
             parallelism,
             holds_state: false,
+            keyed_pairs: false,
         });
         BatchStage::at(Rc::clone(&self.graph), node)
     }
@@ -220,6 +221,7 @@ impl<T: Item> BatchStage<T> {
             output: Some(StageType::of::<R>()),
             parallelism: None,
             holds_state: false,
+            keyed_pairs: false,
         });
         BatchStage::at(Rc::clone(&self.graph), node)
     }
@@ -228,6 +230,13 @@ impl<T: Item> BatchStage<T> {
     /// [`Node::holds_state`](crate::graph::Node)).
     fn holding_state(self) -> Self {
         self.graph.borrow_mut().nodes[self.node].holds_state = true;
+        self
+    }
+
+    /// Marks this stage's output as pairs partitioned by their first field (see
+    /// [`Node::keyed_pairs`](crate::graph::Node)).
+    fn emitting_keyed_pairs(self) -> Self {
+        self.graph.borrow_mut().nodes[self.node].keyed_pairs = true;
         self
     }
 
@@ -571,11 +580,13 @@ impl<T: Item> BatchStage<T> {
             name: sink.name.clone(),
             kind: NodeKind::Sink {
                 terminal: sink.terminal,
+                route: sink.route,
             },
             inputs: vec![self.node],
             output: None,
             parallelism: sink.parallelism,
             holds_state: false,
+            keyed_pairs: false,
         });
     }
 }
@@ -646,6 +657,7 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedBatchStage<T, K> {
         self.stage
             .add("aggregate", kind, vec![self.stage.node])
             .holding_state()
+            .emitting_keyed_pairs()
     }
 
     /// Maps with state kept per key: `create` makes a key's state on its first item, `f` may

@@ -406,11 +406,19 @@ impl Planner<'_> {
                 self.connect(node.inputs[0], v, 0, Route::Unicast, 0);
                 v
             }
-            NodeKind::Sink { terminal } => {
+            NodeKind::Sink { terminal, route } => {
                 let input = node.inputs[0];
-                let v = match self.fusable(input, node.parallelism) {
-                    Some(v) => v,
-                    None => self.inbox_vertex(id, input, Route::Unicast, node.parallelism),
+                let v = match (route, self.fusable(input, node.parallelism)) {
+                    (None, Some(v)) => v,
+                    // Partitioned already: a keyed aggregation's pairs, by the same key.
+                    (Some(r), Some(v)) if r.by_pair_key && self.graph.nodes[input].keyed_pairs => v,
+                    (Some(r), _) => self.inbox_vertex(
+                        id,
+                        input,
+                        Route::Partitioned(Arc::clone(&r.route)),
+                        node.parallelism,
+                    ),
+                    (None, None) => self.inbox_vertex(id, input, Route::Unicast, node.parallelism),
                 };
                 self.vertices[v].terminal = Some(Terminal::Sink(Arc::clone(terminal)));
                 v
