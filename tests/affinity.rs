@@ -106,6 +106,29 @@ mod pipelines {
     }
 
     #[test]
+    fn a_map_sink_after_an_unkeyed_stage_is_fed_by_a_partitioned_edge() {
+        let service = MapService::new(2);
+        let squares = service.map::<u64, u64>("squares").unwrap();
+        let p = Pipeline::new();
+        p.read_from(sources::collection::items((0..1000u64).collect::<Vec<_>>()))
+            .map(|n| (n, n * n))
+            .write_to(sinks::map(&squares));
+        let plan = p.explain().unwrap();
+        assert!(
+            plan.lines().any(|l| l.starts_with("edge")
+                && l.contains("map-sink(squares)")
+                && l.contains("[partitioned")),
+            "{plan}"
+        );
+        p.submit(&executor(2), JobConfig::default())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(squares.len().unwrap(), 1000);
+        assert_eq!(squares.get(&31).unwrap(), Some(961));
+    }
+
+    #[test]
     fn a_map_source_reads_every_entry_and_a_map_sink_puts_them_by_owner() {
         let service = MapService::new(2);
         let input = service.map::<AffinityKey, u64>("input").unwrap();

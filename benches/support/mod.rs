@@ -100,6 +100,20 @@ pub fn wait_for_quiet(threshold: f64, patience: Duration) -> f64 {
     }
 }
 
+/// The CPU time this process has used so far, all its threads together. Around a part that
+/// only its own busy threads run, the difference is their work, whatever else the shared
+/// machine runs meanwhile (a thread waiting for a CPU adds wall time, not CPU time).
+pub fn process_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec; the clock id is a constant Linux knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// The value after `--name` on the command line, if any.
 pub fn flag(args: &[String], name: &str) -> Option<String> {
     args.iter()

@@ -249,11 +249,31 @@ impl Edge {
 
     /// Like [`partitioned`](Self::partitioned), with a chosen partitioner.
     pub fn partitioned_with<T: Item, K: PartitionKey>(
-        mut self,
+        self,
         partitioner: Partitioner,
         key: impl Fn(&T) -> K + Send + Sync + 'static,
     ) -> Self {
-        let f: PartitionFn<T> = Arc::new(move |item: &T| partitioner.partition_of(&key(item)));
+        self.partitioned_by_partition(partitioner, move |item: &T| {
+            partitioner.partition_of(&key(item))
+        })
+    }
+
+    /// Routes each item to the owner of the partition `partition_of` reads from it: for items
+    /// that carry the partition computed upstream (with `partitioner`), so that neither this
+    /// edge nor its consumer hashes the key again. A value of `count` or more is taken
+    /// modulo the partition count.
+    ///
+    /// Cost per item: one call of `partition_of` and one table read, no hash.
+    pub fn partitioned_by_partition<T: Item>(
+        mut self,
+        partitioner: Partitioner,
+        partition_of: impl Fn(&T) -> u32 + Send + Sync + 'static,
+    ) -> Self {
+        let count = partitioner.count();
+        let f: PartitionFn<T> = Arc::new(move |item: &T| {
+            let p = partition_of(item);
+            if p < count { p } else { p % count }
+        });
         self.routing = Routing::Partitioned(PartitionSpec {
             item_type: ItemType::of::<T>(),
             partition_fn: Arc::new(f),

@@ -12,7 +12,7 @@ use std::fmt;
 use crate::conveyor::{self, Receiver, Sender};
 use crate::dag::PartitionFn;
 use crate::inbox::{ErasedQueue, Inbox};
-use crate::outbox::{ErasedPort, OutPort, Route};
+use crate::outbox::{ErasedPort, OutPort, PartitionRoute, Route};
 use crate::tasklet::{ConveyorStream, InboundStream};
 
 /// What can travel along an edge: `Send + Clone + 'static`. Implemented for every such type.
@@ -67,10 +67,10 @@ fn new_port<T: Item>(
             let Some(partition_of) = partition_fn.downcast_ref::<PartitionFn<T>>() else {
                 unreachable!("the partition function's type was validated with the DAG")
             };
-            let partition_of = std::sync::Arc::clone(partition_of);
-            Route::Partitioned(std::sync::Arc::new(move |item: &T| {
-                owners[partition_of(item) as usize] as usize
-            }))
+            Route::Partitioned(PartitionRoute {
+                partition_of: std::sync::Arc::clone(partition_of),
+                owners,
+            })
         }
     };
     Box::new(OutPort::new(senders, route, batch_limit))

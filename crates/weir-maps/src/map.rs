@@ -419,12 +419,35 @@ impl<K: MapKey, V: MapValue> PartitionedMap<K, V> {
         self.put_all_async(entries).wait_as("put_all")
     }
 
-    /// Puts entries that all belong to `partition`, in one message. The caller guarantees
-    /// the partition; the sink of a pipeline uses it after grouping by partition.
+    /// Puts entries that all belong to `partition`, in one message, in order (a later entry
+    /// of a key replaces an earlier one). The caller guarantees the partition; the sink of a
+    /// pipeline uses it after grouping by partition. The pending result is the number put;
+    /// [`MapError::OutOfRange`] for a partition the map does not have.
     pub fn put_partition_async(&self, partition: u32, entries: Vec<(K, V)>) -> Pending<usize> {
+        if let Err(e) = self.check_partition(partition) {
+            return Pending::failed(e);
+        }
         self.call(partition, move |s| {
             let n = entries.len();
             Arc::make_mut(s).extend(entries);
+            n
+        })
+    }
+
+    /// Replaces every entry of `partition` by `entries` (in order: a later entry of a key
+    /// wins), in one message, as one step on the owner: no call sees a mix. The caller
+    /// guarantees that the entries belong to the partition; a job restored from a snapshot
+    /// puts its map partitions back this way. Readers holding a
+    /// [`partition_snapshot`](Self::partition_snapshot) keep the old entries. The pending
+    /// result is the number of entries the partition holds now.
+    pub fn replace_partition_async(&self, partition: u32, entries: Vec<(K, V)>) -> Pending<usize> {
+        if let Err(e) = self.check_partition(partition) {
+            return Pending::failed(e);
+        }
+        self.call(partition, move |s| {
+            let store: Store<K, V> = entries.into_iter().collect();
+            let n = store.len();
+            *s = Arc::new(store);
             n
         })
     }

@@ -58,6 +58,34 @@ fn basic_operations_work_on_the_owner() {
 }
 
 #[test]
+fn a_partition_is_replaced_whole_and_other_partitions_stay() {
+    let service = MapService::new(2);
+    let map = service.map::<u64, u64>("m").unwrap();
+    map.put_all((0..1000u64).map(|k| (k, k))).unwrap();
+    let p = map.partition_of(&7);
+    let before = map.partition_snapshot(p).wait().unwrap();
+    let others = map.len().unwrap() - before.len();
+    // A later entry of a key wins; keys of the partition not given are gone.
+    let held = map
+        .replace_partition_async(p, vec![(7, 1), (7, 70)])
+        .wait()
+        .unwrap();
+    assert_eq!(held, 1);
+    assert_eq!(map.get(&7).unwrap(), Some(70));
+    assert_eq!(map.entries(p).unwrap(), vec![(7, 70)]);
+    assert_eq!(map.len().unwrap(), others + 1);
+    assert_eq!(before.get(&7), Some(&7), "the old view is untouched");
+    assert!(matches!(
+        map.replace_partition_async(271, Vec::new()).wait(),
+        Err(MapError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        map.put_partition_async(271, Vec::new()).wait(),
+        Err(MapError::OutOfRange { .. })
+    ));
+}
+
+#[test]
 fn async_forms_resolve_without_blocking_a_thread() {
     let service = MapService::new(2);
     let map = service.map::<u64, u64>("m").unwrap();

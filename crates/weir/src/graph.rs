@@ -116,7 +116,19 @@ pub(crate) enum NodeKind {
         terminal: SinkTerminalFactory,
         /// For a sink that writes bytes: formatting where the items are.
         preformat: Option<Preformat>,
+        /// Set when each instance must receive the items of the partitions it owns.
+        route: Option<SinkRoute>,
     },
+}
+
+/// How a sink wants its input partitioned.
+#[derive(Clone)]
+pub(crate) struct SinkRoute {
+    /// Makes the partitioned edge into the sink.
+    pub route: RouteFn,
+    /// The route sends a pair `(K, _)` by the default partition of `K`: a stage whose output
+    /// is already so partitioned ([`Node::keyed_pairs`]) needs no edge.
+    pub by_pair_key: bool,
 }
 
 pub(crate) struct Node {
@@ -129,6 +141,9 @@ pub(crate) struct Node {
     /// The stage keeps state that snapshots cannot save (a batch aggregation, sort, hash join
     /// or `map_stateful`): its vertices hold snapshots back until they complete.
     pub holds_state: bool,
+    /// Instance `i` of the stage emits only pairs `(K, _)` whose `K` is in a partition
+    /// (default partitioner) that instance `i` owns: a keyed aggregation's output.
+    pub keyed_pairs: bool,
 }
 
 pub(crate) struct Graph {

@@ -29,11 +29,17 @@
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use weir_core::{BoxError, Counter, Item, Partitioner, ProcessorContext, ProcessorResult};
+use weir_core::snapshot::Guarantee;
+use weir_core::{
+    BoxError, Counter, DEFAULT_PARTITION_COUNT, Edge, Item, Outbox, Partitioner, ProcessorContext,
+    ProcessorResult, Watermark,
+};
 use weir_maps::{MapKey, MapValue, PartitionedMap, Pending, Store};
 
-use crate::connector::{Emitter, SinkWriter, SourceReader};
-use crate::exec::link::{Link, delegate_to_next};
+use crate::connector::{Emitter, SourceReader};
+use crate::exec::link::{Link, delegate_to_next, erase};
+use crate::exec::state::{Durable, LinkEntries, LinkWriter};
+use crate::graph::{RouteFn, SinkRoute, SinkTerminalFactory};
 use crate::pipeline::{BatchStage, wrap_with};
 use crate::sinks::Sink;
 use crate::sources::BatchSource;
@@ -107,39 +113,107 @@ impl<K: MapKey, V: MapValue> SourceReader for MapReader<K, V> {
     }
 }
 
-/// Puts every `(key, value)` pair into `map`. Each instance groups its items by partition and
-/// sends each group to the partition's owner in one message, so every entry is put by its
-/// owner and no extra edge is needed: a `grouping_key(..).aggregate(..)` written here adds no
-/// vertex. At most 8 groups per instance are in flight; then the sink reports no room.
+/// Puts every `(key, value)` pair into `map`.
 ///
-/// With snapshots the sink is at-least-once: puts of a replayed item put the same value
-/// again. The map itself lives in memory; [`PartitionedMap::save`] keeps it across restarts.
-pub fn sink<K: MapKey, V: MapValue>(map: &PartitionedMap<K, V>) -> Sink<(K, V)> {
-    let map = map.clone();
-    Sink::new(format!("map-sink({})", map.name()), None, move |_| {
-        MapWriter {
-            map: map.clone(),
-            buffer: FxHashMap::default(),
-            buffered: 0,
-            in_flight: Vec::new(),
-        }
+/// The sink's input comes over a partitioned edge by the key, so that each instance puts the
+/// entries of the partitions it owns, and each partition has one writer; after a
+/// `grouping_key(..).aggregate(..)` by the same key the input is partitioned so already,
+/// and the sink joins the aggregation's vertex with no extra edge. Each instance groups its
+/// items by partition and sends each group to the partition's owner in one message.
+///
+/// # With snapshots: exactly-once
+///
+/// In a job that takes snapshots the sink is transactional. The entries written since the
+/// last snapshot are held back (the last value of each key) and put when the snapshot is
+/// durable (phase 2), so the map never shows an entry a restore would take back. Each
+/// snapshot holds, for every partition the sink wrote, that partition's entries as they
+/// will be once it commits, saved under the partition; a restored job puts each such
+/// partition back whole, at its new owner (also at another parallelism). After a failure
+/// and a restore, in this process or in a new one with an empty map, the map holds exactly
+/// the state of the snapshot, and then the writes of the items replayed after it.
+///
+/// Costs: the entries of one snapshot interval in memory; at each snapshot, the entries of
+/// every partition written so far encoded into the snapshot (the map's partitions are read
+/// from their owners without a copy). Entries of partitions the job never wrote are neither
+/// saved nor touched by a restore.
+///
+/// Without snapshots entries are put as they come, at most 8 groups of 4096 per instance
+/// in flight. The map lives in memory; [`PartitionedMap::save`] keeps it across restarts.
+pub fn sink<K, V>(map: &PartitionedMap<K, V>) -> Sink<(K, V)>
+where
+    K: MapKey + Durable,
+    V: MapValue + Durable,
+{
+    let partitioner = map.service().table().partitioner();
+    let route: RouteFn =
+        Arc::new(move |edge: Edge| edge.partitioned_with(partitioner, |(k, _): &(K, V)| k.clone()));
+    let terminal_map = map.clone();
+    let terminal: SinkTerminalFactory =
+        Arc::new(move |_| erase::<(K, V)>(Box::new(MapSink::new(terminal_map.clone()))));
+    Sink::from_terminal(format!("map-sink({})", map.name()), None, terminal).routed(SinkRoute {
+        route,
+        by_pair_key: partitioner == Partitioner::default(),
     })
 }
 
-/// Items a map sink instance buffers before sending them to the owners.
+/// Items a map sink instance buffers before sending them to the owners (no snapshots).
 const SINK_BATCH: usize = 4096;
 /// Messages a map sink instance may have in flight before it reports no room.
 const SINK_IN_FLIGHT: usize = 8;
+/// The key of a map sink's snapshot entries (one per partition, saved under the partition).
+const PARTITION_STATE: &[u8] = b"map-partition";
 
-struct MapWriter<K, V> {
+/// Entries by partition.
+type ByPartition<K, V> = FxHashMap<u32, FxHashMap<K, V>>;
+
+/// The terminal of [`sink`]: see there.
+struct MapSink<K, V> {
     map: PartitionedMap<K, V>,
+    partitioner: Partitioner,
+    /// Whether the job takes snapshots: writes then wait for phase 2.
+    transactional: bool,
+    /// Without snapshots: items not sent yet, by partition.
     buffer: FxHashMap<u32, Vec<(K, V)>>,
     buffered: usize,
+    /// With snapshots: what was written since the last snapshot, the last value per key.
+    epoch: ByPartition<K, V>,
+    /// Saved in a snapshot, put at its commit (several epochs if a snapshot failed).
+    prepared: ByPartition<K, V>,
+    /// From a restored snapshot: partitions to put back whole at the next commit.
+    restored: Vec<(u32, Vec<(K, V)>)>,
+    /// The partitions this instance wrote or restored, which its snapshots hold.
+    written: Vec<bool>,
+    /// Which partitions this instance owns, indexed by partition.
+    mine: Vec<bool>,
     in_flight: Vec<Pending<usize>>,
+    /// A failure, raised at the next flush: `push` cannot return it.
+    failed: Option<BoxError>,
+    records: u64,
+    counter: Counter,
 }
 
-impl<K: MapKey, V: MapValue> MapWriter<K, V> {
-    fn send(&mut self) {
+impl<K: MapKey + Durable, V: MapValue + Durable> MapSink<K, V> {
+    fn new(map: PartitionedMap<K, V>) -> Self {
+        let partitioner = map.service().table().partitioner();
+        MapSink {
+            map,
+            partitioner,
+            transactional: false,
+            buffer: FxHashMap::default(),
+            buffered: 0,
+            epoch: FxHashMap::default(),
+            prepared: FxHashMap::default(),
+            restored: Vec::new(),
+            written: vec![false; partitioner.count() as usize],
+            mine: Vec::new(),
+            in_flight: Vec::new(),
+            failed: None,
+            records: 0,
+            counter: Counter::default(),
+        }
+    }
+
+    fn send_buffer(&mut self) {
         for (partition, entries) in self.buffer.drain() {
             self.in_flight
                 .push(self.map.put_partition_async(partition, entries));
@@ -148,7 +222,7 @@ impl<K: MapKey, V: MapValue> MapWriter<K, V> {
     }
 
     /// Drops the answered messages; fails on the first failed one.
-    fn reap(&mut self) -> Result<(), BoxError> {
+    fn reap(&mut self) -> ProcessorResult<()> {
         let mut failed = None;
         self.in_flight.retain_mut(|p| match p.try_take() {
             None => true,
@@ -163,31 +237,192 @@ impl<K: MapKey, V: MapValue> MapWriter<K, V> {
             None => Ok(()),
         }
     }
+
+    fn has_room(&mut self) -> bool {
+        self.transactional || self.in_flight.len() < SINK_IN_FLIGHT
+    }
+
+    /// The error of an item whose partition another instance owns: the input was not
+    /// partitioned by the map's key, and two writers of one partition would break restores.
+    #[cold]
+    fn not_mine(&self, partition: u32) -> BoxError {
+        format!(
+            "map sink of '{}' received a key of partition {partition}, which another instance owns: its input must be partitioned by the map's key",
+            self.map.name()
+        )
+        .into()
+    }
 }
 
-impl<K: MapKey, V: MapValue> SinkWriter for MapWriter<K, V> {
-    type Item = (K, V);
+impl<K: MapKey + Durable, V: MapValue + Durable> Link<(K, V)> for MapSink<K, V> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.counter = ctx.metrics().counter("records_written");
+        self.transactional = ctx.guarantee() != Guarantee::None;
+        let count = self.partitioner.count();
+        if self.transactional && count > DEFAULT_PARTITION_COUNT {
+            return Err(format!(
+                "map '{}' has {count} partitions; a job snapshot holds at most {DEFAULT_PARTITION_COUNT}",
+                self.map.name()
+            )
+            .into());
+        }
+        let owners = self.partitioner.owner_table(ctx.total_parallelism().max(1));
+        let me = ctx.global_index() as u32;
+        self.mine = owners.iter().map(|&o| o == me).collect();
+        Ok(())
+    }
 
-    fn write(&mut self, (key, value): (K, V)) -> Result<(), BoxError> {
-        let partition = self.map.partition_of(&key);
+    #[inline]
+    fn push(&mut self, (key, value): (K, V)) -> bool {
+        if self.failed.is_some() {
+            return false;
+        }
+        let partition = self.partitioner.partition_of(&key);
+        self.records += 1;
+        if self.transactional {
+            if !self.mine[partition as usize] {
+                self.failed = Some(self.not_mine(partition));
+                return false;
+            }
+            self.written[partition as usize] = true;
+            self.epoch.entry(partition).or_default().insert(key, value);
+            return true;
+        }
         self.buffer.entry(partition).or_default().push((key, value));
         self.buffered += 1;
         if self.buffered >= SINK_BATCH {
-            self.send();
+            self.send_buffer();
+        }
+        self.has_room()
+    }
+
+    fn flush(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // Published once per call, not per item.
+        self.counter.add(std::mem::take(&mut self.records));
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        self.reap()?;
+        Ok(self.has_room())
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.flush(outbox)?;
+        // With snapshots the last epoch goes into the terminal snapshot and commits with it.
+        if !self.transactional && self.buffered > 0 {
+            self.send_buffer();
+        }
+        self.reap()?;
+        if !self.in_flight.is_empty() {
+            // The owners are still putting: not idle work.
+            outbox.report_progress();
+        }
+        Ok(self.in_flight.is_empty())
+    }
+
+    fn watermark(&mut self, _wm: Watermark, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        Ok(true)
+    }
+
+    fn idle(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // A sink has no consumers to tell.
+        Ok(true)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        true
+    }
+
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        if !self.restored.is_empty() {
+            return Err("map sink saved before its restored partitions were put back".into());
+        }
+        // The puts of the last commit are the base this snapshot reads: wait for them (they
+        // are normally done, as the commit waits for them).
+        for p in self.in_flight.drain(..) {
+            p.wait()?;
+        }
+        for (partition, entries) in self.epoch.drain() {
+            self.prepared.entry(partition).or_default().extend(entries);
+        }
+        let written: Vec<u32> = (0..self.partitioner.count())
+            .filter(|&p| self.written[p as usize])
+            .collect();
+        // Asked for all at once: the owners answer in parallel.
+        let bases: Vec<_> = written
+            .iter()
+            .map(|&p| self.map.partition_snapshot(p))
+            .collect();
+        let no_entries = FxHashMap::default();
+        for (&partition, base) in written.iter().zip(bases) {
+            let base = base.wait()?;
+            let delta = self.prepared.get(&partition).unwrap_or(&no_entries);
+            let encoded = postcard::to_stdvec(&(&*base, delta))
+                .map_err(|e| format!("map sink of '{}': {e}", self.map.name()))?;
+            state.put_in_partition(partition as u16, PARTITION_STATE, encoded);
         }
         Ok(())
     }
 
-    fn has_room(&mut self) -> Result<bool, BoxError> {
-        self.reap()?;
-        Ok(self.in_flight.len() < SINK_IN_FLIGHT)
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        for e in entries.take() {
+            let Some(partition) = e.partition.filter(|_| e.key == PARTITION_STATE) else {
+                continue;
+            };
+            let (base, delta): (Store<K, V>, FxHashMap<K, V>) = postcard::from_bytes(&e.value)
+                .map_err(|err| {
+                    format!(
+                        "map sink of '{}': saved partition {partition} does not decode: {err}",
+                        self.map.name()
+                    )
+                })?;
+            let partition = partition as u32;
+            if let Some((k, _)) = base
+                .iter()
+                .chain(&delta)
+                .find(|(k, _)| self.partitioner.partition_of(k) != partition)
+            {
+                return Err(format!(
+                    "map sink of '{}': a saved entry of partition {partition} belongs to partition {} (a map with another partitioning?)",
+                    self.map.name(),
+                    self.partitioner.partition_of(k)
+                )
+                .into());
+            }
+            self.written[partition as usize] = true;
+            // The delta goes last: it replaces the base's value of a key it holds.
+            self.restored
+                .push((partition, base.into_iter().chain(delta).collect()));
+        }
+        Ok(())
     }
 
-    fn poll_close(&mut self) -> Result<bool, BoxError> {
-        self.send();
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        // A restored partition is put back whole, then the epochs saved since go on top;
+        // both go to the partition's owner in this order. Each is sent once; the commit is
+        // done when the owners have answered.
+        for (partition, entries) in self.restored.drain(..) {
+            self.in_flight
+                .push(self.map.replace_partition_async(partition, entries));
+        }
+        for (partition, entries) in self.prepared.drain() {
+            self.in_flight.push(
+                self.map
+                    .put_partition_async(partition, entries.into_iter().collect()),
+            );
+        }
         self.reap()?;
         Ok(self.in_flight.is_empty())
     }
+}
+
+/// An item on its way to a keyed lookup, with its key and the key's partition computed once,
+/// where the item is routed: neither the edge nor the lookup hashes the key again.
+#[derive(Clone)]
+struct KeyedItem<K, T> {
+    partition: u32,
+    key: K,
+    item: T,
 }
 
 impl<T: Item> BatchStage<T> {
@@ -197,10 +432,13 @@ impl<T: Item> BatchStage<T> {
     /// The planner sends each item over a partitioned edge to the instance that handles its
     /// key's partition; that instance holds a read-only view of exactly those partitions
     /// (taken from their owners when the job starts), so every lookup is a local hash-map
-    /// read with no message and no lock. The map is read as it was when the job started;
-    /// later writes are not seen. Counters: `map_lookups`, and `map_remote_lookups` for a
-    /// lookup of a partition the instance does not hold (always 0 unless the routing
-    /// disagrees; such a lookup is then fetched from the owner, blocking).
+    /// read with no message and no lock. The map is read as it was when the job started (or
+    /// restarted from a snapshot); later writes are not seen. Counters: `map_lookups`, and
+    /// `map_remote_lookups` for a lookup of a partition the instance does not hold (always 0
+    /// unless the routing disagrees; such a lookup is then fetched from the owner, blocking).
+    ///
+    /// Cost per item: `key_fn` and the key's partition (XXH3) once, on the sending side,
+    /// where the key travels with the item; one hash-map read on the receiving side.
     pub fn map_using_map<K, V, R>(
         &self,
         map: &PartitionedMap<K, V>,
@@ -212,20 +450,30 @@ impl<T: Item> BatchStage<T> {
         V: MapValue,
         R: Item,
     {
-        let key_fn = Arc::new(key_fn);
-        let route_key = Arc::clone(&key_fn);
+        let partitioner = map.service().table().partitioner();
         let f = Arc::new(f);
         let map = map.clone();
-        self.rebalance_by(move |t: &T| route_key(t)).transform(
+        let route: RouteFn = Arc::new(move |edge: Edge| {
+            edge.partitioned_by_partition(partitioner, |k: &KeyedItem<K, T>| k.partition)
+        });
+        self.map(move |item: T| {
+            let key = key_fn(&item);
+            KeyedItem {
+                partition: partitioner.partition_of(&key),
+                key,
+                item,
+            }
+        })
+        .named("map-using-map-key")
+        .rebalance_with(route)
+        .transform(
             "map-using-map",
-            wrap_with::<T, R>(move |next| {
+            wrap_with::<KeyedItem<K, T>, R>(move |next| {
                 Box::new(MapLookupLink {
                     map: map.clone(),
-                    key_fn: Arc::clone(&key_fn),
                     f: Arc::clone(&f),
                     next,
                     partitions: Vec::new(),
-                    partitioner: Partitioner::default(),
                     out: Vec::new(),
                     lookups: None,
                     remote: None,
@@ -235,60 +483,50 @@ impl<T: Item> BatchStage<T> {
     }
 }
 
-struct MapLookupLink<K, V, KF, F, R> {
+struct MapLookupLink<K, V, F, R> {
     map: PartitionedMap<K, V>,
-    key_fn: Arc<KF>,
     f: Arc<F>,
     next: Box<dyn Link<R>>,
     /// Indexed by partition: the read-only stores of the partitions this instance handles.
     partitions: Vec<Option<Arc<Store<K, V>>>>,
-    partitioner: Partitioner,
     out: Vec<R>,
     lookups: Option<Counter>,
     remote: Option<Counter>,
 }
 
-impl<K, V, KF, F, R> MapLookupLink<K, V, KF, F, R>
-where
-    K: MapKey,
-    V: MapValue,
-{
-    /// The store of `partition`, fetched from its owner when this instance does not hold it.
-    #[cold]
-    fn fetch(&mut self, partition: u32) {
-        if let Some(c) = &self.remote {
-            c.increment();
-        }
-        debug_assert!(
-            false,
-            "map_using_map: partition {partition} reached an instance that does not handle it"
-        );
-        let store = self
-            .map
-            .partition_snapshot(partition)
-            .wait()
-            .unwrap_or_default();
-        self.partitions[partition as usize] = Some(store);
+/// The store of `partition`, fetched from its owner into `slot`: for an instance that does
+/// not hold the partition, which only a routing disagreement causes.
+#[cold]
+#[inline(never)]
+fn fetch_partition<'a, K: MapKey, V: MapValue>(
+    map: &PartitionedMap<K, V>,
+    remote: Option<&Counter>,
+    slot: &'a mut Option<Arc<Store<K, V>>>,
+    partition: u32,
+) -> &'a Arc<Store<K, V>> {
+    if let Some(c) = remote {
+        c.increment();
     }
+    debug_assert!(
+        false,
+        "map_using_map: partition {partition} reached an instance that does not handle it"
+    );
+    let store = map.partition_snapshot(partition).wait().unwrap_or_default();
+    slot.insert(store)
 }
 
-impl<T, K, V, KF, F, R> Link<T> for MapLookupLink<K, V, KF, F, R>
+impl<T, K, V, F, R> Link<KeyedItem<K, T>> for MapLookupLink<K, V, F, R>
 where
     T: Item,
     K: MapKey,
     V: MapValue,
     R: Item,
-    KF: Fn(&T) -> K + Send + Sync,
     F: Fn(T, Option<&V>) -> Option<R> + Send + Sync,
 {
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
-        self.partitioner = self.map.service().table().partitioner();
-        let mine = partitions_of(
-            self.partitioner,
-            ctx.global_index(),
-            ctx.total_parallelism(),
-        );
-        self.partitions = vec![None; self.partitioner.count() as usize];
+        let partitioner = self.map.service().table().partitioner();
+        let mine = partitions_of(partitioner, ctx.global_index(), ctx.total_parallelism());
+        self.partitions = vec![None; partitioner.count() as usize];
         let pending: Vec<_> = mine
             .iter()
             .map(|&p| (p, self.map.partition_snapshot(p)))
@@ -301,24 +539,36 @@ where
         self.next.init(ctx)
     }
 
-    fn push(&mut self, item: T) -> bool {
+    fn push(&mut self, item: KeyedItem<K, T>) -> bool {
         let mut batch = vec![item];
         self.push_batch(&mut batch)
     }
 
-    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+    fn push_batch(&mut self, items: &mut Vec<KeyedItem<K, T>>) -> bool {
         let n = items.len() as u64;
-        for item in items.drain(..) {
-            let key = (self.key_fn)(&item);
-            let partition = self.partitioner.partition_of(&key);
-            if self.partitions[partition as usize].is_none() {
-                self.fetch(partition);
-            }
-            let store = self.partitions[partition as usize]
-                .as_ref()
-                .expect("fetched above");
-            if let Some(r) = (self.f)(item, store.get(&key)) {
-                self.out.push(r);
+        let MapLookupLink {
+            map,
+            f,
+            partitions,
+            out,
+            remote,
+            ..
+        } = self;
+        // The loop holds no hashing of its own but the lookup's: the hash-map reads miss the
+        // cache, and a short loop body lets the processor keep several of them in flight.
+        for KeyedItem {
+            partition,
+            key,
+            item,
+        } in items.drain(..)
+        {
+            let slot = &mut partitions[partition as usize];
+            let store = match slot {
+                Some(store) => &*store,
+                None => fetch_partition(map, remote.as_ref(), slot, partition),
+            };
+            if let Some(r) = f(item, store.get(&key)) {
+                out.push(r);
             }
         }
         if let Some(c) = &self.lookups {
@@ -328,4 +578,102 @@ where
     }
 
     delegate_to_next!();
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_core::SnapshotWriter;
+    use weir_maps::MapService;
+
+    use super::*;
+    use crate::exec::state::ChainEntries;
+
+    /// Calls `commit` until the owners have answered.
+    fn commit(sink: &mut MapSink<u64, u64>) {
+        while !sink.commit().unwrap() {
+            std::thread::yield_now();
+        }
+    }
+
+    fn transactional_sink(map: &PartitionedMap<u64, u64>) -> MapSink<u64, u64> {
+        let mut sink = MapSink::new(map.clone());
+        let ctx = ProcessorContext::new("map-sink", 0, 1, 1).with_guarantee(Guarantee::ExactlyOnce);
+        sink.init(&ctx).unwrap();
+        sink
+    }
+
+    #[test]
+    fn with_snapshots_writes_show_only_once_their_snapshot_commits() {
+        let service = MapService::new(2);
+        let map = service.map::<u64, u64>("m").unwrap();
+        map.put(1_000, 7).unwrap(); // not the job's: its partition is never touched
+        let mut sink = transactional_sink(&map);
+        let (mut outbox, _drains) = Outbox::for_test::<u64>(1, 16);
+        for k in 0..100u64 {
+            assert!(sink.push((k, k)));
+        }
+        assert!(sink.push((5, 50)), "a later value of a key");
+        assert!(sink.flush(&mut outbox).unwrap());
+        assert_eq!(
+            map.len().unwrap(),
+            1,
+            "nothing is visible before a snapshot"
+        );
+
+        let mut first = SnapshotWriter::new();
+        sink.save(&mut LinkWriter::head(&mut first)).unwrap();
+        assert_eq!(map.len().unwrap(), 1, "nor before the snapshot commits");
+        commit(&mut sink);
+        assert_eq!(map.len().unwrap(), 101);
+        assert_eq!(map.get(&5).unwrap(), Some(50));
+
+        // The next epoch is saved but never committed: the job fails here.
+        for k in 100..150u64 {
+            sink.push((k, k));
+        }
+        let mut second = SnapshotWriter::new();
+        sink.save(&mut LinkWriter::head(&mut second)).unwrap();
+        let entries = second.into_entries();
+        assert!(
+            entries.iter().all(|e| e.partition.is_some()),
+            "saved by partition"
+        );
+
+        // A new process: an empty map, restored from the second snapshot.
+        let service = MapService::new(3);
+        let fresh = service.map::<u64, u64>("m").unwrap();
+        fresh.put(3, 99).unwrap(); // written after the snapshot: the restore takes it back
+        let mut restored = transactional_sink(&fresh);
+        restored
+            .restore(&mut ChainEntries::new(entries).head())
+            .unwrap();
+        commit(&mut restored);
+        let mut got: Vec<(u64, u64)> = (0..fresh.service().table().partition_count())
+            .flat_map(|p| fresh.entries(p).unwrap())
+            .collect();
+        got.sort();
+        let want: Vec<(u64, u64)> = (0..150u64)
+            .map(|k| (k, if k == 5 { 50 } else { k }))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_key_of_another_instances_partition_fails_the_job_naming_the_map() {
+        let service = MapService::new(1);
+        let map = service.map::<u64, u64>("orders").unwrap();
+        let mut sink = MapSink::new(map.clone());
+        let ctx = ProcessorContext::new("map-sink", 0, 2, 1).with_guarantee(Guarantee::ExactlyOnce);
+        sink.init(&ctx).unwrap();
+        let theirs = (0..u64::MAX)
+            .find(|k| Partitioner::default().partition_of(k) % 2 == 1)
+            .unwrap();
+        assert!(!sink.push((theirs, 1)));
+        let (mut outbox, _drains) = Outbox::for_test::<u64>(1, 16);
+        let err = sink.flush(&mut outbox).unwrap_err().to_string();
+        assert!(
+            err.contains("'orders'") && err.contains("partitioned by the map's key"),
+            "{err}"
+        );
+    }
 }

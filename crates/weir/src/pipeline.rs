@@ -91,6 +91,7 @@ impl Pipeline {
             output: Some(StageType::of::<T>()),
             parallelism,
             holds_state: false,
+            keyed_pairs: false,
         });
         BatchStage::at(Rc::clone(&self.graph), node)
     }
@@ -220,6 +221,7 @@ impl<T: Item> BatchStage<T> {
             output: Some(StageType::of::<R>()),
             parallelism: None,
             holds_state: false,
+            keyed_pairs: false,
         });
         BatchStage::at(Rc::clone(&self.graph), node)
     }
@@ -228,6 +230,13 @@ impl<T: Item> BatchStage<T> {
     /// [`Node::holds_state`](crate::graph::Node)).
     fn holding_state(self) -> Self {
         self.graph.borrow_mut().nodes[self.node].holds_state = true;
+        self
+    }
+
+    /// Marks this stage's output as pairs partitioned by their first field (see
+    /// [`Node::keyed_pairs`](crate::graph::Node)).
+    fn emitting_keyed_pairs(self) -> Self {
+        self.graph.borrow_mut().nodes[self.node].keyed_pairs = true;
         self
     }
 
@@ -367,7 +376,11 @@ impl<T: Item> BatchStage<T> {
         &self,
         key: impl Fn(&T) -> K + Send + Sync + 'static,
     ) -> BatchStage<T> {
-        let route = route_by::<T, K>(Arc::new(key));
+        self.rebalance_with(route_by::<T, K>(Arc::new(key)))
+    }
+
+    /// Sends each item over an edge that `route` makes partitioned.
+    pub(crate) fn rebalance_with(&self, route: RouteFn) -> BatchStage<T> {
         self.add(
             "rebalance",
             NodeKind::Rebalance { route: Some(route) },
@@ -568,11 +581,13 @@ impl<T: Item> BatchStage<T> {
             kind: NodeKind::Sink {
                 terminal: sink.terminal,
                 preformat: sink.preformat,
+                route: sink.route,
             },
             inputs: vec![self.node],
             output: None,
             parallelism: sink.parallelism,
             holds_state: false,
+            keyed_pairs: false,
         });
     }
 }
@@ -643,6 +658,7 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedBatchStage<T, K> {
         self.stage
             .add("aggregate", kind, vec![self.stage.node])
             .holding_state()
+            .emitting_keyed_pairs()
     }
 
     /// Maps with state kept per key: `create` makes a key's state on its first item, `f` may

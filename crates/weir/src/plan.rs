@@ -427,14 +427,31 @@ impl Planner<'_> {
             NodeKind::Sink {
                 terminal,
                 preformat,
+                route,
             } => {
                 let input = node.inputs[0];
                 let from = self.node_vertex[input];
                 // The input's vertex, if it is open to one more link at its own parallelism.
                 let open = self.fusable(input, self.vertices[from].parallelism);
-                let (v, terminal) = match (self.fusable(input, node.parallelism), preformat, open) {
-                    (Some(v), _, _) => (v, terminal),
-                    (None, Some(preformat), Some(from)) => {
+                let fused = self.fusable(input, node.parallelism);
+                let (v, terminal) = match (route, fused, preformat, open) {
+                    (None, Some(v), _, _) => (v, terminal),
+                    // Partitioned already: a keyed aggregation's pairs, by the same key.
+                    (Some(r), Some(v), _, _)
+                        if r.by_pair_key && self.graph.nodes[input].keyed_pairs =>
+                    {
+                        (v, terminal)
+                    }
+                    (Some(r), _, _, _) => (
+                        self.inbox_vertex(
+                            id,
+                            input,
+                            Route::Partitioned(Arc::clone(&r.route)),
+                            node.parallelism,
+                        ),
+                        terminal,
+                    ),
+                    (None, None, Some(preformat), Some(from)) => {
                         let blocks = StageType::of::<FormattedRecords>();
                         self.vertices[from]
                             .links
@@ -444,7 +461,7 @@ impl Planner<'_> {
                         self.connect_vertex(from, blocks, v, 0, Route::Unicast, 0);
                         (v, &preformat.terminal)
                     }
-                    (None, _, _) => (
+                    (None, None, _, _) => (
                         self.inbox_vertex(id, input, Route::Unicast, node.parallelism),
                         terminal,
                     ),

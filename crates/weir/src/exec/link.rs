@@ -220,15 +220,11 @@ impl<T: Item> Link<T> for Emit<T> {
 /// A head that feeds its chain from the inbox: every input ordinal carries `T`.
 pub(crate) struct InboxHead<T: Item> {
     chain: Box<dyn Link<T>>,
-    batch: Vec<T>,
 }
 
 impl<T: Item> InboxHead<T> {
     pub(crate) fn new(chain: Box<dyn Link<T>>) -> Self {
-        InboxHead {
-            chain,
-            batch: Vec::new(),
-        }
+        InboxHead { chain }
     }
 }
 
@@ -248,8 +244,11 @@ impl<T: Item> Processor for InboxHead<T> {
         }
         // The whole inbox (at most one inbox batch) goes down the chain at once; the backlog
         // may overshoot its limit by that much, and is flushed before more input is taken.
-        self.batch.extend(inbox.items::<T>().drain(..));
-        self.chain.push_batch(&mut self.batch);
+        // The inbox's queue becomes the batch without a copy: the tasklet only appends to it,
+        // so it starts at the front of its buffer, and the emptied buffer goes back.
+        let mut batch = Vec::from(std::mem::take(inbox.items::<T>()));
+        self.chain.push_batch(&mut batch);
+        *inbox.items::<T>() = VecDeque::from(batch);
         self.chain.flush(outbox)?;
         Ok(())
     }

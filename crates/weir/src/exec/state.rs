@@ -105,6 +105,13 @@ impl<'a> LinkWriter<'a> {
         self.writer.put(key, value);
     }
 
+    /// Saves state of `partition` (`0..271`): on restore it goes to the instance that owns
+    /// that partition then.
+    pub(crate) fn put_in_partition(&mut self, partition: u16, key: &[u8], value: Vec<u8>) {
+        let key = self.scoped(key);
+        self.writer.put_keyed(partition, key, value);
+    }
+
     /// Saves the state of one key: it goes to the key's partition, and on restore to the
     /// instance that owns that partition then.
     pub(crate) fn put_keyed<K: PartitionKey + ?Sized>(
@@ -114,8 +121,7 @@ impl<'a> LinkWriter<'a> {
         value: Vec<u8>,
     ) {
         let partition = Partitioner::default().partition_of(key) as u16;
-        let key = self.scoped(encoded_key);
-        self.writer.put_keyed(partition, key, value);
+        self.put_in_partition(partition, encoded_key, value);
     }
 }
 

@@ -12,6 +12,7 @@
 //! | JSON Lines | [`json`] | exactly-once |
 //! | CSV | [`csv`] | exactly-once |
 //! | an async `Stream` (bounded channel), or a blocking iterator | [`stream`] | at-least-once |
+//! | a partitioned map ([`weir_maps`]) | [`map()`] | exactly-once |
 //!
 //! # Guarantees after a restore
 //!
@@ -20,6 +21,10 @@
 //! joined into the output file when the job ends (see [`files`](files#atomic-output)). The
 //! output then holds every result exactly once, whatever restores happened on the way
 //! (with [`Guarantee::ExactlyOnce`](weir_core::snapshot::Guarantee::ExactlyOnce)).
+//!
+//! The map sink holds each snapshot interval's writes until the snapshot is durable, and
+//! saves the partitions it wrote in the snapshot, so a restore (also in a new process, whose
+//! map starts empty) puts them back (see [`map_stages::sink`](crate::map_stages::sink)).
 //!
 //! The other sinks hand out what they receive at once: a collection, standard output and a
 //! channel cannot take back what they delivered, so after a restore the results produced
@@ -38,7 +43,7 @@ use std::sync::Arc;
 use weir_core::{Item, ProcessorContext};
 
 use crate::exec::sink::sink_terminal;
-use crate::graph::{Preformat, SinkTerminalFactory};
+use crate::graph::{Preformat, SinkRoute, SinkTerminalFactory};
 
 pub use crate::connector::SinkWriter;
 /// Writes a partitioned map: see [`map_stages::sink`](crate::map_stages::sink).
@@ -52,6 +57,7 @@ pub struct Sink<T> {
     /// For a sink that writes bytes: how the stages before it format its records when it
     /// does not run in their vertex.
     pub(crate) preformat: Option<Preformat>,
+    pub(crate) route: Option<SinkRoute>,
     _item: std::marker::PhantomData<fn(T)>,
 }
 
@@ -71,6 +77,7 @@ impl<T: Item> Sink<T> {
             parallelism,
             terminal,
             preformat: None,
+            route: None,
             _item: std::marker::PhantomData,
         }
     }
@@ -92,8 +99,16 @@ impl<T: Item> Sink<T> {
             parallelism,
             terminal,
             preformat: None,
+            route: None,
             _item: std::marker::PhantomData,
         }
+    }
+
+    /// The same sink, fed over a partitioned edge made by `route`, so that each instance
+    /// receives the items of the partitions it owns.
+    pub(crate) fn routed(mut self, route: SinkRoute) -> Self {
+        self.route = Some(route);
+        self
     }
 
     /// The sink's name, as it appears in the plan.
