@@ -326,6 +326,8 @@ fn lookups(items: u64, keys: u64, runs: usize) {
     );
     drop(dash_map);
 
+    let routed = timed(runs, || hand_routed(&shared, items, key_of), check);
+
     let service = MapService::new(2);
     let map = service.map::<u64, u64>("reference").unwrap();
     map.put_all(shared.iter().map(|(k, v)| (*k, *v))).unwrap();
@@ -363,7 +365,112 @@ fn lookups(items: u64, keys: u64, runs: usize) {
         weir_t,
         &[("hand loop", hand), ("DashMap", dash)],
     );
+    report(
+        "hand-written routing",
+        "items",
+        n,
+        routed,
+        &[("hand loop", hand)],
+    );
     report("DashMap::get", "items", n, dash, &[]);
+}
+
+/// Items per batch between the threads of [`hand_routed`].
+const ROUTED_BATCH: usize = 1024;
+
+/// A batch of `(partition, key, item)` for one thread; empty when the sender is done.
+type RoutedBatch = Vec<(u32, u64, u64)>;
+
+/// The lookups with data affinity written by hand, the floor for any engine that routes:
+/// the map split into 271 partition tables, partition `p` looked up only by thread `p % 2`.
+/// Each of 2 threads takes half of the items, computes each key and its partition once,
+/// looks up the items of its own partitions at once and sends the others in batches of 1024
+/// over a bounded channel to the other thread, which looks them up.
+fn hand_routed(
+    shared: &FxHashMap<u64, u64>,
+    items: u64,
+    key_of: impl Fn(u64) -> u64 + Copy + Send + Sync,
+) -> (Timing, u64) {
+    use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+
+    let partitioner = weir::core::Partitioner::default();
+    let mut parts: Vec<FxHashMap<u64, u64>> = vec![FxHashMap::default(); 271];
+    for (&k, &v) in shared {
+        parts[partitioner.partition_of(&k) as usize].insert(k, v);
+    }
+    let look_up = |batch: &RoutedBatch, sum: &mut u64| {
+        for &(p, k, x) in batch {
+            if let Some(v) = parts[p as usize].get(&k) {
+                *sum += x + v;
+            }
+        }
+    };
+    let (to_0, from_1) = sync_channel::<RoutedBatch>(16);
+    let (to_1, from_0) = sync_channel::<RoutedBatch>(16);
+    let run =
+        |me: u64, (a, b): (u64, u64), to: SyncSender<RoutedBatch>, from: Receiver<RoutedBatch>| {
+            let mut sum = 0u64;
+            let mut mine = Vec::with_capacity(ROUTED_BATCH);
+            let mut theirs = Vec::with_capacity(ROUTED_BATCH);
+            let mut other_done = false;
+            // Looks up what the other thread sent so far, so that neither waits on a full channel.
+            let receive = |sum: &mut u64, other_done: &mut bool| {
+                while let Ok(batch) = from.try_recv() {
+                    *other_done |= batch.is_empty();
+                    look_up(&batch, sum);
+                }
+            };
+            let send = |batch: RoutedBatch, sum: &mut u64, other_done: &mut bool| {
+                let mut batch = batch;
+                loop {
+                    match to.try_send(batch) {
+                        Ok(()) => return,
+                        Err(TrySendError::Full(back)) => {
+                            batch = back;
+                            receive(sum, other_done);
+                        }
+                        Err(TrySendError::Disconnected(_)) => panic!("the other thread ended"),
+                    }
+                }
+            };
+            for x in a..b {
+                let x = black_box(x);
+                let k = key_of(x);
+                let p = partitioner.partition_of(&k);
+                if u64::from(p % 2) == me {
+                    mine.push((p, k, x));
+                    if mine.len() == ROUTED_BATCH {
+                        look_up(&mine, &mut sum);
+                        mine.clear();
+                    }
+                } else {
+                    theirs.push((p, k, x));
+                    if theirs.len() == ROUTED_BATCH {
+                        let full = std::mem::replace(&mut theirs, Vec::with_capacity(ROUTED_BATCH));
+                        send(full, &mut sum, &mut other_done);
+                        receive(&mut sum, &mut other_done);
+                    }
+                }
+            }
+            look_up(&mine, &mut sum);
+            if !theirs.is_empty() {
+                send(theirs, &mut sum, &mut other_done);
+            }
+            send(Vec::new(), &mut sum, &mut other_done);
+            while !other_done {
+                let batch = from.recv().expect("the other thread sends its end");
+                other_done = batch.is_empty();
+                look_up(&batch, &mut sum);
+            }
+            sum
+        };
+    clock(|| {
+        std::thread::scope(|s| {
+            let a = s.spawn(move || run(0, (0, items / 2), to_1, from_1));
+            let b = s.spawn(move || run(1, (items / 2, items), to_0, from_0));
+            a.join().unwrap() + b.join().unwrap()
+        })
+    })
 }
 
 fn main() {
