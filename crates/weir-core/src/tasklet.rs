@@ -284,6 +284,8 @@ pub(crate) struct ProcessorTasklet {
     /// The start of the last call, when a full downstream queue refused an item in it: the
     /// instance is backpressured from then until its next call.
     blocked_since: Option<Instant>,
+    /// The outbox's count of offers refused by a full queue, when last looked at.
+    blocked_seen: u64,
 }
 
 impl ProcessorTasklet {
@@ -326,6 +328,7 @@ impl ProcessorTasklet {
             closed: false,
             snapshots: None,
             blocked_since: None,
+            blocked_seen: 0,
         }
     }
 
@@ -397,7 +400,6 @@ impl ProcessorTasklet {
             .map_or(Duration::ZERO, |since| started - since);
         let out_before = self.outbox.accepted_total();
         let refused_before = self.outbox.refused_total();
-        let blocked_before = self.outbox.blocked_total();
         self.outbox.begin_call();
         let mut items_in = 0u64;
         let progress = if let Some(progress) = self.snapshot_step()? {
@@ -439,16 +441,22 @@ impl ProcessorTasklet {
         for s in &self.streams {
             self.metrics.record_queue_fill(s.ordinal(), s.fill());
         }
+        let refused = self.outbox.refused_total() - refused_before;
         self.metrics.record_call(
             items_in,
             emitted,
-            self.outbox.refused_total() - refused_before,
+            refused,
             started.elapsed(),
             progress,
             backpressured,
         );
-        if self.outbox.blocked_total() != blocked_before {
-            self.blocked_since = Some(started);
+        // Only a refused offer can be a full queue's: look closer only then.
+        if refused > 0 {
+            let blocked = self.outbox.blocked_total();
+            if blocked != self.blocked_seen {
+                self.blocked_seen = blocked;
+                self.blocked_since = Some(started);
+            }
         }
         Ok(match (self.state, progress) {
             (State::Finished, _) => Progress::Done,
