@@ -6,7 +6,8 @@ the same file (the format of `/work/shared/nexmark/README.md`) at the same paral
 the README's event-time semantics, and writes its rows to CSV; its rows are checked against
 `weir nexmark run`'s.
 
-Install (PyFlink bundles the Flink distribution; it needs Java 11 or 17 on the PATH):
+Install (PyFlink bundles the Flink distribution's jars; it needs a Java 11+ `java` on the
+PATH; measured with Flink 2.2.0 on OpenJDK 17):
 
     python3 -m venv /tmp/flink-venv
     /tmp/flink-venv/bin/pip install apache-flink==2.2.0
@@ -22,10 +23,19 @@ Run:
     python3 benches/flink/nexmark_flink.py compare --query q5 \
         --flink /tmp/flink-q5 --weir /tmp/weir-q5.csv
 
+    # the same events as two files, for Flink's second source instance (see below)
+    python3 benches/flink/nexmark_flink.py split --parts 2 \
+        --input target/bench-data/nexmark-2000000-rate20000-seed0.jsonl \
+        --output target/bench-data/nexmark-2000000-rate20000-seed0-split2
+
     # Weir and Flink interleaved, every output checked, wall and CPU seconds, the ratios
     /tmp/flink-venv/bin/python benches/flink/nexmark_flink.py bench \
         --input target/bench-data/nexmark-2000000-rate20000-seed0.jsonl \
+        --flink-input target/bench-data/nexmark-2000000-rate20000-seed0-split2 \
         --weir target/release/weir --queries q0,q5,q7 --runs 3 --parallelism 2
+
+The event file is the NEXMark bench's (`cargo bench --bench nexmark` writes it), or:
+`weir nexmark generate --events 2000000 --rate 20000 --seed 0 --output FILE`.
 
 # How Flink reads the file
 
