@@ -303,9 +303,9 @@ fn run_hand(s: &Setup, workers: usize, n: i64) -> (f64, f64) {
     (n as f64 / secs, cpu * 1000.0 / n as f64)
 }
 
-/// As [`run_hand`], and the running engine. Its CPU includes the provenance store's writer
-/// thread up to the last row.
-fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (f64, f64, Engine) {
+/// As [`run_hand`], the mean number of flow files per PostgreSQL batch, and the running
+/// engine. Its CPU includes the provenance store's writer thread up to the last row.
+fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (f64, f64, f64, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let cpu = cpu_seconds();
     let start = Instant::now();
@@ -314,7 +314,12 @@ fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (f64, f64, Engine) {
     let rate = n as f64 / start.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu;
     std::mem::forget(dir);
-    (rate, cpu * 1000.0 / n as f64, engine)
+    let put = engine
+        .monitor()
+        .processor("put")
+        .expect("the flow has `put`");
+    let batch = put.flowfiles_in as f64 / put.commits.max(1) as f64;
+    (rate, cpu * 1000.0 / n as f64, batch, engine)
 }
 
 fn pct(v: &[i64], p: f64) -> f64 {
@@ -345,9 +350,9 @@ fn main() {
             rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
                 .unwrap();
             s.publish(0..n, 0);
-            let (engine_rate, engine_cpu, engine) = run_engine(&s, concurrency, n as i64);
+            let (engine_rate, engine_cpu, batch, engine) = run_engine(&s, concurrency, n as i64);
             println!(
-                "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {engine_rate:.0} msgs/s, hand loop {hand:.0} msgs/s, ratio {:.2}; CPU s per 1000 msgs (this process): engine {engine_cpu:.3}, hand loop {hand_cpu:.3}",
+                "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {engine_rate:.0} msgs/s, hand loop {hand:.0} msgs/s, ratio {:.2}; CPU s per 1000 msgs (this process): engine {engine_cpu:.3}, hand loop {hand_cpu:.3}; engine's mean PostgreSQL batch {batch:.0}",
                 engine_rate / hand
             );
             if concurrency == 1 && round + 1 == rounds {
