@@ -21,6 +21,30 @@ fn amqp() -> AmqpConfig {
     AmqpConfig::new(AMQP, "/", "guest", "guest").unwrap()
 }
 
+/// A new queue of a unique name, and a channel to delete it with.
+async fn new_queue() -> (String, lapin::Connection, lapin::Channel) {
+    let queue = unique("weir_conn");
+    let (conn, ch) = amqp().connect().await.unwrap();
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    (queue, conn, ch)
+}
+
+/// Publishes `m{i}` for each `i` of `ids` to `queue`, each confirmed.
+async fn publish_numbered(publisher: &AmqpPublisher, queue: &str, ids: std::ops::Range<u32>) {
+    for i in ids {
+        publisher
+            .publish("", queue, format!("m{i}").as_bytes())
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqp_publish_confirms_and_nack_redelivers_until_acked() {
     if !services::available(
@@ -29,22 +53,9 @@ async fn amqp_publish_confirms_and_nack_redelivers_until_acked() {
     ) {
         return;
     }
-    let queue = unique("weir_conn");
-    let (_conn, ch) = amqp().connect().await.unwrap();
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    let (queue, _conn, ch) = new_queue().await;
     let publisher = AmqpPublisher::new(amqp());
-    for i in 0..3 {
-        publisher
-            .publish("", &queue, format!("m{i}").as_bytes())
-            .await
-            .unwrap();
-    }
+    publish_numbered(&publisher, &queue, 0..3).await;
     // Unroutable with `mandatory`: refused, not silently lost.
     assert!(
         publisher
@@ -90,22 +101,9 @@ async fn amqp_batch_acks_never_cover_a_message_waiting_for_its_requeue() {
     ) {
         return;
     }
-    let queue = unique("weir_conn");
-    let (_conn, ch) = amqp().connect().await.unwrap();
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    let (queue, _conn, ch) = new_queue().await;
     let publisher = AmqpPublisher::new(amqp());
-    for i in 0..6 {
-        publisher
-            .publish("", &queue, format!("m{i}").as_bytes())
-            .await
-            .unwrap();
-    }
+    publish_numbered(&publisher, &queue, 0..6).await;
     let consumer = AmqpConsumer::start(&tokio::runtime::Handle::current(), amqp(), &queue, 10);
     let mut got = Vec::new();
     while got.len() < 6 {
@@ -130,12 +128,7 @@ async fn amqp_batch_acks_never_cover_a_message_waiting_for_its_requeue() {
     );
     assert!(again[0].redelivered);
     // Nothing else outstanding: the whole batch in one `multiple` ack.
-    for i in 6..9 {
-        publisher
-            .publish("", &queue, format!("m{i}").as_bytes())
-            .await
-            .unwrap();
-    }
+    publish_numbered(&publisher, &queue, 6..9).await;
     let mut batch = again;
     while batch.len() < 4 {
         batch.extend(consumer.next_batch(10, Duration::from_secs(5)).await);
