@@ -9,6 +9,13 @@
 //! drops the messages it still buffers from the broken channel, logs a warning and connects
 //! again.
 //!
+//! A batch is best settled with [`AmqpSettler::settle`], which settles batches in the order
+//! they are handed over and acknowledges a batch with one `multiple` ack (one frame instead
+//! of one per message) whenever that acknowledges nothing else: the consumer keeps the tags
+//! of its channel's messages that are not settled yet, and when one below the batch's highest
+//! tag belongs to another batch (one waiting out a penalty before its requeue, say), the
+//! batch is acknowledged message by message instead.
+//!
 //! ```no_run
 //! # async fn demo(handle: tokio::runtime::Handle) -> Result<(), weir_connectors::ConnectorError> {
 //! use weir_connectors::amqp::{AmqpConfig, AmqpPublisher};
@@ -18,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -151,6 +159,25 @@ pub struct AmqpMessage {
     /// String-valued headers and properties (`content_type`, `message_id`, ...).
     pub headers: Vec<(String, String)>,
     acker: lapin::Acker,
+    outstanding: Arc<Outstanding>,
+}
+
+/// The delivery tags of one channel's messages that are not settled yet: a `multiple` ack up
+/// to a tag is safe only when every tag below it that is still here is the ack's own.
+#[derive(Debug, Default)]
+struct Outstanding(std::sync::Mutex<BTreeSet<u64>>);
+
+impl Outstanding {
+    fn tags(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn channel_error(e: lapin::Error) -> ConnectorError {
+    ConnectorError::Unavailable {
+        server: "amqp channel".into(),
+        reason: e.to_string(),
+    }
 }
 
 impl fmt::Debug for AmqpMessage {
@@ -170,14 +197,33 @@ impl AmqpMessage {
     /// [`ConnectorError::Unavailable`] when the channel closed meanwhile; the broker has
     /// then requeued the message and will deliver it again.
     pub async fn ack(&self) -> Result<(), ConnectorError> {
-        self.acker
-            .ack(BasicAckOptions::default())
-            .await
-            .map(drop)
-            .map_err(|e| ConnectorError::Unavailable {
-                server: "amqp channel".into(),
-                reason: e.to_string(),
-            })
+        let result = self.acker.ack(BasicAckOptions::default()).await;
+        self.outstanding.tags().remove(&self.delivery_tag);
+        result.map(drop).map_err(channel_error)
+    }
+
+    /// Acknowledges every message of `messages`. Per channel, when no message of that
+    /// channel below the highest tag of the batch is left unsettled outside the batch, one
+    /// `multiple` ack covers the batch; otherwise each message is acknowledged alone. Either
+    /// way no message outside `messages` is acknowledged.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Unavailable`] when a channel closed meanwhile; the broker has then
+    /// requeued its messages. The messages of other channels are still acknowledged.
+    pub async fn ack_all(messages: Vec<AmqpMessage>) -> Result<(), ConnectorError> {
+        let mut result = Ok(());
+        let mut rest = messages;
+        while let Some(first) = rest.first() {
+            let channel = Arc::clone(&first.outstanding);
+            let (batch, others): (Vec<AmqpMessage>, Vec<AmqpMessage>) = rest
+                .into_iter()
+                .partition(|m| Arc::ptr_eq(&m.outstanding, &channel));
+            rest = others;
+            if let Err(e) = ack_one_channel(&channel, &batch).await {
+                result = Err(e);
+            }
+        }
+        result
     }
 
     /// Negatively acknowledges the message with requeue: the broker delivers it again.
@@ -186,23 +232,124 @@ impl AmqpMessage {
     /// [`ConnectorError::Unavailable`] when the channel closed meanwhile (the broker has
     /// requeued it anyway).
     pub async fn nack_requeue(&self) -> Result<(), ConnectorError> {
-        self.acker
+        let result = self
+            .acker
             .nack(BasicNackOptions {
                 requeue: true,
                 multiple: false,
             })
+            .await;
+        self.outstanding.tags().remove(&self.delivery_tag);
+        result.map(drop).map_err(channel_error)
+    }
+}
+
+/// Acknowledges `batch`, all of one channel: one `multiple` ack when that covers nothing
+/// else, else one ack each. A tag leaves `channel` only once its frame is sent, so a later
+/// batch never acknowledges past a message whose settlement is still to come.
+async fn ack_one_channel(
+    channel: &Outstanding,
+    batch: &[AmqpMessage],
+) -> Result<(), ConnectorError> {
+    let Some(highest) = batch.iter().max_by_key(|m| m.delivery_tag) else {
+        return Ok(());
+    };
+    let own: BTreeSet<u64> = batch.iter().map(|m| m.delivery_tag).collect();
+    let alone = channel
+        .tags()
+        .range(..highest.delivery_tag)
+        .all(|t| own.contains(t));
+    let mut result = Ok(());
+    if alone && batch.len() > 1 {
+        result = highest
+            .acker
+            .ack(BasicAckOptions { multiple: true })
             .await
             .map(drop)
-            .map_err(|e| ConnectorError::Unavailable {
-                server: "amqp channel".into(),
-                reason: e.to_string(),
-            })
+            .map_err(channel_error);
+    } else {
+        for m in batch {
+            if let Err(e) = m.acker.ack(BasicAckOptions::default()).await {
+                result = Err(channel_error(e));
+            }
+        }
+    }
+    let mut tags = channel.tags();
+    for t in &own {
+        tags.remove(t);
+    }
+    result
+}
+
+/// How [`AmqpSettler::settle`] settles a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// Acknowledge: the broker forgets the messages.
+    Ack,
+    /// Negatively acknowledge with requeue, so that the broker delivers them again; after
+    /// `delay` when set (AMQP has no delayed requeue: meanwhile they stay unacknowledged,
+    /// so still this consumer's, and redelivered if it dies).
+    Requeue {
+        /// How long to hold them first.
+        delay: Option<Duration>,
+    },
+}
+
+/// Settles batches of a consumer's messages in the order they are handed over, on the
+/// runtime, without waiting. Cheap to clone. See the [module docs](self).
+#[derive(Clone)]
+pub struct AmqpSettler(mpsc::UnboundedSender<(Vec<AmqpMessage>, Settlement)>);
+
+impl fmt::Debug for AmqpSettler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AmqpSettler")
+    }
+}
+
+impl AmqpSettler {
+    /// Queues `messages` to be settled as `how`. A failure (the channel closed) is logged:
+    /// the broker has requeued the messages, so they come again, never lost.
+    pub fn settle(&self, messages: Vec<AmqpMessage>, how: Settlement) {
+        if let Err(mpsc::error::SendError((messages, _))) = self.0.send((messages, how)) {
+            // The settling task is gone (the runtime is shutting down): the messages stay
+            // unacknowledged and the broker redelivers them.
+            drop(messages);
+        }
+    }
+}
+
+async fn settle_loop(mut batches: mpsc::UnboundedReceiver<(Vec<AmqpMessage>, Settlement)>) {
+    while let Some((messages, how)) = batches.recv().await {
+        match how {
+            Settlement::Ack => {
+                if let Err(e) = AmqpMessage::ack_all(messages).await {
+                    tracing::warn!("ConsumeAMQP: ack failed, the messages will come again: {e}");
+                }
+            }
+            Settlement::Requeue { delay: None } => requeue(messages).await,
+            Settlement::Requeue { delay: Some(d) } => {
+                // Held apart, so that the batches after it are not held up; their acks
+                // stay single until these are settled.
+                tokio::spawn(async move {
+                    tokio::time::sleep(d).await;
+                    requeue(messages).await;
+                });
+            }
+        }
+    }
+}
+
+async fn requeue(messages: Vec<AmqpMessage>) {
+    for m in &messages {
+        // A failure means the channel closed: the broker requeued the message already.
+        let _ = m.nack_requeue().await;
     }
 }
 
 /// A queue consumer with manual acknowledgements. See the [module docs](self).
 pub struct AmqpConsumer {
     receiver: Mutex<mpsc::Receiver<(u64, AmqpMessage)>>,
+    settler: AmqpSettler,
     generation: Arc<AtomicU64>,
     health: Arc<Health>,
     stop: Arc<AtomicBool>,
@@ -230,6 +377,9 @@ impl AmqpConsumer {
         let generation = Arc::new(AtomicU64::new(0));
         let health = Arc::new(Health::default());
         let stop = Arc::new(AtomicBool::new(false));
+        let (settle_tx, settle_rx) = mpsc::unbounded_channel();
+        // Ends when the consumer and every settler handle are gone.
+        runtime.spawn(settle_loop(settle_rx));
         let task = runtime.spawn(consume_loop(
             config,
             queue.to_string(),
@@ -241,6 +391,7 @@ impl AmqpConsumer {
         ));
         AmqpConsumer {
             receiver: Mutex::new(rx),
+            settler: AmqpSettler(settle_tx),
             generation,
             health,
             stop,
@@ -280,6 +431,11 @@ impl AmqpConsumer {
     /// The connection's state.
     pub fn health(&self) -> &Health {
         &self.health
+    }
+
+    /// A handle that settles this consumer's messages in order (see [`AmqpSettler`]).
+    pub fn settler(&self) -> AmqpSettler {
+        self.settler.clone()
     }
 }
 
@@ -344,6 +500,7 @@ async fn consume_once(
         .map_err(|e| config.unavailable(e))?;
     health.up();
     let current = generation.load(Ordering::SeqCst);
+    let outstanding = Arc::new(Outstanding::default());
     while let Some(delivery) = consumer.next().await {
         let d = delivery.map_err(|e| config.unavailable(e))?;
         let mut headers = Vec::new();
@@ -361,6 +518,7 @@ async fn consume_once(
                 headers.push((k.to_string(), v.to_string()));
             }
         }
+        outstanding.tags().insert(d.delivery_tag);
         let message = AmqpMessage {
             body: d.data,
             exchange: d.exchange.to_string(),
@@ -369,6 +527,7 @@ async fn consume_once(
             delivery_tag: d.delivery_tag,
             headers,
             acker: d.acker,
+            outstanding: Arc::clone(&outstanding),
         };
         if tx.send((current, message)).await.is_err() {
             return Ok(());

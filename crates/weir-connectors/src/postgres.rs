@@ -186,12 +186,21 @@ impl fmt::Debug for RecordWriter {
     }
 }
 
-/// A prepared item: its statement's columns and the records as one JSON array.
+/// A prepared item: its statement's columns and the records to write (borrowed: they go to
+/// the server as one JSON array, serialized once, never copied).
 #[derive(Debug)]
-struct Prepared {
+struct Prepared<'a> {
     columns: Vec<String>,
-    rows: Value,
+    rows: Vec<&'a Record>,
     count: u64,
+}
+
+/// The value of a record's key columns, to find records of the same key.
+fn key_of(record: &Record, keys: &[String]) -> String {
+    keys.iter()
+        .map(|k| record.get(k).map_or_else(String::new, Value::to_string))
+        .collect::<Vec<_>>()
+        .join("\u{1f}")
 }
 
 enum Failure {
@@ -216,47 +225,30 @@ impl RecordWriter {
         self.client.as_ref().is_some_and(|c| !c.is_closed())
     }
 
-    fn prepare_item(&self, records: &[Record]) -> Result<Prepared, String> {
+    fn prepare_item<'a>(&self, records: &'a [Record]) -> Result<Prepared<'a>, String> {
         let columns: BTreeSet<&String> = records.iter().flat_map(|r| r.keys()).collect();
         if columns.is_empty() {
             return Ok(Prepared {
                 columns: vec![],
-                rows: Value::Array(vec![]),
+                rows: vec![],
                 count: 0,
             });
         }
-        let rows: Vec<Value> = match &self.statement {
-            StatementType::Insert => records.iter().cloned().map(Value::Object).collect(),
+        let rows: Vec<&Record> = match &self.statement {
+            StatementType::Insert => records.iter().collect(),
             StatementType::Upsert { keys } => {
-                // One statement cannot update a row twice: the last record of a key wins,
-                // as it would with one statement per record.
-                let mut by_key: BTreeMap<String, (usize, &Record)> = BTreeMap::new();
                 for (i, r) in records.iter().enumerate() {
-                    let mut key = Vec::with_capacity(keys.len());
-                    for k in keys {
-                        match r.get(k) {
-                            Some(v) if !v.is_null() => key.push(v.to_string()),
-                            _ => {
-                                return Err(format!(
-                                    "record {}: no value for key column `{k}`",
-                                    i + 1
-                                ));
-                            }
-                        }
+                    if let Some(k) = keys.iter().find(|k| r.get(*k).is_none_or(Value::is_null)) {
+                        return Err(format!("record {}: no value for key column `{k}`", i + 1));
                     }
-                    by_key.insert(key.join("\u{1f}"), (i, r));
                 }
-                let mut kept: Vec<(usize, &Record)> = by_key.into_values().collect();
-                kept.sort_by_key(|(i, _)| *i);
-                kept.into_iter()
-                    .map(|(_, r)| Value::Object(r.clone()))
-                    .collect()
+                last_of_each_key(records.iter(), keys)
             }
         };
         Ok(Prepared {
             columns: columns.into_iter().cloned().collect(),
             count: rows.len() as u64,
-            rows: Value::Array(rows),
+            rows,
         })
     }
 
@@ -316,11 +308,10 @@ impl RecordWriter {
                 Err(Failure::Item(_)) => {
                     // Isolate the bad items: each in a transaction of its own.
                     for (i, p) in good {
+                        let count = p.count;
                         outcomes[i] = Some(
                             match self.transaction(std::slice::from_ref(&(i, p))).await {
-                                Ok(()) => ItemOutcome::Written(
-                                    self.prepare_item(&items[i]).map_or(0, |p| p.count),
-                                ),
+                                Ok(()) => ItemOutcome::Written(count),
                                 Err(Failure::Connection(e)) => ItemOutcome::Retry(e),
                                 Err(Failure::Item(e)) => ItemOutcome::Bad(e),
                             },
@@ -366,35 +357,24 @@ impl RecordWriter {
     /// Merges the items' rows into one statement per column set (so a batch of similar
     /// items costs one statement); for UPSERT, the last row of a key wins, as it would with
     /// one statement per item in order.
-    fn merge(&self, items: &[(usize, Prepared)]) -> Vec<(Vec<String>, Value)> {
-        let mut groups: BTreeMap<&Vec<String>, Vec<&Value>> = BTreeMap::new();
+    fn merge<'a>(&self, items: &[(usize, Prepared<'a>)]) -> Vec<(Vec<String>, Vec<&'a Record>)> {
+        let mut groups: BTreeMap<&Vec<String>, Vec<&'a Record>> = BTreeMap::new();
         for (_, p) in items {
-            if let Value::Array(rows) = &p.rows {
-                groups.entry(&p.columns).or_default().extend(rows);
-            }
+            groups.entry(&p.columns).or_default().extend(&p.rows);
         }
         groups
             .into_iter()
             .map(|(columns, rows)| {
-                let rows: Vec<Value> = match &self.statement {
-                    StatementType::Insert => rows.into_iter().cloned().collect(),
-                    StatementType::Upsert { keys } => {
-                        let mut last: BTreeMap<String, usize> = BTreeMap::new();
-                        for (i, r) in rows.iter().enumerate() {
-                            let key: Vec<String> = keys.iter().map(|k| r[k].to_string()).collect();
-                            last.insert(key.join("\u{1f}"), i);
-                        }
-                        let mut keep: Vec<usize> = last.into_values().collect();
-                        keep.sort_unstable();
-                        keep.into_iter().map(|i| rows[i].clone()).collect()
-                    }
+                let rows = match &self.statement {
+                    StatementType::Insert => rows,
+                    StatementType::Upsert { keys } => last_of_each_key(rows, keys),
                 };
-                (columns.clone(), Value::Array(rows))
+                (columns.clone(), rows)
             })
             .collect()
     }
 
-    async fn transaction(&mut self, items: &[(usize, Prepared)]) -> Result<(), Failure> {
+    async fn transaction(&mut self, items: &[(usize, Prepared<'_>)]) -> Result<(), Failure> {
         let merged = self.merge(items);
         let mut statements = Vec::with_capacity(merged.len());
         for (columns, _) in &merged {
@@ -437,6 +417,22 @@ impl RecordWriter {
         }
         result
     }
+}
+
+/// The last record of each key, in their order: one statement cannot update a row twice, so
+/// the last record of a key wins, as it would with one statement per record.
+fn last_of_each_key<'a>(
+    records: impl IntoIterator<Item = &'a Record>,
+    keys: &[String],
+) -> Vec<&'a Record> {
+    let mut last: HashMap<String, usize> = HashMap::new();
+    let records: Vec<&Record> = records.into_iter().collect();
+    for (i, r) in records.iter().enumerate() {
+        last.insert(key_of(r, keys), i);
+    }
+    let mut keep: Vec<usize> = last.into_values().collect();
+    keep.sort_unstable();
+    keep.into_iter().map(|i| records[i]).collect()
 }
 
 /// A server error about the data is the item's fault; anything else (no connection, the

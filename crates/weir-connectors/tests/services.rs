@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
-use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpPublisher};
+use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpMessage, AmqpPublisher, Settlement};
 use weir_connectors::jetstream::{JetStreamConfig, JetStreamConsumer, JetStreamPublisher};
 use weir_connectors::postgres::{
     ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines,
@@ -21,6 +21,30 @@ fn amqp() -> AmqpConfig {
     AmqpConfig::new(AMQP, "/", "guest", "guest").unwrap()
 }
 
+/// A new queue of a unique name, and a channel to delete it with.
+async fn new_queue() -> (String, lapin::Connection, lapin::Channel) {
+    let queue = unique("weir_conn");
+    let (conn, ch) = amqp().connect().await.unwrap();
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    (queue, conn, ch)
+}
+
+/// Publishes `m{i}` for each `i` of `ids` to `queue`, each confirmed.
+async fn publish_numbered(publisher: &AmqpPublisher, queue: &str, ids: std::ops::Range<u32>) {
+    for i in ids {
+        publisher
+            .publish("", queue, format!("m{i}").as_bytes())
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqp_publish_confirms_and_nack_redelivers_until_acked() {
     if !services::available(
@@ -29,22 +53,9 @@ async fn amqp_publish_confirms_and_nack_redelivers_until_acked() {
     ) {
         return;
     }
-    let queue = unique("weir_conn");
-    let (_conn, ch) = amqp().connect().await.unwrap();
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    let (queue, _conn, ch) = new_queue().await;
     let publisher = AmqpPublisher::new(amqp());
-    for i in 0..3 {
-        publisher
-            .publish("", &queue, format!("m{i}").as_bytes())
-            .await
-            .unwrap();
-    }
+    publish_numbered(&publisher, &queue, 0..3).await;
     // Unroutable with `mandatory`: refused, not silently lost.
     assert!(
         publisher
@@ -76,6 +87,69 @@ async fn amqp_publish_confirms_and_nack_redelivers_until_acked() {
             .is_empty()
     );
     assert!(consumer.health().get().connected);
+    drop(consumer);
+    ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_batch_acks_never_cover_a_message_waiting_for_its_requeue() {
+    if !services::available(
+        "amqp_batch_acks_never_cover_a_message_waiting_for_its_requeue",
+        &[AMQP],
+    ) {
+        return;
+    }
+    let (queue, _conn, ch) = new_queue().await;
+    let publisher = AmqpPublisher::new(amqp());
+    publish_numbered(&publisher, &queue, 0..6).await;
+    let consumer = AmqpConsumer::start(&tokio::runtime::Handle::current(), amqp(), &queue, 10);
+    let mut got = Vec::new();
+    while got.len() < 6 {
+        got.extend(consumer.next_batch(10, Duration::from_secs(5)).await);
+    }
+    let rest = got.split_off(1);
+    let settler = consumer.settler();
+    // The first waits out a penalty before its requeue; the later batch is acknowledged
+    // meanwhile. A `multiple` ack up to its highest tag would take the first along (and its
+    // requeue would then close the channel): it must come back instead.
+    settler.settle(
+        got,
+        Settlement::Requeue {
+            delay: Some(Duration::from_millis(300)),
+        },
+    );
+    settler.settle(rest, Settlement::Ack);
+    let again = consumer.next_batch(10, Duration::from_secs(5)).await;
+    assert_eq!(
+        again.iter().map(|m| m.body.clone()).collect::<Vec<_>>(),
+        [b"m0".to_vec()]
+    );
+    assert!(again[0].redelivered);
+    // Nothing else outstanding: the whole batch in one `multiple` ack.
+    publish_numbered(&publisher, &queue, 6..9).await;
+    let mut batch = again;
+    while batch.len() < 4 {
+        batch.extend(consumer.next_batch(10, Duration::from_secs(5)).await);
+    }
+    AmqpMessage::ack_all(batch).await.unwrap();
+    assert!(
+        consumer
+            .next_batch(10, Duration::from_millis(300))
+            .await
+            .is_empty()
+    );
+    assert!(consumer.health().get().connected);
+    drop(consumer);
+    // Acked for good: a new consumer gets nothing back.
+    let consumer = AmqpConsumer::start(&tokio::runtime::Handle::current(), amqp(), &queue, 10);
+    assert!(
+        consumer
+            .next_batch(10, Duration::from_millis(500))
+            .await
+            .is_empty()
+    );
     drop(consumer);
     ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
         .await

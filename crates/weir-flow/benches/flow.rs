@@ -69,7 +69,8 @@ fn small_files_hand_loop(dir: &Path, secs: u64) -> f64 {
                 attributes: BTreeMap::from([
                     ("uuid".to_string(), uuid::Uuid::new_v4().to_string()),
                     ("filename".to_string(), format!("f{}", done + i as u64)),
-                ]),
+                ])
+                .into(),
                 claim: None,
                 entry_date: 0,
                 lineage_start: 0,
@@ -164,7 +165,8 @@ fn recovery(dir: &Path, n: u64) -> (f64, u64, f64) {
                     attributes: BTreeMap::from([
                         ("uuid".to_string(), format!("{chunk}-{i}")),
                         ("filename".to_string(), format!("f{chunk}-{i}")),
-                    ]),
+                    ])
+                    .into(),
                     claim: None,
                     entry_date: 0,
                     lineage_start: 0,

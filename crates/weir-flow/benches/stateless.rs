@@ -4,7 +4,9 @@
 //! per message batch; then the latency from publish to committed row at p50 and p99 at a
 //! steady publish rate. Needs RabbitMQ and PostgreSQL on loopback.
 //!
-//! `cargo bench -p weir-flow --bench stateless` (`WEIR_BENCH_MESSAGES`, default 20,000).
+//! `cargo bench -p weir-flow --bench stateless` (`WEIR_BENCH_MESSAGES`, default 20,000;
+//! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 1). Each line gives this
+//! process's CPU seconds per 1,000 messages beside the rates: the machine is shared.
 
 use std::time::{Duration, Instant};
 
@@ -198,7 +200,8 @@ groups:
 
 /// The hand loop: per worker one channel and one PostgreSQL connection; a batch of what is
 /// ready (up to BATCH), the same tag by routing key and the same text replacement, one
-/// UPSERT statement per batch in one transaction, then the acks.
+/// UPSERT statement per batch in one transaction, then one `multiple` ack for the batch (as
+/// the engine does when nothing else of the channel is unsettled).
 async fn hand_worker(
     queue: String,
     table: String,
@@ -259,14 +262,27 @@ async fn hand_worker(
             .await
             .unwrap();
         pg.batch_execute("COMMIT").await.unwrap();
-        for d in &batch {
-            d.acker.ack(BasicAckOptions::default()).await.unwrap();
-        }
+        // One frame for the batch: this loop never gives a message back, so every tag up to
+        // the batch's last is its own.
+        batch
+            .last()
+            .expect("a batch has a first message")
+            .acker
+            .ack(BasicAckOptions { multiple: true })
+            .await
+            .unwrap();
     }
 }
 
-fn run_hand(s: &Setup, workers: usize, n: i64) -> f64 {
+/// CPU seconds (user and system, every thread) this process has used so far.
+fn cpu_seconds() -> f64 {
+    cpu_time::ProcessTime::now().as_duration().as_secs_f64()
+}
+
+/// Messages/s and this process's CPU seconds per 1,000 messages.
+fn run_hand(s: &Setup, workers: usize, n: i64) -> (f64, f64) {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cpu = cpu_seconds();
     let start = Instant::now();
     let tasks: Vec<_> = (0..workers)
         .map(|_| {
@@ -279,21 +295,31 @@ fn run_hand(s: &Setup, workers: usize, n: i64) -> f64 {
         .collect();
     s.wait_rows(n);
     let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for t in tasks {
         let _ = rt().block_on(t);
     }
-    n as f64 / secs
+    (n as f64 / secs, cpu * 1000.0 / n as f64)
 }
 
-fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (f64, Engine) {
+/// As [`run_hand`], the mean number of flow files per PostgreSQL batch, and the running
+/// engine. Its CPU includes the provenance store's writer thread up to the last row.
+fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (f64, f64, f64, Engine) {
     let dir = tempfile::tempdir().unwrap();
+    let cpu = cpu_seconds();
     let start = Instant::now();
     let engine = Engine::start(flow(s, concurrency), dir.path()).unwrap();
     s.wait_rows(n);
     let rate = n as f64 / start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu;
     std::mem::forget(dir);
-    (rate, engine)
+    let put = engine
+        .monitor()
+        .processor("put")
+        .expect("the flow has `put`");
+    let batch = put.flowfiles_in as f64 / put.commits.max(1) as f64;
+    (rate, cpu * 1000.0 / n as f64, batch, engine)
 }
 
 fn pct(v: &[i64], p: f64) -> f64 {
@@ -308,31 +334,41 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
+    // Rounds alternate the hand loop and the engine, so that both see the same load.
+    let rounds: usize = std::env::var("WEIR_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     for concurrency in [1usize, 4] {
         let s = Setup::new(&format!("c{concurrency}"));
-        s.publish(0..n, 0);
-        let hand = run_hand(&s, concurrency, n as i64);
-        rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
-            .unwrap();
-        s.publish(0..n, 0);
-        let (engine_rate, engine) = run_engine(&s, concurrency, n as i64);
-        println!(
-            "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {engine_rate:.0} msgs/s, hand loop {hand:.0} msgs/s, ratio {:.2}",
-            engine_rate / hand
-        );
-        if concurrency == 1 {
-            // Latency at a steady 1,000 msgs/s, with the engine running and idle before.
-            let m = 3_000u64;
-            s.publish(n..n + m, 1_000);
-            s.wait_rows((n + m) as i64);
-            let lat = s.latencies(n as i64);
+        for round in 0..rounds {
+            rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
+                .unwrap();
+            s.publish(0..n, 0);
+            let (hand, hand_cpu) = run_hand(&s, concurrency, n as i64);
+            rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
+                .unwrap();
+            s.publish(0..n, 0);
+            let (engine_rate, engine_cpu, batch, engine) = run_engine(&s, concurrency, n as i64);
             println!(
-                "publish→row latency at 1000 msgs/s, concurrency 1: p50 {:.1} ms, p99 {:.1} ms ({} rows)",
-                pct(&lat, 0.50),
-                pct(&lat, 0.99),
-                lat.len()
+                "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {engine_rate:.0} msgs/s, hand loop {hand:.0} msgs/s, ratio {:.2}; CPU s per 1000 msgs (this process): engine {engine_cpu:.3}, hand loop {hand_cpu:.3}; engine's mean PostgreSQL batch {batch:.0}",
+                engine_rate / hand
             );
+            if concurrency == 1 && round + 1 == rounds {
+                // Latency at a steady 1,000 msgs/s, with the engine running and idle before.
+                let m = 3_000u64;
+                s.publish(n..n + m, 1_000);
+                s.wait_rows((n + m) as i64);
+                let lat = s.latencies(n as i64);
+                println!(
+                    "publish→row latency at 1000 msgs/s, concurrency 1: p50 {:.1} ms, p99 {:.1} ms ({} rows)",
+                    pct(&lat, 0.50),
+                    pct(&lat, 0.99),
+                    lat.len()
+                );
+            }
+            engine.stop().unwrap();
         }
-        engine.stop().unwrap();
     }
 }

@@ -95,8 +95,8 @@ pub struct ProvenanceEvent {
     pub component: String,
     /// The component's type.
     pub component_type: String,
-    /// The flow file's attributes after the event.
-    pub attributes: BTreeMap<String, String>,
+    /// The flow file's attributes after the event (shared with the flow file, not copied).
+    pub attributes: crate::flowfile::Attributes,
     /// Content size after the event.
     pub size: u64,
     /// Parents' uuids (FORK, JOIN, CLONE).
@@ -216,9 +216,13 @@ impl Store {
     /// Inserts `events` and their index entries in one batch.
     fn write(&self, events: &[ProvenanceEvent]) -> Result<(), ProvenanceError> {
         let mut batch = self.keyspace.batch();
+        // One buffer for every event's encoding: growing a fresh one per event cost more
+        // than the encoding itself.
+        let mut buffer = Vec::with_capacity(1024);
         for e in events {
-            let value = postcard::to_allocvec(e)?;
-            batch.insert(&self.events, e.id.to_be_bytes(), value);
+            buffer.clear();
+            buffer = postcard::to_extend(e, buffer)?;
+            batch.insert(&self.events, e.id.to_be_bytes(), buffer.as_slice());
             for uuid in std::iter::once(&e.flowfile)
                 .chain(&e.parents)
                 .chain(&e.children)
@@ -541,7 +545,7 @@ mod tests {
             flowfile: flowfile.to_string(),
             component: "route".into(),
             component_type: "RouteOnAttribute".into(),
-            attributes: BTreeMap::from([("k".to_string(), id.to_string())]),
+            attributes: BTreeMap::from([("k".to_string(), id.to_string())]).into(),
             size: id,
             parents: vec![],
             children: vec![],

@@ -30,7 +30,8 @@ fn swap_keeps_order_and_count_and_bounds_memory() {
         let ffs: Vec<FlowFile> = (0..1000)
             .map(|i| FlowFile {
                 id: repo.next_id(),
-                attributes: BTreeMap::from([("n".to_string(), (chunk * 1000 + i).to_string())]),
+                attributes: BTreeMap::from([("n".to_string(), (chunk * 1000 + i).to_string())])
+                    .into(),
                 claim: None,
                 entry_date: 0,
                 lineage_start: 0,

@@ -21,7 +21,7 @@ fn ff(repo: &FlowFileRepository, tag: &str) -> FlowFile {
     let claim = Some(repo.content().write(tag.as_bytes()).unwrap());
     FlowFile {
         id: repo.next_id(),
-        attributes: BTreeMap::from([("tag".to_string(), tag.to_string())]),
+        attributes: BTreeMap::from([("tag".to_string(), tag.to_string())]).into(),
         claim,
         entry_date: 0,
         lineage_start: 0,
@@ -231,7 +231,7 @@ fn an_io_error_poisons_the_repository() {
         let big = "x".repeat(200);
         let f = FlowFile {
             id: repo.next_id(),
-            attributes: BTreeMap::from([("tag".to_string(), format!("{i}{big}"))]),
+            attributes: BTreeMap::from([("tag".to_string(), format!("{i}{big}"))]).into(),
             claim: None,
             entry_date: 0,
             lineage_start: 0,
@@ -250,7 +250,7 @@ fn an_io_error_poisons_the_repository() {
     assert!(repo.poisoned().is_some());
     let f = FlowFile {
         id: repo.next_id(),
-        attributes: BTreeMap::new(),
+        attributes: Default::default(),
         claim: None,
         entry_date: 0,
         lineage_start: 0,
@@ -333,7 +333,7 @@ proptest! {
         };
         let make = |repo: &FlowFileRepository, id: u64, tag: &str| FlowFile {
             id,
-            attributes: BTreeMap::from([("tag".to_string(), tag.to_string())]),
+            attributes: BTreeMap::from([("tag".to_string(), tag.to_string())]).into(),
             claim: Some(repo.content().write(tag.as_bytes()).unwrap()),
             entry_date: 0,
             lineage_start: 0,

@@ -352,7 +352,7 @@ fn prioritizer_order_survives_swapping_and_a_crash() {
                     }
                     FlowFile {
                         id: repo.next_id(),
-                        attributes,
+                        attributes: attributes.into(),
                         claim: None,
                         entry_date: 1_700_000_000_000 + ((x >> 20) % 5_000) as i64,
                         lineage_start: 0,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::definition::ComponentKind;
-use crate::flowfile::{ContentClaim, FlowFile};
+use crate::flowfile::{Attributes, ContentClaim, FlowFile};
 use crate::provenance::{EventType, ProvenanceEvent};
 use crate::repository::journal::{Op, RepositoryError, Txn};
 use crate::stateless::Transaction;
@@ -40,6 +40,7 @@ struct Record {
     destination: Destination,
     /// How it came to be, for a flow file the session created.
     origin: Origin,
+    /// Attributes changed since it was taken or since its last explicit event.
     attributes_changed: bool,
     content_changed: bool,
     penalized: bool,
@@ -204,21 +205,19 @@ impl Session {
         FlowFileRef(self.records.len() - 1)
     }
 
-    fn fresh(&self, attributes: BTreeMap<String, String>, lineage_start: Option<i64>) -> FlowFile {
+    fn fresh(&self, mut attributes: Attributes, lineage_start: Option<i64>) -> FlowFile {
         let now = now_ms();
         let uuid = uuid::Uuid::new_v4().to_string();
-        let mut attributes = attributes;
-        attributes.insert("uuid".into(), uuid.clone());
-        attributes
+        let attrs = attributes.to_mut();
+        attrs.insert("uuid".into(), uuid.clone());
+        attrs
             .entry("filename".into())
             .or_insert_with(|| uuid.clone());
-        attributes
-            .entry("path".into())
-            .or_insert_with(|| "./".into());
-        attributes.insert("entryDate".into(), now.to_string());
+        attrs.entry("path".into()).or_insert_with(|| "./".into());
+        attrs.insert("entryDate".into(), now.to_string());
         let lineage = lineage_start.unwrap_or(now);
-        attributes.insert("lineageStartDate".into(), lineage.to_string());
-        attributes.insert("fileSize".into(), "0".into());
+        attrs.insert("lineageStartDate".into(), lineage.to_string());
+        attrs.insert("fileSize".into(), "0".into());
         FlowFile {
             id: self.shared.repo.next_id(),
             attributes,
@@ -232,7 +231,7 @@ impl Session {
     /// Creates an empty flow file with the core attributes (CREATE, unless a RECEIVE or
     /// FETCH is reported for it).
     pub fn create(&mut self) -> FlowFileRef {
-        let ff = self.fresh(BTreeMap::new(), None);
+        let ff = self.fresh(Attributes::default(), None);
         self.push_new(ff, Origin::Created)
     }
 
@@ -252,7 +251,7 @@ impl Session {
             let ff = &self.records[p.0].flowfile;
             lineage = lineage.min(ff.lineage_start);
             common = Some(match common {
-                None => ff.attributes.clone(),
+                None => (*ff.attributes).clone(),
                 Some(c) => c
                     .into_iter()
                     .filter(|(k, v)| ff.attributes.get(k) == Some(v))
@@ -263,7 +262,7 @@ impl Session {
             .iter()
             .map(|p| self.records[p.0].flowfile.uuid().to_string())
             .collect();
-        let ff = self.fresh(common.unwrap_or_default(), Some(lineage));
+        let ff = self.fresh(common.unwrap_or_default().into(), Some(lineage));
         self.push_new(ff, Origin::Join(uuids))
     }
 
@@ -431,6 +430,8 @@ impl Session {
         ) {
             self.records[ff.0].reported = true;
         }
+        // The event carries the attributes as they are now.
+        self.records[ff.0].attributes_changed = false;
         let e = self.event(
             &self.records[ff.0].flowfile,
             event_type,
@@ -532,6 +533,8 @@ impl Session {
                             None,
                         ));
                     } else if r.attributes_changed {
+                        // As NiFi: every event carries the attributes, so ATTRIBUTES_MODIFIED
+                        // only when no explicit event already shows the changed ones.
                         events.push(self.event(
                             &r.flowfile,
                             EventType::ATTRIBUTES_MODIFIED,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpMessage, AmqpPublisher};
+use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpPublisher, Settlement};
 use weir_connectors::jetstream::{
     JetStreamConfig, JetStreamConsumer, JetStreamMessage, JetStreamPublisher,
 };
@@ -128,35 +128,19 @@ impl Processor for ConsumeAmqp {
             session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
             session.transfer(ff, "success")?;
         }
-        let runtime = self.runtime.clone();
-        session.on_complete(move |outcome| settle_amqp(&runtime, messages, outcome));
+        let settler = consumer.settler();
+        session.on_complete(move |outcome| {
+            settler.settle(
+                messages,
+                match outcome {
+                    Completion::Committed => Settlement::Ack,
+                    // Penalized: held unacknowledged (still ours) until the penalty is over.
+                    Completion::RolledBack { penalty } => Settlement::Requeue { delay: penalty },
+                },
+            )
+        });
         Ok(Trigger::Worked)
     }
-}
-
-fn settle_amqp(runtime: &Handle, messages: Vec<AmqpMessage>, outcome: Completion) {
-    runtime.spawn(async move {
-        match outcome {
-            Completion::Committed => {
-                for m in &messages {
-                    if let Err(e) = m.ack().await {
-                        // The broker requeued it with the channel: a duplicate, never a loss.
-                        tracing::warn!("ConsumeAMQP: ack failed, the message will come again: {e}");
-                    }
-                }
-            }
-            Completion::RolledBack { penalty } => {
-                // AMQP has no delayed requeue: a penalized message stays unacknowledged (so
-                // still ours, and redelivered if we die) until its penalty is over.
-                if let Some(p) = penalty {
-                    tokio::time::sleep(p).await;
-                }
-                for m in &messages {
-                    let _ = m.nack_requeue().await;
-                }
-            }
-        }
-    });
 }
 
 pub(super) struct PublishAmqp {
