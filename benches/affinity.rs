@@ -164,6 +164,15 @@ fn report(label: &str, unit: &str, n: usize, runs: &[Timing], against: &[(&str, 
         line += &format!("  ratio to {name} {wall:.2} (CPU {cpu:.2})");
     }
     println!("{line}");
+    // Each round's wall ratio as well: the spread shows how much the load moved.
+    for (name, reference) in against {
+        let rounds: Vec<String> = runs
+            .iter()
+            .zip(*reference)
+            .map(|(a, b)| format!("{:.2}", b.wall.as_secs_f64() / a.wall.as_secs_f64()))
+            .collect();
+        println!("    rounds, wall ratio to {name}: {}", rounds.join(" "));
+    }
 }
 
 fn increments(ops: usize, keys: usize, runs: usize) {
@@ -259,11 +268,8 @@ fn increments(ops: usize, keys: usize, runs: usize) {
         (t, (m.len(), m.values().sum()))
     };
 
-    let [hand, weir, dash, rwlock] = interleaved(
-        runs,
-        [&mut hand, &mut weir, &mut dash, &mut rwlock],
-        expect,
-    );
+    let [hand, weir, dash, rwlock] =
+        interleaved(runs, [&mut hand, &mut weir, &mut dash, &mut rwlock], expect);
     report("hand loop (2 private shards)", "ops", ops, &hand, &[]);
     report(
         "weir execute_on_keys",
