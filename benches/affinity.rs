@@ -175,6 +175,16 @@ fn report(label: &str, unit: &str, n: usize, runs: &[Timing], against: &[(&str, 
     }
 }
 
+/// Runs `work` on 2 threads, each over one half of `items`, and waits for both.
+fn on_halves<T: Sync>(items: &[T], work: impl Fn(&[T]) + Sync) {
+    std::thread::scope(|s| {
+        for half in items.chunks(items.len().div_ceil(2)) {
+            let work = &work;
+            s.spawn(move || work(half));
+        }
+    })
+}
+
 fn increments(ops: usize, keys: usize, runs: usize) {
     let draws = Arc::new(zipf_keys(ops, keys, 0.99));
     let distinct = {
@@ -236,14 +246,9 @@ fn increments(ops: usize, keys: usize, runs: usize) {
     let mut dash = || {
         let map: DashMap<u64, u64, FxBuildHasher> = DashMap::with_hasher(FxBuildHasher);
         let (t, ()) = clock(|| {
-            std::thread::scope(|s| {
-                for half in draws.chunks(draws.len().div_ceil(2)) {
-                    let map = &map;
-                    s.spawn(move || {
-                        for &k in half {
-                            map.entry(k).and_modify(|v| *v += 1).or_insert(1);
-                        }
-                    });
+            on_halves(&draws, |half| {
+                for &k in half {
+                    map.entry(k).and_modify(|v| *v += 1).or_insert(1);
                 }
             })
         });
@@ -253,14 +258,9 @@ fn increments(ops: usize, keys: usize, runs: usize) {
     let mut rwlock = || {
         let map: RwLock<FxHashMap<u64, u64>> = RwLock::default();
         let (t, ()) = clock(|| {
-            std::thread::scope(|s| {
-                for half in draws.chunks(draws.len().div_ceil(2)) {
-                    let map = &map;
-                    s.spawn(move || {
-                        for &k in half {
-                            *map.write().unwrap().entry(k).or_insert(0) += 1;
-                        }
-                    });
+            on_halves(&draws, |half| {
+                for &k in half {
+                    *map.write().unwrap().entry(k).or_insert(0) += 1;
                 }
             })
         });
