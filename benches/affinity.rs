@@ -18,8 +18,10 @@
 //!    - the hand loop (the speed of light): 2 threads reading a shared `FxHashMap`;
 //!    - `DashMap::get` on 2 threads.
 //!
-//! Every run's totals are checked against the hand loop's. Each figure is the median of
-//! `--runs` (3) runs; each run starts once the shared machine is quiet (or after 30 s).
+//! Every run's totals are checked against the hand loop's. The variants of a part run
+//! interleaved, `--runs` (3) rounds of one run each; each round starts once the shared
+//! machine is quiet (or after 30 s). Each rate is the median of its runs; each ratio is the
+//! median of the rounds' ratios, so that both sides of a ratio ran under about the same load.
 
 mod support;
 
@@ -76,20 +78,40 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// Runs `f` `runs` times; `f` times its own measured part and returns it with its result.
-/// The wall and CPU medians are taken separately.
-fn timed<R>(runs: usize, mut f: impl FnMut() -> (Timing, R), check: impl Fn(&R)) -> Timing {
-    let times: Vec<Timing> = (0..runs)
-        .map(|_| {
-            support::wait_for_quiet(0.10, Duration::from_secs(30));
-            let (t, r) = f();
+fn median_f64(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A variant's measured part: times its own work and returns it with its result.
+type Variant<'a, R> = &'a mut dyn FnMut() -> (Timing, R);
+
+/// Runs every variant `runs` times, interleaved: round `r` runs each variant once, in order,
+/// so that a change in the shared machine's load falls on all of them alike. Each round
+/// starts once the machine is quiet (or after 30 s); every result is checked. Returns the
+/// timings of each variant, round by round.
+fn interleaved<R, const N: usize>(
+    runs: usize,
+    mut variants: [Variant<'_, R>; N],
+    check: impl Fn(&R),
+) -> [Vec<Timing>; N] {
+    let mut times: [Vec<Timing>; N] = std::array::from_fn(|_| Vec::with_capacity(runs));
+    for _ in 0..runs {
+        support::wait_for_quiet(0.10, Duration::from_secs(30));
+        for (variant, times) in variants.iter_mut().zip(&mut times) {
+            let (t, r) = variant();
             check(&r);
-            t
-        })
-        .collect();
+            times.push(t);
+        }
+    }
+    times
+}
+
+/// The median wall and CPU times of a variant's runs, taken separately.
+fn median_timing(runs: &[Timing]) -> Timing {
     Timing {
-        wall: median(times.iter().map(|t| t.wall).collect()),
-        cpu: median(times.iter().map(|t| t.cpu).collect()),
+        wall: median(runs.iter().map(|t| t.wall).collect()),
+        cpu: median(runs.iter().map(|t| t.cpu).collect()),
     }
 }
 
@@ -114,26 +136,53 @@ fn cpu_rate(n: usize, t: Timing) -> f64 {
     n as f64 / t.cpu.as_secs_f64() / 1e6
 }
 
-/// How many times faster `a` is than `b`: (by wall time, by CPU time).
-fn ratio(a: Timing, b: Timing) -> (f64, f64) {
-    (
-        b.wall.as_secs_f64() / a.wall.as_secs_f64(),
-        b.cpu.as_secs_f64() / a.cpu.as_secs_f64(),
-    )
+/// How many times faster `a` is than `b`: the median over the rounds of each round's ratio
+/// (by wall time, by CPU time). Both ran in the same rounds, so each ratio compares runs made
+/// under about the same load.
+fn ratio(a: &[Timing], b: &[Timing]) -> (f64, f64) {
+    let per_round = |f: fn(&Timing) -> Duration| {
+        median_f64(
+            a.iter()
+                .zip(b)
+                .map(|(a, b)| f(b).as_secs_f64() / f(a).as_secs_f64())
+                .collect(),
+        )
+    };
+    (per_round(|t| t.wall), per_round(|t| t.cpu))
 }
 
-/// Prints one variant's line: its rates, and its ratios to the named references.
-fn report(label: &str, unit: &str, n: usize, t: Timing, against: &[(&str, Timing)]) {
+/// Prints one variant's line: its median rates, and its ratios to the named references.
+fn report(label: &str, unit: &str, n: usize, runs: &[Timing], against: &[(&str, &[Timing])]) {
+    let t = median_timing(runs);
     let mut line = format!(
         "  {label:<30}{:7.1} M {unit}/s  ({:6.1} M per CPU-s)",
         rate(n, t),
         cpu_rate(n, t)
     );
     for (name, reference) in against {
-        let (wall, cpu) = ratio(t, *reference);
+        let (wall, cpu) = ratio(runs, reference);
         line += &format!("  ratio to {name} {wall:.2} (CPU {cpu:.2})");
     }
     println!("{line}");
+    // Each round's wall ratio as well: the spread shows how much the load moved.
+    for (name, reference) in against {
+        let rounds: Vec<String> = runs
+            .iter()
+            .zip(*reference)
+            .map(|(a, b)| format!("{:.2}", b.wall.as_secs_f64() / a.wall.as_secs_f64()))
+            .collect();
+        println!("    rounds, wall ratio to {name}: {}", rounds.join(" "));
+    }
+}
+
+/// Runs `work` on 2 threads, each over one half of `items`, and waits for both.
+fn on_halves<T: Sync>(items: &[T], work: impl Fn(&[T]) + Sync) {
+    std::thread::scope(|s| {
+        for half in items.chunks(items.len().div_ceil(2)) {
+            let work = &work;
+            s.spawn(move || work(half));
+        }
+    })
 }
 
 fn increments(ops: usize, keys: usize, runs: usize) {
@@ -151,110 +200,86 @@ fn increments(ops: usize, keys: usize, runs: usize) {
         assert_eq!(*total, (distinct, ops as u64), "wrong counts");
     };
 
-    let hand = timed(
-        runs,
-        || {
-            let (t, parts): (_, Vec<FxHashMap<u64, u64>>) = clock(|| {
-                std::thread::scope(|s| {
-                    let hs: Vec<_> = (0..2u64)
-                        .map(|me| {
-                            let draws = &draws;
-                            s.spawn(move || {
-                                let mut m = FxHashMap::default();
-                                for &k in draws.iter() {
-                                    // Fx-style multiply: the shard is the top bit.
-                                    if (k.wrapping_mul(0x517c_c1b7_2722_0a95) >> 63) == me {
-                                        *m.entry(black_box(k)).or_insert(0) += 1;
-                                    }
+    let mut hand = || {
+        let (t, parts): (_, Vec<FxHashMap<u64, u64>>) = clock(|| {
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..2u64)
+                    .map(|me| {
+                        let draws = &draws;
+                        s.spawn(move || {
+                            let mut m = FxHashMap::default();
+                            for &k in draws.iter() {
+                                // Fx-style multiply: the shard is the top bit.
+                                if (k.wrapping_mul(0x517c_c1b7_2722_0a95) >> 63) == me {
+                                    *m.entry(black_box(k)).or_insert(0) += 1;
                                 }
-                                m
-                            })
+                            }
+                            m
                         })
-                        .collect();
-                    hs.into_iter().map(|h| h.join().unwrap()).collect()
-                })
-            });
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        });
+        (
+            t,
             (
-                t,
-                (
-                    parts.iter().map(|m| m.len()).sum(),
-                    parts.iter().flat_map(|m| m.values()).sum(),
-                ),
-            )
-        },
-        expect,
-    );
+                parts.iter().map(|m| m.len()).sum(),
+                parts.iter().flat_map(|m| m.values()).sum(),
+            ),
+        )
+    };
 
-    let weir = timed(
-        runs,
-        || {
-            let service = MapService::new(2);
-            let map = service.map::<u64, u64>("counts").unwrap();
-            let (t, ()) = clock(|| {
-                map.execute_on_keys(draws.iter().copied(), |e| *e.or_insert_with(|| 0) += 1)
-                    .unwrap()
-            });
-            let values = map
-                .execute_on_entries(|_, _| true, |e| *e.value().unwrap())
-                .unwrap();
-            (t, (values.len(), values.iter().map(|(_, v)| v).sum()))
-        },
-        expect,
-    );
+    let mut weir = || {
+        let service = MapService::new(2);
+        let map = service.map::<u64, u64>("counts").unwrap();
+        let (t, ()) = clock(|| {
+            map.execute_on_keys(draws.iter().copied(), |e| *e.or_insert_with(|| 0) += 1)
+                .unwrap()
+        });
+        let values = map
+            .execute_on_entries(|_, _| true, |e| *e.value().unwrap())
+            .unwrap();
+        (t, (values.len(), values.iter().map(|(_, v)| v).sum()))
+    };
 
-    let dash = timed(
-        runs,
-        || {
-            let map: DashMap<u64, u64, FxBuildHasher> = DashMap::with_hasher(FxBuildHasher);
-            let (t, ()) = clock(|| {
-                std::thread::scope(|s| {
-                    for half in draws.chunks(draws.len().div_ceil(2)) {
-                        let map = &map;
-                        s.spawn(move || {
-                            for &k in half {
-                                map.entry(k).and_modify(|v| *v += 1).or_insert(1);
-                            }
-                        });
-                    }
-                })
-            });
-            (t, (map.len(), map.iter().map(|e| *e.value()).sum()))
-        },
-        expect,
-    );
+    let mut dash = || {
+        let map: DashMap<u64, u64, FxBuildHasher> = DashMap::with_hasher(FxBuildHasher);
+        let (t, ()) = clock(|| {
+            on_halves(&draws, |half| {
+                for &k in half {
+                    map.entry(k).and_modify(|v| *v += 1).or_insert(1);
+                }
+            })
+        });
+        (t, (map.len(), map.iter().map(|e| *e.value()).sum()))
+    };
 
-    let rwlock = timed(
-        runs,
-        || {
-            let map: RwLock<FxHashMap<u64, u64>> = RwLock::default();
-            let (t, ()) = clock(|| {
-                std::thread::scope(|s| {
-                    for half in draws.chunks(draws.len().div_ceil(2)) {
-                        let map = &map;
-                        s.spawn(move || {
-                            for &k in half {
-                                *map.write().unwrap().entry(k).or_insert(0) += 1;
-                            }
-                        });
-                    }
-                })
-            });
-            let m = map.into_inner().unwrap();
-            (t, (m.len(), m.values().sum()))
-        },
-        expect,
-    );
+    let mut rwlock = || {
+        let map: RwLock<FxHashMap<u64, u64>> = RwLock::default();
+        let (t, ()) = clock(|| {
+            on_halves(&draws, |half| {
+                for &k in half {
+                    *map.write().unwrap().entry(k).or_insert(0) += 1;
+                }
+            })
+        });
+        let m = map.into_inner().unwrap();
+        (t, (m.len(), m.values().sum()))
+    };
 
-    report("hand loop (2 private shards)", "ops", ops, hand, &[]);
+    let [hand, weir, dash, rwlock] =
+        interleaved(runs, [&mut hand, &mut weir, &mut dash, &mut rwlock], expect);
+    report("hand loop (2 private shards)", "ops", ops, &hand, &[]);
     report(
         "weir execute_on_keys",
         "ops",
         ops,
-        weir,
-        &[("DashMap", dash), ("hand loop", hand)],
+        &weir,
+        &[("DashMap", &dash), ("hand loop", &hand)],
     );
-    report("DashMap entry().and_modify()", "ops", ops, dash, &[]);
-    report("RwLock<FxHashMap>", "ops", ops, rwlock, &[]);
+    report("DashMap entry().and_modify()", "ops", ops, &dash, &[]);
+    report("RwLock<FxHashMap>", "ops", ops, &rwlock, &[]);
 }
 
 fn lookups(items: u64, keys: u64, runs: usize) {
@@ -265,68 +290,59 @@ fn lookups(items: u64, keys: u64, runs: usize) {
     let expected: u64 = (0..items).map(|x| x + value_of(key_of(x))).sum();
     let check = |sum: &u64| assert_eq!(*sum, expected, "wrong sum");
 
-    let hand = timed(
-        runs,
-        || {
-            clock(|| {
-                std::thread::scope(|s| {
-                    let hs: Vec<_> = [(0, items / 2), (items / 2, items)]
-                        .into_iter()
-                        .map(|(a, b)| {
-                            let m = Arc::clone(&shared);
-                            s.spawn(move || {
-                                let mut sum = 0u64;
-                                for x in a..b {
-                                    let x = black_box(x);
-                                    if let Some(v) = m.get(&key_of(x)) {
-                                        sum += x + v;
-                                    }
+    let mut hand = || {
+        clock(|| {
+            std::thread::scope(|s| {
+                let hs: Vec<_> = [(0, items / 2), (items / 2, items)]
+                    .into_iter()
+                    .map(|(a, b)| {
+                        let m = Arc::clone(&shared);
+                        s.spawn(move || {
+                            let mut sum = 0u64;
+                            for x in a..b {
+                                let x = black_box(x);
+                                if let Some(v) = m.get(&key_of(x)) {
+                                    sum += x + v;
                                 }
-                                sum
-                            })
+                            }
+                            sum
                         })
-                        .collect();
-                    hs.into_iter().map(|h| h.join().unwrap()).sum()
-                })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum()
             })
-        },
-        check,
-    );
+        })
+    };
 
     let dash_map: DashMap<u64, u64, FxBuildHasher> = DashMap::with_hasher(FxBuildHasher);
     for (k, v) in shared.iter() {
         dash_map.insert(*k, *v);
     }
-    let dash = timed(
-        runs,
-        || {
-            clock(|| {
-                std::thread::scope(|s| {
-                    let hs: Vec<_> = [(0, items / 2), (items / 2, items)]
-                        .into_iter()
-                        .map(|(a, b)| {
-                            let m = &dash_map;
-                            s.spawn(move || {
-                                let mut sum = 0u64;
-                                for x in a..b {
-                                    let x = black_box(x);
-                                    if let Some(v) = m.get(&key_of(x)) {
-                                        sum += x + *v;
-                                    }
+    let mut dash = || {
+        clock(|| {
+            std::thread::scope(|s| {
+                let hs: Vec<_> = [(0, items / 2), (items / 2, items)]
+                    .into_iter()
+                    .map(|(a, b)| {
+                        let m = &dash_map;
+                        s.spawn(move || {
+                            let mut sum = 0u64;
+                            for x in a..b {
+                                let x = black_box(x);
+                                if let Some(v) = m.get(&key_of(x)) {
+                                    sum += x + *v;
                                 }
-                                sum
-                            })
+                            }
+                            sum
                         })
-                        .collect();
-                    hs.into_iter().map(|h| h.join().unwrap()).sum()
-                })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum()
             })
-        },
-        check,
-    );
-    drop(dash_map);
+        })
+    };
 
-    let routed = timed(runs, || hand_routed(&shared, items, key_of), check);
+    let mut routed = || hand_routed(&shared, items, key_of);
 
     let service = MapService::new(2);
     let map = service.map::<u64, u64>("reference").unwrap();
@@ -336,43 +352,44 @@ fn lookups(items: u64, keys: u64, runs: usize) {
         ..ExecutorConfig::default()
     })
     .unwrap();
-    let weir_t = timed(
-        runs,
-        || {
-            let p = Pipeline::new();
-            let (sink, out) = sinks::collection::list();
-            p.read_from(sources::generator::sequence(items))
-                .map_using_map(&map, move |x| key_of(*x), |x, v| v.map(|v| x + v))
-                .aggregate(aggregate::summing(|v: &u64| *v))
-                .write_to(sink);
-            let (t, ()) = clock(|| {
-                p.submit(&executor, JobConfig::default())
-                    .unwrap()
-                    .join()
-                    .unwrap()
-            });
-            (t, out.take()[0])
-        },
-        check,
-    );
+    let mut weir_t = || {
+        let p = Pipeline::new();
+        let (sink, out) = sinks::collection::list();
+        p.read_from(sources::generator::sequence(items))
+            .map_using_map(&map, move |x| key_of(*x), |x, v| v.map(|v| x + v))
+            .aggregate(aggregate::summing(|v: &u64| *v))
+            .write_to(sink);
+        let (t, ()) = clock(|| {
+            p.submit(&executor, JobConfig::default())
+                .unwrap()
+                .join()
+                .unwrap()
+        });
+        (t, out.take()[0])
+    };
 
     let n = items as usize;
-    report("hand loop (shared FxHashMap)", "items", n, hand, &[]);
+    let [hand, weir_t, routed, dash] = interleaved(
+        runs,
+        [&mut hand, &mut weir_t, &mut routed, &mut dash],
+        check,
+    );
+    report("hand loop (shared FxHashMap)", "items", n, &hand, &[]);
     report(
         "weir map_using_map",
         "items",
         n,
-        weir_t,
-        &[("hand loop", hand), ("DashMap", dash)],
+        &weir_t,
+        &[("hand loop", &hand), ("DashMap", &dash)],
     );
     report(
         "hand-written routing",
         "items",
         n,
-        routed,
-        &[("hand loop", hand)],
+        &routed,
+        &[("hand loop", &hand)],
     );
-    report("DashMap::get", "items", n, dash, &[]);
+    report("DashMap::get", "items", n, &dash, &[]);
 }
 
 /// Items per batch between the threads of [`hand_routed`].

@@ -45,7 +45,7 @@ impl<T> PartitionRoute<T> {
     /// The target index of `item`. Cost: one call of the partition function, one table read.
     #[inline]
     fn target_of(&self, item: &T) -> usize {
-        self.owners[(self.partition_of)(item) as usize] as usize
+        self.owners[self.partition_of.partition(item) as usize] as usize
     }
 }
 
@@ -189,7 +189,8 @@ impl<T: Item> OutPort<T> {
     }
 
     /// [`offer_from`](Self::offer_from) for a partitioned port with several targets: finds
-    /// each item's target first, with each target's free room read once, then moves the
+    /// each item's target first (one virtual call of the partition function per slice of
+    /// the queue, not per item), with each target's free room read once, then moves the
     /// items that fit into one run per target (their order kept) and each run into its
     /// conveyor in one write.
     fn offer_partitioned_from(&mut self, items: &mut VecDeque<T>) -> usize {
@@ -211,15 +212,23 @@ impl<T: Item> OutPort<T> {
         free.clear();
         free.extend(targets.iter().map(Sender::free_slots));
         run_of.clear();
-        for item in items.iter().take(room) {
-            let target = route.target_of(item);
-            if free[target] == 0 {
-                break;
-            }
-            free[target] -= 1;
-            run_of.push(target as u32);
-        }
-        let taken = run_of.len();
+        // The targets of the whole run first: one call of the partition function per slice
+        // of the queue, not per item.
+        let (front, back) = items.as_slices();
+        let front = &front[..room.min(front.len())];
+        let back = &back[..room - front.len()];
+        route.partition_of.owners_of(front, &route.owners, run_of);
+        route.partition_of.owners_of(back, &route.owners, run_of);
+        let taken = run_of
+            .iter()
+            .position(|&target| {
+                let free = &mut free[target as usize];
+                let full = *free == 0;
+                *free = free.saturating_sub(1);
+                full
+            })
+            .unwrap_or(run_of.len());
+        run_of.truncate(taken);
         for (item, &target) in items.drain(..taken).zip(run_of.iter()) {
             runs[target as usize].push(item);
         }

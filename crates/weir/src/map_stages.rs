@@ -546,14 +546,18 @@ where
 
     fn push_batch(&mut self, items: &mut Vec<KeyedItem<K, T>>) -> bool {
         let n = items.len() as u64;
+        // Locals, not fields: the loop keeps the output's length and the stores' table in
+        // registers instead of reloading and storing them through `self` per item.
+        let mut out = std::mem::take(&mut self.out);
+        out.reserve(items.len());
         let MapLookupLink {
             map,
             f,
             partitions,
-            out,
             remote,
             ..
         } = self;
+        let partitions = partitions.as_mut_slice();
         // The loop holds no hashing of its own but the lookup's: the hash-map reads miss the
         // cache, and a short loop body lets the processor keep several of them in flight.
         for KeyedItem {
@@ -574,7 +578,9 @@ where
         if let Some(c) = &self.lookups {
             c.add(n);
         }
-        self.next.push_batch(&mut self.out)
+        let room = self.next.push_batch(&mut out);
+        self.out = out;
+        room
     }
 
     delegate_to_next!();

@@ -149,6 +149,17 @@ impl<T: 'static, Op: AggregateOperation<T>> Link<T> for AccumulateAll<T, Op> {
         true
     }
 
+    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+        // The accumulator is looked up once per batch, not per item.
+        match &mut self.acc {
+            Some(acc) => items
+                .drain(..)
+                .for_each(|item| self.op.accumulate(acc, &item)),
+            None => items.clear(),
+        }
+        true
+    }
+
     fn flush(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
         Ok(true)
     }
