@@ -97,7 +97,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustc_hash::FxHashMap;
 use weir::prelude::*;
-use weir::sources::chunked::ChunkOptions;
+use weir::sources::chunked::{ChunkOptions, for_each_line};
 use weir::stream::StreamStage;
 use weir::{BoxError, ExecutorConfig, Item, SinkWriter};
 use weir_nexmark::generator::GeneratorConfig;
@@ -533,16 +533,12 @@ impl ParallelFileEvents {
                 while let Ok(chunk) = job_rx.recv() {
                     let mut events = Vec::with_capacity(chunk.len() / 128);
                     let mut malformed = 0;
-                    for line in chunk.split(|&b| b == b'\n') {
-                        let line = line.strip_suffix(b"\r").unwrap_or(line);
-                        if line.is_empty() {
-                            continue;
-                        }
-                        match parse_line_keeping(line, kept) {
-                            Ok(e) => events.push(e),
-                            Err(_) => malformed += 1,
-                        }
-                    }
+                    // Lines found with `memchr`, as the engine's chunks are: a byte-by-byte
+                    // split cost a sixth of this loop's time.
+                    for_each_line(&chunk, |_, line, _| match parse_line_keeping(line, kept) {
+                        Ok(e) => events.push(e),
+                        Err(_) => malformed += 1,
+                    });
                     if done_tx.send((events, malformed)).is_err() {
                         return;
                     }
