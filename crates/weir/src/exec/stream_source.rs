@@ -80,8 +80,6 @@ pub(crate) struct StreamSourceHead<R: SourceReader> {
     /// Whether the consumers were told this source is idle, since its last item.
     idle_sent: bool,
     batch: Vec<Timestamped<R::Item>>,
-    /// Each item of `raw`'s time and whether it is on time, while stamping.
-    times: Vec<(i64, bool)>,
     /// The last watermark the chain accepted, and one it still has to accept.
     sent: Watermark,
     pending: Option<Watermark>,
@@ -118,7 +116,6 @@ where
         last_item: Duration::ZERO,
         idle_sent: false,
         batch: Vec::with_capacity(BATCH),
-        times: Vec::with_capacity(BATCH),
         sent: Watermark::MIN,
         pending: None,
         exhausted: false,
@@ -161,35 +158,25 @@ impl<R: SourceReader> StreamSourceHead<R> {
     /// Stamps the items just read, drops the late ones, and notes which partitions spoke.
     fn stamp(&mut self) {
         let now = self.reading;
+        let mut late = 0;
         let (mut partition, mut next_run) = (0usize, 0usize);
         let last = self.last_seen.len() - 1;
-        // Times and lateness first, reading the items in place, so that each item then moves
-        // once, straight into the batch.
-        let mut late = 0;
-        self.times.clear();
-        for (i, item) in self.raw.iter().enumerate() {
+        for (i, item) in self.raw.drain(..).enumerate() {
             while let Some(&(start, p)) = self.runs.get(next_run)
                 && start <= i
             {
                 partition = (p as usize).min(last);
                 next_run += 1;
             }
-            let timestamp = (self.policy.timestamp)(item);
+            let timestamp = (self.policy.timestamp)(&item);
             self.last_seen[partition] = now;
-            let on_time = self.tracker.accept(partition, timestamp);
-            late += u64::from(!on_time);
-            self.times.push((timestamp, on_time));
+            if self.tracker.accept(partition, timestamp) {
+                self.batch.push(Timestamped { timestamp, item });
+            } else {
+                late += 1;
+            }
         }
-        let stamped = self.raw.drain(..).zip(self.times.drain(..));
-        if late == 0 {
-            self.batch
-                .extend(stamped.map(|(item, (timestamp, _))| Timestamped { timestamp, item }));
-        } else {
-            self.batch.extend(
-                stamped
-                    .filter(|(_, (_, on_time))| *on_time)
-                    .map(|(item, (timestamp, _))| Timestamped { timestamp, item }),
-            );
+        if late > 0 {
             self.late.add(late);
         }
         if self.last_seen.len() > 1 {
