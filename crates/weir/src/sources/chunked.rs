@@ -60,8 +60,10 @@
 //! The reading thread copies each chunk once from the file, and the bytes of a record cut by
 //! the chunk's end once more into the next chunk; it finds the cut with one backward `memchr`
 //! (or the format's own scan, for CSV's quoted newlines). Each parser thread counts the
-//! newlines of its chunks for the line numbers. Items are moved twice: into the chunk's
-//! vector on the parser thread and into the emitter's batch. At most `2 × threads` chunks
+//! newlines of its chunks for the line numbers. Items are moved once, into the chunk's
+//! vectors on the parser thread, in pieces of up to 1024: a piece that fits the emitter's
+//! empty batch becomes that batch whole ([`Emitter::emit_all`]), and only the items of a
+//! piece that does not are moved again, into the batch. At most `2 × threads` chunks
 //! are parsed ahead, so memory stays at a few chunk sizes per reader; backpressure on the
 //! emitter stops the reading, and with it the parsers.
 //!
@@ -136,13 +138,24 @@ struct Malformed<E> {
     items_before: usize,
 }
 
+/// Items per piece of a [`Parsed`]: as many as a source hands its chain at once, so that a
+/// whole piece can become the batch.
+const PIECE: usize = crate::exec::read_ahead::BATCH;
+
 /// What a format makes of one chunk: the items and the malformed records in file order,
 /// each with where its record ends.
+///
+/// The items are kept in pieces of up to 1024, each of which the reader can hand on whole,
+/// as the batch, without moving its items (see [`Emitter::emit_all`]).
 ///
 /// Cost: 16 bytes per record beside the item, in vectors reused from chunk to chunk.
 #[derive(Debug)]
 pub struct Parsed<T, E> {
-    items: Vec<T>,
+    pieces: Vec<Vec<T>>,
+    /// The items in `pieces`.
+    len: usize,
+    /// Empty vectors for the next pieces.
+    spare: Vec<Vec<T>>,
     ends: Vec<RecordEnd>,
     malformed: Vec<Malformed<E>>,
 }
@@ -150,7 +163,9 @@ pub struct Parsed<T, E> {
 impl<T, E> Default for Parsed<T, E> {
     fn default() -> Self {
         Parsed {
-            items: Vec::new(),
+            pieces: Vec::new(),
+            len: 0,
+            spare: Vec::new(),
             ends: Vec::new(),
             malformed: Vec::new(),
         }
@@ -161,14 +176,24 @@ impl<T, E> Parsed<T, E> {
     /// Adds the item of a good record that ends at `end`.
     #[inline]
     pub fn push(&mut self, item: T, end: RecordEnd) {
-        self.items.push(item);
+        if self.pieces.last().is_none_or(|piece| piece.len() >= PIECE) {
+            let piece = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(PIECE));
+            self.pieces.push(piece);
+        }
+        if let Some(piece) = self.pieces.last_mut() {
+            piece.push(item);
+        }
+        self.len += 1;
         self.ends.push(end);
     }
 
     /// Adds a malformed record that starts on `line` (counted from 1 at the chunk's first
     /// line) and ends at `end`, with what is wrong with it.
     pub fn push_malformed(&mut self, line: u64, error: E, end: RecordEnd) {
-        let items_before = self.items.len();
+        let items_before = self.len;
         self.malformed.push(Malformed {
             line,
             error,
@@ -179,18 +204,22 @@ impl<T, E> Parsed<T, E> {
 
     /// Makes room for `additional` more items.
     pub fn reserve(&mut self, additional: usize) {
-        self.items.reserve(additional);
+        self.pieces.reserve(additional.div_ceil(PIECE));
         self.ends.reserve(additional);
     }
 
     /// The items so far, in file order.
-    pub fn items(&self) -> &[T] {
-        &self.items
+    pub fn items(&self) -> impl Iterator<Item = &T> {
+        self.pieces.iter().flatten()
     }
 
     /// Empties it, keeping the vectors' capacity.
     fn clear(&mut self) {
-        self.items.clear();
+        for mut piece in self.pieces.drain(..) {
+            piece.clear();
+            self.spare.push(piece);
+        }
+        self.len = 0;
         self.ends.clear();
         self.malformed.clear();
     }
@@ -400,7 +429,11 @@ struct Ready<T, E> {
     /// The chunk's first byte in its file, and the lines of the file before it.
     start: u64,
     lines_before: u64,
-    items: VecDeque<T>,
+    /// The pieces not begun yet, and the one being handed out item by item.
+    pieces: VecDeque<Vec<T>>,
+    current: VecDeque<T>,
+    /// Emptied vectors, for the next chunk's pieces.
+    spare: Vec<Vec<T>>,
     ends: Vec<RecordEnd>,
     malformed: Vec<Malformed<E>>,
     /// Items handed out and malformed records reported so far.
@@ -431,10 +464,13 @@ impl<T, E> Ready<T, E> {
     /// Its vectors, emptied, for the next chunk.
     fn into_parsed(self) -> Parsed<T, E> {
         let mut parsed = Parsed {
-            items: Vec::from(self.items),
+            pieces: self.pieces.into(),
+            len: 0,
+            spare: self.spare,
             ends: self.ends,
             malformed: self.malformed,
         };
+        parsed.pieces.push(Vec::from(self.current));
         parsed.clear();
         parsed
     }
@@ -611,17 +647,41 @@ impl<F: ChunkFormat> ChunkedReader<F> {
         loop {
             if let Some(ready) = &mut self.ready {
                 let path = &self.files.files[ready.file].path;
-                loop {
+                // Malformed records are reported just before the item that follows them.
+                let mut report_before = |ready: &mut Ready<F::Item, F::Error>, items: usize| {
                     while let Some(bad) = ready
                         .malformed
                         .get(ready.reported)
-                        .filter(|bad| bad.items_before <= ready.taken)
+                        .filter(|bad| bad.items_before < items)
                     {
                         on_malformed(path, ready.lines_before + bad.line, &bad.error);
                         ready.reported += 1;
                     }
-                    let Some(item) = ready.items.pop_front() else {
-                        break;
+                };
+                loop {
+                    let next = ready.taken + 1;
+                    report_before(ready, next);
+                    if ready.current.is_empty() {
+                        let Some(mut piece) = ready.pieces.pop_front() else {
+                            break;
+                        };
+                        if piece.len() <= out.room() {
+                            // The whole piece goes at once, as it would item by item.
+                            let after = ready.taken + piece.len();
+                            report_before(ready, after);
+                            ready.taken += piece.len();
+                            let more = out.emit_all(&mut piece);
+                            ready.spare.push(piece);
+                            if !more {
+                                return Ok(false);
+                            }
+                            continue;
+                        }
+                        let done = std::mem::replace(&mut ready.current, VecDeque::from(piece));
+                        ready.spare.push(Vec::from(done));
+                    }
+                    let Some(item) = ready.current.pop_front() else {
+                        continue;
                     };
                     ready.taken += 1;
                     if !out.emit(item) {
@@ -653,7 +713,9 @@ impl<F: ChunkFormat> ChunkedReader<F> {
                 file: cut.file,
                 start: cut.start,
                 lines_before,
-                items: VecDeque::from(parsed.items),
+                pieces: VecDeque::from(parsed.pieces),
+                current: VecDeque::new(),
+                spare: parsed.spare,
                 ends: parsed.ends,
                 malformed: parsed.malformed,
                 taken: 0,
@@ -1298,6 +1360,77 @@ mod tests {
                 };
                 let got = check_every_resume(&input, options, options, (0, 1), 3);
                 assert_eq!(got, want, "{options:?}");
+            }
+        }
+    }
+
+    /// A chunk of thousands of lines is parsed into pieces of `PIECE` items, each handed out
+    /// whole when it fits the emitter's empty batch (as on a read-ahead thread) and item by
+    /// item when it does not: either way the items, the malformed lines (placed here at the
+    /// pieces' edges) and the positions are those of the single reader.
+    #[test]
+    fn chunks_of_many_pieces_are_handed_out_as_line_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let mut content = Vec::new();
+        for i in 0..5000 {
+            if matches!(i, 0 | 1023 | 1024 | 2048 | 2049 | 4999) {
+                content.extend_from_slice(b"\xff\n");
+            }
+            content.extend_from_slice(format!("{i}\n").as_bytes());
+        }
+        content.extend_from_slice(b"\xfe\n");
+        fs::write(&path, &content).unwrap();
+        let input = Arc::new(InputFiles::resolve(&path).unwrap());
+        let want = line_by_line(&path);
+        assert_eq!((want.0.len(), want.1.len()), (5000, 7));
+        for threads in [1, 2] {
+            let options = ChunkOptions {
+                threads,
+                chunk_bytes: 1 << 20,
+            };
+            for batch in [1, 7, PIECE - 1, PIECE, PIECE + 1, 3 * PIECE] {
+                // Each read into a fresh batch, so that a piece that fits becomes it.
+                let mut reader =
+                    ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&input), options);
+                reader.open(0, 1);
+                let (mut items, mut bad) = (Vec::new(), Vec::new());
+                let mut positions = Vec::new();
+                loop {
+                    let mut fresh = Vec::with_capacity(batch);
+                    let done = reader
+                        .read(&mut Emitter::new(&mut fresh, batch), |p, line, _| {
+                            bad.push((p.to_owned(), line))
+                        })
+                        .unwrap();
+                    assert!(
+                        fresh.len() <= batch,
+                        "{} items in a batch of {batch}",
+                        fresh.len()
+                    );
+                    items.append(&mut fresh);
+                    positions.push((items.len(), bad.len(), reader.position()));
+                    if done {
+                        break;
+                    }
+                }
+                assert!(
+                    items == want.0 && bad == want.1,
+                    "{options:?}, batch {batch}"
+                );
+                if batch >= PIECE - 1 {
+                    for (k, b, position) in positions {
+                        let (rest, rest_bad) = resumed(&input, options, (0, 1), &position);
+                        assert!(rest == items[k..], "resumed after {k} items, batch {batch}");
+                        assert_eq!(rest_bad, bad[b..], "resumed after {k} items, batch {batch}");
+                    }
+                }
+                // Into one growing batch, the pieces' items move into it.
+                assert_eq!(
+                    chunked(&path, options, batch),
+                    want,
+                    "{options:?}, batch {batch}"
+                );
             }
         }
     }
