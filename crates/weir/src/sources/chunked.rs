@@ -63,8 +63,8 @@
 //! newlines of its chunks for the line numbers. Items are moved once, into the chunk's
 //! vectors on the parser thread, in pieces of up to 1024: a piece that fits the emitter's
 //! empty batch becomes that batch whole ([`Emitter::emit_all`]), and only the items of a
-//! piece that does not are moved again, into the batch. At most `2 × threads` chunks
-//! are parsed ahead, so memory stays at a few chunk sizes per reader; backpressure on the
+//! piece that does not are moved again, into the batch. At most [`CHUNKS_AHEAD`]` × threads`
+//! chunks are parsed ahead, so memory stays at a few chunk sizes per thread; backpressure on the
 //! emitter stops the reading, and with it the parsers.
 //!
 //! The reader blocks on file reads and on the parsers: a [`SourceReader`]
@@ -137,6 +137,11 @@ struct Malformed<E> {
     /// How many good records of the chunk come before it.
     items_before: usize,
 }
+
+/// Chunks in flight per parser thread (cut and not yet handed out). Chunks come back in
+/// order, so a parser that gets less of the machine for a while holds the others up once
+/// they are that far ahead: 2 made the parsers wait for each other on a busy 2-core machine.
+pub const CHUNKS_AHEAD: usize = 4;
 
 /// Items per piece of a [`Parsed`]: as many as a source hands its chain at once, so that a
 /// whole piece can become the batch.
@@ -644,6 +649,10 @@ impl<F: ChunkFormat> ChunkedReader<F> {
         out: &mut Emitter<'_, F::Item>,
         mut on_malformed: impl FnMut(&Path, u64, &F::Error),
     ) -> Result<bool, SourceError> {
+        // The parsers get the next chunks while this one is handed out, not after.
+        if self.ready.is_some() && self.options.threads > 1 {
+            self.fill()?;
+        }
         loop {
             if let Some(ready) = &mut self.ready {
                 let path = &self.files.files[ready.file].path;
@@ -741,12 +750,13 @@ impl<F: ChunkFormat> ChunkedReader<F> {
         self.lines_file = None;
     }
 
-    /// Cuts and dispatches chunks until `2 × threads` are in flight or the files end.
+    /// Cuts and dispatches chunks until [`CHUNKS_AHEAD`]` × threads` are in flight or the
+    /// files end.
     fn fill(&mut self) -> Result<(), SourceError> {
         let ahead = if self.options.threads == 1 {
             1
         } else {
-            2 * self.options.threads
+            CHUNKS_AHEAD * self.options.threads
         };
         while self.in_flight.len() < ahead {
             let Some((cut, chunk, header)) = self.cut()? else {
@@ -1006,8 +1016,9 @@ fn parse_job<F: ChunkFormat>(format: &F, job: Job<F>) -> Done<F> {
 
 /// Starts parser thread `index`.
 fn start_worker<F: ChunkFormat>(format: Arc<F>, index: usize) -> Result<Worker<F>, SourceError> {
-    let (jobs, job_rx) = sync_channel::<Job<F>>(2);
-    let (done_tx, done) = sync_channel::<Done<F>>(2);
+    // Room for every chunk in flight at this thread: dispatching never waits for a parser.
+    let (jobs, job_rx) = sync_channel::<Job<F>>(CHUNKS_AHEAD);
+    let (done_tx, done) = sync_channel::<Done<F>>(CHUNKS_AHEAD);
     let thread = std::thread::Builder::new()
         .name(format!("weir-parse-{index}"))
         .spawn(move || {
