@@ -46,7 +46,8 @@
 //! - **file, parsed by hand on p threads**: for the file input, the source and query hand
 //!   loops also run with the file read in 1 MiB chunks and parsed on `p` threads (std
 //!   threads and bounded channels, chunks dealt and taken back round-robin, so the events
-//!   arrive in file order), the query's work on the main thread. A Weir run at parallelism
+//!   arrive in file order; lines found with `memchr`, by the engine's own `for_each_line`),
+//!   the query's work on the main thread. A Weir run at parallelism
 //!   `p` is compared with the hand loop on `p` threads, and its file is parsed on `p` threads
 //!   too (`stream_replay_with`), so parallelism 1 is one core's work.
 //! - **q0, q5, q7, hand loop**: one thread doing the query's work as a careful engineer
