@@ -468,14 +468,22 @@ impl<T, E> Ready<T, E> {
 
     /// Its vectors, emptied, for the next chunk.
     fn into_parsed(self) -> Parsed<T, E> {
+        // As many vectors as this chunk filled: each piece handed on whole came back as the
+        // batch's own vector, and one more per chunk would pile up.
+        let filled = self.ends.len().div_ceil(PIECE);
+        let mut spare = self.spare;
+        spare.extend(self.pieces);
+        spare.push(Vec::from(self.current));
+        spare.retain(|v| v.capacity() > 0);
+        spare.truncate(filled);
+        spare.iter_mut().for_each(Vec::clear);
         let mut parsed = Parsed {
-            pieces: self.pieces.into(),
+            pieces: Vec::new(),
             len: 0,
-            spare: self.spare,
+            spare,
             ends: self.ends,
             malformed: self.malformed,
         };
-        parsed.pieces.push(Vec::from(self.current));
         parsed.clear();
         parsed
     }
