@@ -82,8 +82,9 @@
 //!
 //! # Cost
 //!
-//! About 10 random draws per event and no heap allocation: strings of up to 24 bytes are
-//! built inline and longer ones refer to the static tables. See `benches/generator.rs` for
+//! About 10 random draws per event and no heap allocation but the box of a person or an
+//! auction ([`Event`]): strings of up to 24 bytes are built inline and longer ones refer to
+//! the static tables. See `benches/generator.rs` for
 //! the measured rate.
 
 use std::fmt;
@@ -262,7 +263,8 @@ impl Generator {
     /// Event number `n` (its id is `first_event_id + n`). Defined for every `n`, within the
     /// count or not; the same `n` always gives the same event.
     ///
-    /// Cost: about 10 random draws; no allocation.
+    /// Cost: about 10 random draws; one allocation for a person or an auction (boxed in
+    /// [`Event`]), none for a bid.
     pub fn event(&self, n: u64) -> Event {
         let id = self.config.first_event_id.wrapping_add(n);
         let mut rng = SplitMix64::for_event(self.seed_key, id);
@@ -270,8 +272,8 @@ impl Generator {
         let jitter = rng.below(self.config.out_of_order_ms);
         let date_time = self.timestamp(n).saturating_sub(saturate(jitter));
         match kind_of(id) {
-            EventKind::Person => Event::Person(self.person(id, &mut rng, date_time)),
-            EventKind::Auction => Event::Auction(self.auction(id, &mut rng, date_time)),
+            EventKind::Person => Event::from(self.person(id, &mut rng, date_time)),
+            EventKind::Auction => Event::from(self.auction(id, &mut rng, date_time)),
             EventKind::Bid => Event::Bid(self.bid(id, &mut rng, date_time)),
         }
     }

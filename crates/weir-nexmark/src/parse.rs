@@ -416,7 +416,7 @@ impl Raw {
         self.check_duplicate(Field::Type)?;
         let mut r = Reader { raw: self, kind };
         Ok(match kind {
-            EventKind::Person => Event::Person(Person {
+            EventKind::Person => Event::from(Person {
                 id: r.int(Field::Id)?,
                 name: r.str(Field::Name)?,
                 email_address: r.str(Field::EmailAddress)?,
@@ -426,7 +426,7 @@ impl Raw {
                 date_time: r.int(Field::DateTime)?,
                 extra: r.str(Field::Extra)?,
             }),
-            EventKind::Auction => Event::Auction(Auction {
+            EventKind::Auction => Event::from(Auction {
                 id: r.int(Field::Id)?,
                 item_name: r.str(Field::ItemName)?,
                 description: r.str(Field::Description)?,
@@ -802,20 +802,20 @@ mod tests {
             false => CompactString::default(),
         };
         match event {
-            Event::Person(p) => Event::Person(Person {
+            Event::Person(p) => Event::from(Person {
                 name: blank(Field::Name, p.name),
                 email_address: blank(Field::EmailAddress, p.email_address),
                 credit_card: blank(Field::CreditCard, p.credit_card),
                 city: blank(Field::City, p.city),
                 state: blank(Field::State, p.state),
                 extra: blank(Field::Extra, p.extra),
-                ..p
+                ..*p
             }),
-            Event::Auction(a) => Event::Auction(Auction {
+            Event::Auction(a) => Event::from(Auction {
                 item_name: blank(Field::ItemName, a.item_name),
                 description: blank(Field::Description, a.description),
                 extra: blank(Field::Extra, a.extra),
-                ..a
+                ..*a
             }),
             Event::Bid(b) => Event::Bid(Bid {
                 channel: blank(Field::Channel, b.channel),
@@ -1068,7 +1068,7 @@ mod tests {
         )
             .prop_map(
                 |(id, (name, email_address, credit_card, city, state), date_time, extra)| {
-                    Event::Person(Person {
+                    Event::from(Person {
                         id,
                         name,
                         email_address,
@@ -1091,7 +1091,7 @@ mod tests {
                     (initial_bid, reserve, date_time, expires),
                     (seller, category, extra),
                 )| {
-                    Event::Auction(Auction {
+                    Event::from(Auction {
                         id,
                         item_name,
                         description,

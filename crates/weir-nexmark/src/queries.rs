@@ -59,14 +59,14 @@ fn bids(events: &StreamStage<Event>) -> StreamStage<Bid> {
 
 fn auctions(events: &StreamStage<Event>) -> StreamStage<Auction> {
     events.filter_map(|e| match e {
-        Event::Auction(a) => Some(a),
+        Event::Auction(a) => Some(*a),
         _ => None,
     })
 }
 
 fn persons(events: &StreamStage<Event>) -> StreamStage<Person> {
     events.filter_map(|e| match e {
-        Event::Person(p) => Some(p),
+        Event::Person(p) => Some(*p),
         _ => None,
     })
 }

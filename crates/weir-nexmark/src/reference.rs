@@ -549,7 +549,7 @@ mod tests {
     }
 
     fn auction(id: i64, seller: i64, category: i64, date_time: i64, expires: i64) -> Event {
-        Event::Auction(Auction {
+        Event::from(Auction {
             id,
             item_name: "item".into(),
             description: "d".into(),
@@ -564,7 +564,7 @@ mod tests {
     }
 
     fn person(id: i64, name: &str, state: &str, date_time: i64) -> Event {
-        Event::Person(Person {
+        Event::from(Person {
             id,
             name: name.into(),
             email_address: "a@b.com".into(),

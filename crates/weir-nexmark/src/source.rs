@@ -72,7 +72,7 @@ const STEP: usize = 4096;
 /// `parallelism` fixes the number of instances (`Some(1)` keeps the events in event-number
 /// order, for writing a file); `None` runs one per worker. See the [module docs](self).
 ///
-/// Cost: one [`Generator::event`] per event; no allocation. Instances are cooperative.
+/// Cost: one [`Generator::event`] per event. Instances are cooperative.
 ///
 /// # Errors
 /// [`ConfigError::ZeroRate`] for a zero rate; [`ConfigError::Unbounded`] if `config.count`
@@ -426,7 +426,7 @@ pub struct EventFile {
 /// Reads the event file(s) at `path` (as for [`replay`]) whole into memory, outside any job:
 /// for reference results and checks.
 ///
-/// Cost: the whole file's events in memory (160 bytes per event plus strings over 24
+/// Cost: the whole file's events in memory (104 bytes per event, a box per person or auction, plus strings over 24
 /// bytes); blocks on file reads.
 ///
 /// # Errors

@@ -187,6 +187,21 @@ impl<'a, T> Emitter<'a, T> {
         self.items.len() < self.limit
     }
 
+    /// Adds every item of `items`, leaving it empty; returns whether there is room for more.
+    /// It may go past the limit: check [`room`](Self::room) first.
+    ///
+    /// Cost: into an empty batch, none per item: `items`' buffer becomes the batch and
+    /// `items` gets the batch's empty one. Otherwise a move per item.
+    #[inline]
+    pub fn emit_all(&mut self, items: &mut Vec<T>) -> bool {
+        if self.items.is_empty() {
+            std::mem::swap(self.items, items);
+        } else {
+            self.items.append(items);
+        }
+        self.items.len() < self.limit
+    }
+
     /// An emitter over the same batch that reports full after at most `more` further items
     /// (or sooner, at this one's limit): for readers that pace themselves.
     pub fn limited(&mut self, more: usize) -> Emitter<'_, T> {

@@ -166,7 +166,14 @@ impl<T: Item> Link<T> for Emit<T> {
     }
 
     fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
-        self.backlog.extend(items.drain(..));
+        if self.backlog.is_empty() {
+            // The batch becomes the backlog without moving its items, and the caller gets
+            // the emptied backlog's buffer back.
+            let spare = std::mem::replace(&mut self.backlog, VecDeque::from(std::mem::take(items)));
+            *items = Vec::from(spare);
+        } else {
+            self.backlog.extend(items.drain(..));
+        }
         self.backlog.len() < self.limit
     }
 

@@ -34,8 +34,9 @@ use crate::connector::{Emitter, SourceReader};
 /// The most items a source hands to its chain at once.
 pub(crate) const BATCH: usize = 1024;
 
-/// Batches the read-ahead thread may hold ready before it waits for the head.
-pub(crate) const READ_AHEAD: usize = 4;
+/// Batches the read-ahead thread may hold ready before it waits for the head: enough to ride
+/// out the head's worker being busy with its other tasklets for a scheduler slice or two.
+pub(crate) const READ_AHEAD: usize = 16;
 
 /// What one read gave, besides the items it appended.
 #[derive(Debug)]

@@ -60,9 +60,11 @@
 //! The reading thread copies each chunk once from the file, and the bytes of a record cut by
 //! the chunk's end once more into the next chunk; it finds the cut with one backward `memchr`
 //! (or the format's own scan, for CSV's quoted newlines). Each parser thread counts the
-//! newlines of its chunks for the line numbers. Items are moved twice: into the chunk's
-//! vector on the parser thread and into the emitter's batch. At most `2 × threads` chunks
-//! are parsed ahead, so memory stays at a few chunk sizes per reader; backpressure on the
+//! newlines of its chunks for the line numbers. Items are moved once, into the chunk's
+//! vectors on the parser thread, in pieces of up to 1024: a piece that fits the emitter's
+//! empty batch becomes that batch whole ([`Emitter::emit_all`]), and only the items of a
+//! piece that does not are moved again, into the batch. At most [`CHUNKS_AHEAD`]` × threads`
+//! chunks are parsed ahead, so memory stays at a few chunk sizes per thread; backpressure on the
 //! emitter stops the reading, and with it the parsers.
 //!
 //! The reader blocks on file reads and on the parsers: a [`SourceReader`]
@@ -136,13 +138,29 @@ struct Malformed<E> {
     items_before: usize,
 }
 
+/// Chunks in flight per parser thread (cut and not yet handed out). Chunks come back in
+/// order, so a parser that gets less of the machine for a while holds the others up once
+/// they are that far ahead: 2 made the parsers wait for each other on a busy 2-core machine.
+pub const CHUNKS_AHEAD: usize = 4;
+
+/// Items per piece of a [`Parsed`]: as many as a source hands its chain at once, so that a
+/// whole piece can become the batch.
+const PIECE: usize = crate::exec::read_ahead::BATCH;
+
 /// What a format makes of one chunk: the items and the malformed records in file order,
 /// each with where its record ends.
+///
+/// The items are kept in pieces of up to 1024, each of which the reader can hand on whole,
+/// as the batch, without moving its items (see [`Emitter::emit_all`]).
 ///
 /// Cost: 16 bytes per record beside the item, in vectors reused from chunk to chunk.
 #[derive(Debug)]
 pub struct Parsed<T, E> {
-    items: Vec<T>,
+    pieces: Vec<Vec<T>>,
+    /// The items in `pieces`.
+    len: usize,
+    /// Empty vectors for the next pieces.
+    spare: Vec<Vec<T>>,
     ends: Vec<RecordEnd>,
     malformed: Vec<Malformed<E>>,
 }
@@ -150,7 +168,9 @@ pub struct Parsed<T, E> {
 impl<T, E> Default for Parsed<T, E> {
     fn default() -> Self {
         Parsed {
-            items: Vec::new(),
+            pieces: Vec::new(),
+            len: 0,
+            spare: Vec::new(),
             ends: Vec::new(),
             malformed: Vec::new(),
         }
@@ -161,14 +181,24 @@ impl<T, E> Parsed<T, E> {
     /// Adds the item of a good record that ends at `end`.
     #[inline]
     pub fn push(&mut self, item: T, end: RecordEnd) {
-        self.items.push(item);
+        if self.pieces.last().is_none_or(|piece| piece.len() >= PIECE) {
+            let piece = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(PIECE));
+            self.pieces.push(piece);
+        }
+        if let Some(piece) = self.pieces.last_mut() {
+            piece.push(item);
+        }
+        self.len += 1;
         self.ends.push(end);
     }
 
     /// Adds a malformed record that starts on `line` (counted from 1 at the chunk's first
     /// line) and ends at `end`, with what is wrong with it.
     pub fn push_malformed(&mut self, line: u64, error: E, end: RecordEnd) {
-        let items_before = self.items.len();
+        let items_before = self.len;
         self.malformed.push(Malformed {
             line,
             error,
@@ -179,18 +209,22 @@ impl<T, E> Parsed<T, E> {
 
     /// Makes room for `additional` more items.
     pub fn reserve(&mut self, additional: usize) {
-        self.items.reserve(additional);
+        self.pieces.reserve(additional.div_ceil(PIECE));
         self.ends.reserve(additional);
     }
 
     /// The items so far, in file order.
-    pub fn items(&self) -> &[T] {
-        &self.items
+    pub fn items(&self) -> impl Iterator<Item = &T> {
+        self.pieces.iter().flatten()
     }
 
     /// Empties it, keeping the vectors' capacity.
     fn clear(&mut self) {
-        self.items.clear();
+        for mut piece in self.pieces.drain(..) {
+            piece.clear();
+            self.spare.push(piece);
+        }
+        self.len = 0;
         self.ends.clear();
         self.malformed.clear();
     }
@@ -400,7 +434,11 @@ struct Ready<T, E> {
     /// The chunk's first byte in its file, and the lines of the file before it.
     start: u64,
     lines_before: u64,
-    items: VecDeque<T>,
+    /// The pieces not begun yet, and the one being handed out item by item.
+    pieces: VecDeque<Vec<T>>,
+    current: VecDeque<T>,
+    /// Emptied vectors, for the next chunk's pieces.
+    spare: Vec<Vec<T>>,
     ends: Vec<RecordEnd>,
     malformed: Vec<Malformed<E>>,
     /// Items handed out and malformed records reported so far.
@@ -430,8 +468,19 @@ impl<T, E> Ready<T, E> {
 
     /// Its vectors, emptied, for the next chunk.
     fn into_parsed(self) -> Parsed<T, E> {
+        // As many vectors as this chunk filled: each piece handed on whole came back as the
+        // batch's own vector, and one more per chunk would pile up.
+        let filled = self.ends.len().div_ceil(PIECE);
+        let mut spare = self.spare;
+        spare.extend(self.pieces);
+        spare.push(Vec::from(self.current));
+        spare.retain(|v| v.capacity() > 0);
+        spare.truncate(filled);
+        spare.iter_mut().for_each(Vec::clear);
         let mut parsed = Parsed {
-            items: Vec::from(self.items),
+            pieces: Vec::new(),
+            len: 0,
+            spare,
             ends: self.ends,
             malformed: self.malformed,
         };
@@ -608,20 +657,48 @@ impl<F: ChunkFormat> ChunkedReader<F> {
         out: &mut Emitter<'_, F::Item>,
         mut on_malformed: impl FnMut(&Path, u64, &F::Error),
     ) -> Result<bool, SourceError> {
+        // The parsers get the next chunks while this one is handed out, not after.
+        if self.ready.is_some() && self.options.threads > 1 {
+            self.fill()?;
+        }
         loop {
             if let Some(ready) = &mut self.ready {
                 let path = &self.files.files[ready.file].path;
-                loop {
+                // Malformed records are reported just before the item that follows them.
+                let mut report_before = |ready: &mut Ready<F::Item, F::Error>, items: usize| {
                     while let Some(bad) = ready
                         .malformed
                         .get(ready.reported)
-                        .filter(|bad| bad.items_before <= ready.taken)
+                        .filter(|bad| bad.items_before < items)
                     {
                         on_malformed(path, ready.lines_before + bad.line, &bad.error);
                         ready.reported += 1;
                     }
-                    let Some(item) = ready.items.pop_front() else {
-                        break;
+                };
+                loop {
+                    let next = ready.taken + 1;
+                    report_before(ready, next);
+                    if ready.current.is_empty() {
+                        let Some(mut piece) = ready.pieces.pop_front() else {
+                            break;
+                        };
+                        if piece.len() <= out.room() {
+                            // The whole piece goes at once, as it would item by item.
+                            let after = ready.taken + piece.len();
+                            report_before(ready, after);
+                            ready.taken += piece.len();
+                            let more = out.emit_all(&mut piece);
+                            ready.spare.push(piece);
+                            if !more {
+                                return Ok(false);
+                            }
+                            continue;
+                        }
+                        let done = std::mem::replace(&mut ready.current, VecDeque::from(piece));
+                        ready.spare.push(Vec::from(done));
+                    }
+                    let Some(item) = ready.current.pop_front() else {
+                        continue;
                     };
                     ready.taken += 1;
                     if !out.emit(item) {
@@ -653,7 +730,9 @@ impl<F: ChunkFormat> ChunkedReader<F> {
                 file: cut.file,
                 start: cut.start,
                 lines_before,
-                items: VecDeque::from(parsed.items),
+                pieces: VecDeque::from(parsed.pieces),
+                current: VecDeque::new(),
+                spare: parsed.spare,
                 ends: parsed.ends,
                 malformed: parsed.malformed,
                 taken: 0,
@@ -679,12 +758,13 @@ impl<F: ChunkFormat> ChunkedReader<F> {
         self.lines_file = None;
     }
 
-    /// Cuts and dispatches chunks until `2 × threads` are in flight or the files end.
+    /// Cuts and dispatches chunks until [`CHUNKS_AHEAD`]` × threads` are in flight or the
+    /// files end.
     fn fill(&mut self) -> Result<(), SourceError> {
         let ahead = if self.options.threads == 1 {
             1
         } else {
-            2 * self.options.threads
+            CHUNKS_AHEAD * self.options.threads
         };
         while self.in_flight.len() < ahead {
             let Some((cut, chunk, header)) = self.cut()? else {
@@ -944,8 +1024,9 @@ fn parse_job<F: ChunkFormat>(format: &F, job: Job<F>) -> Done<F> {
 
 /// Starts parser thread `index`.
 fn start_worker<F: ChunkFormat>(format: Arc<F>, index: usize) -> Result<Worker<F>, SourceError> {
-    let (jobs, job_rx) = sync_channel::<Job<F>>(2);
-    let (done_tx, done) = sync_channel::<Done<F>>(2);
+    // Room for every chunk in flight at this thread: dispatching never waits for a parser.
+    let (jobs, job_rx) = sync_channel::<Job<F>>(CHUNKS_AHEAD);
+    let (done_tx, done) = sync_channel::<Done<F>>(CHUNKS_AHEAD);
     let thread = std::thread::Builder::new()
         .name(format!("weir-parse-{index}"))
         .spawn(move || {
@@ -1298,6 +1379,77 @@ mod tests {
                 };
                 let got = check_every_resume(&input, options, options, (0, 1), 3);
                 assert_eq!(got, want, "{options:?}");
+            }
+        }
+    }
+
+    /// A chunk of thousands of lines is parsed into pieces of `PIECE` items, each handed out
+    /// whole when it fits the emitter's empty batch (as on a read-ahead thread) and item by
+    /// item when it does not: either way the items, the malformed lines (placed here at the
+    /// pieces' edges) and the positions are those of the single reader.
+    #[test]
+    fn chunks_of_many_pieces_are_handed_out_as_line_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let mut content = Vec::new();
+        for i in 0..5000 {
+            if matches!(i, 0 | 1023 | 1024 | 2048 | 2049 | 4999) {
+                content.extend_from_slice(b"\xff\n");
+            }
+            content.extend_from_slice(format!("{i}\n").as_bytes());
+        }
+        content.extend_from_slice(b"\xfe\n");
+        fs::write(&path, &content).unwrap();
+        let input = Arc::new(InputFiles::resolve(&path).unwrap());
+        let want = line_by_line(&path);
+        assert_eq!((want.0.len(), want.1.len()), (5000, 7));
+        for threads in [1, 2] {
+            let options = ChunkOptions {
+                threads,
+                chunk_bytes: 1 << 20,
+            };
+            for batch in [1, 7, PIECE - 1, PIECE, PIECE + 1, 3 * PIECE] {
+                // Each read into a fresh batch, so that a piece that fits becomes it.
+                let mut reader =
+                    ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&input), options);
+                reader.open(0, 1);
+                let (mut items, mut bad) = (Vec::new(), Vec::new());
+                let mut positions = Vec::new();
+                loop {
+                    let mut fresh = Vec::with_capacity(batch);
+                    let done = reader
+                        .read(&mut Emitter::new(&mut fresh, batch), |p, line, _| {
+                            bad.push((p.to_owned(), line))
+                        })
+                        .unwrap();
+                    assert!(
+                        fresh.len() <= batch,
+                        "{} items in a batch of {batch}",
+                        fresh.len()
+                    );
+                    items.append(&mut fresh);
+                    positions.push((items.len(), bad.len(), reader.position()));
+                    if done {
+                        break;
+                    }
+                }
+                assert!(
+                    items == want.0 && bad == want.1,
+                    "{options:?}, batch {batch}"
+                );
+                if batch >= PIECE - 1 {
+                    for (k, b, position) in positions {
+                        let (rest, rest_bad) = resumed(&input, options, (0, 1), &position);
+                        assert!(rest == items[k..], "resumed after {k} items, batch {batch}");
+                        assert_eq!(rest_bad, bad[b..], "resumed after {k} items, batch {batch}");
+                    }
+                }
+                // Into one growing batch, the pieces' items move into it.
+                assert_eq!(
+                    chunked(&path, options, batch),
+                    want,
+                    "{options:?}, batch {batch}"
+                );
             }
         }
     }
