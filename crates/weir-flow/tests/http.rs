@@ -142,7 +142,9 @@ groups:
     assert!(wait_for(Duration::from_secs(10), || probe.count("sink") == 2));
     // The probe records a flow file before the sink's session commits; the queue has room
     // only once that commit has taken both off it.
-    assert!(wait_for(Duration::from_secs(10), || queued(&engine, "listen") == 0));
+    assert!(wait_for(Duration::from_secs(10), || queued(
+        &engine, "listen"
+    ) == 0));
     // A client of its own: the server answers before reading the whole body and closes
     // that connection, which must not be reused for the next request.
     let too_big = rt

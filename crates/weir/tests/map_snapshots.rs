@@ -109,23 +109,29 @@ fn assert_exact(got: &BTreeMap<u64, u64>) {
 }
 
 /// Runs the job once with no restarts, making it fail once a snapshot has committed (the
-/// map shows the first entries), leaving its snapshots in `dir`.
+/// map shows the first entries), leaving its snapshots in `dir`. The job fails at its last
+/// item at the latest, so it cannot complete before the test pulls the trigger, however
+/// the threads are scheduled.
 fn fail_after_a_snapshot(dir: &std::path::Path, map: &PartitionedMap<u64, u64>) {
-    let failures = Failures::default();
+    let failures = failures(&[ITEMS - 1]);
     let job = pipeline(map, &failures)
         .submit(&Executor::shared(), config(dir, 2, RestartPolicy::never()))
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while map.is_empty().unwrap() {
+    // Polls every millisecond until a snapshot has committed or the job has stopped.
+    while map.is_empty().unwrap() && !job.wait_timeout(Duration::from_millis(1)) {
         assert!(
             std::time::Instant::now() < deadline,
             "no snapshot committed"
         );
-        std::thread::sleep(Duration::from_millis(1)); // the polling interval
     }
     failures.trigger.store(true, Ordering::Relaxed);
     let err = job.join().expect_err("the injected failure stops the run");
     assert!(err.to_string().contains("injected failure"), "{err}");
+    assert!(
+        !map.is_empty().unwrap(),
+        "a snapshot committed before the failure"
+    );
 }
 
 #[test]
