@@ -2,7 +2,7 @@
 """NEXMark q0, q5 and q7 in Flink SQL over a JSON Lines event file, beside Weir.
 
 The yardstick for issue 14's "Weir >= 10x Flink SQL" goal: Flink runs the same queries over
-the same file (the format of `/work/shared/nexmark/README.md`) at the same parallelism, with
+the same file (the JSON Lines event format `weir nexmark generate` writes) at the same parallelism, with
 the README's event-time semantics, and writes its rows to CSV; its rows are checked against
 `weir nexmark run`'s.
 
