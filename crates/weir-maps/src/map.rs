@@ -1,13 +1,11 @@
 //! `PartitionedMap`: a named map split by partition, each partition held by its owner.
 
-use std::collections::VecDeque;
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crossbeam_channel::Sender;
 use rustc_hash::FxHashMap;
 use weir_partition::PartitionKey;
 
@@ -32,8 +30,10 @@ impl<T: Clone + Send + Sync + 'static> MapValue for T {}
 
 /// How many keys of one owner go in one message of [`PartitionedMap::execute_on_keys`].
 const BATCH: usize = 1024;
-/// How many such messages may be in flight per call before the caller waits.
-const IN_FLIGHT: usize = 16;
+/// How many such messages may be queued at one owner per call before the caller waits: at
+/// about 40 ns a key, 64 batches are 2.5 ms of an owner's work, longer than the scheduler's
+/// time slice, so an owner whose core the caller takes for a moment does not run dry.
+const IN_FLIGHT: usize = 64;
 
 /// A named map of `K` to `V`, split over the partitions of its [`MapService`]; each
 /// partition's entries are held by that partition's owner thread, with no lock.
@@ -230,6 +230,9 @@ impl<K: MapKey, V: MapValue> PartitionedMap<K, V> {
     /// Runs entry processor `f` on each of `keys` (a key may repeat), each on its owner, and
     /// returns when all ran. Keys are sent in batches of 1024 per owner, so the cost per key
     /// is the owner's hash-map update plus a share of one message; owners work in parallel.
+    /// Up to 64 batches wait at each owner; the caller parks when an owner has that many and
+    /// is woken once it is down to 32, so it sleeps and wakes once per 32 batches, not per
+    /// batch.
     ///
     /// # Errors
     /// As [`compute`](Self::compute): a panic in `f` skips the rest of its batch.
@@ -248,30 +251,28 @@ impl<K: MapKey, V: MapValue> PartitionedMap<K, V> {
             });
         }
         let f = Arc::new(f);
-        let failed = Arc::new(AtomicBool::new(false));
         let table = &self.service.shared.table;
         let partitioner = table.partitioner();
-        let mut buffers: Vec<Vec<(u32, K)>> = vec![Vec::with_capacity(BATCH); table.owner_count()];
-        let mut in_flight = VecDeque::new();
-        let send = |owner: usize, items: Vec<(u32, K)>, in_flight: &mut VecDeque<_>| {
-            let (done, finished) = crossbeam_channel::bounded::<()>(0);
+        let owners = table.owner_count();
+        let progress = Arc::new(Progress::new(owners));
+        let mut sent = vec![0usize; owners];
+        let mut buffers: Vec<Vec<(u32, K)>> = vec![Vec::with_capacity(BATCH); owners];
+        let send = |owner: usize, items: Vec<(u32, K)>, sent: &mut [usize]| {
+            // Never more than IN_FLIGHT batches queued at one owner; once there are, wait
+            // until it is down to half, so the caller sleeps once per IN_FLIGHT / 2 batches
+            // and the owner keeps work queued while the caller is woken and refills.
+            if sent[owner] - progress.done(owner) >= IN_FLIGHT {
+                progress.wait_for(owner, sent[owner] - IN_FLIGHT / 2);
+            }
             let batch = KeysBatch::<K, V, F> {
                 id: self.id,
                 _values: PhantomData,
                 items,
                 f: Arc::clone(&f),
-                token: Token {
-                    _done: done,
-                    failed: Arc::clone(&failed),
-                },
+                token: Token::new(&progress, owner),
             };
-            self.service.shared.send_batch(owner, Box::new(batch))?;
-            in_flight.push_back(finished);
-            if in_flight.len() > IN_FLIGHT {
-                // Disconnected once every part of the batch ran (or panicked).
-                let _ = in_flight.pop_front().expect("not empty").recv();
-            }
-            Ok::<(), MapError>(())
+            sent[owner] += 1;
+            self.service.shared.send_batch(owner, Box::new(batch))
         };
         for key in keys {
             let partition = partitioner.partition_of(&key);
@@ -280,18 +281,18 @@ impl<K: MapKey, V: MapValue> PartitionedMap<K, V> {
             buffer.push((partition, key));
             if buffer.len() == BATCH {
                 let items = std::mem::replace(buffer, Vec::with_capacity(BATCH));
-                send(owner, items, &mut in_flight)?;
+                send(owner, items, &mut sent)?;
             }
         }
         for (owner, buffer) in buffers.into_iter().enumerate() {
             if !buffer.is_empty() {
-                send(owner, buffer, &mut in_flight)?;
+                send(owner, buffer, &mut sent)?;
             }
         }
-        for finished in in_flight {
-            let _ = finished.recv();
+        for (owner, &n) in sent.iter().enumerate() {
+            progress.wait_for(owner, n);
         }
-        if failed.load(Ordering::Acquire) {
+        if progress.failed.load(Ordering::Acquire) {
             return Err(MapError::TaskPanicked);
         }
         Ok(())
@@ -519,26 +520,89 @@ struct Join {
     replier: Mutex<Option<crate::reply::Replier<usize>>>,
 }
 
-/// Held by every part of one batch; the caller's receiver disconnects when the last drops.
-struct Token {
-    _done: Sender<()>,
-    failed: Arc<AtomicBool>,
+/// How far the owners are through the batches of one `execute_on_keys` call, and the caller
+/// to wake when one of them reaches the count it waits for.
+///
+/// The caller waits for a count, not for each batch: an owner wakes it only when the owner's
+/// finished count reaches the caller's target, so a call of `n` batches parks and is woken
+/// about `2 n / IN_FLIGHT` times instead of once per batch.
+struct Progress {
+    /// Per owner: batches finished (every part run, or dropped by a panic or a shutdown).
+    done: Vec<AtomicUsize>,
+    /// Per owner: the finished count the caller is parked for; `usize::MAX` when none.
+    want: Vec<AtomicUsize>,
+    caller: std::thread::Thread,
+    failed: AtomicBool,
 }
 
-impl Clone for Token {
-    fn clone(&self) -> Self {
-        Token {
-            _done: self._done.clone(),
-            failed: Arc::clone(&self.failed),
+impl Progress {
+    fn new(owners: usize) -> Self {
+        Progress {
+            done: (0..owners).map(|_| AtomicUsize::new(0)).collect(),
+            want: (0..owners).map(|_| AtomicUsize::new(usize::MAX)).collect(),
+            caller: std::thread::current(),
+            failed: AtomicBool::new(false),
         }
+    }
+
+    fn done(&self, owner: usize) -> usize {
+        self.done[owner].load(Ordering::Acquire)
+    }
+
+    /// Called once per batch, when its last part is dropped.
+    fn finish(&self, owner: usize) {
+        // SeqCst on both sides (here and in `wait_for`): either the caller sees the new
+        // count, or this owner sees the caller's target and wakes it.
+        let done = self.done[owner].fetch_add(1, Ordering::SeqCst) + 1;
+        if done >= self.want[owner].load(Ordering::SeqCst) {
+            self.caller.unpark();
+        }
+    }
+
+    /// Parks the calling thread (the one that made this `Progress`) until `owner` has
+    /// finished `target` batches.
+    fn wait_for(&self, owner: usize, target: usize) {
+        if self.done(owner) >= target {
+            return;
+        }
+        self.want[owner].store(target, Ordering::SeqCst);
+        // A spurious wake-up, or an unpark left over from an earlier target, loops here.
+        while self.done[owner].load(Ordering::SeqCst) < target {
+            std::thread::park();
+        }
+        self.want[owner].store(usize::MAX, Ordering::SeqCst);
+    }
+}
+
+/// Held by every part of one batch; the batch counts as finished when the last part drops.
+#[derive(Clone)]
+struct Token(Arc<BatchDone>);
+
+impl Token {
+    fn new(progress: &Arc<Progress>, owner: usize) -> Self {
+        Token(Arc::new(BatchDone {
+            progress: Arc::clone(progress),
+            owner,
+        }))
     }
 }
 
 impl Drop for Token {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.failed.store(true, Ordering::Release);
+            self.0.progress.failed.store(true, Ordering::Release);
         }
+    }
+}
+
+struct BatchDone {
+    progress: Arc<Progress>,
+    owner: usize,
+}
+
+impl Drop for BatchDone {
+    fn drop(&mut self) {
+        self.progress.finish(self.owner);
     }
 }
 
