@@ -3,25 +3,29 @@
 //!
 //! Events are written in the flow-file journal's frame of the session that made them (so a
 //! committed session's events are durable with it) and then inserted into a `fjall` keyspace:
-//! one partition of events by id, one index partition by flow file (lineage needs every
-//! event of a uuid), and one partition of *spans*: per written batch, the id range it covers,
-//! its earliest and latest time and the components in it. A query by time or component scans
-//! only the spans that may match and filters their events, so an event costs two store
-//! writes instead of one per index (a quarter of the writer's CPU each). Insertion runs on the
-//! store's own writer thread, off the commit path; queries, lineage and [`sync`] wait for the
-//! events handed over before them, so a reader always sees what was committed before it
-//! asked.
+//! one partition of events by id (`records`), one index partition by flow file (lineage needs
+//! every event of a uuid), and one partition of *spans*: per written batch, the id range it
+//! covers, its earliest and latest time and the components in it. A query by time or
+//! component scans only the spans that may match and filters their events, so an event costs
+//! two store writes instead of one per index. A flow file's events mostly share one attribute
+//! map: in a written batch only the last event holding a map stores it, the others store that
+//! event's id (retention removes events in id order, so the holder outlives them). Insertion
+//! runs on the store's own writer thread, off the commit path; queries, lineage and [`sync`]
+//! wait for the events handed over before them, so a reader always sees what was committed
+//! before it asked.
 //!
 //! Event ids are `transaction id << 20 | index`, so inserting the events of a replayed frame
 //! again at recovery is idempotent. Retention by age and size is applied at each checkpoint,
 //! oldest first.
 //!
-//! The store records its format; a store of the earlier format (an index entry per event by
-//! time and by component) is converted when opened, and one of an unknown format is refused.
+//! The store records its format; a store of the earlier format (partition `events`, every
+//! event with its attributes, an index entry per event by time and by component) is
+//! converted when opened, a chunk of events per store batch so that an interrupted
+//! conversion resumes; one of an unknown format is refused.
 //!
 //! [`sync`]: ProvenanceRepository::sync
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
@@ -127,6 +131,16 @@ pub enum ProvenanceError {
     /// The writer thread could not start, or is gone.
     #[error("provenance writer: {0}")]
     Writer(String),
+    /// An event names the event holding its attributes, and that one is missing.
+    #[error(
+        "provenance event {id}: its attributes are stored with event {holder}, which is missing"
+    )]
+    MissingAttributes {
+        /// The event read.
+        id: u64,
+        /// The event that should hold its attributes.
+        holder: u64,
+    },
     /// The store on disk has a format this version does not read.
     #[error(
         "provenance store has format {found}, this version reads format {FORMAT}: move the directory away to start a new store"
@@ -189,6 +203,91 @@ struct Store {
     spans: PartitionHandle,
 }
 
+/// How an event's attributes are stored.
+#[derive(Serialize, Deserialize)]
+enum StoredAttributes<A> {
+    /// In full.
+    Inline(A),
+    /// The same map as this later event's, written with it.
+    SameAs(u64),
+}
+
+/// An event as written: [`ProvenanceEvent`]'s fields in its order (borrowed), with
+/// [`StoredAttributes`] for its attributes.
+#[derive(Serialize)]
+struct StoredEventRef<'a> {
+    id: u64,
+    event_type: EventType,
+    time_ms: i64,
+    flowfile: &'a str,
+    component: &'a str,
+    component_type: &'a str,
+    attributes: StoredAttributes<&'a crate::flowfile::Attributes>,
+    size: u64,
+    parents: &'a [String],
+    children: &'a [String],
+    details: Option<&'a str>,
+    transit_uri: Option<&'a str>,
+}
+
+/// An event as read back; see [`StoredEventRef`].
+#[derive(Deserialize)]
+struct StoredEvent {
+    id: u64,
+    event_type: EventType,
+    time_ms: i64,
+    flowfile: String,
+    component: String,
+    component_type: String,
+    attributes: StoredAttributes<crate::flowfile::Attributes>,
+    size: u64,
+    parents: Vec<String>,
+    children: Vec<String>,
+    details: Option<String>,
+    transit_uri: Option<String>,
+}
+
+impl StoredEvent {
+    fn into_event(self, attributes: crate::flowfile::Attributes) -> ProvenanceEvent {
+        ProvenanceEvent {
+            id: self.id,
+            event_type: self.event_type,
+            time_ms: self.time_ms,
+            flowfile: self.flowfile,
+            component: self.component,
+            component_type: self.component_type,
+            attributes,
+            size: self.size,
+            parents: self.parents,
+            children: self.children,
+            details: self.details,
+            transit_uri: self.transit_uri,
+        }
+    }
+}
+
+fn encode(
+    e: &ProvenanceEvent,
+    attributes: StoredAttributes<&crate::flowfile::Attributes>,
+    buffer: Vec<u8>,
+) -> Result<Vec<u8>, ProvenanceError> {
+    let stored = StoredEventRef {
+        id: e.id,
+        event_type: e.event_type,
+        time_ms: e.time_ms,
+        flowfile: &e.flowfile,
+        component: &e.component,
+        component_type: &e.component_type,
+        attributes,
+        size: e.size,
+        parents: &e.parents,
+        children: &e.children,
+        details: e.details.as_deref(),
+        transit_uri: e.transit_uri.as_deref(),
+    };
+    Ok(postcard::to_extend(&stored, buffer)?)
+}
+
 /// What the events of one written id range hold, for queries by time and component.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Span {
@@ -198,10 +297,12 @@ struct Span {
 }
 
 /// The store's format: 2 since events are summarized by span instead of indexed by time and
-/// by component.
+/// by component, and share their attribute maps.
 const FORMAT: u8 = 2;
-/// The partitions of format 1, converted and removed when such a store is opened.
-const FORMAT_1_PARTITIONS: [&str; 2] = ["by_component", "by_time"];
+/// The events partition of format 1, converted into `records` when such a store is opened.
+const FORMAT_1_EVENTS: &str = "events";
+/// The index partitions of format 1, removed when such a store is opened.
+const FORMAT_1_INDEXES: [&str; 2] = ["by_component", "by_time"];
 /// Events per span when converting a store of format 1.
 const CONVERTED_SPAN: usize = 4096;
 
@@ -285,9 +386,22 @@ impl Store {
         // One buffer for every event's encoding: growing a fresh one per event cost more
         // than the encoding itself.
         let mut buffer = Vec::with_capacity(1024);
+        // The last event of this write holding each map stores it (the events hold their
+        // maps, so an address is not reused meanwhile).
+        let mut holders: HashMap<*const BTreeMap<String, String>, u64> = HashMap::new();
         for e in batches.iter().flatten() {
+            let holder = holders.entry(&*e.attributes).or_insert(e.id);
+            *holder = (*holder).max(e.id);
+        }
+        for e in batches.iter().flatten() {
+            let holder = holders[&(&*e.attributes as *const _)];
+            let attributes = if holder == e.id {
+                StoredAttributes::Inline(&e.attributes)
+            } else {
+                StoredAttributes::SameAs(holder)
+            };
             buffer.clear();
-            buffer = postcard::to_extend(e, buffer)?;
+            buffer = encode(e, attributes, buffer)?;
             batch.insert(&self.events, e.id.to_be_bytes(), buffer.as_slice());
             for uuid in std::iter::once(&e.flowfile)
                 .chain(&e.parents)
@@ -304,35 +418,42 @@ impl Store {
         Ok(())
     }
 
-    /// Checks the store's format; converts a store of format 1 (spans made from its events
-    /// in id order, then its time and component indexes removed).
+    /// Checks the store's format; converts a store of format 1: its events, a chunk per store
+    /// batch, move to `records` with their spans, then its time and component indexes go.
     fn check_format(&self, meta: &PartitionHandle) -> Result<(), ProvenanceError> {
         match meta.get("format")?.as_deref() {
-            Some([FORMAT]) => {}
+            None | Some([FORMAT]) => {}
             Some(other) => {
                 return Err(ProvenanceError::Format {
                     found: other.first().copied().unwrap_or(0),
                 });
             }
-            None => {
-                // Format 1 recorded no format; an empty store is new.
-                let mut batch = self.keyspace.batch();
+        }
+        if self.keyspace.partition_exists(FORMAT_1_EVENTS) {
+            let old = self
+                .keyspace
+                .open_partition(FORMAT_1_EVENTS, PartitionCreateOptions::default())?;
+            loop {
                 let mut chunk = Vec::with_capacity(CONVERTED_SPAN);
-                for kv in self.events.iter() {
+                for kv in old.iter().take(CONVERTED_SPAN) {
                     chunk.push(postcard::from_bytes::<ProvenanceEvent>(&kv?.1)?);
-                    if chunk.len() == CONVERTED_SPAN {
-                        add_spans(&mut batch, &self.spans, &chunk)?;
-                        chunk.clear();
-                    }
+                }
+                if chunk.is_empty() {
+                    break;
+                }
+                let mut batch = self.keyspace.batch();
+                for e in &chunk {
+                    let value = encode(e, StoredAttributes::Inline(&e.attributes), Vec::new())?;
+                    batch.insert(&self.events, e.id.to_be_bytes(), value);
+                    batch.remove(&old, e.id.to_be_bytes());
                 }
                 add_spans(&mut batch, &self.spans, &chunk)?;
-                batch.insert(meta, "format", [FORMAT]);
                 batch.commit()?;
-                self.keyspace.persist(PersistMode::SyncAll)?;
             }
+            self.keyspace.persist(PersistMode::SyncAll)?;
+            self.keyspace.delete_partition(old)?;
         }
-        // Also after a conversion interrupted between its commit and this.
-        for name in FORMAT_1_PARTITIONS {
+        for name in FORMAT_1_INDEXES {
             if self.keyspace.partition_exists(name) {
                 let old = self
                     .keyspace
@@ -340,7 +461,33 @@ impl Store {
                 self.keyspace.delete_partition(old)?;
             }
         }
+        if meta.get("format")?.is_none() {
+            meta.insert("format", [FORMAT])?;
+            self.keyspace.persist(PersistMode::SyncAll)?;
+        }
         Ok(())
+    }
+
+    /// Decodes a stored event, reading its attributes from their holder when it names one.
+    fn decode(&self, bytes: &[u8]) -> Result<ProvenanceEvent, ProvenanceError> {
+        let stored: StoredEvent = postcard::from_bytes(bytes)?;
+        let attributes = match &stored.attributes {
+            StoredAttributes::Inline(a) => a.clone(),
+            StoredAttributes::SameAs(holder) => {
+                let missing = ProvenanceError::MissingAttributes {
+                    id: stored.id,
+                    holder: *holder,
+                };
+                let Some(held) = self.events.get(holder.to_be_bytes())? else {
+                    return Err(missing);
+                };
+                match postcard::from_bytes::<StoredEvent>(&held)?.attributes {
+                    StoredAttributes::Inline(a) => a,
+                    StoredAttributes::SameAs(_) => return Err(missing),
+                }
+            }
+        };
+        Ok(stored.into_event(attributes))
     }
 }
 
@@ -354,7 +501,7 @@ impl ProvenanceRepository {
         let opts = PartitionCreateOptions::default;
         let meta = keyspace.open_partition("meta", opts())?;
         let store = Store {
-            events: keyspace.open_partition("events", opts())?,
+            events: keyspace.open_partition("records", opts())?,
             by_flowfile: keyspace.open_partition("by_flowfile", opts())?,
             spans: keyspace.open_partition("spans", opts())?,
             keyspace,
@@ -452,7 +599,7 @@ impl ProvenanceRepository {
 
     fn event(&self, id: u64) -> Result<Option<ProvenanceEvent>, ProvenanceError> {
         match self.store.events.get(id.to_be_bytes())? {
-            Some(v) => Ok(Some(postcard::from_bytes(&v)?)),
+            Some(v) => Ok(Some(self.store.decode(&v)?)),
             None => Ok(None),
         }
     }
@@ -552,7 +699,7 @@ impl ProvenanceRepository {
                 .events
                 .range(first.to_be_bytes()..=last.to_be_bytes())
             {
-                let e: ProvenanceEvent = postcard::from_bytes(&kv?.1)?;
+                let e = self.store.decode(&kv?.1)?;
                 if keep(&e) {
                     out.push(e);
                     if out.len() >= limit {
@@ -644,7 +791,8 @@ impl ProvenanceRepository {
         let mut batch = self.store.keyspace.batch();
         for kv in self.store.events.iter() {
             let (k, v) = kv?;
-            let e: ProvenanceEvent = postcard::from_bytes(&v)?;
+            // Only the fields the indexes use: the attributes are not needed.
+            let e: StoredEvent = postcard::from_bytes(&v)?;
             if e.time_ms >= cutoff && size <= self.max_size {
                 break;
             }
@@ -891,7 +1039,7 @@ mod tests {
             keyspace.persist(PersistMode::SyncAll).unwrap();
         }
         let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
-        for name in FORMAT_1_PARTITIONS {
+        for name in FORMAT_1_INDEXES.into_iter().chain([FORMAT_1_EVENTS]) {
             assert!(!store.store.keyspace.partition_exists(name), "{name} left");
         }
         let q = Query {
@@ -922,5 +1070,37 @@ mod tests {
         let err = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap_err();
         assert!(matches!(err, ProvenanceError::Format { found: 9 }), "{err}");
         assert!(err.to_string().contains("format 9"), "{err}");
+    }
+
+    #[test]
+    fn events_sharing_an_attribute_map_store_it_once_and_read_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            ProvenanceRepository::open(dir.path(), Duration::from_millis(1_000), u64::MAX).unwrap();
+        let attributes: crate::flowfile::Attributes =
+            BTreeMap::from([("big".to_string(), "x".repeat(10_000))]).into();
+        let events: Vec<ProvenanceEvent> = (0..4)
+            .map(|i| ProvenanceEvent {
+                attributes: attributes.clone(),
+                ..event(i, "ff")
+            })
+            .collect();
+        store.insert(events.clone()).unwrap();
+        assert_eq!(store.query(&Query::default(), usize::MAX).unwrap(), events);
+        // Stored once: the three others name the last.
+        let stored: usize = store
+            .store
+            .events
+            .iter()
+            .map(|kv| kv.unwrap().1.len())
+            .sum();
+        assert!(stored < 11_000, "{stored} bytes");
+        // Retention (cutoff 1_002) removes the events naming the holder before the holder.
+        assert_eq!(store.enforce_retention(2_002).unwrap(), 2);
+        assert_eq!(
+            store.query(&Query::default(), usize::MAX).unwrap(),
+            events[2..]
+        );
+        assert_eq!(store.lineage("ff").unwrap().events, events[2..]);
     }
 }
