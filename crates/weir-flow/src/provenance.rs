@@ -1,21 +1,31 @@
 //! Provenance: what happened to every flow file, as events in an append-only store with an
-//! index by flow file, component and time.
+//! index by flow file and a summary per written batch for time and component.
 //!
 //! Events are written in the flow-file journal's frame of the session that made them (so a
 //! committed session's events are durable with it) and then inserted into a `fjall` keyspace:
-//! one partition of events by id, and three index partitions. Insertion runs on the store's
-//! own writer thread, off the commit path (it costs tens of microseconds per event, more
-//! than the rest of a simple processor's work); queries, lineage and [`sync`] wait for the
-//! events handed over before them, so a reader always sees what was committed before it
-//! asked.
+//! one partition of events by id (`records`), one index partition by flow file (lineage needs
+//! every event of a uuid), and one partition of *spans*: per written batch, the id range it
+//! covers, its earliest and latest time and the components in it. A query by time or
+//! component scans only the spans that may match and filters their events, so an event costs
+//! two store writes instead of one per index. A flow file's events mostly share one attribute
+//! map: in a written batch only the last event holding a map stores it, the others store that
+//! event's id (retention removes events in id order, so the holder outlives them). Insertion
+//! runs on the store's own writer thread, off the commit path; queries, lineage and [`sync`]
+//! wait for the events handed over before them, so a reader always sees what was committed
+//! before it asked.
 //!
 //! Event ids are `transaction id << 20 | index`, so inserting the events of a replayed frame
 //! again at recovery is idempotent. Retention by age and size is applied at each checkpoint,
 //! oldest first.
 //!
+//! The store records its format; a store of the earlier format (partition `events`, every
+//! event with its attributes, an index entry per event by time and by component) is
+//! converted when opened, a chunk of events per store batch so that an interrupted
+//! conversion resumes; one of an unknown format is refused.
+//!
 //! [`sync`]: ProvenanceRepository::sync
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
@@ -121,6 +131,24 @@ pub enum ProvenanceError {
     /// The writer thread could not start, or is gone.
     #[error("provenance writer: {0}")]
     Writer(String),
+    /// An event names the event holding its attributes, and that one is missing.
+    #[error(
+        "provenance event {id}: its attributes are stored with event {holder}, which is missing"
+    )]
+    MissingAttributes {
+        /// The event read.
+        id: u64,
+        /// The event that should hold its attributes.
+        holder: u64,
+    },
+    /// The store on disk has a format this version does not read.
+    #[error(
+        "provenance store has format {found}, this version reads format {FORMAT}: move the directory away to start a new store"
+    )]
+    Format {
+        /// The format recorded in the store.
+        found: u8,
+    },
 }
 
 /// Which events a query returns.
@@ -171,9 +199,112 @@ struct Store {
     keyspace: Keyspace,
     events: PartitionHandle,
     by_flowfile: PartitionHandle,
-    by_component: PartitionHandle,
-    by_time: PartitionHandle,
+    /// Key: first and last event id (big-endian); value: a [`Span`].
+    spans: PartitionHandle,
 }
+
+/// How an event's attributes are stored.
+#[derive(Serialize, Deserialize)]
+enum StoredAttributes<A> {
+    /// In full.
+    Inline(A),
+    /// The same map as this later event's, written with it.
+    SameAs(u64),
+}
+
+/// An event as written: [`ProvenanceEvent`]'s fields in its order (borrowed), with
+/// [`StoredAttributes`] for its attributes.
+#[derive(Serialize)]
+struct StoredEventRef<'a> {
+    id: u64,
+    event_type: EventType,
+    time_ms: i64,
+    flowfile: &'a str,
+    component: &'a str,
+    component_type: &'a str,
+    attributes: StoredAttributes<&'a crate::flowfile::Attributes>,
+    size: u64,
+    parents: &'a [String],
+    children: &'a [String],
+    details: Option<&'a str>,
+    transit_uri: Option<&'a str>,
+}
+
+/// An event as read back; see [`StoredEventRef`].
+#[derive(Deserialize)]
+struct StoredEvent {
+    id: u64,
+    event_type: EventType,
+    time_ms: i64,
+    flowfile: String,
+    component: String,
+    component_type: String,
+    attributes: StoredAttributes<crate::flowfile::Attributes>,
+    size: u64,
+    parents: Vec<String>,
+    children: Vec<String>,
+    details: Option<String>,
+    transit_uri: Option<String>,
+}
+
+impl StoredEvent {
+    fn into_event(self, attributes: crate::flowfile::Attributes) -> ProvenanceEvent {
+        ProvenanceEvent {
+            id: self.id,
+            event_type: self.event_type,
+            time_ms: self.time_ms,
+            flowfile: self.flowfile,
+            component: self.component,
+            component_type: self.component_type,
+            attributes,
+            size: self.size,
+            parents: self.parents,
+            children: self.children,
+            details: self.details,
+            transit_uri: self.transit_uri,
+        }
+    }
+}
+
+fn encode(
+    e: &ProvenanceEvent,
+    attributes: StoredAttributes<&crate::flowfile::Attributes>,
+    buffer: Vec<u8>,
+) -> Result<Vec<u8>, ProvenanceError> {
+    let stored = StoredEventRef {
+        id: e.id,
+        event_type: e.event_type,
+        time_ms: e.time_ms,
+        flowfile: &e.flowfile,
+        component: &e.component,
+        component_type: &e.component_type,
+        attributes,
+        size: e.size,
+        parents: &e.parents,
+        children: &e.children,
+        details: e.details.as_deref(),
+        transit_uri: e.transit_uri.as_deref(),
+    };
+    Ok(postcard::to_extend(&stored, buffer)?)
+}
+
+/// What the events of one written id range hold, for queries by time and component.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Span {
+    min_time_ms: i64,
+    max_time_ms: i64,
+    components: Vec<String>,
+}
+
+/// The store's format: 2 since events are summarized by span instead of indexed by time and
+/// by component, and share their attribute maps.
+const FORMAT: u8 = 2;
+/// The events partition of format 1, converted into `records` when such a store is opened.
+const FORMAT_1_EVENTS: &str = "events";
+/// The index partitions of format 1, removed when such a store is opened.
+const FORMAT_1_INDEXES: [&str; 2] = ["by_component", "by_time"];
+/// Events per span when converting a store of format 1.
+const CONVERTED_SPAN: usize = 4096;
 
 /// How far the writer thread has got: batches handed over, and batches written.
 #[derive(Default)]
@@ -201,11 +332,46 @@ fn index_key(prefix: &str, id: u64) -> Vec<u8> {
     k
 }
 
-fn time_key(time_ms: i64, id: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(16);
-    k.extend_from_slice(&(time_ms.max(0) as u64).to_be_bytes());
-    k.extend_from_slice(&id.to_be_bytes());
+fn span_key(first: u64, last: u64) -> [u8; 16] {
+    let mut k = [0; 16];
+    k[..8].copy_from_slice(&first.to_be_bytes());
+    k[8..].copy_from_slice(&last.to_be_bytes());
     k
+}
+
+/// Adds to `batch` one span per id class (journal ids, and the top-bit ids of events
+/// recorded without a journal frame) of `events`, so that a span's range stays narrow.
+fn add_spans<'a>(
+    batch: &mut fjall::Batch,
+    spans: &PartitionHandle,
+    events: impl IntoIterator<Item = &'a ProvenanceEvent>,
+) -> Result<(), ProvenanceError> {
+    let mut classes: [Option<(u64, u64, Span)>; 2] = [None, None];
+    for e in events {
+        let (first, last, span) = classes[(e.id >> 63) as usize].get_or_insert_with(|| {
+            (
+                e.id,
+                e.id,
+                Span {
+                    min_time_ms: e.time_ms,
+                    max_time_ms: e.time_ms,
+                    components: Vec::new(),
+                },
+            )
+        });
+        *first = (*first).min(e.id);
+        *last = (*last).max(e.id);
+        span.min_time_ms = span.min_time_ms.min(e.time_ms);
+        span.max_time_ms = span.max_time_ms.max(e.time_ms);
+        // A batch names a handful of components: a linear search beats a set.
+        if !span.components.contains(&e.component) {
+            span.components.push(e.component.clone());
+        }
+    }
+    for (first, last, span) in classes.into_iter().flatten() {
+        batch.insert(spans, span_key(first, last), postcard::to_allocvec(&span)?);
+    }
+    Ok(())
 }
 
 fn id_of(key: &[u8]) -> u64 {
@@ -213,15 +379,29 @@ fn id_of(key: &[u8]) -> u64 {
 }
 
 impl Store {
-    /// Inserts `events` and their index entries in one batch.
-    fn write(&self, events: &[ProvenanceEvent]) -> Result<(), ProvenanceError> {
+    /// Inserts the events of `batches`, their flow-file index entries and their spans in one
+    /// store batch.
+    fn write(&self, batches: &[Vec<ProvenanceEvent>]) -> Result<(), ProvenanceError> {
         let mut batch = self.keyspace.batch();
         // One buffer for every event's encoding: growing a fresh one per event cost more
         // than the encoding itself.
         let mut buffer = Vec::with_capacity(1024);
-        for e in events {
+        // The last event of this write holding each map stores it (the events hold their
+        // maps, so an address is not reused meanwhile).
+        let mut holders: HashMap<*const BTreeMap<String, String>, u64> = HashMap::new();
+        for e in batches.iter().flatten() {
+            let holder = holders.entry(&*e.attributes).or_insert(e.id);
+            *holder = (*holder).max(e.id);
+        }
+        for e in batches.iter().flatten() {
+            let holder = holders[&(&*e.attributes as *const _)];
+            let attributes = if holder == e.id {
+                StoredAttributes::Inline(&e.attributes)
+            } else {
+                StoredAttributes::SameAs(holder)
+            };
             buffer.clear();
-            buffer = postcard::to_extend(e, buffer)?;
+            buffer = encode(e, attributes, buffer)?;
             batch.insert(&self.events, e.id.to_be_bytes(), buffer.as_slice());
             for uuid in std::iter::once(&e.flowfile)
                 .chain(&e.parents)
@@ -229,14 +409,85 @@ impl Store {
             {
                 batch.insert(&self.by_flowfile, index_key(uuid, e.id), []);
             }
-            batch.insert(&self.by_component, index_key(&e.component, e.id), []);
-            batch.insert(&self.by_time, time_key(e.time_ms, e.id), []);
         }
+        add_spans(&mut batch, &self.spans, batches.iter().flatten())?;
         batch.commit()?;
         // The journal holds these events until the next checkpoint; handing them to the OS
         // is enough until then.
         self.keyspace.persist(PersistMode::Buffer)?;
         Ok(())
+    }
+
+    /// Checks the store's format; converts a store of format 1: its events, a chunk per store
+    /// batch, move to `records` with their spans, then its time and component indexes go.
+    fn check_format(&self, meta: &PartitionHandle) -> Result<(), ProvenanceError> {
+        match meta.get("format")?.as_deref() {
+            None | Some([FORMAT]) => {}
+            Some(other) => {
+                return Err(ProvenanceError::Format {
+                    found: other.first().copied().unwrap_or(0),
+                });
+            }
+        }
+        if self.keyspace.partition_exists(FORMAT_1_EVENTS) {
+            let old = self
+                .keyspace
+                .open_partition(FORMAT_1_EVENTS, PartitionCreateOptions::default())?;
+            loop {
+                let mut chunk = Vec::with_capacity(CONVERTED_SPAN);
+                for kv in old.iter().take(CONVERTED_SPAN) {
+                    chunk.push(postcard::from_bytes::<ProvenanceEvent>(&kv?.1)?);
+                }
+                if chunk.is_empty() {
+                    break;
+                }
+                let mut batch = self.keyspace.batch();
+                for e in &chunk {
+                    let value = encode(e, StoredAttributes::Inline(&e.attributes), Vec::new())?;
+                    batch.insert(&self.events, e.id.to_be_bytes(), value);
+                    batch.remove(&old, e.id.to_be_bytes());
+                }
+                add_spans(&mut batch, &self.spans, &chunk)?;
+                batch.commit()?;
+            }
+            self.keyspace.persist(PersistMode::SyncAll)?;
+            self.keyspace.delete_partition(old)?;
+        }
+        for name in FORMAT_1_INDEXES {
+            if self.keyspace.partition_exists(name) {
+                let old = self
+                    .keyspace
+                    .open_partition(name, PartitionCreateOptions::default())?;
+                self.keyspace.delete_partition(old)?;
+            }
+        }
+        if meta.get("format")?.is_none() {
+            meta.insert("format", [FORMAT])?;
+            self.keyspace.persist(PersistMode::SyncAll)?;
+        }
+        Ok(())
+    }
+
+    /// Decodes a stored event, reading its attributes from their holder when it names one.
+    fn decode(&self, bytes: &[u8]) -> Result<ProvenanceEvent, ProvenanceError> {
+        let stored: StoredEvent = postcard::from_bytes(bytes)?;
+        let attributes = match &stored.attributes {
+            StoredAttributes::Inline(a) => a.clone(),
+            StoredAttributes::SameAs(holder) => {
+                let missing = ProvenanceError::MissingAttributes {
+                    id: stored.id,
+                    holder: *holder,
+                };
+                let Some(held) = self.events.get(holder.to_be_bytes())? else {
+                    return Err(missing);
+                };
+                match postcard::from_bytes::<StoredEvent>(&held)?.attributes {
+                    StoredAttributes::Inline(a) => a,
+                    StoredAttributes::SameAs(_) => return Err(missing),
+                }
+            }
+        };
+        Ok(stored.into_event(attributes))
     }
 }
 
@@ -248,13 +499,14 @@ impl ProvenanceRepository {
     pub fn open(dir: &Path, max_age: Duration, max_size: u64) -> Result<Self, ProvenanceError> {
         let keyspace = Config::new(dir).open()?;
         let opts = PartitionCreateOptions::default;
+        let meta = keyspace.open_partition("meta", opts())?;
         let store = Store {
-            events: keyspace.open_partition("events", opts())?,
+            events: keyspace.open_partition("records", opts())?,
             by_flowfile: keyspace.open_partition("by_flowfile", opts())?,
-            by_component: keyspace.open_partition("by_component", opts())?,
-            by_time: keyspace.open_partition("by_time", opts())?,
+            spans: keyspace.open_partition("spans", opts())?,
             keyspace,
         };
+        store.check_format(&meta)?;
         let (writer, batches) = sync_channel::<Vec<ProvenanceEvent>>(WRITER_QUEUE);
         let progress = Arc::new(WriterProgress::default());
         let thread = {
@@ -262,16 +514,28 @@ impl ProvenanceRepository {
             std::thread::Builder::new()
                 .name("weir-provenance".into())
                 .spawn(move || {
-                    for events in batches {
-                        if let Err(e) = store.write(&events) {
+                    let mut pending = Vec::new();
+                    for events in &batches {
+                        // Whatever else is already waiting goes in the same store batch:
+                        // one journal write and one span for all of it.
+                        pending.push(events);
+                        while pending.len() < WRITER_QUEUE {
+                            match batches.try_recv() {
+                                Ok(more) => pending.push(more),
+                                Err(_) => break,
+                            }
+                        }
+                        if let Err(e) = store.write(&pending) {
                             tracing::warn!(
                                 "provenance: {} events not indexed (the journal keeps them until the next checkpoint): {e}",
-                                events.len()
+                                pending.iter().map(Vec::len).sum::<usize>()
                             );
                         }
                         let mut counts = progress.counts.lock().unwrap_or_else(|e| e.into_inner());
-                        counts.1 += 1;
+                        counts.1 += pending.len() as u64;
                         progress.written.notify_all();
+                        drop(counts);
+                        pending.clear();
                     }
                 })
                 .map_err(|e| ProvenanceError::Writer(e.to_string()))?
@@ -335,7 +599,7 @@ impl ProvenanceRepository {
 
     fn event(&self, id: u64) -> Result<Option<ProvenanceEvent>, ProvenanceError> {
         match self.store.events.get(id.to_be_bytes())? {
-            Some(v) => Ok(Some(postcard::from_bytes(&v)?)),
+            Some(v) => Ok(Some(self.store.decode(&v)?)),
             None => Ok(None),
         }
     }
@@ -355,7 +619,40 @@ impl ProvenanceRepository {
         Ok(ids)
     }
 
+    /// Id ranges, merged and in order, of the spans that may hold events of `query`'s
+    /// component and time.
+    fn span_ranges(&self, query: &Query) -> Result<Vec<(u64, u64)>, ProvenanceError> {
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for kv in self.store.spans.iter() {
+            let (k, v) = kv?;
+            let span: Span = postcard::from_bytes(&v)?;
+            let matches = query.since_ms.is_none_or(|s| span.max_time_ms >= s)
+                && query.until_ms.is_none_or(|u| span.min_time_ms <= u)
+                && query
+                    .component
+                    .as_ref()
+                    .is_none_or(|c| span.components.contains(c));
+            if matches {
+                ranges.push((id_of(&k[..8]), id_of(&k)));
+            }
+        }
+        // Spans are keyed by their first id, so in order; they may overlap (a replayed frame
+        // written again, batches handed over out of id order).
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+        for (first, last) in ranges {
+            match merged.last_mut() {
+                Some(m) if first <= m.1 => m.1 = m.1.max(last),
+                _ => merged.push((first, last)),
+            }
+        }
+        Ok(merged)
+    }
+
     /// Events matching `query`, oldest first, at most `limit`.
+    ///
+    /// A query by flow file reads that flow file's index entries; one by component or time
+    /// reads the events of the spans that may match (a batch's worth per span); one with
+    /// neither reads every event until `limit`.
     ///
     /// # Errors
     /// [`ProvenanceError`] from the store.
@@ -365,40 +662,49 @@ impl ProvenanceRepository {
         limit: usize,
     ) -> Result<Vec<ProvenanceEvent>, ProvenanceError> {
         self.flush();
-        // Start from the narrowest index, filter the rest.
-        let ids: Vec<u64> = if let Some(ff) = &query.flowfile {
-            self.ids_with_prefix(&self.store.by_flowfile, ff)?
-        } else if let Some(c) = &query.component {
-            self.ids_with_prefix(&self.store.by_component, c)?
-        } else if let Some(since) = query.since_ms {
-            let mut ids = Vec::new();
-            for kv in self.store.by_time.range(time_key(since, 0)..) {
-                ids.push(id_of(&kv?.0));
-            }
-            ids
-        } else {
-            let mut ids = Vec::new();
-            for kv in self.store.events.iter() {
-                ids.push(id_of(&kv?.0));
-            }
-            ids
-        };
-        let mut ids = ids;
-        ids.sort_unstable();
-        ids.dedup();
+        let keep =
+            |e: &ProvenanceEvent| {
+                query.flowfile.as_ref().is_none_or(|f| {
+                    &e.flowfile == f || e.parents.contains(f) || e.children.contains(f)
+                }) && query.component.as_ref().is_none_or(|c| &e.component == c)
+                    && query.since_ms.is_none_or(|s| e.time_ms >= s)
+                    && query.until_ms.is_none_or(|u| e.time_ms <= u)
+                    && query.event_type.is_none_or(|t| e.event_type == t)
+            };
         let mut out = Vec::new();
-        for id in ids {
-            let Some(e) = self.event(id)? else { continue };
-            let keep = query.flowfile.as_ref().is_none_or(|f| {
-                &e.flowfile == f || e.parents.contains(f) || e.children.contains(f)
-            }) && query.component.as_ref().is_none_or(|c| &e.component == c)
-                && query.since_ms.is_none_or(|s| e.time_ms >= s)
-                && query.until_ms.is_none_or(|u| e.time_ms <= u)
-                && query.event_type.is_none_or(|t| e.event_type == t);
-            if keep {
-                out.push(e);
-                if out.len() >= limit {
-                    break;
+        if let Some(ff) = &query.flowfile {
+            let mut ids = self.ids_with_prefix(&self.store.by_flowfile, ff)?;
+            ids.sort_unstable();
+            ids.dedup();
+            for id in ids {
+                let Some(e) = self.event(id)? else { continue };
+                if keep(&e) {
+                    out.push(e);
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            return Ok(out);
+        }
+        let ranges =
+            if query.component.is_some() || query.since_ms.is_some() || query.until_ms.is_some() {
+                self.span_ranges(query)?
+            } else {
+                vec![(0, u64::MAX)]
+            };
+        for (first, last) in ranges {
+            for kv in self
+                .store
+                .events
+                .range(first.to_be_bytes()..=last.to_be_bytes())
+            {
+                let e = self.store.decode(&kv?.1)?;
+                if keep(&e) {
+                    out.push(e);
+                    if out.len() >= limit {
+                        return Ok(out);
+                    }
                 }
             }
         }
@@ -481,10 +787,12 @@ impl ProvenanceRepository {
         let cutoff = now_ms - self.max_age.as_millis() as i64;
         let mut size: u64 = self.store.keyspace.disk_space();
         let mut removed = 0;
+        let mut last_removed = None;
         let mut batch = self.store.keyspace.batch();
         for kv in self.store.events.iter() {
             let (k, v) = kv?;
-            let e: ProvenanceEvent = postcard::from_bytes(&v)?;
+            // Only the fields the indexes use: the attributes are not needed.
+            let e: StoredEvent = postcard::from_bytes(&v)?;
             if e.time_ms >= cutoff && size <= self.max_size {
                 break;
             }
@@ -496,9 +804,21 @@ impl ProvenanceRepository {
             {
                 batch.remove(&self.store.by_flowfile, index_key(uuid, e.id));
             }
-            batch.remove(&self.store.by_component, index_key(&e.component, e.id));
-            batch.remove(&self.store.by_time, time_key(e.time_ms, e.id));
+            last_removed = Some(e.id);
             removed += 1;
+        }
+        // Events go oldest id first, so a span ending at or before the last removed id is
+        // empty now.
+        if let Some(last_removed) = last_removed {
+            for kv in self.store.spans.iter() {
+                let (k, _) = kv?;
+                if id_of(&k[..8]) > last_removed {
+                    break;
+                }
+                if id_of(&k) <= last_removed {
+                    batch.remove(&self.store.spans, k);
+                }
+            }
         }
         batch.commit()?;
         Ok(removed)
@@ -599,5 +919,188 @@ mod tests {
         }
         let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
         assert_eq!(store.len().unwrap(), 100);
+    }
+
+    fn route_and_send(store: &ProvenanceRepository) {
+        // Two written batches: ids 0..10 at times 1000..1010, ids 100..110 at 2100..2110,
+        // with a SEND by "put" in the second only.
+        store
+            .insert((0..10).map(|i| event(i, "ff-a")).collect())
+            .unwrap();
+        // Written before the next is handed over, so that the two are separate spans.
+        store.len().unwrap();
+        let mut second: Vec<ProvenanceEvent> = (100..110).map(|i| event(i, "ff-b")).collect();
+        second[5].component = "put".into();
+        second[5].event_type = EventType::SEND;
+        store.insert(second).unwrap();
+    }
+
+    fn ids(events: &[ProvenanceEvent]) -> Vec<u64> {
+        events.iter().map(|e| e.id).collect()
+    }
+
+    #[test]
+    fn queries_by_time_and_component_find_exactly_their_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        route_and_send(&store);
+        let q = |query: Query| ids(&store.query(&query, usize::MAX).unwrap());
+        assert_eq!(
+            q(Query {
+                since_ms: Some(1_005),
+                until_ms: Some(1_101),
+                ..Query::default()
+            }),
+            [5, 6, 7, 8, 9, 100, 101]
+        );
+        assert_eq!(
+            q(Query {
+                until_ms: Some(1_002),
+                ..Query::default()
+            }),
+            [0, 1, 2]
+        );
+        assert_eq!(
+            q(Query {
+                component: Some("put".into()),
+                ..Query::default()
+            }),
+            [105]
+        );
+        assert_eq!(
+            q(Query {
+                component: Some("route".into()),
+                since_ms: Some(1_108),
+                ..Query::default()
+            }),
+            [108, 109]
+        );
+        assert!(
+            q(Query {
+                component: Some("nobody".into()),
+                ..Query::default()
+            })
+            .is_empty()
+        );
+        let limited = store
+            .query(
+                &Query {
+                    component: Some("route".into()),
+                    ..Query::default()
+                },
+                3,
+            )
+            .unwrap();
+        assert_eq!(ids(&limited), [0, 1, 2]);
+    }
+
+    #[test]
+    fn retention_removes_old_events_and_their_spans() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            ProvenanceRepository::open(dir.path(), Duration::from_millis(1_000), u64::MAX).unwrap();
+        route_and_send(&store);
+        // Cutoff 1_100: the first batch (times 1000..1009) goes.
+        assert_eq!(store.enforce_retention(2_100).unwrap(), 10);
+        assert_eq!(store.store.spans.len().unwrap(), 1);
+        let since = Query {
+            since_ms: Some(0),
+            ..Query::default()
+        };
+        assert_eq!(
+            ids(&store.query(&since, usize::MAX).unwrap()),
+            (100..110).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_store_of_the_first_format_is_converted_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // The first format: events, and an index entry per event by flow file, component
+            // and time; no format recorded.
+            let keyspace = Config::new(dir.path()).open().unwrap();
+            let opts = PartitionCreateOptions::default;
+            let events = keyspace.open_partition("events", opts()).unwrap();
+            let by_flowfile = keyspace.open_partition("by_flowfile", opts()).unwrap();
+            let by_component = keyspace.open_partition("by_component", opts()).unwrap();
+            let by_time = keyspace.open_partition("by_time", opts()).unwrap();
+            for id in 0..5u64 {
+                let e = event(id, "ff-old");
+                events
+                    .insert(id.to_be_bytes(), postcard::to_allocvec(&e).unwrap())
+                    .unwrap();
+                by_flowfile.insert(index_key("ff-old", id), []).unwrap();
+                by_component.insert(index_key("route", id), []).unwrap();
+                let mut time = (e.time_ms as u64).to_be_bytes().to_vec();
+                time.extend_from_slice(&id.to_be_bytes());
+                by_time.insert(time, []).unwrap();
+            }
+            keyspace.persist(PersistMode::SyncAll).unwrap();
+        }
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        for name in FORMAT_1_INDEXES.into_iter().chain([FORMAT_1_EVENTS]) {
+            assert!(!store.store.keyspace.partition_exists(name), "{name} left");
+        }
+        let q = Query {
+            component: Some("route".into()),
+            since_ms: Some(1_003),
+            ..Query::default()
+        };
+        assert_eq!(ids(&store.query(&q, usize::MAX).unwrap()), [3, 4]);
+        assert_eq!(store.lineage("ff-old").unwrap().events.len(), 5);
+        drop(store);
+        // Opened again, it is of the current format and nothing is converted twice.
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        assert_eq!(store.store.spans.len().unwrap(), 1);
+        assert_eq!(store.len().unwrap(), 5);
+    }
+
+    #[test]
+    fn a_store_of_an_unknown_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let keyspace = Config::new(dir.path()).open().unwrap();
+            let meta = keyspace
+                .open_partition("meta", PartitionCreateOptions::default())
+                .unwrap();
+            meta.insert("format", [9]).unwrap();
+            keyspace.persist(PersistMode::SyncAll).unwrap();
+        }
+        let err = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap_err();
+        assert!(matches!(err, ProvenanceError::Format { found: 9 }), "{err}");
+        assert!(err.to_string().contains("format 9"), "{err}");
+    }
+
+    #[test]
+    fn events_sharing_an_attribute_map_store_it_once_and_read_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            ProvenanceRepository::open(dir.path(), Duration::from_millis(1_000), u64::MAX).unwrap();
+        let attributes: crate::flowfile::Attributes =
+            BTreeMap::from([("big".to_string(), "x".repeat(10_000))]).into();
+        let events: Vec<ProvenanceEvent> = (0..4)
+            .map(|i| ProvenanceEvent {
+                attributes: attributes.clone(),
+                ..event(i, "ff")
+            })
+            .collect();
+        store.insert(events.clone()).unwrap();
+        assert_eq!(store.query(&Query::default(), usize::MAX).unwrap(), events);
+        // Stored once: the three others name the last.
+        let stored: usize = store
+            .store
+            .events
+            .iter()
+            .map(|kv| kv.unwrap().1.len())
+            .sum();
+        assert!(stored < 11_000, "{stored} bytes");
+        // Retention (cutoff 1_002) removes the events naming the holder before the holder.
+        assert_eq!(store.enforce_retention(2_002).unwrap(), 2);
+        assert_eq!(
+            store.query(&Query::default(), usize::MAX).unwrap(),
+            events[2..]
+        );
+        assert_eq!(store.lineage("ff").unwrap().events, events[2..]);
     }
 }
