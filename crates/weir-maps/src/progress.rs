@@ -9,8 +9,9 @@
 //!
 //! The module is written against the small `sync` facade below: std's atomics, `Arc`,
 //! `Mutex` and park/unpark normally, loom's under `--cfg loom`. The loom model in this file
-//! (`model`) therefore checks the code the map runs, over every interleaving and every
-//! outcome the memory model allows for a caller and one or two owners:
+//! (`model`) therefore checks the code the map runs, for a caller and one or two owners,
+//! over every interleaving and every outcome loom's memory model allows (the two models with
+//! three batches: every schedule with up to 5 preemptions, to stay within seconds):
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
