@@ -52,6 +52,7 @@ mod entry;
 mod error;
 mod map;
 mod persist;
+mod progress;
 mod reply;
 mod service;
 mod table;

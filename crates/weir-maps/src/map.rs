@@ -3,14 +3,13 @@
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rustc_hash::FxHashMap;
 use weir_partition::PartitionKey;
 
 use crate::MapError;
 use crate::entry::{Entry, with_entry};
+use crate::progress::{Join, Progress, Token};
 use crate::reply::{Pending, reply_pair};
 use crate::service::{BatchOp, MapService, Op, OwnerState};
 
@@ -254,7 +253,7 @@ impl<K: MapKey, V: MapValue> PartitionedMap<K, V> {
         let table = &self.service.shared.table;
         let partitioner = table.partitioner();
         let owners = table.owner_count();
-        let progress = Arc::new(Progress::new(owners));
+        let progress = Progress::new(owners);
         let mut sent = vec![0usize; owners];
         let mut buffers: Vec<Vec<(u32, K)>> = vec![Vec::with_capacity(BATCH); owners];
         let send = |owner: usize, items: Vec<(u32, K)>, sent: &mut [usize]| {
@@ -292,7 +291,7 @@ impl<K: MapKey, V: MapValue> PartitionedMap<K, V> {
         for (owner, &n) in sent.iter().enumerate() {
             progress.wait_for(owner, n);
         }
-        if progress.failed.load(Ordering::Acquire) {
+        if progress.failed() {
             return Err(MapError::TaskPanicked);
         }
         Ok(())
@@ -382,27 +381,16 @@ impl<K: MapKey, V: MapValue> PartitionedMap<K, V> {
             replier.send(Ok(0));
             return pending;
         }
-        let join = Arc::new(Join {
-            remaining: AtomicUsize::new(by_partition.len()),
-            total: AtomicUsize::new(0),
-            replier: Mutex::new(Some(replier)),
-        });
+        let join = Join::new(by_partition.len(), replier);
         for (partition, entries) in by_partition {
-            let join = Arc::clone(&join);
+            // The join's `Arc` is loom's in the model build (see `progress`).
+            let join = crate::progress::sync::Arc::clone(&join);
             let id = self.id;
             let op: Op = Box::new(move |data| {
                 let n = entries.len();
                 Arc::make_mut(data.store::<K, V>(id)).extend(entries);
-                join.total.fetch_add(n, Ordering::AcqRel);
-                if join.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    let replier = join
-                        .replier
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .take();
-                    if let Some(r) = replier {
-                        r.send(Ok(join.total.load(Ordering::Acquire)));
-                    }
+                if let Some((replier, total)) = join.part_done(n) {
+                    replier.send(Ok(total));
                 }
             });
             if let Err(e) = self.service.shared.send_op(partition, op) {
@@ -510,99 +498,6 @@ impl<K: MapKey, V: MapValue> PartitionedMap<K, V> {
             });
         }
         Ok(())
-    }
-}
-
-/// The parts of one `put_all_async`: the last to finish answers.
-struct Join {
-    remaining: AtomicUsize,
-    total: AtomicUsize,
-    replier: Mutex<Option<crate::reply::Replier<usize>>>,
-}
-
-/// How far the owners are through the batches of one `execute_on_keys` call, and the caller
-/// to wake when one of them reaches the count it waits for.
-///
-/// The caller waits for a count, not for each batch: an owner wakes it only when the owner's
-/// finished count reaches the caller's target, so a call of `n` batches parks and is woken
-/// about `2 n / IN_FLIGHT` times instead of once per batch.
-struct Progress {
-    /// Per owner: batches finished (every part run, or dropped by a panic or a shutdown).
-    done: Vec<AtomicUsize>,
-    /// Per owner: the finished count the caller is parked for; `usize::MAX` when none.
-    want: Vec<AtomicUsize>,
-    caller: std::thread::Thread,
-    failed: AtomicBool,
-}
-
-impl Progress {
-    fn new(owners: usize) -> Self {
-        Progress {
-            done: (0..owners).map(|_| AtomicUsize::new(0)).collect(),
-            want: (0..owners).map(|_| AtomicUsize::new(usize::MAX)).collect(),
-            caller: std::thread::current(),
-            failed: AtomicBool::new(false),
-        }
-    }
-
-    fn done(&self, owner: usize) -> usize {
-        self.done[owner].load(Ordering::Acquire)
-    }
-
-    /// Called once per batch, when its last part is dropped.
-    fn finish(&self, owner: usize) {
-        // SeqCst on both sides (here and in `wait_for`): either the caller sees the new
-        // count, or this owner sees the caller's target and wakes it.
-        let done = self.done[owner].fetch_add(1, Ordering::SeqCst) + 1;
-        if done >= self.want[owner].load(Ordering::SeqCst) {
-            self.caller.unpark();
-        }
-    }
-
-    /// Parks the calling thread (the one that made this `Progress`) until `owner` has
-    /// finished `target` batches.
-    fn wait_for(&self, owner: usize, target: usize) {
-        if self.done(owner) >= target {
-            return;
-        }
-        self.want[owner].store(target, Ordering::SeqCst);
-        // A spurious wake-up, or an unpark left over from an earlier target, loops here.
-        while self.done[owner].load(Ordering::SeqCst) < target {
-            std::thread::park();
-        }
-        self.want[owner].store(usize::MAX, Ordering::SeqCst);
-    }
-}
-
-/// Held by every part of one batch; the batch counts as finished when the last part drops.
-#[derive(Clone)]
-struct Token(Arc<BatchDone>);
-
-impl Token {
-    fn new(progress: &Arc<Progress>, owner: usize) -> Self {
-        Token(Arc::new(BatchDone {
-            progress: Arc::clone(progress),
-            owner,
-        }))
-    }
-}
-
-impl Drop for Token {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.progress.failed.store(true, Ordering::Release);
-        }
-    }
-}
-
-struct BatchDone {
-    progress: Arc<Progress>,
-    owner: usize,
-}
-
-impl Drop for BatchDone {
-    fn drop(&mut self) {
-        self.progress.finish(self.owner);
     }
 }
 
