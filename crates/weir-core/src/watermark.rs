@@ -147,6 +147,9 @@ pub struct EventTimeTracker {
     /// Highest timestamp seen per partition; `None` before the first.
     highest: Vec<Option<i64>>,
     idle: Vec<bool>,
+    /// The watermark those give, kept up to date so that `accept` reads it instead of
+    /// taking the minimum over every partition per event.
+    current: Watermark,
 }
 
 impl EventTimeTracker {
@@ -156,20 +159,32 @@ impl EventTimeTracker {
             lag: allowed_lag.max(0),
             highest: vec![None; partitions.max(1)],
             idle: vec![false; partitions.max(1)],
+            current: Watermark::MIN,
         }
     }
 
     /// Sees an event of `partition` at `timestamp`. Returns false, changing nothing, when the
     /// event is late (behind the current watermark).
+    ///
+    /// Cost: a comparison with the current watermark; the minimum over the partitions is taken
+    /// again only when this event may move it (it raises the partition that holds the
+    /// watermark back, or wakes an idle one).
     #[inline]
     pub fn accept(&mut self, partition: usize, timestamp: i64) -> bool {
-        if timestamp < self.watermark().0 {
+        if timestamp < self.current.0 {
             return false;
         }
-        self.idle[partition] = false;
+        let woke = std::mem::replace(&mut self.idle[partition], false);
         let h = &mut self.highest[partition];
-        if h.is_none_or(|h| timestamp > h) {
+        let previous = *h;
+        if previous.is_none_or(|h| timestamp > h) {
             *h = Some(timestamp);
+            // Raising a partition that is above the minimum leaves the minimum where it is.
+            if woke || previous.is_none_or(|h| h.saturating_sub(self.lag) <= self.current.0) {
+                self.current = self.minimum();
+            }
+        } else if woke {
+            self.current = self.minimum();
         }
         true
     }
@@ -189,17 +204,26 @@ impl EventTimeTracker {
         }
         self.highest.copy_from_slice(highest);
         self.idle.copy_from_slice(idle);
+        self.current = self.minimum();
         true
     }
 
     /// Marks `partition` idle: it stops holding the watermark back until its next event.
     pub fn mark_idle(&mut self, partition: usize) {
-        self.idle[partition] = true;
+        if !std::mem::replace(&mut self.idle[partition], true) {
+            self.current = self.minimum();
+        }
     }
 
     /// The source's watermark: the minimum over active partitions of highest − lag, or
     /// [`Watermark::MIN`] before every active partition has seen an event.
+    #[inline]
     pub fn watermark(&self) -> Watermark {
+        self.current
+    }
+
+    /// The watermark computed from the partitions: what `current` caches.
+    fn minimum(&self) -> Watermark {
         let mut min = i64::MAX;
         let mut any = false;
         for (h, idle) in self.highest.iter().zip(&self.idle) {
@@ -281,5 +305,105 @@ mod tests {
         assert_eq!(c.observe(0, Watermark(10)), None);
         assert_eq!(c.queue_done(1), Some(Watermark(10)));
         assert_eq!(c.queue_done(0), None, "no queue left: nothing new to say");
+    }
+
+    /// The tracker as it was before it cached its watermark: the minimum taken per event.
+    #[derive(Clone)]
+    struct NaiveTracker {
+        lag: i64,
+        highest: Vec<Option<i64>>,
+        idle: Vec<bool>,
+    }
+
+    impl NaiveTracker {
+        fn watermark(&self) -> Watermark {
+            let mut min = i64::MAX;
+            let mut any = false;
+            for (h, idle) in self.highest.iter().zip(&self.idle) {
+                if *idle {
+                    continue;
+                }
+                any = true;
+                match h {
+                    Some(h) => min = min.min(h.saturating_sub(self.lag)),
+                    None => return Watermark::MIN,
+                }
+            }
+            if any { Watermark(min) } else { Watermark::MIN }
+        }
+
+        fn accept(&mut self, partition: usize, timestamp: i64) -> bool {
+            if timestamp < self.watermark().0 {
+                return false;
+            }
+            self.idle[partition] = false;
+            let h = &mut self.highest[partition];
+            if h.is_none_or(|h| timestamp > h) {
+                *h = Some(timestamp);
+            }
+            true
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Accept(usize, i64),
+        Idle(usize),
+        /// Save the state, as a snapshot does.
+        Save,
+        /// Restore the last saved state.
+        Restore,
+    }
+
+    fn step(partitions: usize) -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (0..partitions, -20i64..200).prop_map(|(p, t)| Step::Accept(p, t)),
+            2 => (0..partitions).prop_map(Step::Idle),
+            1 => Just(Step::Save),
+            1 => Just(Step::Restore),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The cached watermark is always the minimum the naive tracker takes, and both
+        /// accept and drop the same events, through idleness and restores.
+        #[test]
+        fn cached_watermark_is_the_minimum(
+            partitions in 1usize..4,
+            lag in 0i64..30,
+            steps in proptest::collection::vec(step(3), 0..200),
+        ) {
+            let mut tracker = EventTimeTracker::new(partitions, lag);
+            let mut naive = NaiveTracker {
+                lag,
+                highest: vec![None; partitions],
+                idle: vec![false; partitions],
+            };
+            let mut saved = (naive.highest.clone(), naive.idle.clone());
+            for (i, s) in steps.into_iter().enumerate() {
+                match s {
+                    Step::Accept(p, t) => {
+                        let p = p % partitions;
+                        proptest::prop_assert_eq!(tracker.accept(p, t), naive.accept(p, t), "step {}", i);
+                    }
+                    Step::Idle(p) => {
+                        let p = p % partitions;
+                        tracker.mark_idle(p);
+                        naive.idle[p] = true;
+                    }
+                    Step::Save => {
+                        let (h, idle) = tracker.state();
+                        saved = (h.to_vec(), idle.to_vec());
+                    }
+                    Step::Restore => {
+                        proptest::prop_assert!(tracker.restore(&saved.0, &saved.1));
+                        naive.highest.clone_from(&saved.0);
+                        naive.idle.clone_from(&saved.1);
+                    }
+                }
+                proptest::prop_assert_eq!(tracker.watermark(), naive.watermark(), "after step {}", i);
+            }
+        }
     }
 }
