@@ -57,13 +57,13 @@ where
 
     #[inline]
     fn push(&mut self, item: T) -> bool {
-        let key = (self.key)(&item);
-        match self.groups.get_mut(&key) {
-            Some(acc) => self.op.accumulate(acc, &item),
-            None => {
+        // One hash of the key, whether its group exists or not.
+        match self.groups.entry((self.key)(&item)) {
+            hash_map::Entry::Occupied(mut acc) => self.op.accumulate(acc.get_mut(), &item),
+            hash_map::Entry::Vacant(slot) => {
                 let mut acc = self.op.create();
                 self.op.accumulate(&mut acc, &item);
-                self.groups.insert(key, acc);
+                slot.insert(acc);
             }
         }
         true
@@ -241,10 +241,10 @@ where
         _outbox: &mut Outbox,
     ) -> ProcessorResult<()> {
         for (key, partial) in inbox.items::<(K, Op::Acc)>().drain(..) {
-            match self.groups.get_mut(&key) {
-                Some(acc) => self.op.combine(acc, partial),
-                None => {
-                    self.groups.insert(key, partial);
+            match self.groups.entry(key) {
+                hash_map::Entry::Occupied(mut acc) => self.op.combine(acc.get_mut(), partial),
+                hash_map::Entry::Vacant(slot) => {
+                    slot.insert(partial);
                 }
             }
         }

@@ -239,13 +239,13 @@ where
             .open
             .entry(self.frames.frame_end(item.timestamp))
             .or_default();
-        let key = (self.key)(&item.item);
-        match frame.get_mut(&key) {
-            Some(acc) => self.op.accumulate(acc, &item.item),
-            None => {
+        // One hash of the key, whether its accumulator exists or not.
+        match frame.entry((self.key)(&item.item)) {
+            hash_map::Entry::Occupied(mut acc) => self.op.accumulate(acc.get_mut(), &item.item),
+            hash_map::Entry::Vacant(slot) => {
                 let mut acc = self.op.create();
                 self.op.accumulate(&mut acc, &item.item);
-                frame.insert(key, acc);
+                slot.insert(acc);
             }
         }
         true
