@@ -9,13 +9,17 @@
 //! component scans only the spans that may match and filters their events, so an event costs
 //! two store writes instead of one per index. A flow file's events mostly share one attribute
 //! map: in a written batch only the last event holding a map stores it, the others store that
-//! event's id (retention removes events in id order, so the holder outlives them). Insertion
+//! event's id (retention removes events in id order, so the holder outlives them). The index
+//! has one entry per flow file and written batch, keyed by the flow file's last event of the
+//! batch, whose value lists its earlier ones: retention removes that entry with its key's
+//! event, after the others. Insertion
 //! runs on the store's own writer thread, off the commit path; queries, lineage and [`sync`]
 //! wait for the events handed over before them, so a reader always sees what was committed
 //! before it asked.
 //!
 //! Event ids are `transaction id << 20 | index`, so inserting the events of a replayed frame
-//! again at recovery is idempotent. Retention by age and size is applied at each checkpoint,
+//! again at recovery is idempotent (an index entry of the replay that names the same events
+//! again only repeats them; readers drop repeated ids). Retention by age and size is applied at each checkpoint,
 //! oldest first.
 //!
 //! The store records its format; a store of the earlier format (partition `events`, every
@@ -297,8 +301,12 @@ struct Span {
 }
 
 /// The store's format: 2 since events are summarized by span instead of indexed by time and
-/// by component, and share their attribute maps.
-const FORMAT: u8 = 2;
+/// by component, and share their attribute maps; 3 since a flow file's index entry, keyed by
+/// its last event of a write, lists its earlier events of that write in its value. A store
+/// of format 2 (every value empty) reads as format 3, and its marker is raised when opened.
+const FORMAT: u8 = 3;
+/// The format whose stores read as they are.
+const FORMAT_2: u8 = 2;
 /// The events partition of format 1, converted into `records` when such a store is opened.
 const FORMAT_1_EVENTS: &str = "events";
 /// The index partitions of format 1, removed when such a store is opened.
@@ -403,12 +411,25 @@ impl Store {
             buffer.clear();
             buffer = encode(e, attributes, buffer)?;
             batch.insert(&self.events, e.id.to_be_bytes(), buffer.as_slice());
+        }
+        // One index entry per flow file and write, not per event: a flow file crossing a
+        // stateless group has six events in one write, and the index's random keys are the
+        // costliest inserts of the store.
+        let mut index: HashMap<&str, Vec<u64>> = HashMap::new();
+        for e in batches.iter().flatten() {
             for uuid in std::iter::once(&e.flowfile)
                 .chain(&e.parents)
                 .chain(&e.children)
             {
-                batch.insert(&self.by_flowfile, index_key(uuid, e.id), []);
+                index.entry(uuid).or_default().push(e.id);
             }
+        }
+        for (uuid, mut ids) in index {
+            ids.sort_unstable();
+            ids.dedup();
+            let last = ids.pop().expect("a flow file here has an event");
+            let earlier: Vec<u8> = ids.iter().flat_map(|id| id.to_be_bytes()).collect();
+            batch.insert(&self.by_flowfile, index_key(uuid, last), earlier);
         }
         add_spans(&mut batch, &self.spans, batches.iter().flatten())?;
         batch.commit()?;
@@ -421,8 +442,9 @@ impl Store {
     /// Checks the store's format; converts a store of format 1: its events, a chunk per store
     /// batch, move to `records` with their spans, then its time and component indexes go.
     fn check_format(&self, meta: &PartitionHandle) -> Result<(), ProvenanceError> {
-        match meta.get("format")?.as_deref() {
-            None | Some([FORMAT]) => {}
+        let found = meta.get("format")?;
+        match found.as_deref() {
+            None | Some([FORMAT | FORMAT_2]) => {}
             Some(other) => {
                 return Err(ProvenanceError::Format {
                     found: other.first().copied().unwrap_or(0),
@@ -461,7 +483,7 @@ impl Store {
                 self.keyspace.delete_partition(old)?;
             }
         }
-        if meta.get("format")?.is_none() {
+        if found.as_deref() != Some(&[FORMAT]) {
             meta.insert("format", [FORMAT])?;
             self.keyspace.persist(PersistMode::SyncAll)?;
         }
@@ -613,8 +635,13 @@ impl ProvenanceRepository {
         p.push(0);
         let mut ids = Vec::new();
         for kv in part.prefix(p) {
-            let (k, _) = kv?;
+            let (k, v) = kv?;
             ids.push(id_of(&k));
+            // The flow file's earlier events of the same write (format 3).
+            ids.extend(
+                v.chunks_exact(8)
+                    .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes"))),
+            );
         }
         Ok(ids)
     }
@@ -798,6 +825,7 @@ impl ProvenanceRepository {
             }
             size = size.saturating_sub(v.len() as u64 + 64);
             batch.remove(&self.store.events, k);
+            // An index entry goes with the last event it names (its key), the others before.
             for uuid in std::iter::once(&e.flowfile)
                 .chain(&e.parents)
                 .chain(&e.children)
@@ -1054,6 +1082,66 @@ mod tests {
         let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
         assert_eq!(store.store.spans.len().unwrap(), 1);
         assert_eq!(store.len().unwrap(), 5);
+    }
+
+    #[test]
+    fn a_flow_file_has_one_index_entry_per_write_and_stores_of_format_2_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+            // Six events of "ff-a" and two of "ff-b", interleaved, in one write.
+            let events: Vec<ProvenanceEvent> = (0..8)
+                .map(|i| event(i, if i % 4 == 3 { "ff-b" } else { "ff-a" }))
+                .collect();
+            store.insert(events).unwrap();
+            store.len().unwrap();
+            assert_eq!(store.store.by_flowfile.len().unwrap(), 2);
+            assert_eq!(
+                ids(&store.lineage("ff-a").unwrap().events),
+                [0, 1, 2, 4, 5, 6]
+            );
+            // A store of format 2: an index entry per event, with an empty value.
+            store
+                .store
+                .events
+                .insert(
+                    20u64.to_be_bytes(),
+                    encode(
+                        &event(20, "ff-a"),
+                        StoredAttributes::Inline(&event(20, "ff-a").attributes),
+                        Vec::new(),
+                    )
+                    .unwrap(),
+                )
+                .unwrap();
+            store
+                .store
+                .by_flowfile
+                .insert(index_key("ff-a", 20), [])
+                .unwrap();
+            let meta = store
+                .store
+                .keyspace
+                .open_partition("meta", PartitionCreateOptions::default())
+                .unwrap();
+            meta.insert("format", [FORMAT_2]).unwrap();
+            store.store.keyspace.persist(PersistMode::SyncAll).unwrap();
+        }
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        let q = Query {
+            flowfile: Some("ff-a".into()),
+            ..Query::default()
+        };
+        assert_eq!(
+            ids(&store.query(&q, usize::MAX).unwrap()),
+            [0, 1, 2, 4, 5, 6, 20]
+        );
+        let meta = store
+            .store
+            .keyspace
+            .open_partition("meta", PartitionCreateOptions::default())
+            .unwrap();
+        assert_eq!(meta.get("format").unwrap().as_deref(), Some(&[FORMAT][..]));
     }
 
     #[test]
