@@ -9,13 +9,19 @@
 //! component scans only the spans that may match and filters their events, so an event costs
 //! two store writes instead of one per index. A flow file's events mostly share one attribute
 //! map: in a written batch only the last event holding a map stores it, the others store that
-//! event's id (retention removes events in id order, so the holder outlives them). Insertion
+//! event's id (retention removes events in id order, so the holder outlives them), and an
+//! event whose map is its own stores only what differs from the map of the flow file's next
+//! event in the batch (a processor mostly changes an attribute or two). The index
+//! has one entry per flow file and written batch, keyed by the flow file's last event of the
+//! batch, whose value lists its earlier ones: retention removes that entry with its key's
+//! event, after the others. Insertion
 //! runs on the store's own writer thread, off the commit path; queries, lineage and [`sync`]
 //! wait for the events handed over before them, so a reader always sees what was committed
 //! before it asked.
 //!
 //! Event ids are `transaction id << 20 | index`, so inserting the events of a replayed frame
-//! again at recovery is idempotent. Retention by age and size is applied at each checkpoint,
+//! again at recovery is idempotent (an index entry of the replay that names the same events
+//! again only repeats them; readers drop repeated ids). Retention by age and size is applied at each checkpoint,
 //! oldest first.
 //!
 //! The store records its format; a store of the earlier format (partition `events`, every
@@ -25,7 +31,7 @@
 //!
 //! [`sync`]: ProvenanceRepository::sync
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
@@ -33,6 +39,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use fjall::{Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 /// The kinds of provenance event, as NiFi names them.
@@ -203,13 +210,64 @@ struct Store {
     spans: PartitionHandle,
 }
 
-/// How an event's attributes are stored.
+/// How an event's attributes are stored: `A` is the map, `S` a name or value.
 #[derive(Serialize, Deserialize)]
-enum StoredAttributes<A> {
+enum StoredAttributes<A, S> {
     /// In full.
     Inline(A),
     /// The same map as this later event's, written with it.
     SameAs(u64),
+    /// The map of `base`, a later event of the same flow file written with it, with `set`
+    /// added or replaced and `removed` taken out (format 3).
+    Changed {
+        base: u64,
+        set: Vec<(S, S)>,
+        removed: Vec<S>,
+    },
+}
+
+/// What [`StoredAttributes::Changed`] holds besides its base: entries set, names removed.
+type Changes<S> = (Vec<(S, S)>, Vec<S>);
+
+/// The changes that turn `base` into `map`: entries to set, then names to remove. `None`
+/// when they are not much smaller than `map` itself.
+fn changes_from<'a>(
+    map: &'a BTreeMap<String, String>,
+    base: &'a BTreeMap<String, String>,
+) -> Option<Changes<&'a str>> {
+    let (mut set, mut removed) = (Vec::new(), Vec::new());
+    let (mut m, mut b) = (map.iter().peekable(), base.iter().peekable());
+    loop {
+        match (m.peek(), b.peek()) {
+            (None, None) => break,
+            (Some((k, v)), None) => {
+                set.push((k.as_str(), v.as_str()));
+                m.next();
+            }
+            (None, Some((k, _))) => {
+                removed.push(k.as_str());
+                b.next();
+            }
+            (Some((mk, mv)), Some((bk, bv))) => match mk.cmp(bk) {
+                std::cmp::Ordering::Less => {
+                    set.push((mk.as_str(), mv.as_str()));
+                    m.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    removed.push(bk.as_str());
+                    b.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if mv != bv {
+                        set.push((mk.as_str(), mv.as_str()));
+                    }
+                    m.next();
+                    b.next();
+                }
+            },
+        }
+    }
+    (2 * (set.len() + removed.len()) < map.len()).then_some((set, removed))
 }
 
 /// An event as written: [`ProvenanceEvent`]'s fields in its order (borrowed), with
@@ -222,7 +280,7 @@ struct StoredEventRef<'a> {
     flowfile: &'a str,
     component: &'a str,
     component_type: &'a str,
-    attributes: StoredAttributes<&'a crate::flowfile::Attributes>,
+    attributes: StoredAttributes<&'a crate::flowfile::Attributes, &'a str>,
     size: u64,
     parents: &'a [String],
     children: &'a [String],
@@ -239,7 +297,7 @@ struct StoredEvent {
     flowfile: String,
     component: String,
     component_type: String,
-    attributes: StoredAttributes<crate::flowfile::Attributes>,
+    attributes: StoredAttributes<crate::flowfile::Attributes, String>,
     size: u64,
     parents: Vec<String>,
     children: Vec<String>,
@@ -268,7 +326,7 @@ impl StoredEvent {
 
 fn encode(
     e: &ProvenanceEvent,
-    attributes: StoredAttributes<&crate::flowfile::Attributes>,
+    attributes: StoredAttributes<&crate::flowfile::Attributes, &str>,
     buffer: Vec<u8>,
 ) -> Result<Vec<u8>, ProvenanceError> {
     let stored = StoredEventRef {
@@ -297,8 +355,13 @@ struct Span {
 }
 
 /// The store's format: 2 since events are summarized by span instead of indexed by time and
-/// by component, and share their attribute maps.
-const FORMAT: u8 = 2;
+/// by component, and share their attribute maps; 3 since a flow file's index entry, keyed by
+/// its last event of a write, lists its earlier events of that write in its value, and an
+/// event may store its attributes as changes from a later event's. A store of format 2
+/// (every index value empty, no changes) reads as format 3; its marker is raised when opened.
+const FORMAT: u8 = 3;
+/// The format whose stores read as they are.
+const FORMAT_2: u8 = 2;
 /// The events partition of format 1, converted into `records` when such a store is opened.
 const FORMAT_1_EVENTS: &str = "events";
 /// The index partitions of format 1, removed when such a store is opened.
@@ -388,27 +451,59 @@ impl Store {
         let mut buffer = Vec::with_capacity(1024);
         // The last event of this write holding each map stores it (the events hold their
         // maps, so an address is not reused meanwhile).
-        let mut holders: HashMap<*const BTreeMap<String, String>, u64> = HashMap::new();
+        // (Fx hashing: these maps are per write and their keys are not chosen by anyone
+        // outside, and SipHash cost as much as the rest of the bookkeeping.)
+        let events = batches.iter().map(Vec::len).sum();
+        let mut holders: FxHashMap<*const BTreeMap<String, String>, u64> =
+            FxHashMap::with_capacity_and_hasher(events, Default::default());
         for e in batches.iter().flatten() {
             let holder = holders.entry(&*e.attributes).or_insert(e.id);
             *holder = (*holder).max(e.id);
         }
-        for e in batches.iter().flatten() {
+        // A flow file's map mostly differs from its next event's by an attribute or two:
+        // an event whose map is stored nowhere else stores only the changes from the map of
+        // the flow file's next event in this write (a later id, so retention keeps it longer).
+        let mut next: FxHashMap<&str, (u64, &crate::flowfile::Attributes)> =
+            FxHashMap::with_capacity_and_hasher(events, Default::default());
+        let mut stored = Vec::with_capacity(events);
+        for e in batches.iter().flatten().rev() {
             let holder = holders[&(&*e.attributes as *const _)];
-            let attributes = if holder == e.id {
-                StoredAttributes::Inline(&e.attributes)
-            } else {
+            let later = next.insert(&e.flowfile, (e.id, &e.attributes));
+            let attributes = if holder != e.id {
                 StoredAttributes::SameAs(holder)
+            } else if let Some((base, base_map)) = later.filter(|(base, _)| *base > e.id)
+                && let Some((set, removed)) = changes_from(&e.attributes, base_map)
+            {
+                StoredAttributes::Changed { base, set, removed }
+            } else {
+                StoredAttributes::Inline(&e.attributes)
             };
+            stored.push((e, attributes));
+        }
+        for (e, attributes) in stored.into_iter().rev() {
             buffer.clear();
             buffer = encode(e, attributes, buffer)?;
             batch.insert(&self.events, e.id.to_be_bytes(), buffer.as_slice());
+        }
+        // One index entry per flow file and write, not per event: a flow file crossing a
+        // stateless group has six events in one write, and the index's random keys are the
+        // costliest inserts of the store.
+        let mut index: FxHashMap<&str, Vec<u64>> =
+            FxHashMap::with_capacity_and_hasher(events, Default::default());
+        for e in batches.iter().flatten() {
             for uuid in std::iter::once(&e.flowfile)
                 .chain(&e.parents)
                 .chain(&e.children)
             {
-                batch.insert(&self.by_flowfile, index_key(uuid, e.id), []);
+                index.entry(uuid).or_default().push(e.id);
             }
+        }
+        for (uuid, mut ids) in index {
+            ids.sort_unstable();
+            ids.dedup();
+            let last = ids.pop().expect("a flow file here has an event");
+            let earlier: Vec<u8> = ids.iter().flat_map(|id| id.to_be_bytes()).collect();
+            batch.insert(&self.by_flowfile, index_key(uuid, last), earlier);
         }
         add_spans(&mut batch, &self.spans, batches.iter().flatten())?;
         batch.commit()?;
@@ -421,8 +516,9 @@ impl Store {
     /// Checks the store's format; converts a store of format 1: its events, a chunk per store
     /// batch, move to `records` with their spans, then its time and component indexes go.
     fn check_format(&self, meta: &PartitionHandle) -> Result<(), ProvenanceError> {
-        match meta.get("format")?.as_deref() {
-            None | Some([FORMAT]) => {}
+        let found = meta.get("format")?;
+        match found.as_deref() {
+            None | Some([FORMAT | FORMAT_2]) => {}
             Some(other) => {
                 return Err(ProvenanceError::Format {
                     found: other.first().copied().unwrap_or(0),
@@ -461,7 +557,7 @@ impl Store {
                 self.keyspace.delete_partition(old)?;
             }
         }
-        if meta.get("format")?.is_none() {
+        if found.as_deref() != Some(&[FORMAT]) {
             meta.insert("format", [FORMAT])?;
             self.keyspace.persist(PersistMode::SyncAll)?;
         }
@@ -470,24 +566,49 @@ impl Store {
 
     /// Decodes a stored event, reading its attributes from their holder when it names one.
     fn decode(&self, bytes: &[u8]) -> Result<ProvenanceEvent, ProvenanceError> {
-        let stored: StoredEvent = postcard::from_bytes(bytes)?;
-        let attributes = match &stored.attributes {
-            StoredAttributes::Inline(a) => a.clone(),
-            StoredAttributes::SameAs(holder) => {
-                let missing = ProvenanceError::MissingAttributes {
-                    id: stored.id,
-                    holder: *holder,
-                };
-                let Some(held) = self.events.get(holder.to_be_bytes())? else {
-                    return Err(missing);
-                };
-                match postcard::from_bytes::<StoredEvent>(&held)?.attributes {
-                    StoredAttributes::Inline(a) => a,
-                    StoredAttributes::SameAs(_) => return Err(missing),
-                }
-            }
-        };
+        let mut stored: StoredEvent = postcard::from_bytes(bytes)?;
+        let first = std::mem::replace(&mut stored.attributes, StoredAttributes::SameAs(0));
+        let attributes = self.resolve(stored.id, first)?;
         Ok(stored.into_event(attributes))
+    }
+
+    /// The map of event `id` stored as `attributes`: read through the later events it
+    /// refers to (each a larger id, so the walk ends), then their changes applied.
+    fn resolve(
+        &self,
+        id: u64,
+        mut attributes: StoredAttributes<crate::flowfile::Attributes, String>,
+    ) -> Result<crate::flowfile::Attributes, ProvenanceError> {
+        let mut changes: Vec<Changes<String>> = Vec::new();
+        let mut at = id;
+        let mut map = loop {
+            let base = match attributes {
+                StoredAttributes::Inline(a) => break a,
+                StoredAttributes::SameAs(holder) => holder,
+                StoredAttributes::Changed { base, set, removed } => {
+                    changes.push((set, removed));
+                    base
+                }
+            };
+            let missing = ProvenanceError::MissingAttributes { id, holder: base };
+            if base <= at {
+                return Err(missing);
+            }
+            let Some(held) = self.events.get(base.to_be_bytes())? else {
+                return Err(missing);
+            };
+            attributes = postcard::from_bytes::<StoredEvent>(&held)?.attributes;
+            at = base;
+        };
+        // The change nearest the map first, the event's own last.
+        for (set, removed) in changes.into_iter().rev() {
+            let m = map.to_mut();
+            for k in removed {
+                m.remove(&k);
+            }
+            m.extend(set);
+        }
+        Ok(map)
     }
 }
 
@@ -613,8 +734,13 @@ impl ProvenanceRepository {
         p.push(0);
         let mut ids = Vec::new();
         for kv in part.prefix(p) {
-            let (k, _) = kv?;
+            let (k, v) = kv?;
             ids.push(id_of(&k));
+            // The flow file's earlier events of the same write (format 3).
+            ids.extend(
+                v.chunks_exact(8)
+                    .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes"))),
+            );
         }
         Ok(ids)
     }
@@ -798,6 +924,7 @@ impl ProvenanceRepository {
             }
             size = size.saturating_sub(v.len() as u64 + 64);
             batch.remove(&self.store.events, k);
+            // An index entry goes with the last event it names (its key), the others before.
             for uuid in std::iter::once(&e.flowfile)
                 .chain(&e.parents)
                 .chain(&e.children)
@@ -935,6 +1062,16 @@ mod tests {
         store.insert(second).unwrap();
     }
 
+    /// The bytes of every stored event.
+    fn stored_bytes(store: &ProvenanceRepository) -> usize {
+        store
+            .store
+            .events
+            .iter()
+            .map(|kv| kv.unwrap().1.len())
+            .sum()
+    }
+
     fn ids(events: &[ProvenanceEvent]) -> Vec<u64> {
         events.iter().map(|e| e.id).collect()
     }
@@ -1057,6 +1194,119 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_file_has_one_index_entry_per_write_and_stores_of_format_2_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+            // Six events of "ff-a" and two of "ff-b", interleaved, in one write.
+            let events: Vec<ProvenanceEvent> = (0..8)
+                .map(|i| event(i, if i % 4 == 3 { "ff-b" } else { "ff-a" }))
+                .collect();
+            store.insert(events).unwrap();
+            store.len().unwrap();
+            assert_eq!(store.store.by_flowfile.len().unwrap(), 2);
+            assert_eq!(
+                ids(&store.lineage("ff-a").unwrap().events),
+                [0, 1, 2, 4, 5, 6]
+            );
+            // A store of format 2: an index entry per event, with an empty value.
+            store
+                .store
+                .events
+                .insert(
+                    20u64.to_be_bytes(),
+                    encode(
+                        &event(20, "ff-a"),
+                        StoredAttributes::Inline(&event(20, "ff-a").attributes),
+                        Vec::new(),
+                    )
+                    .unwrap(),
+                )
+                .unwrap();
+            store
+                .store
+                .by_flowfile
+                .insert(index_key("ff-a", 20), [])
+                .unwrap();
+            let meta = store
+                .store
+                .keyspace
+                .open_partition("meta", PartitionCreateOptions::default())
+                .unwrap();
+            meta.insert("format", [FORMAT_2]).unwrap();
+            store.store.keyspace.persist(PersistMode::SyncAll).unwrap();
+        }
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        let q = Query {
+            flowfile: Some("ff-a".into()),
+            ..Query::default()
+        };
+        assert_eq!(
+            ids(&store.query(&q, usize::MAX).unwrap()),
+            [0, 1, 2, 4, 5, 6, 20]
+        );
+        let meta = store
+            .store
+            .keyspace
+            .open_partition("meta", PartitionCreateOptions::default())
+            .unwrap();
+        assert_eq!(meta.get("format").unwrap().as_deref(), Some(&[FORMAT][..]));
+    }
+
+    #[test]
+    fn a_flow_files_changing_maps_are_stored_as_changes_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            ProvenanceRepository::open(dir.path(), Duration::from_millis(1_000), u64::MAX).unwrap();
+        // Six events of one flow file, as through a group: each processor sets, changes or
+        // removes an attribute of a map of twenty; the last two share a map. Another flow
+        // file's events come between.
+        let mut map: BTreeMap<String, String> = (0..20)
+            .map(|i| (format!("attribute.{i}"), "v".repeat(50)))
+            .collect();
+        let mut events = Vec::new();
+        for i in 0..6u64 {
+            match i {
+                1 => drop(map.insert("parity".into(), "even".into())),
+                2 => drop(map.insert("attribute.3".into(), "changed".into())),
+                3 => drop(map.remove("attribute.7")),
+                4 => drop(map.insert("row.count".into(), "1".into())),
+                _ => {}
+            }
+            let attributes: crate::flowfile::Attributes = map.clone().into();
+            let shared = if i == 5 {
+                events
+                    .last()
+                    .map(|e: &ProvenanceEvent| e.attributes.clone())
+            } else {
+                None
+            };
+            events.push(ProvenanceEvent {
+                attributes: shared.unwrap_or(attributes),
+                ..event(2 * i, "ff")
+            });
+            events.push(event(2 * i + 1, "other"));
+        }
+        store.insert(events.clone()).unwrap();
+        assert_eq!(store.query(&Query::default(), usize::MAX).unwrap(), events);
+        // Only the last event of "ff" holds its map in full: the others are a few bytes.
+        let stored = stored_bytes(&store);
+        assert!(stored < 2 * 20 * 60, "{stored} bytes");
+        // Retention (cutoff 1_004) removes the earliest events, never a base before them.
+        assert_eq!(store.enforce_retention(2_004).unwrap(), 4);
+        assert_eq!(
+            store.query(&Query::default(), usize::MAX).unwrap(),
+            events[4..]
+        );
+        let ff: Vec<ProvenanceEvent> = events[4..]
+            .iter()
+            .filter(|e| e.flowfile == "ff")
+            .cloned()
+            .collect();
+        assert_eq!(store.lineage("ff").unwrap().events, ff);
+    }
+
+    #[test]
     fn a_store_of_an_unknown_format_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         {
@@ -1088,12 +1338,7 @@ mod tests {
         store.insert(events.clone()).unwrap();
         assert_eq!(store.query(&Query::default(), usize::MAX).unwrap(), events);
         // Stored once: the three others name the last.
-        let stored: usize = store
-            .store
-            .events
-            .iter()
-            .map(|kv| kv.unwrap().1.len())
-            .sum();
+        let stored = stored_bytes(&store);
         assert!(stored < 11_000, "{stored} bytes");
         // Retention (cutoff 1_002) removes the events naming the holder before the holder.
         assert_eq!(store.enforce_retention(2_002).unwrap(), 2);

@@ -26,7 +26,8 @@ pub struct FlowFileRef(usize);
 #[derive(Debug, Clone, PartialEq)]
 enum Destination {
     Undecided,
-    Relationship(String),
+    /// The index of one of the component's relationships.
+    Relationship(usize),
     Removed,
     /// Back to its queue untouched (MergeContent's bins that are not ready).
     Returned,
@@ -387,14 +388,14 @@ impl Session {
     /// # Errors
     /// [`SessionError::UnknownRelationship`].
     pub fn transfer(&mut self, ff: FlowFileRef, relationship: &str) -> Result<(), SessionError> {
-        if !self.shared.flow.processors[self.component]
+        let Some(i) = self.shared.flow.processors[self.component]
             .relationships
             .iter()
-            .any(|r| r == relationship)
-        {
+            .position(|r| r == relationship)
+        else {
             return Err(SessionError::UnknownRelationship(relationship.to_string()));
-        }
-        self.records[ff.0].destination = Destination::Relationship(relationship.to_string());
+        };
+        self.records[ff.0].destination = Destination::Relationship(i);
         Ok(())
     }
 
@@ -561,22 +562,16 @@ impl Session {
             events.push(e);
         }
         let penalty_until = Instant::now() + comp.penalty;
-        let records = std::mem::take(&mut self.records);
-        for r in &records {
-            if r.destination == Destination::Returned {
-                if let Some((q, orig)) = &r.original {
-                    plan.returned.push((*q, orig.clone()));
-                }
-                continue;
-            }
-            if let Some((q, orig)) = &r.original {
-                plan.acks.push((*q as usize, orig.size()));
-                if let Some(c) = orig.claim {
-                    plan.ref_changes.push((c.file, -1));
-                }
-            }
-            let destinations: Vec<usize> = match &r.destination {
-                Destination::Relationship(rel) => shared.outgoing[self.component]
+        // Inside a stateless transaction nothing goes to the journal here: the transaction
+        // moves the flow files in memory and journals only what leaves the group, at its
+        // commit (with their enqueue sequence then).
+        let journaled = self.transaction.is_none();
+        // The connections of each relationship, looked up once per session.
+        let routes: Vec<Vec<usize>> = comp
+            .relationships
+            .iter()
+            .map(|rel| {
+                shared.outgoing[self.component]
                     .iter()
                     .copied()
                     .filter(|&c| {
@@ -585,16 +580,37 @@ impl Session {
                             .iter()
                             .any(|x| x == rel)
                     })
-                    .collect(),
-                _ => vec![],
+                    .collect()
+            })
+            .collect();
+        let records = std::mem::take(&mut self.records);
+        for r in &records {
+            if r.destination == Destination::Returned {
+                if let Some((q, orig)) = &r.original {
+                    plan.returned.push((*q, orig.clone()));
+                }
+                continue;
+            }
+            if let Some((q, orig)) = &r.original
+                && journaled
+            {
+                plan.acks.push((*q as usize, orig.size()));
+                if let Some(c) = orig.claim {
+                    plan.ref_changes.push((c.file, -1));
+                }
+            }
+            let destinations: &[usize] = match &r.destination {
+                Destination::Relationship(i) => &routes[*i],
+                _ => &[],
             };
             if destinations.is_empty() {
                 // Removed, or auto-terminated.
                 if r.original.is_some() || r.origin != Origin::Queue {
                     let detail = match &r.destination {
-                        Destination::Relationship(rel) => {
-                            Some(format!("Auto-Terminated by {rel} Relationship"))
-                        }
+                        Destination::Relationship(i) => Some(format!(
+                            "Auto-Terminated by {} Relationship",
+                            comp.relationships[*i]
+                        )),
                         _ => None,
                     };
                     let ff = r.flowfile.clone();
@@ -614,7 +630,7 @@ impl Session {
                         transit_uri: None,
                     });
                 }
-                if r.original.is_some() {
+                if r.original.is_some() && journaled {
                     plan.ops.push(Op::Delete { id: r.flowfile.id });
                 }
                 continue;
@@ -631,14 +647,16 @@ impl Session {
                     events.push(e);
                     ff.attributes.insert("uuid".into(), uuid);
                 }
-                ff.queue_seq = shared.repo.next_seq();
-                if let Some(c) = ff.claim {
-                    plan.ref_changes.push((c.file, 1));
+                if journaled {
+                    ff.queue_seq = shared.repo.next_seq();
+                    if let Some(c) = ff.claim {
+                        plan.ref_changes.push((c.file, 1));
+                    }
+                    plan.ops.push(Op::Put {
+                        queue: conn as u32,
+                        flowfile: ff.clone(),
+                    });
                 }
-                plan.ops.push(Op::Put {
-                    queue: conn as u32,
-                    flowfile: ff.clone(),
-                });
                 plan.committed.bytes_out += ff.size();
                 plan.enqueue
                     .push((conn, ff, r.penalized.then_some(penalty_until)));
