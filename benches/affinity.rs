@@ -6,15 +6,17 @@
 //!
 //! 1. **Entry-processor increments**: `--ops` (10 M) increments over `--keys` (1 M) keys drawn
 //!    Zipf-skewed (s = 0.99, the hottest key about 7% of the draws), by
-//!    - Weir: `PartitionedMap::execute_on_keys` on a map service of 2 owner threads (the
-//!      calling thread groups keys by owner and sends batches);
+//!    - Weir: `PartitionedMap::execute_on_keys` on a map service whose 2 owners are the
+//!      workers of an executor of 2 workers (the calling thread groups keys by owner and
+//!      sends batches);
 //!    - `DashMap` with `entry().and_modify().or_insert()`, 2 threads each taking half;
 //!    - `RwLock<FxHashMap>` with a write lock per increment, 2 threads;
 //!    - the hand loop: 2 threads, each scanning the draws and counting the keys of its own
 //!      half (by hash) in a private `FxHashMap`: sharding by hand, no sharing at all.
 //! 2. **Enrichment by keyed lookup**: `--items` (10 M) numbers each looked up in a 1 M-entry
 //!    map (keys spread uniformly) and summed with the value, by
-//!    - Weir: `sequence → map_using_map → aggregate(summing)` on an executor of 2 workers;
+//!    - Weir: `sequence → map_using_map → aggregate(summing)` on an executor of 2 workers,
+//!      which are also the map's owners;
 //!    - the hand loop (the speed of light): 2 threads reading a shared `FxHashMap`;
 //!    - `DashMap::get` on 2 threads.
 //!
@@ -32,7 +34,6 @@ use std::time::{Duration, Instant};
 use dashmap::DashMap;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use weir::core::{ExecutorConfig, JobConfig};
-use weir::maps::MapService;
 use weir::prelude::*;
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -231,7 +232,12 @@ fn increments(ops: usize, keys: usize, runs: usize) {
     };
 
     let mut weir = || {
-        let service = MapService::new(2);
+        let executor = weir::core::Executor::new(ExecutorConfig {
+            workers: 2,
+            ..ExecutorConfig::default()
+        })
+        .unwrap();
+        let service = weir::maps::on_executor(&executor).unwrap();
         let map = service.map::<u64, u64>("counts").unwrap();
         let (t, ()) = clock(|| {
             map.execute_on_keys(draws.iter().copied(), |e| *e.or_insert_with(|| 0) += 1)
@@ -344,14 +350,14 @@ fn lookups(items: u64, keys: u64, runs: usize) {
 
     let mut routed = || hand_routed(&shared, items, key_of);
 
-    let service = MapService::new(2);
-    let map = service.map::<u64, u64>("reference").unwrap();
-    map.put_all(shared.iter().map(|(k, v)| (*k, *v))).unwrap();
     let executor = weir::core::Executor::new(ExecutorConfig {
         workers: 2,
         ..ExecutorConfig::default()
     })
     .unwrap();
+    let service = weir::maps::on_executor(&executor).unwrap();
+    let map = service.map::<u64, u64>("reference").unwrap();
+    map.put_all(shared.iter().map(|(k, v)| (*k, *v))).unwrap();
     let mut weir_t = || {
         let p = Pipeline::new();
         let (sink, out) = sinks::collection::list();

@@ -49,7 +49,7 @@ fn weir_example_affinity_refuses_zero_owners_naming_the_flag() {
 mod pipelines {
     use weir::aggregate;
     use weir::core::{Executor, ExecutorConfig, JobConfig};
-    use weir::maps::{AffinityKey, MapService};
+    use weir::maps::AffinityKey;
     use weir::{Pipeline, sinks, sources};
 
     fn executor(workers: usize) -> Executor {
@@ -62,7 +62,8 @@ mod pipelines {
 
     #[test]
     fn every_map_using_map_lookup_runs_on_the_instance_holding_its_partition() {
-        let service = MapService::new(2);
+        let executor = executor(2);
+        let service = weir::maps::on_executor(&executor).unwrap();
         let customers = service.map::<u64, String>("customers").unwrap();
         customers
             .put_all((0..1000u64).map(|c| (c, format!("customer-{c}"))))
@@ -77,7 +78,7 @@ mod pipelines {
                 |order, name| name.map(|n| (order, n.clone())),
             )
             .write_to(sink);
-        let job = p.submit(&executor(2), JobConfig::default()).unwrap();
+        let job = p.submit(&executor, JobConfig::default()).unwrap();
         job.wait_timeout(std::time::Duration::from_secs(60));
         let metrics = job.metrics();
         job.join().unwrap();
@@ -107,7 +108,8 @@ mod pipelines {
 
     #[test]
     fn a_map_sink_after_an_unkeyed_stage_is_fed_by_a_partitioned_edge() {
-        let service = MapService::new(2);
+        let executor = executor(2);
+        let service = weir::maps::on_executor(&executor).unwrap();
         let squares = service.map::<u64, u64>("squares").unwrap();
         let p = Pipeline::new();
         p.read_from(sources::collection::items((0..1000u64).collect::<Vec<_>>()))
@@ -120,7 +122,7 @@ mod pipelines {
                 && l.contains("[partitioned")),
             "{plan}"
         );
-        p.submit(&executor(2), JobConfig::default())
+        p.submit(&executor, JobConfig::default())
             .unwrap()
             .join()
             .unwrap();
@@ -130,7 +132,8 @@ mod pipelines {
 
     #[test]
     fn a_map_source_reads_every_entry_and_a_map_sink_puts_them_by_owner() {
-        let service = MapService::new(2);
+        let executor = executor(2);
+        let service = weir::maps::on_executor(&executor).unwrap();
         let input = service.map::<AffinityKey, u64>("input").unwrap();
         input
             .put_all((0..5000u64).map(|i| (AffinityKey::new(format!("c{}-{i}", i % 50)), i)))
@@ -151,7 +154,7 @@ mod pipelines {
                 && l.contains("map-sink")),
             "{plan}"
         );
-        p.submit(&executor(2), JobConfig::default())
+        p.submit(&executor, JobConfig::default())
             .unwrap()
             .join()
             .unwrap();

@@ -181,6 +181,17 @@ pub enum Error {
     /// A worker thread could not be started.
     #[error("could not start a thread: {0}")]
     Thread(#[source] std::io::Error),
+    /// [`Executor::attach_worker_services`](crate::Executor::attach_worker_services) was given
+    /// a number of services other than one per worker.
+    #[error(
+        "{given} worker services given to an executor of {workers} workers: give one per worker"
+    )]
+    WorkerServiceCount {
+        /// How many services were given.
+        given: usize,
+        /// How many workers the executor has.
+        workers: usize,
+    },
     /// A snapshot could not be written or read, or does not fit the job.
     #[error(transparent)]
     Snapshot(#[from] crate::snapshot::SnapshotError),

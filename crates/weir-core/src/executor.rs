@@ -19,6 +19,18 @@
 //! assigned. Tasklets are spread round-robin over the workers. A non-cooperative processor
 //! gets a thread of its own, which may block.
 //!
+//! # Worker services
+//!
+//! A component that keeps per-thread state, such as the partition owners of a map service,
+//! can run on the workers instead of threads of its own:
+//! [`Executor::attach_worker_services`] gives each worker a [`WorkerService`] that it polls on
+//! every pass, after its tasklets, also when it has no tasklets. A worker whose tasklets and
+//! services are all idle parks (with no tasklets, until woken); whoever hands a service
+//! work calls that worker's [`WorkerWaker::wake`] afterwards. The wake sets a flag before
+//! it unparks, and the worker checks the flag right before it parks, so a wake that comes
+//! after the service's last poll is never lost, even if something the worker ran in between
+//! consumed the thread's park token.
+//!
 //! A panic inside a processor is caught on the worker, fails that processor's job (naming the
 //! vertex and instance) and leaves the worker serving other jobs.
 
@@ -67,11 +79,91 @@ struct Scheduled {
     job: Arc<JobShared>,
 }
 
+/// Work that an executor worker polls on every pass of its loop, beside its tasklets (see
+/// the [module docs](self#worker-services)).
+///
+/// A service must not block: the worker's tasklets wait while it runs. It should do a bounded
+/// amount of work per poll (a budget of messages, say), so that the worker's tasklets keep
+/// their turn. When a service has new work while its worker may be parked, whoever gave it
+/// the work calls the worker's [`WorkerWaker::wake`].
+pub trait WorkerService: Send {
+    /// Does some of the service's pending work. Returns [`Progress::MadeProgress`] when it did
+    /// any, [`Progress::NoProgress`] when there was none, and [`Progress::Done`] when the
+    /// service has stopped: the worker then drops it and polls it no more.
+    fn poll(&mut self) -> Progress;
+}
+
 struct WorkerShared {
+    index: usize,
     incoming: Mutex<Vec<Scheduled>>,
+    incoming_services: Mutex<Vec<Box<dyn WorkerService>>>,
     has_incoming: AtomicBool,
+    /// Set by every wake, cleared by the worker right before it parks.
+    woken: AtomicBool,
     shutdown: AtomicBool,
     thread: OnceLock<Thread>,
+}
+
+impl WorkerShared {
+    /// Makes the worker run another pass soon: sets the flag it checks before parking, then
+    /// unparks it.
+    #[inline]
+    fn wake(&self) {
+        self.woken.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Parks the calling worker for `timeout` (until unparked if `None`), unless a wake came
+    /// since the last check. SeqCst on both sides of the flag: a wake whose flag this check
+    /// does not see unparks after the check, so the park that follows returns.
+    fn park_unless_woken(&self, timeout: Option<Duration>) {
+        if self.woken.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        match timeout {
+            Some(t) => thread::park_timeout(t),
+            None => thread::park(),
+        }
+    }
+}
+
+/// Wakes one worker of an [`Executor`] so that it polls its tasklets and
+/// [`WorkerService`]s again soon: call it after handing a worker's service new work.
+///
+/// Cost: one atomic store and, when the worker is parked, one futex wake; a wake of a busy
+/// worker only costs it one extra pass before it next parks. Cheap to clone, `Send + Sync`.
+#[derive(Clone)]
+pub struct WorkerWaker {
+    worker: Arc<WorkerShared>,
+}
+
+impl std::fmt::Debug for WorkerWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerWaker")
+            .field("worker", &self.worker.index)
+            .finish()
+    }
+}
+
+impl WorkerWaker {
+    /// Makes the worker run a pass soon, also if it is parked or about to park. Never blocks.
+    #[inline]
+    pub fn wake(&self) {
+        self.worker.wake();
+    }
+
+    /// The worker's index, `0..workers`; its thread is named `weir-worker-{index}`.
+    pub fn index(&self) -> usize {
+        self.worker.index
+    }
+
+    /// The worker's thread, once it has started (it has by the time
+    /// [`Executor::new`] returns).
+    pub fn thread(&self) -> Option<&Thread> {
+        self.worker.thread.get()
+    }
 }
 
 pub(crate) struct ExecutorInner {
@@ -123,10 +215,13 @@ impl Executor {
     /// [`Error::Thread`] when a thread cannot be spawned.
     pub fn new(config: ExecutorConfig) -> Result<Self> {
         let workers: Vec<Arc<WorkerShared>> = (0..config.workers.max(1))
-            .map(|_| {
+            .map(|index| {
                 Arc::new(WorkerShared {
+                    index,
                     incoming: Mutex::new(Vec::new()),
+                    incoming_services: Mutex::new(Vec::new()),
                     has_incoming: AtomicBool::new(false),
+                    woken: AtomicBool::new(false),
                     shutdown: AtomicBool::new(false),
                     thread: OnceLock::new(),
                 })
@@ -175,6 +270,47 @@ impl Executor {
     /// The settings.
     pub fn config(&self) -> &ExecutorConfig {
         &self.inner.config
+    }
+
+    /// One waker per worker, indexed by worker: what a [`WorkerService`] of that worker is
+    /// woken with when it is handed work.
+    pub fn worker_wakers(&self) -> Vec<WorkerWaker> {
+        self.inner
+            .workers
+            .iter()
+            .map(|w| WorkerWaker {
+                worker: Arc::clone(w),
+            })
+            .collect()
+    }
+
+    /// Gives each worker a service to poll on every pass of its loop (see the
+    /// [module docs](self#worker-services)): `services[i]` runs on worker `i`, thread
+    /// `weir-worker-{i}`, from its next pass on, until its `poll` answers
+    /// [`Progress::Done`] or the executor shuts down (the service is then dropped on its
+    /// worker). Several sets of services may be attached; each worker polls its own in the
+    /// order they were attached.
+    ///
+    /// # Errors
+    /// [`Error::WorkerServiceCount`] when `services` does not hold one service per worker;
+    /// nothing is attached then.
+    pub fn attach_worker_services(&self, services: Vec<Box<dyn WorkerService>>) -> Result<()> {
+        if services.len() != self.inner.workers.len() {
+            return Err(Error::WorkerServiceCount {
+                given: services.len(),
+                workers: self.inner.workers.len(),
+            });
+        }
+        for (worker, service) in self.inner.workers.iter().zip(services) {
+            worker
+                .incoming_services
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(service);
+            worker.has_incoming.store(true, Ordering::Release);
+            worker.wake();
+        }
+        Ok(())
     }
 
     /// Validates `dag`, creates and initialises every processor instance, wires the conveyors
@@ -255,9 +391,7 @@ impl Executor {
                         job: Arc::clone(job),
                     });
                 worker.has_incoming.store(true, Ordering::Release);
-                if let Some(t) = worker.thread.get() {
-                    t.unpark();
-                }
+                worker.wake();
             } else {
                 let name = format!("weir-blocking-{}-{}", tasklet.vertex(), tasklet.instance());
                 let waker = tasklet.waker().clone();
@@ -524,13 +658,40 @@ fn end(mut s: Scheduled) {
     job.tasklet_ended();
 }
 
+/// Polls every service once; drops those that are done. Whether any made progress.
+fn poll_services(services: &mut Vec<Box<dyn WorkerService>>) -> bool {
+    let mut progress = false;
+    let mut i = 0;
+    while i < services.len() {
+        match services[i].poll() {
+            Progress::MadeProgress => {
+                progress = true;
+                i += 1;
+            }
+            Progress::NoProgress => i += 1,
+            Progress::Done => {
+                progress = true;
+                drop(services.swap_remove(i));
+            }
+        }
+    }
+    progress
+}
+
 fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
     let mut tasklets: Vec<Scheduled> = Vec::new();
+    let mut services: Vec<Box<dyn WorkerService>> = Vec::new();
     let mut park = min_park;
     let mut idle_passes = 0;
     loop {
         if me.has_incoming.swap(false, Ordering::Acquire) {
             tasklets.append(&mut me.incoming.lock().unwrap_or_else(|e| e.into_inner()));
+            services.append(
+                &mut me
+                    .incoming_services
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
         }
         if me.shutdown.load(Ordering::Acquire) {
             for s in tasklets.drain(..) {
@@ -539,8 +700,8 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
             }
             return;
         }
-        if tasklets.is_empty() {
-            thread::park();
+        if tasklets.is_empty() && services.is_empty() {
+            me.park_unless_woken(None);
             continue;
         }
         let mut progress = false;
@@ -554,6 +715,9 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
                 end(tasklets.swap_remove(i));
             }
         }
+        // After the tasklets: work a tasklet just sent to this worker's service is done in
+        // this pass, not after a park.
+        progress |= poll_services(&mut services);
         if progress {
             park = min_park;
             idle_passes = 0;
@@ -562,8 +726,11 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
             // the core away briefly before paying for a timed park.
             idle_passes += 1;
             thread::yield_now();
+        } else if tasklets.is_empty() {
+            // Only services, which wake the worker when they are given work.
+            me.park_unless_woken(None);
         } else {
-            thread::park_timeout(park);
+            me.park_unless_woken(Some(park));
             park = (park * 2).min(max_park);
         }
     }

@@ -60,7 +60,7 @@ pub mod watermark;
 
 pub use dag::{Dag, Edge, EdgeShape, Routing, Topology, Vertex, VertexId, VertexShape};
 pub use error::{BoxError, DagError, Error, ProcessorResult, Result};
-pub use executor::{Executor, ExecutorConfig};
+pub use executor::{Executor, ExecutorConfig, WorkerService, WorkerWaker};
 pub use inbox::Inbox;
 pub use item::{Item, ItemType};
 pub use job::{CancelHandle, Job, JobConfig, JobMonitor, JobStatus, JobWatch};

@@ -18,16 +18,17 @@ pub enum MapError {
         /// The types asked for.
         requested: &'static str,
     },
-    /// A blocking call was made on an owner thread, for example a map read inside an entry
-    /// processor or a task at a key owner. Waiting there could wait on the owner's own queue
-    /// and deadlock, so it is refused.
+    /// A blocking call was made on a thread that runs an owner: inside an entry processor or
+    /// a task at a key owner, or, when the owners run on an executor's workers, in anything
+    /// such a worker runs (a pipeline stage). Waiting there could wait on the thread's own
+    /// owner queue and deadlock, so it is refused.
     #[error(
-        "blocking map call '{call}' refused on owner thread {owner}: it could wait on an owner's queue and deadlock; read co-located entries through the PartitionView, or use the _async form without waiting on it"
+        "blocking map call '{call}' refused on the thread of owner {owner} (an owner thread, or an executor worker that runs the owner): it could wait on that owner's own queue and deadlock; read co-located entries through the PartitionView, or use the _async form and poll its Pending without waiting"
     )]
     CalledFromOwner {
         /// The refused call.
         call: &'static str,
-        /// The owner thread it was made on.
+        /// The owner whose thread it was made on.
         owner: usize,
     },
     /// The entry processor or task panicked on its owner (the message is logged there). Its

@@ -1,5 +1,6 @@
 //! Partitioned maps with data affinity: named maps split over 271 partitions, each partition
-//! owned by one worker thread, and work sent to where its key lives.
+//! owned by one thread (an owner thread, or an executor worker that runs the owner), and work
+//! sent to where its key lives.
 //!
 //! ```
 //! use weir_maps::{AffinityKey, MapService};
@@ -24,13 +25,23 @@
 //!
 //! # Ownership
 //!
-//! A [`MapService`] starts one owner thread per core. The [`PartitionTable`] says which
-//! owner holds each partition; the owner is the only thread that touches its partitions'
-//! data, so the data has no lock. Every call from another thread is a message to the owner's
-//! queue (a crossbeam channel), answered through a [`Pending`]. Entry processors
-//! ([`PartitionedMap::execute_on_key`]) run on the owner with exclusive access, so updates to
-//! one key never race. Partitions can be moved between owners while calls run
-//! ([`MapService::move_partition`]); nothing is lost (see the module `service`).
+//! The [`PartitionTable`] says which owner holds each partition; the owner is the only thread
+//! that touches its partitions' data, so the data has no lock. Every call from another thread
+//! is a message to the owner's queue (a crossbeam channel), answered through a [`Pending`].
+//! Entry processors ([`PartitionedMap::execute_on_key`]) run on the owner with exclusive
+//! access, so updates to one key never race. Partitions can be moved between owners while
+//! calls run ([`MapService::move_partition`]); nothing is lost (see the module `service`).
+//!
+//! An owner runs in one of two ways, with the same handling of every message:
+//!
+//! - on a thread of its own: [`MapService::new`] starts one owner thread (`weir-owner-{i}`)
+//!   per owner, which blocks on its queue;
+//! - driven by a loop someone else runs: [`MapService::driven`] hands out one
+//!   [`OwnerDriver`] per owner, to be polled ([`OwnerDriver::poll`] handles up to
+//!   [`OWNER_POLL_BUDGET`] messages without blocking) and woken through a callback
+//!   ([`OwnerDriver::set_waker`]) that every send calls after queueing. The `weir` crate
+//!   runs the owners this way on its executor's workers (`weir::maps::on_executor`), owner
+//!   `i` on worker `i`: the shard-per-core model. This crate knows nothing of that executor.
 //!
 //! # Partition keys
 //!
@@ -41,10 +52,13 @@
 //!
 //! # Calls from owner threads
 //!
-//! A blocking call made on an owner thread (inside an entry processor or a task at a key
-//! owner) is **refused** with [`MapError::CalledFromOwner`]: it could wait on a queue that
-//! only the waiting thread drains. Read co-located entries through the [`PartitionView`]
-//! instead, which is local.
+//! A blocking call made on an owner thread is **refused** with [`MapError::CalledFromOwner`]:
+//! it could wait on a queue that only the waiting thread drains. An owner thread is an owner's
+//! own thread, and a thread that polls an [`OwnerDriver`], from its first poll until the
+//! driver is dropped: on an executor worker that runs an owner, the refusal covers the
+//! worker's tasklets too, not only entry processors and tasks at a key owner. Read co-located
+//! entries through the [`PartitionView`], which is local; elsewhere on such a thread use the
+//! `_async` forms and poll the [`Pending`] ([`Pending::try_take`]) instead of waiting.
 
 #![forbid(missing_docs)]
 
@@ -64,7 +78,7 @@ pub use map::{MapKey, MapValue, PartitionedMap, Store};
 pub use persist::{MAP_FORMAT_VERSION, PersistStats, partition_file};
 pub use reply::Pending;
 pub(crate) use reply::Replier;
-pub use service::{MapService, OwnerTask};
+pub use service::{MapService, OWNER_POLL_BUDGET, OwnerDriver, OwnerPoll, OwnerTask};
 pub use table::PartitionTable;
 pub use view::PartitionView;
 pub use weir_partition::{AffinityKey, AtKey, PartitionAware, PartitionKey, partition_aware_hash};

@@ -1,13 +1,19 @@
-//! The owner threads and the registry of named maps.
+//! The partition owners and the registry of named maps.
+//!
+//! An owner is an [`OwnerDriver`]: its state (the partitions it holds and the calls waiting
+//! for a partition on its way to it) and the receiving end of its queue. It runs either on a
+//! thread of its own ([`MapService::new`]), which blocks on the queue, or inside a loop that
+//! someone else runs ([`MapService::driven`]): an executor's worker polls it on every pass,
+//! beside its tasklets. Both handle every message the same way.
 
 use std::any::{Any, TypeId};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{JoinHandle, ThreadId};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use rustc_hash::FxHashMap;
 use weir_partition::{PartitionAware, PartitionKey, Partitioner};
 
@@ -18,14 +24,27 @@ use crate::view::PartitionView;
 use crate::{MapError, Replier};
 
 thread_local! {
-    /// The owner index of the current thread, when it is an owner thread.
+    /// The owner index of the current thread, when it runs an owner: set on an owner thread
+    /// and on a thread that polls an owner, from its first poll until the last owner it
+    /// polls is dropped, so that a blocking call from anything else that thread runs (an
+    /// executor worker's tasklets) is refused too.
     static OWNER: Cell<Option<usize>> = const { Cell::new(None) };
+    /// How many live owners have been run on the current thread.
+    static BOUND: Cell<usize> = const { Cell::new(0) };
 }
 
-/// The owner index of the calling thread, if it is an owner thread of any map service.
+/// The owner index of the calling thread, if it runs an owner of any map service.
 pub(crate) fn current_owner() -> Option<usize> {
     OWNER.with(Cell::get)
 }
+
+/// Messages an [`OwnerDriver::poll`] handles at most: enough that a busy owner pays for the
+/// poll once per many messages, few enough that the tasklets sharing its worker keep their
+/// turn (64 batches of `execute_on_keys` are about 2.5 ms).
+pub const OWNER_POLL_BUDGET: usize = 64;
+
+/// A callback that makes an owner's loop poll it again soon.
+type WakeFn = Box<dyn Fn() + Send + Sync>;
 
 /// Work that runs on a partition's owner with that partition's data.
 pub(crate) type Op = Box<dyn FnOnce(&mut PartitionData) + Send>;
@@ -98,39 +117,52 @@ pub(crate) struct Shared {
     pub(crate) service_id: usize,
     pub(crate) table: PartitionTable,
     senders: Vec<Sender<Msg>>,
+    /// Per owner: called after every message sent to it, when its loop is run by someone
+    /// else ([`OwnerDriver::set_waker`]); unset for an owner thread, which blocks on its queue.
+    wakers: Vec<OnceLock<WakeFn>>,
     registry: Mutex<FxHashMap<String, MapInfo>>,
     next_map: AtomicU32,
     shut_down: AtomicBool,
 }
 
 impl Shared {
+    /// Queues `msg` at `owner`, then wakes the owner's loop if someone else runs it. The
+    /// message is in the queue before the wake, so an owner polled after the wake sees it.
+    #[inline]
+    fn send(&self, owner: usize, msg: Msg) -> Result<(), MapError> {
+        self.senders[owner]
+            .send(msg)
+            .map_err(|_| MapError::ShutDown)?;
+        if let Some(wake) = self.wakers[owner].get() {
+            wake();
+        }
+        Ok(())
+    }
+
     /// Sends `op` to the owner of `partition`.
     pub(crate) fn send_op(&self, partition: u32, op: Op) -> Result<(), MapError> {
         let owner = self.table.owner_of_partition(partition);
-        self.senders[owner]
-            .send(Msg::Op { partition, op })
-            .map_err(|_| MapError::ShutDown)
+        self.send(owner, Msg::Op { partition, op })
     }
 
     /// Sends a batch to `owner`.
     pub(crate) fn send_batch(&self, owner: usize, batch: Box<dyn BatchOp>) -> Result<(), MapError> {
-        self.senders[owner]
-            .send(Msg::Batch(batch))
-            .map_err(|_| MapError::ShutDown)
+        self.send(owner, Msg::Batch(batch))
     }
 }
 
-/// The owner threads: stopped and joined when the last handle goes.
-pub(crate) struct Threads {
+/// The owners' lifetime: stopped (and their threads joined, if they have threads) when the
+/// last handle goes.
+pub(crate) struct Owners {
     shared: Arc<Shared>,
     handles: Mutex<Vec<JoinHandle<()>>>,
 }
 
-impl Drop for Threads {
+impl Drop for Owners {
     fn drop(&mut self) {
         self.shared.shut_down.store(true, Ordering::Release);
-        for s in &self.shared.senders {
-            let _ = s.send(Msg::Stop);
+        for owner in 0..self.shared.senders.len() {
+            let _ = self.shared.send(owner, Msg::Stop);
         }
         let me = std::thread::current().id();
         for h in self
@@ -159,9 +191,11 @@ pub trait OwnerTask: PartitionAware + Send + 'static {
 
 /// The partition owners of one process and the named maps they hold.
 ///
-/// Each owner is a worker thread (`weir-owner-{i}`) with a queue; it alone touches the data of
-/// the partitions it owns, so that data has no lock. A call from any other thread is a
-/// message to the owner's queue; the owner runs it and answers through a [`Pending`].
+/// Each owner has a queue and alone touches the data of the partitions it owns, so that data
+/// has no lock. A call from any other thread is a message to the owner's queue; the owner
+/// runs it and answers through a [`Pending`]. An owner runs on a thread of its own
+/// (`weir-owner-{i}`, [`MapService::new`]) or is polled by a loop that someone else runs,
+/// such as an executor's worker ([`MapService::driven`]).
 ///
 /// ```
 /// use weir_maps::MapService;
@@ -172,12 +206,12 @@ pub trait OwnerTask: PartitionAware + Send + 'static {
 /// assert_eq!(orders.get(&"o-1".to_string()).unwrap(), Some(10));
 /// ```
 ///
-/// Cheap to clone. The owner threads stop when the service and every map handle are dropped.
+/// Cheap to clone. The owners stop when the service and every map handle are dropped.
 #[derive(Clone)]
 pub struct MapService {
     pub(crate) shared: Arc<Shared>,
-    /// Keeps the owner threads alive while any handle exists.
-    _threads: Arc<Threads>,
+    /// Keeps the owners running while any handle exists.
+    _owners: Arc<Owners>,
 }
 
 impl std::fmt::Debug for MapService {
@@ -208,6 +242,46 @@ impl MapService {
     /// # Panics
     /// If `owners` is zero or a thread cannot be started.
     pub fn with_partitioner(partitioner: Partitioner, owners: usize) -> Self {
+        let (service, drivers) = Self::driven_with_partitioner(partitioner, owners);
+        let handles = drivers
+            .into_iter()
+            .map(|driver| {
+                std::thread::Builder::new()
+                    .name(format!("weir-owner-{}", driver.owner()))
+                    .spawn(move || driver.run())
+                    .expect("an owner thread starts")
+            })
+            .collect();
+        *service
+            ._owners
+            .handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = handles;
+        service
+    }
+
+    /// A service of `owners` owners over the default 271 partitions that runs no thread of
+    /// its own: the caller runs each [`OwnerDriver`] in a loop of its own, polling it and
+    /// registering a waker for it ([`OwnerDriver::set_waker`]). An executor's workers run
+    /// them this way, owner `i` on worker `i` (the `weir` crate's `maps::on_executor`).
+    ///
+    /// Calls made before a driver is polled wait in its queue. Every thread that polls an
+    /// owner counts as an owner thread: blocking calls made on it are refused.
+    ///
+    /// # Panics
+    /// If `owners` is zero.
+    pub fn driven(owners: usize) -> (Self, Vec<OwnerDriver>) {
+        Self::driven_with_partitioner(Partitioner::default(), owners)
+    }
+
+    /// [`driven`](Self::driven) over `partitioner`'s partitions.
+    ///
+    /// # Panics
+    /// If `owners` is zero.
+    pub fn driven_with_partitioner(
+        partitioner: Partitioner,
+        owners: usize,
+    ) -> (Self, Vec<OwnerDriver>) {
         assert!(owners > 0, "a map service needs at least one owner");
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..owners).map(|_| crossbeam_channel::unbounded()).unzip();
@@ -215,29 +289,27 @@ impl MapService {
             service_id: NEXT_SERVICE.fetch_add(1, Ordering::Relaxed),
             table: PartitionTable::new(partitioner, owners),
             senders,
+            wakers: (0..owners).map(|_| OnceLock::new()).collect(),
             registry: Mutex::default(),
             next_map: AtomicU32::new(0),
             shut_down: AtomicBool::new(false),
         });
-        let handles = receivers
+        let drivers = receivers
             .into_iter()
             .enumerate()
-            .map(|(me, rx)| {
-                let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("weir-owner-{me}"))
-                    .spawn(move || owner_loop(me, shared, rx))
-                    .expect("an owner thread starts")
-            })
+            .map(|(me, rx)| OwnerDriver::new(me, Arc::clone(&shared), rx))
             .collect();
-        let threads = Arc::new(Threads {
+        let owners = Arc::new(Owners {
             shared: Arc::clone(&shared),
-            handles: Mutex::new(handles),
+            handles: Mutex::new(Vec::new()),
         });
-        MapService {
-            shared,
-            _threads: threads,
-        }
+        (
+            MapService {
+                shared,
+                _owners: owners,
+            },
+            drivers,
+        )
     }
 
     /// The map named `name`, created empty if it does not exist yet.
@@ -399,13 +471,16 @@ impl MapService {
         }
         let (done, pending) = reply_pair();
         let current = table.owner_of_partition(partition);
-        match self.shared.senders[current].send(Msg::Migrate {
-            partition,
-            to: owner,
-            done,
-        }) {
+        match self.shared.send(
+            current,
+            Msg::Migrate {
+                partition,
+                to: owner,
+                done,
+            },
+        ) {
             Ok(()) => pending,
-            Err(_) => Pending::failed(MapError::ShutDown),
+            Err(e) => Pending::failed(e),
         }
     }
 
@@ -415,8 +490,8 @@ impl MapService {
     }
 }
 
-/// An owner thread's state: the partitions it holds and the calls waiting for a partition
-/// that is on its way to it.
+/// An owner's state: the partitions it holds and the calls waiting for a partition that is
+/// on its way to it.
 pub(crate) struct OwnerState {
     me: usize,
     shared: Arc<Shared>,
@@ -442,7 +517,7 @@ impl OwnerState {
             self.waiting.entry(partition).or_default().push(msg);
         } else {
             // A closed queue means the service is stopping: the call's caller sees ShutDown.
-            let _ = self.shared.senders[owner].send(msg);
+            let _ = self.shared.send(owner, msg);
         }
     }
 
@@ -474,7 +549,7 @@ impl OwnerState {
                     // Table first, then the data: a call that reads the new owner and
                     // overtakes the data waits at the new owner.
                     self.shared.table.assign(partition, to);
-                    let _ = self.shared.senders[to].send(Msg::Adopt { partition, data });
+                    let _ = self.shared.send(to, Msg::Adopt { partition, data });
                 }
                 done.send(Ok(self.shared.table.version()));
             }
@@ -503,22 +578,150 @@ fn guarded(me: usize, f: impl FnOnce()) {
     }
 }
 
-fn owner_loop(me: usize, shared: Arc<Shared>, rx: Receiver<Msg>) {
-    OWNER.with(|o| o.set(Some(me)));
-    let table = &shared.table;
-    let slots = (0..table.partition_count())
-        .map(|p| (table.owner_of_partition(p) == me).then(PartitionData::default))
-        .collect();
-    let mut state = OwnerState {
-        me,
-        shared: Arc::clone(&shared),
-        slots,
-        waiting: FxHashMap::default(),
-    };
-    while let Ok(msg) = rx.recv() {
-        if matches!(msg, Msg::Stop) {
-            break;
+/// What one [`OwnerDriver::poll`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerPoll {
+    /// It handled at least one message; more may be queued (the budget ran out).
+    Progress,
+    /// Its queue was empty.
+    Idle,
+    /// The service has shut down: poll it no more, and drop it.
+    Stopped,
+}
+
+/// One partition owner of a [`MapService::driven`] service, to be run by a loop of the
+/// caller's: each [`poll`](Self::poll) handles up to [`OWNER_POLL_BUDGET`] queued messages
+/// (calls, batches, partition moves) without blocking, exactly as an owner thread of
+/// [`MapService::new`] would. The loop must poll it again soon after its waker is called
+/// ([`set_waker`](Self::set_waker)), and should keep polling it while it answers
+/// [`OwnerPoll::Progress`].
+///
+/// Poll a driver from one thread: that thread becomes an owner thread from the first poll
+/// until the driver is dropped on it, and blocking map calls made on it in that time are
+/// refused with [`MapError::CalledFromOwner`], whatever code makes them, since they could
+/// wait on this owner's own queue.
+pub struct OwnerDriver {
+    state: OwnerState,
+    rx: Receiver<Msg>,
+    stopped: bool,
+    /// The thread that polled it first, counted in that thread's `BOUND`.
+    bound: Option<ThreadId>,
+}
+
+impl std::fmt::Debug for OwnerDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnerDriver")
+            .field("owner", &self.state.me)
+            .field("queued", &self.rx.len())
+            .field("stopped", &self.stopped)
+            .finish()
+    }
+}
+
+impl OwnerDriver {
+    fn new(me: usize, shared: Arc<Shared>, rx: Receiver<Msg>) -> Self {
+        let table = &shared.table;
+        let slots = (0..table.partition_count())
+            .map(|p| (table.owner_of_partition(p) == me).then(PartitionData::default))
+            .collect();
+        OwnerDriver {
+            state: OwnerState {
+                me,
+                shared,
+                slots,
+                waiting: FxHashMap::default(),
+            },
+            rx,
+            stopped: false,
+            bound: None,
         }
-        state.handle(msg);
+    }
+
+    /// The owner's index in the partition table, `0..owners`.
+    pub fn owner(&self) -> usize {
+        self.state.me
+    }
+
+    /// Registers `wake`, called after every message sent to this owner (from any thread,
+    /// this owner's own included), so that the loop that runs it polls it again soon. The
+    /// message is queued before `wake` is called: a poll that starts after the call sees it.
+    /// `wake` must not block; it runs on the sender's thread. Returns false, and keeps the
+    /// first one, if a waker was already registered.
+    pub fn set_waker(&self, wake: impl Fn() + Send + Sync + 'static) -> bool {
+        self.state.shared.wakers[self.state.me]
+            .set(Box::new(wake))
+            .is_ok()
+    }
+
+    /// Handles up to [`OWNER_POLL_BUDGET`] queued messages, without blocking.
+    pub fn poll(&mut self) -> OwnerPoll {
+        if self.stopped {
+            return OwnerPoll::Stopped;
+        }
+        self.bind();
+        let mut handled = 0;
+        while handled < OWNER_POLL_BUDGET {
+            match self.rx.try_recv() {
+                Ok(Msg::Stop) => {
+                    self.stopped = true;
+                    return OwnerPoll::Stopped;
+                }
+                Ok(msg) => self.state.handle(msg),
+                // The senders live as long as this driver (its state holds them): only
+                // `Empty` happens.
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+            handled += 1;
+        }
+        if handled > 0 {
+            OwnerPoll::Progress
+        } else {
+            OwnerPoll::Idle
+        }
+    }
+
+    /// Whether the service has shut down and this owner handles nothing more.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Runs the owner on the calling thread until the service shuts down, blocking on its
+    /// queue while it is empty: the loop of an owner thread.
+    pub fn run(mut self) {
+        self.bind();
+        while let Ok(msg) = self.rx.recv() {
+            if matches!(msg, Msg::Stop) {
+                self.stopped = true;
+                break;
+            }
+            self.state.handle(msg);
+        }
+    }
+
+    /// Marks the calling thread as this owner's.
+    #[inline]
+    fn bind(&mut self) {
+        OWNER.with(|o| o.set(Some(self.state.me)));
+        if self.bound.is_none() {
+            self.bound = Some(std::thread::current().id());
+            BOUND.with(|b| b.set(b.get() + 1));
+        }
+    }
+}
+
+impl Drop for OwnerDriver {
+    fn drop(&mut self) {
+        // Another thread's mark cannot be cleared from here; it stays (blocking calls there
+        // are refused) until that thread ends.
+        if self.bound == Some(std::thread::current().id()) {
+            let left = BOUND.with(|b| {
+                let left = b.get() - 1;
+                b.set(left);
+                left
+            });
+            if left == 0 {
+                OWNER.with(|o| o.set(None));
+            }
+        }
     }
 }

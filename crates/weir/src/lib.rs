@@ -51,6 +51,7 @@ pub(crate) mod exec;
 pub(crate) mod graph;
 pub mod jobs;
 pub mod map_stages;
+pub mod maps;
 pub mod pipeline;
 pub(crate) mod plan;
 pub mod sinks;
@@ -66,7 +67,6 @@ pub use weir_core::snapshot;
 pub use weir_core::{
     BoxError, Executor, ExecutorConfig, Item, Job, JobConfig, JobStatus, ProcessorContext,
 };
-pub use weir_maps as maps;
 
 /// What most pipelines need: `use weir::prelude::*;`.
 pub mod prelude {

@@ -3,10 +3,10 @@
 //! enriching items by keyed lookup ([`BatchStage::map_using_map`]).
 //!
 //! ```
-//! use weir::maps::MapService;
 //! use weir::{Pipeline, sinks, sources};
 //!
-//! let service = MapService::new(2);
+//! // The owners are the shared executor's workers, which `run` uses.
+//! let service = weir::maps::shared();
 //! let prices = service.map::<String, u64>("prices").unwrap();
 //! prices.put("apple".into(), 3).unwrap();
 //! let orders = service.map::<String, u64>("order-totals").unwrap();
@@ -25,6 +25,11 @@
 //! Every stage uses the map's partitioning ([`weir_partition`]), which is also the one
 //! partitioned edges use: instance `i` of a vertex with `n` instances handles the partitions
 //! [`Partitioner::owner_table`](weir_core::Partitioner::owner_table)`(n)` gives it.
+//!
+//! The stages never wait for an owner on a worker thread: with the owners on the executor's
+//! workers ([`crate::maps::on_executor`]) the owner that must answer may be the waiting
+//! worker itself. They send their calls and poll the answers ([`Pending::try_take`]) on later
+//! calls. Only `init` waits, on the thread that submits the job.
 
 use std::sync::Arc;
 
@@ -166,6 +171,13 @@ const PARTITION_STATE: &[u8] = b"map-partition";
 /// Entries by partition.
 type ByPartition<K, V> = FxHashMap<u32, FxHashMap<K, V>>;
 
+/// One partition a map sink's snapshot holds: the map's entries of it, asked of its owner.
+struct Base<K, V> {
+    partition: u32,
+    pending: Pending<Arc<Store<K, V>>>,
+    entries: Option<Arc<Store<K, V>>>,
+}
+
 /// The terminal of [`sink`]: see there.
 struct MapSink<K, V> {
     map: PartitionedMap<K, V>,
@@ -186,6 +198,9 @@ struct MapSink<K, V> {
     /// Which partitions this instance owns, indexed by partition.
     mine: Vec<bool>,
     in_flight: Vec<Pending<usize>>,
+    /// While a snapshot gets ready: the partitions it holds, with their entries in the map
+    /// once the owner has answered.
+    bases: Option<Vec<Base<K, V>>>,
     /// A failure, raised at the next flush: `push` cannot return it.
     failed: Option<BoxError>,
     records: u64,
@@ -207,6 +222,7 @@ impl<K: MapKey + Durable, V: MapValue + Durable> MapSink<K, V> {
             written: vec![false; partitioner.count() as usize],
             mine: Vec::new(),
             in_flight: Vec::new(),
+            bases: None,
             failed: None,
             records: 0,
             counter: Counter::default(),
@@ -333,29 +349,54 @@ impl<K: MapKey + Durable, V: MapValue + Durable> Link<(K, V)> for MapSink<K, V> 
         true
     }
 
+    fn prepare_save(&mut self) -> ProcessorResult<bool> {
+        // The puts of the last commit are the base this snapshot reads: they must have landed
+        // (they normally have, as the commit waits for them).
+        self.reap()?;
+        if !self.in_flight.is_empty() {
+            return Ok(false);
+        }
+        let bases = match &mut self.bases {
+            Some(bases) => bases,
+            None => {
+                // Asked for all at once: the owners answer in parallel. Nothing is pushed
+                // from here to the save, so the written partitions stay these.
+                let map = &self.map;
+                let bases = (0..self.partitioner.count())
+                    .filter(|&p| self.written[p as usize])
+                    .map(|partition| Base {
+                        partition,
+                        pending: map.partition_snapshot(partition),
+                        entries: None,
+                    })
+                    .collect();
+                self.bases.insert(bases)
+            }
+        };
+        let mut ready = true;
+        for base in bases.iter_mut().filter(|b| b.entries.is_none()) {
+            match base.pending.try_take() {
+                Some(entries) => base.entries = Some(entries?),
+                None => ready = false,
+            }
+        }
+        Ok(ready)
+    }
+
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
         if !self.restored.is_empty() {
             return Err("map sink saved before its restored partitions were put back".into());
         }
-        // The puts of the last commit are the base this snapshot reads: wait for them (they
-        // are normally done, as the commit waits for them).
-        for p in self.in_flight.drain(..) {
-            p.wait()?;
-        }
+        let Some(bases) = self.bases.take() else {
+            return Err("map sink saved before its partitions were read (prepare_save)".into());
+        };
         for (partition, entries) in self.epoch.drain() {
             self.prepared.entry(partition).or_default().extend(entries);
         }
-        let written: Vec<u32> = (0..self.partitioner.count())
-            .filter(|&p| self.written[p as usize])
-            .collect();
-        // Asked for all at once: the owners answer in parallel.
-        let bases: Vec<_> = written
-            .iter()
-            .map(|&p| self.map.partition_snapshot(p))
-            .collect();
         let no_entries = FxHashMap::default();
-        for (&partition, base) in written.iter().zip(bases) {
-            let base = base.wait()?;
+        for base in bases {
+            let partition = base.partition;
+            let base = base.entries.expect("prepare_save answered true");
             let delta = self.prepared.get(&partition).unwrap_or(&no_entries);
             let encoded = postcard::to_stdvec(&(&*base, delta))
                 .map_err(|e| format!("map sink of '{}': {e}", self.map.name()))?;
@@ -435,7 +476,8 @@ impl<T: Item> BatchStage<T> {
     /// read with no message and no lock. The map is read as it was when the job started (or
     /// restarted from a snapshot); later writes are not seen. Counters: `map_lookups`, and
     /// `map_remote_lookups` for a lookup of a partition the instance does not hold (always 0
-    /// unless the routing disagrees; such a lookup is then fetched from the owner, blocking).
+    /// unless the routing disagrees; such a lookup is then fetched from the owner, blocking, which
+    /// fails the job on a worker that runs the map's owners).
     ///
     /// Cost per item: `key_fn` and the key's partition (XXH3) once, on the sending side,
     /// where the key travels with the item; one hash-map read on the receiving side.
@@ -511,8 +553,15 @@ fn fetch_partition<'a, K: MapKey, V: MapValue>(
         false,
         "map_using_map: partition {partition} reached an instance that does not handle it"
     );
-    let store = map.partition_snapshot(partition).wait().unwrap_or_default();
-    slot.insert(store)
+    // A blocking fetch: refused on an executor worker that runs the map's owners, where it
+    // could wait on itself. A lookup then fails the job rather than read an empty partition.
+    match map.partition_snapshot(partition).wait() {
+        Ok(store) => slot.insert(store),
+        Err(e) => panic!(
+            "map_using_map on '{}': partition {partition} reached an instance that does not hold it, and fetching it failed: {e}",
+            map.name()
+        ),
+    }
 }
 
 impl<T, K, V, F, R> Link<KeyedItem<K, T>> for MapLookupLink<K, V, F, R>
@@ -601,6 +650,14 @@ mod tests {
         }
     }
 
+    /// Saves as a head does: `prepare_save` until the owners have answered, then `save`.
+    fn save(sink: &mut MapSink<u64, u64>, writer: &mut SnapshotWriter) {
+        while !sink.prepare_save().unwrap() {
+            std::thread::yield_now();
+        }
+        sink.save(&mut LinkWriter::head(writer)).unwrap();
+    }
+
     fn transactional_sink(map: &PartitionedMap<u64, u64>) -> MapSink<u64, u64> {
         let mut sink = MapSink::new(map.clone());
         let ctx = ProcessorContext::new("map-sink", 0, 1, 1).with_guarantee(Guarantee::ExactlyOnce);
@@ -627,7 +684,7 @@ mod tests {
         );
 
         let mut first = SnapshotWriter::new();
-        sink.save(&mut LinkWriter::head(&mut first)).unwrap();
+        save(&mut sink, &mut first);
         assert_eq!(map.len().unwrap(), 1, "nor before the snapshot commits");
         commit(&mut sink);
         assert_eq!(map.len().unwrap(), 101);
@@ -638,7 +695,7 @@ mod tests {
             sink.push((k, k));
         }
         let mut second = SnapshotWriter::new();
-        sink.save(&mut LinkWriter::head(&mut second)).unwrap();
+        save(&mut sink, &mut second);
         let entries = second.into_entries();
         assert!(
             entries.iter().all(|e| e.partition.is_some()),

@@ -137,7 +137,7 @@ fn fail_after_a_snapshot(dir: &std::path::Path, map: &PartitionedMap<u64, u64>) 
 #[test]
 fn restarts_in_the_same_process_leave_every_entry_written_once() {
     let dir = tempfile::tempdir().unwrap();
-    let service = MapService::new(2);
+    let service = weir::maps::on_executor(&Executor::shared()).unwrap();
     let map = service.map::<u64, u64>("latest").unwrap();
     let job = pipeline(&map, &failures(&[6_001, 14_002, 22_000]))
         .submit(&Executor::shared(), config(dir.path(), 2, restarts()))
@@ -150,7 +150,7 @@ fn restarts_in_the_same_process_leave_every_entry_written_once() {
 #[test]
 fn a_new_process_with_an_empty_map_gets_the_snapshot_back() {
     let dir = tempfile::tempdir().unwrap();
-    let first = MapService::new(2);
+    let first = weir::maps::on_executor(&Executor::shared()).unwrap();
     let before = first.map::<u64, u64>("latest").unwrap();
     fail_after_a_snapshot(dir.path(), &before);
     drop(first);
@@ -170,9 +170,9 @@ fn a_new_process_with_an_empty_map_gets_the_snapshot_back() {
 fn a_snapshot_taken_at_parallelism_2_restores_at_1_and_at_4() {
     for parallelism in [1, 4] {
         let dir = tempfile::tempdir().unwrap();
-        let first = MapService::new(2);
+        let first = weir::maps::on_executor(&Executor::shared()).unwrap();
         fail_after_a_snapshot(dir.path(), &first.map("latest").unwrap());
-        let second = MapService::new(2);
+        let second = weir::maps::on_executor(&Executor::shared()).unwrap();
         let after = second.map::<u64, u64>("latest").unwrap();
         let job = pipeline(&after, &failures(&[]))
             .submit(
@@ -189,7 +189,7 @@ fn a_snapshot_taken_at_parallelism_2_restores_at_1_and_at_4() {
 #[test]
 fn a_keyed_aggregation_written_to_a_map_commits_with_the_terminal_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let service = MapService::new(2);
+    let service = weir::maps::on_executor(&Executor::shared()).unwrap();
     let totals = service.map::<u64, u64>("totals").unwrap();
     let p = Pipeline::new();
     p.read_from(sources::generator::sequence(50_000))

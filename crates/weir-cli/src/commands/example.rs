@@ -9,7 +9,8 @@ pub enum Example {
     /// Data affinity: three partitioned maps of `key{i}-{j} → i*j`; affinity keys put every
     /// `key{i}-*` entry on one owner, and a task at that owner sums them (15, 30, 45, 60, 75).
     Affinity {
-        /// How many owner threads hold the maps (the seed's cluster had 4 members).
+        /// How many owners hold the maps, each a worker of the executor (the seed's cluster had
+        /// 4 members).
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
         owners: u16,
     },

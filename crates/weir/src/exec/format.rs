@@ -174,6 +174,9 @@ where
         self.next.is_cooperative()
     }
 
+    fn prepare_save(&mut self) -> weir_core::ProcessorResult<bool> {
+        self.next.prepare_save()
+    }
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
         debug_assert!(self.block.records == 0, "saved with records not handed on");
         self.next.save(&mut state.next())

@@ -53,9 +53,18 @@ pub(crate) trait Link<T>: Send {
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool>;
     /// Whether the chain may run on a cooperative thread (false if a sink blocks).
     fn is_cooperative(&self) -> bool;
+    /// Before phase 1 of a snapshot, and without blocking: gets what [`save`](Self::save)
+    /// needs, such as answers from a map's owners. Returns false to be called again (the
+    /// snapshot waits); `save` follows in the same call once the whole chain answered true,
+    /// with no item pushed in between. A link that passes items on asks the next link too;
+    /// a link with nothing to fetch keeps the default.
+    fn prepare_save(&mut self) -> ProcessorResult<bool> {
+        Ok(true)
+    }
     /// Phase 1 of a snapshot: saves this link's state into `state`, then has the rest of the
-    /// chain save into `state.next()`. Called only once `flush` emptied the backlog. A sink
-    /// terminal prepares what it wrote since the last snapshot.
+    /// chain save into `state.next()`. Called only once `flush` emptied the backlog and
+    /// [`prepare_save`](Self::prepare_save) answered true. A sink terminal prepares what it
+    /// wrote since the last snapshot.
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()>;
     /// Restores what [`save`](Self::save) saved, after `init` and before any item.
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()>;
@@ -121,6 +130,9 @@ macro_rules! delegate_flow_to_next {
         }
         fn is_cooperative(&self) -> bool {
             self.next.is_cooperative()
+        }
+        fn prepare_save(&mut self) -> weir_core::ProcessorResult<bool> {
+            self.next.prepare_save()
         }
         fn watermark(
             &mut self,
@@ -340,15 +352,16 @@ macro_rules! chain_restore {
 pub(crate) use chain_restore;
 
 /// How a head saves: its backlog goes out first (everything emitted before the barrier leaves
-/// before it); then `own` saves the head's state at scope 0, and the chain from scope 1.
-/// False while the backlog cannot go out.
+/// before it) and the chain gets ready ([`Link::prepare_save`]); then `own` saves the head's
+/// state at scope 0, and the chain from scope 1. False while the backlog cannot go out or
+/// the chain is not ready.
 pub(crate) fn save_chain<T>(
     chain: &mut dyn Link<T>,
     outbox: &mut Outbox,
     writer: &mut weir_core::SnapshotWriter,
     own: impl FnOnce(&mut LinkWriter<'_>) -> ProcessorResult<()>,
 ) -> ProcessorResult<bool> {
-    if !chain.flush(outbox)? {
+    if !chain.flush(outbox)? || !chain.prepare_save()? {
         return Ok(false);
     }
     let mut head = LinkWriter::head(writer);

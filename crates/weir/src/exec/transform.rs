@@ -192,6 +192,9 @@ where
     fn is_cooperative(&self) -> bool {
         self.next.is_cooperative()
     }
+    fn prepare_save(&mut self) -> weir_core::ProcessorResult<bool> {
+        self.next.prepare_save()
+    }
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
         debug_assert!(self.is_drained(), "saved with items held back");
         self.next.save(&mut state.next())
@@ -389,6 +392,9 @@ where
     }
     fn is_cooperative(&self) -> bool {
         self.next.is_cooperative()
+    }
+    fn prepare_save(&mut self) -> weir_core::ProcessorResult<bool> {
+        self.next.prepare_save()
     }
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
         let (keys, values) = &self.codec;

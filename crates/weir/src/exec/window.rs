@@ -765,6 +765,9 @@ where
         self.next.is_cooperative()
     }
 
+    fn prepare_save(&mut self) -> weir_core::ProcessorResult<bool> {
+        self.next.prepare_save()
+    }
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
         debug_assert!(
             self.closing.is_empty(),

@@ -1,6 +1,7 @@
 //! The data-affinity demonstration (Hazelcast's `PartitionAware`): three maps hold
 //! `key{i}-{j} → i*j`; with [`AffinityKey`]s every `key{i}-*` entry of all three maps lands on
-//! one partition and one owner, and a partition-aware task sums them there locally.
+//! one partition and one owner, and a partition-aware task sums them there locally. The
+//! owners are the workers of an executor ([`crate::maps::on_executor`]).
 //!
 //! ```
 //! let report = weir::jobs::affinity::run(4).unwrap();
@@ -10,9 +11,21 @@
 
 use std::fmt::Write;
 
+use weir_core::{Executor, ExecutorConfig};
 use weir_maps::{
     AffinityKey, MapError, MapService, OwnerTask, PartitionAware, PartitionView, PartitionedMap,
 };
+
+/// Why [`run`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AffinityError {
+    /// The executor whose workers own the maps could not start.
+    #[error(transparent)]
+    Runtime(#[from] weir_core::Error),
+    /// A map call failed (it does not, short of a bug).
+    #[error(transparent)]
+    Map(#[from] MapError),
+}
 
 /// Where one key lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,15 +34,18 @@ pub struct Placement {
     pub key: String,
     /// Its partition.
     pub partition: u32,
-    /// The owner thread of the partition.
+    /// The owner of the partition: the index of the executor worker that holds it.
     pub owner: usize,
 }
 
 /// What [`run`] found.
 #[derive(Debug, Clone)]
 pub struct AffinityReport {
-    /// How many owner threads held the maps.
+    /// How many owners held the maps: one per worker of the executor.
     pub owners: usize,
+    /// The thread that summed each prefix at its owner, as in [`sums`](Self::sums): the
+    /// owner's executor worker, `weir-worker-{owner}`.
+    pub sum_threads: Vec<String>,
     /// Placement of each key as a plain string key (no affinity).
     pub without_affinity: Vec<Placement>,
     /// Placement of each key as an [`AffinityKey`].
@@ -57,7 +73,12 @@ impl AffinityReport {
     /// The report as the seed's post prints it: owners of each key, then the sums.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "{} owner threads, 271 partitions", self.owners);
+        let _ = writeln!(
+            out,
+            "{} owners, each a worker of the executor (weir-worker-0..{}), 271 partitions",
+            self.owners,
+            self.owners - 1
+        );
         for (label, placements) in [
             ("No Affinity Key", &self.without_affinity),
             ("Affinity Key", &self.with_affinity),
@@ -81,8 +102,8 @@ impl AffinityReport {
             self.groups_split_without_affinity(),
             self.affinity_groups_on_one_owner()
         );
-        for (prefix, sum, owner) in &self.sums {
-            let _ = writeln!(out, "sum of {prefix}-* at owner {owner} = {sum}");
+        for ((prefix, sum, owner), thread) in self.sums.iter().zip(&self.sum_threads) {
+            let _ = writeln!(out, "sum of {prefix}-* at owner {owner} ({thread}) = {sum}");
         }
         out
     }
@@ -103,23 +124,33 @@ impl PartitionAware for SumAtOwner {
 }
 
 impl OwnerTask for SumAtOwner {
-    type Output = Result<(u64, usize), MapError>;
+    type Output = Result<(u64, usize, String), MapError>;
     fn run(self, view: &mut PartitionView<'_>) -> Self::Output {
         let mut sum = 0;
         for j in 1..=5 {
             let key = AffinityKey::new(format!("{}-{j}", self.prefix));
             sum += view.get(&self.map, &key)?.copied().unwrap_or(0);
         }
-        Ok((sum, view.owner()))
+        let thread = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string();
+        Ok((sum, view.owner(), thread))
     }
 }
 
-/// Runs the demonstration on a map service of `owners` owner threads.
+/// Runs the demonstration on an executor of `owners` workers, each the owner of its share of
+/// the partitions.
 ///
 /// # Errors
-/// A map call failed (it does not, short of a bug).
-pub fn run(owners: usize) -> Result<AffinityReport, MapError> {
-    let service = MapService::new(owners.max(1));
+/// The executor could not start; a map call failed (it does not, short of a bug).
+pub fn run(owners: usize) -> Result<AffinityReport, AffinityError> {
+    let owners = owners.max(1);
+    let executor = Executor::new(ExecutorConfig {
+        workers: owners,
+        ..ExecutorConfig::default()
+    })?;
+    let service: MapService = crate::maps::on_executor(&executor)?;
     let plain: Vec<PartitionedMap<String, u64>> = ["plain1", "plain2", "plain3"]
         .iter()
         .map(|n| service.map(n))
@@ -161,12 +192,15 @@ pub fn run(owners: usize) -> Result<AffinityReport, MapError> {
         })
         .collect();
     let mut sums = Vec::new();
+    let mut sum_threads = Vec::new();
     for (i, p) in pending.into_iter().enumerate() {
-        let (sum, owner) = p.wait()??;
+        let (sum, owner, thread) = p.wait()??;
         sums.push((format!("key{}", i + 1), sum, owner));
+        sum_threads.push(thread);
     }
     Ok(AffinityReport {
-        owners: owners.max(1),
+        owners,
+        sum_threads,
         without_affinity,
         with_affinity,
         sums,
@@ -184,7 +218,12 @@ mod tests {
         assert_eq!(sums, vec![15, 30, 45, 60, 75]);
         assert!(report.affinity_groups_on_one_owner());
         assert!(report.groups_split_without_affinity() > 0);
-        for (prefix, _, owner) in &report.sums {
+        for ((prefix, _, owner), thread) in report.sums.iter().zip(&report.sum_threads) {
+            assert_eq!(
+                thread,
+                &format!("weir-worker-{owner}"),
+                "summed off its worker"
+            );
             let group = report
                 .with_affinity
                 .iter()

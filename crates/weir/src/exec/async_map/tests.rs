@@ -825,6 +825,9 @@ impl Link<u32> for Witness {
     fn is_cooperative(&self) -> bool {
         true
     }
+    fn prepare_save(&mut self) -> weir_core::ProcessorResult<bool> {
+        self.next.prepare_save()
+    }
     fn save(
         &mut self,
         state: &mut crate::exec::state::LinkWriter<'_>,
