@@ -59,8 +59,9 @@
 //!
 //! The reading thread copies each chunk once from the file, and the bytes of a record cut by
 //! the chunk's end once more into the next chunk; it finds the cut with one backward `memchr`
-//! (or the format's own scan, for CSV's quoted newlines). Each parser thread counts the
-//! newlines of its chunks for the line numbers. Items are moved once, into the chunk's
+//! (or the format's own scan, for CSV's quoted newlines). The line numbers come from the
+//! chunks' newlines, which the last record's end counts (a parser thread scans for them only
+//! when the chunk ends in something other than a record). Items are moved once, into the chunk's
 //! vectors on the parser thread, in pieces of up to 1024: a piece that fits the emitter's
 //! empty batch becomes that batch whole ([`Emitter::emit_all`]), and only the items of a
 //! piece that does not are moved again, into the batch. At most [`CHUNKS_AHEAD`]` × threads`
@@ -216,6 +217,13 @@ impl<T, E> Parsed<T, E> {
     /// The items so far, in file order.
     pub fn items(&self) -> impl Iterator<Item = &T> {
         self.pieces.iter().flatten()
+    }
+
+    /// Where the last record (good or malformed) ends.
+    fn last_end(&self) -> Option<RecordEnd> {
+        let item = self.ends.last().copied();
+        let malformed = self.malformed.last().map(|m| m.end);
+        item.into_iter().chain(malformed).max_by_key(|end| end.byte)
     }
 
     /// Empties it, keeping the vectors' capacity.
@@ -1015,9 +1023,21 @@ fn parse_job<F: ChunkFormat>(format: &F, job: Job<F>) -> Done<F> {
         format.parse(&job.bytes, &job.header, &mut parsed);
         parsed
     }));
-    let newlines = memchr::memchr_iter(b'\n', &job.bytes).count() as u64;
     match result {
-        Ok(parsed) => Ok((parsed, job.bytes, newlines)),
+        Ok(parsed) => {
+            // The last record's end counts the chunk's newlines when it is the chunk's end,
+            // as it is unless the chunk ends in blank lines a format skips: no second scan.
+            let newlines = match parsed.last_end() {
+                Some(end) if end.byte == job.bytes.len() => end.lines,
+                _ => memchr::memchr_iter(b'\n', &job.bytes).count() as u64,
+            };
+            debug_assert_eq!(
+                newlines,
+                memchr::memchr_iter(b'\n', &job.bytes).count() as u64,
+                "a format's record ends count the chunk's newlines"
+            );
+            Ok((parsed, job.bytes, newlines))
+        }
         Err(panic) => Err(panic_message(&*panic)),
     }
 }
