@@ -161,21 +161,34 @@ impl<R: SourceReader> StreamSourceHead<R> {
         let mut late = 0;
         let (mut partition, mut next_run) = (0usize, 0usize);
         let last = self.last_seen.len() - 1;
-        for (i, item) in self.raw.drain(..).enumerate() {
+        let total = self.raw.len();
+        self.batch.reserve(total);
+        let mut items = self.raw.drain(..);
+        let mut from = 0;
+        // A run at a time: its items are one partition's, so the per-item loop only stamps.
+        while from < total {
             while let Some(&(start, p)) = self.runs.get(next_run)
-                && start <= i
+                && start <= from
             {
                 partition = (p as usize).min(last);
                 next_run += 1;
             }
-            let timestamp = (self.policy.timestamp)(&item);
+            let to = self
+                .runs
+                .get(next_run)
+                .map_or(total, |&(start, _)| start.min(total));
             self.last_seen[partition] = now;
-            if self.tracker.accept(partition, timestamp) {
-                self.batch.push(Timestamped { timestamp, item });
-            } else {
-                late += 1;
+            for item in items.by_ref().take(to - from) {
+                let timestamp = (self.policy.timestamp)(&item);
+                if self.tracker.accept(partition, timestamp) {
+                    self.batch.push(Timestamped { timestamp, item });
+                } else {
+                    late += 1;
+                }
             }
+            from = to;
         }
+        drop(items);
         if late > 0 {
             self.late.add(late);
         }

@@ -101,6 +101,8 @@ pub(crate) struct FrameAccumulate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     open: BTreeMap<i64, FxHashMap<K, Op::Acc>>,
     draining: Option<(i64, hash_map::IntoIter<K, Op::Acc>)>,
     pending: Option<Frame<K, Op::Acc>>,
+    /// The keys of the last frame sent: a new frame's map starts with room for as many.
+    frame_capacity: usize,
     watermark: i64,
     late: Counter,
     codec: WindowCodec<K, Op::Acc>,
@@ -125,6 +127,7 @@ impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> FrameAccumulate<T, K, KF, Op> 
             open: BTreeMap::new(),
             draining: None,
             pending: None,
+            frame_capacity: 0,
             watermark: i64::MIN,
             late: Counter::default(),
             codec,
@@ -207,6 +210,8 @@ where
                 None => match self.open.first_key_value() {
                     Some((&end, _)) if end <= limit => {
                         let (end, entries) = self.open.pop_first().expect("first exists");
+                        // The next frames likely hold about as many keys: sized once.
+                        self.frame_capacity = entries.len();
                         self.draining = Some((end, entries.into_iter()));
                     }
                     _ => return true,
@@ -235,10 +240,21 @@ where
             self.late.increment();
             return true;
         }
-        let frame = self
+        let end = self.frames.frame_end(item.timestamp);
+        // Items come in time order give or take the lag, so most belong to the newest frame:
+        // its entry is found without a search.
+        let frame = if self
             .open
-            .entry(self.frames.frame_end(item.timestamp))
-            .or_default();
+            .last_key_value()
+            .is_some_and(|(&last, _)| last == end)
+        {
+            self.open.last_entry().expect("checked above").into_mut()
+        } else {
+            let capacity = self.frame_capacity;
+            self.open.entry(end).or_insert_with(|| {
+                FxHashMap::with_capacity_and_hasher(capacity, Default::default())
+            })
+        };
         // One hash of the key, whether its accumulator exists or not.
         match frame.entry((self.key)(&item.item)) {
             hash_map::Entry::Occupied(mut acc) => self.op.accumulate(acc.get_mut(), &item.item),
