@@ -599,94 +599,39 @@ fn scan_ordered(line: &[u8], text: &str, kept: KeptStrings) -> Option<Event> {
         kept,
     };
     c.expect(br#"{"type":""#)?;
+    // A struct expression's fields are evaluated in the order written: the line's order.
     let event = match *line.get(c.at)? {
-        b'b' => {
-            c.expect(br#"bid","auction":"#)?;
-            let auction = c.int()?;
-            c.expect(br#","bidder":"#)?;
-            let bidder = c.int()?;
-            c.expect(br#","price":"#)?;
-            let price = c.int()?;
-            c.expect(br#","channel":"#)?;
-            let channel = c.str(Field::Channel)?;
-            c.expect(br#","url":"#)?;
-            let url = c.str(Field::Url)?;
-            c.expect(br#","date_time":"#)?;
-            let date_time = c.int()?;
-            c.expect(br#","extra":"#)?;
-            let extra = c.str(Field::Extra)?;
-            Event::Bid(Bid {
-                auction,
-                bidder,
-                price,
-                channel,
-                url,
-                date_time,
-                extra,
-            })
-        }
-        b'p' => {
-            c.expect(br#"person","id":"#)?;
-            let id = c.int()?;
-            c.expect(br#","name":"#)?;
-            let name = c.str(Field::Name)?;
-            c.expect(br#","email_address":"#)?;
-            let email_address = c.str(Field::EmailAddress)?;
-            c.expect(br#","credit_card":"#)?;
-            let credit_card = c.str(Field::CreditCard)?;
-            c.expect(br#","city":"#)?;
-            let city = c.str(Field::City)?;
-            c.expect(br#","state":"#)?;
-            let state = c.str(Field::State)?;
-            c.expect(br#","date_time":"#)?;
-            let date_time = c.int()?;
-            c.expect(br#","extra":"#)?;
-            let extra = c.str(Field::Extra)?;
-            Event::from(Person {
-                id,
-                name,
-                email_address,
-                credit_card,
-                city,
-                state,
-                date_time,
-                extra,
-            })
-        }
-        b'a' => {
-            c.expect(br#"auction","id":"#)?;
-            let id = c.int()?;
-            c.expect(br#","item_name":"#)?;
-            let item_name = c.str(Field::ItemName)?;
-            c.expect(br#","description":"#)?;
-            let description = c.str(Field::Description)?;
-            c.expect(br#","initial_bid":"#)?;
-            let initial_bid = c.int()?;
-            c.expect(br#","reserve":"#)?;
-            let reserve = c.int()?;
-            c.expect(br#","date_time":"#)?;
-            let date_time = c.int()?;
-            c.expect(br#","expires":"#)?;
-            let expires = c.int()?;
-            c.expect(br#","seller":"#)?;
-            let seller = c.int()?;
-            c.expect(br#","category":"#)?;
-            let category = c.int()?;
-            c.expect(br#","extra":"#)?;
-            let extra = c.str(Field::Extra)?;
-            Event::from(Auction {
-                id,
-                item_name,
-                description,
-                initial_bid,
-                reserve,
-                date_time,
-                expires,
-                seller,
-                category,
-                extra,
-            })
-        }
+        b'b' => Event::Bid(Bid {
+            auction: c.int_after(br#"bid","auction":"#)?,
+            bidder: c.int_after(br#","bidder":"#)?,
+            price: c.int_after(br#","price":"#)?,
+            channel: c.str_after(br#","channel":"#, Field::Channel)?,
+            url: c.str_after(br#","url":"#, Field::Url)?,
+            date_time: c.int_after(br#","date_time":"#)?,
+            extra: c.str_after(br#","extra":"#, Field::Extra)?,
+        }),
+        b'p' => Event::from(Person {
+            id: c.int_after(br#"person","id":"#)?,
+            name: c.str_after(br#","name":"#, Field::Name)?,
+            email_address: c.str_after(br#","email_address":"#, Field::EmailAddress)?,
+            credit_card: c.str_after(br#","credit_card":"#, Field::CreditCard)?,
+            city: c.str_after(br#","city":"#, Field::City)?,
+            state: c.str_after(br#","state":"#, Field::State)?,
+            date_time: c.int_after(br#","date_time":"#)?,
+            extra: c.str_after(br#","extra":"#, Field::Extra)?,
+        }),
+        b'a' => Event::from(Auction {
+            id: c.int_after(br#"auction","id":"#)?,
+            item_name: c.str_after(br#","item_name":"#, Field::ItemName)?,
+            description: c.str_after(br#","description":"#, Field::Description)?,
+            initial_bid: c.int_after(br#","initial_bid":"#)?,
+            reserve: c.int_after(br#","reserve":"#)?,
+            date_time: c.int_after(br#","date_time":"#)?,
+            expires: c.int_after(br#","expires":"#)?,
+            seller: c.int_after(br#","seller":"#)?,
+            category: c.int_after(br#","category":"#)?,
+            extra: c.str_after(br#","extra":"#, Field::Extra)?,
+        }),
         _ => return None,
     };
     c.expect(b"}")?;
@@ -710,17 +655,20 @@ impl OrderedCursor<'_> {
         (self.line.get(self.at..end)? == literal).then(|| self.at = end)
     }
 
-    /// A plain integer, as [`plain_integer`] reads it.
+    /// `key`, then a plain integer, as [`plain_integer`] reads it.
     #[inline(always)]
-    fn int(&mut self) -> Option<i64> {
+    fn int_after(&mut self, key: &[u8]) -> Option<i64> {
+        self.expect(key)?;
         let (value, next) = plain_integer(self.line, self.at)?;
         self.at = next;
         Some(value)
     }
 
-    /// A plain string, as [`scan_plain`] reads it: empty unless `kept` keeps `field`.
+    /// `key`, then a plain string, as [`scan_plain`] reads it: empty unless `kept` keeps
+    /// `field`.
     #[inline(always)]
-    fn str(&mut self, field: Field) -> Option<CompactString> {
+    fn str_after(&mut self, key: &[u8], field: Field) -> Option<CompactString> {
+        self.expect(key)?;
         let (_, next) = plain_bytes(self.line, self.at)?;
         // Between the quotes, which are ASCII and so on character boundaries.
         let value = plain_text(&self.text[self.at + 1..next - 1])?;
