@@ -205,27 +205,24 @@ impl Default for KeptStrings {
 pub fn parse_line_keeping(line: &[u8], kept: KeptStrings) -> Result<Event, ParseError> {
     // One check of the whole line: then every key and string in it is text, and a string's
     // content is a slice of `text` with no check of its own.
-    let plain = simdutf8::basic::from_utf8(line).ok().and_then(|text| {
-        match scan_ordered(line, text, kept) {
-            Some(event) => Some(Ok(event)),
-            None => scan_plain(line, text, kept).map(Raw::build),
+    if let Ok(text) = simdutf8::basic::from_utf8(line) {
+        if let Some(event) = scan_ordered(line, text, kept) {
+            return Ok(event);
         }
-    });
-    match plain {
-        Some(result) => result,
-        None => {
-            let mut raw = serde_raw(line)?;
-            // Lines off the fast path are rare: their strings are dropped after reading.
-            for (i, slot) in raw.slots.iter_mut().enumerate() {
-                if let Some(Slot::Str(s)) = slot
-                    && !kept.keeps(FIELD_ORDER[i])
-                {
-                    *s = CompactString::default();
-                }
-            }
-            raw.build()
+        if let Some(raw) = scan_plain(line, text, kept) {
+            return raw.build();
         }
     }
+    let mut raw = serde_raw(line)?;
+    // Lines off the fast paths are rare: their strings are dropped after reading.
+    for (i, slot) in raw.slots.iter_mut().enumerate() {
+        if let Some(Slot::Str(s)) = slot
+            && !kept.keeps(FIELD_ORDER[i])
+        {
+            *s = CompactString::default();
+        }
+    }
+    raw.build()
 }
 
 /// [`parse_line`] through serde_json alone, without the fast path for plain lines. The
