@@ -232,34 +232,34 @@ type Changes<S> = (Vec<(S, S)>, Vec<S>);
 /// The changes that turn `base` into `map`: entries to set, then names to remove. `None`
 /// when they are not much smaller than `map` itself.
 fn changes_from<'a>(
-    map: &'a BTreeMap<String, String>,
-    base: &'a BTreeMap<String, String>,
+    map: &'a crate::flowfile::Attributes,
+    base: &'a crate::flowfile::Attributes,
 ) -> Option<Changes<&'a str>> {
     let (mut set, mut removed) = (Vec::new(), Vec::new());
     let (mut m, mut b) = (map.iter().peekable(), base.iter().peekable());
     loop {
         match (m.peek(), b.peek()) {
             (None, None) => break,
-            (Some((k, v)), None) => {
-                set.push((k.as_str(), v.as_str()));
+            (Some(&(k, v)), None) => {
+                set.push((k, v));
                 m.next();
             }
-            (None, Some((k, _))) => {
-                removed.push(k.as_str());
+            (None, Some(&(k, _))) => {
+                removed.push(k);
                 b.next();
             }
-            (Some((mk, mv)), Some((bk, bv))) => match mk.cmp(bk) {
+            (Some(&(mk, mv)), Some(&(bk, bv))) => match mk.cmp(bk) {
                 std::cmp::Ordering::Less => {
-                    set.push((mk.as_str(), mv.as_str()));
+                    set.push((mk, mv));
                     m.next();
                 }
                 std::cmp::Ordering::Greater => {
-                    removed.push(bk.as_str());
+                    removed.push(bk);
                     b.next();
                 }
                 std::cmp::Ordering::Equal => {
                     if mv != bv {
-                        set.push((mk.as_str(), mv.as_str()));
+                        set.push((mk, mv));
                     }
                     m.next();
                     b.next();
@@ -454,10 +454,10 @@ impl Store {
         // (Fx hashing: these maps are per write and their keys are not chosen by anyone
         // outside, and SipHash cost as much as the rest of the bookkeeping.)
         let events = batches.iter().map(Vec::len).sum();
-        let mut holders: FxHashMap<*const BTreeMap<String, String>, u64> =
+        let mut holders: FxHashMap<*const (), u64> =
             FxHashMap::with_capacity_and_hasher(events, Default::default());
         for e in batches.iter().flatten() {
-            let holder = holders.entry(&*e.attributes).or_insert(e.id);
+            let holder = holders.entry(e.attributes.as_ptr()).or_insert(e.id);
             *holder = (*holder).max(e.id);
         }
         // A flow file's map mostly differs from its next event's by an attribute or two:
@@ -467,7 +467,7 @@ impl Store {
             FxHashMap::with_capacity_and_hasher(events, Default::default());
         let mut stored = Vec::with_capacity(events);
         for e in batches.iter().flatten().rev() {
-            let holder = holders[&(&*e.attributes as *const _)];
+            let holder = holders[&e.attributes.as_ptr()];
             let later = next.insert(&e.flowfile, (e.id, &e.attributes));
             let attributes = if holder != e.id {
                 StoredAttributes::SameAs(holder)
@@ -602,11 +602,10 @@ impl Store {
         };
         // The change nearest the map first, the event's own last.
         for (set, removed) in changes.into_iter().rev() {
-            let m = map.to_mut();
             for k in removed {
-                m.remove(&k);
+                map.remove(&k);
             }
-            m.extend(set);
+            map.extend(set);
         }
         Ok(map)
     }

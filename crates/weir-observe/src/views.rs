@@ -251,7 +251,7 @@ pub(crate) fn lineage_graph(lineage: &Lineage) -> model::Lineage {
             .iter()
             .filter(|e| &e.flowfile == uuid)
             .find_map(|e| e.attributes.get("filename"))
-            .cloned()
+            .map(str::to_string)
             .unwrap_or_else(|| uuid.clone());
         nodes.push(model::LineageNode {
             id: uuid.clone(),

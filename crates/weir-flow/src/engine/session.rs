@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::definition::ComponentKind;
-use crate::flowfile::{Attributes, ContentClaim, FlowFile};
+use crate::flowfile::{Attributes, ContentClaim, FlowFile, SmolStr};
 use crate::provenance::{EventType, ProvenanceEvent};
 use crate::repository::journal::{Op, RepositoryError, Txn};
 use crate::stateless::Transaction;
+use smol_str::ToSmolStr;
 
 /// A flow file held by a session (an index into it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +106,12 @@ pub struct Session {
     events: Vec<ProvenanceEvent>,
     new_claims: Vec<ContentClaim>,
     source_deletions: Vec<String>,
+}
+
+/// A fresh random uuid, formatted without an intermediate `String`.
+pub(crate) fn new_uuid() -> SmolStr {
+    let mut buf = uuid::Uuid::encode_buffer();
+    SmolStr::new(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf))
 }
 
 fn now_ms() -> i64 {
@@ -208,17 +215,14 @@ impl Session {
 
     fn fresh(&self, mut attributes: Attributes, lineage_start: Option<i64>) -> FlowFile {
         let now = now_ms();
-        let uuid = uuid::Uuid::new_v4().to_string();
-        let attrs = attributes.to_mut();
-        attrs.insert("uuid".into(), uuid.clone());
-        attrs
-            .entry("filename".into())
-            .or_insert_with(|| uuid.clone());
-        attrs.entry("path".into()).or_insert_with(|| "./".into());
-        attrs.insert("entryDate".into(), now.to_string());
+        let uuid = new_uuid();
+        attributes.insert("uuid", uuid.clone());
+        attributes.insert_if_absent("filename", || uuid);
+        attributes.insert_if_absent("path", || SmolStr::new_static("./"));
+        attributes.insert("entryDate", now.to_smolstr());
         let lineage = lineage_start.unwrap_or(now);
-        attrs.insert("lineageStartDate".into(), lineage.to_string());
-        attrs.insert("fileSize".into(), "0".into());
+        attributes.insert("lineageStartDate", lineage.to_smolstr());
+        attributes.insert("fileSize", SmolStr::new_static("0"));
         FlowFile {
             id: self.shared.repo.next_id(),
             attributes,
@@ -246,24 +250,21 @@ impl Session {
 
     /// Creates one flow file from several parents (JOIN): attributes the parents share.
     pub fn create_joined(&mut self, parents: &[FlowFileRef]) -> FlowFileRef {
-        let mut common: Option<BTreeMap<String, String>> = None;
+        let mut common: Option<Attributes> = None;
         let mut lineage = i64::MAX;
         for p in parents {
             let ff = &self.records[p.0].flowfile;
             lineage = lineage.min(ff.lineage_start);
-            common = Some(match common {
-                None => (*ff.attributes).clone(),
-                Some(c) => c
-                    .into_iter()
-                    .filter(|(k, v)| ff.attributes.get(k) == Some(v))
-                    .collect(),
-            });
+            match &mut common {
+                None => common = Some(ff.attributes.clone()),
+                Some(c) => c.retain(|k, v| ff.attributes.get(k) == Some(v)),
+            }
         }
         let uuids = parents
             .iter()
             .map(|p| self.records[p.0].flowfile.uuid().to_string())
             .collect();
-        let ff = self.fresh(common.unwrap_or_default().into(), Some(lineage));
+        let ff = self.fresh(common.unwrap_or_default(), Some(lineage));
         self.push_new(ff, Origin::Join(uuids))
     }
 
@@ -272,8 +273,7 @@ impl Session {
         let o = self.records[original.0].flowfile.clone();
         let mut ff = self.fresh(o.attributes.clone(), Some(o.lineage_start));
         ff.claim = o.claim;
-        ff.attributes
-            .insert("fileSize".into(), o.size().to_string());
+        ff.attributes.insert("fileSize", o.size().to_smolstr());
         self.push_new(ff, Origin::Clone(o.uuid().to_string()))
     }
 
@@ -288,12 +288,12 @@ impl Session {
     }
 
     /// Sets an attribute (`uuid` cannot be changed).
-    pub fn put_attribute(&mut self, ff: FlowFileRef, name: &str, value: String) {
+    pub fn put_attribute(&mut self, ff: FlowFileRef, name: &str, value: impl Into<SmolStr>) {
         if name == "uuid" {
             return;
         }
         let r = &mut self.records[ff.0];
-        r.flowfile.attributes.insert(name.to_string(), value);
+        r.flowfile.attributes.insert(name, value);
         r.attributes_changed = true;
     }
 
@@ -343,7 +343,7 @@ impl Session {
         r.flowfile.claim = claim;
         r.flowfile
             .attributes
-            .insert("fileSize".into(), data.len().to_string());
+            .insert("fileSize", data.len().to_smolstr());
         r.content_changed = true;
         Ok(())
     }
@@ -367,7 +367,7 @@ impl Session {
         r.flowfile.claim = claim;
         r.flowfile
             .attributes
-            .insert("fileSize".into(), claim.map_or(0, |c| c.len).to_string());
+            .insert("fileSize", claim.map_or(0, |c| c.len).to_smolstr());
         r.content_changed = true;
         Ok(())
     }
@@ -640,12 +640,12 @@ impl Session {
                 if i > 0 {
                     // One relationship, several connections: each gets a clone.
                     ff.id = shared.repo.next_id();
-                    let uuid = uuid::Uuid::new_v4().to_string();
+                    let uuid = new_uuid();
                     let mut e = self.event(&r.flowfile, EventType::CLONE, None, None);
                     e.parents = vec![r.flowfile.uuid().to_string()];
-                    e.children = vec![uuid.clone()];
+                    e.children = vec![uuid.to_string()];
                     events.push(e);
-                    ff.attributes.insert("uuid".into(), uuid);
+                    ff.attributes.insert("uuid", uuid);
                 }
                 if journaled {
                     ff.queue_seq = shared.repo.next_seq();

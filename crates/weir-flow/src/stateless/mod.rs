@@ -683,7 +683,7 @@ fn give_back_inputs(
                     }
                     out.id = shared.repo.next_id();
                     out.attributes
-                        .insert("uuid".into(), uuid::Uuid::new_v4().to_string());
+                        .insert("uuid", crate::engine::session::new_uuid());
                 }
                 out.queue_seq = shared.repo.next_seq();
                 ops.push(Op::Put {
