@@ -30,6 +30,11 @@ impl Attributes {
         Attributes::default()
     }
 
+    /// No attributes, with room for `capacity` before the first reallocation.
+    pub fn with_capacity(capacity: usize) -> Attributes {
+        Attributes(Arc::new(Vec::with_capacity(capacity)))
+    }
+
     fn find(&self, name: &str) -> Result<usize, usize> {
         self.0.binary_search_by(|(k, _)| k.as_str().cmp(name))
     }
@@ -48,6 +53,11 @@ impl Attributes {
     /// The value of `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.find(name).ok().map(|i| self.0[i].1.as_str())
+    }
+
+    /// The value of `name` as held: cloning it shares a long value instead of copying it.
+    pub fn get_shared(&self, name: &str) -> Option<&SmolStr> {
+        self.find(name).ok().map(|i| &self.0[i].1)
     }
 
     /// True when `name` is set.
@@ -304,6 +314,14 @@ impl FlowFile {
     /// The `uuid` attribute.
     pub fn uuid(&self) -> &str {
         self.attributes.get("uuid").unwrap_or("")
+    }
+
+    /// The `uuid` attribute as held, for a copy that shares it (empty when it is missing).
+    pub fn shared_uuid(&self) -> SmolStr {
+        self.attributes
+            .get_shared("uuid")
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// An attribute's value.

@@ -42,6 +42,8 @@ use fjall::{Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMo
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::flowfile::SmolStr;
+
 /// The kinds of provenance event, as NiFi names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(clippy::upper_case_acronyms, non_camel_case_types)]
@@ -106,12 +108,12 @@ pub struct ProvenanceEvent {
     pub event_type: EventType,
     /// When (ms since the epoch).
     pub time_ms: i64,
-    /// The flow file's `uuid`.
-    pub flowfile: String,
+    /// The flow file's `uuid` (shared with its `uuid` attribute, not copied).
+    pub flowfile: SmolStr,
     /// The component's name (or the queue's key for EXPIRE).
-    pub component: String,
+    pub component: SmolStr,
     /// The component's type.
-    pub component_type: String,
+    pub component_type: SmolStr,
     /// The flow file's attributes after the event (shared with the flow file, not copied).
     pub attributes: crate::flowfile::Attributes,
     /// Content size after the event.
@@ -294,9 +296,9 @@ struct StoredEvent {
     id: u64,
     event_type: EventType,
     time_ms: i64,
-    flowfile: String,
-    component: String,
-    component_type: String,
+    flowfile: SmolStr,
+    component: SmolStr,
+    component_type: SmolStr,
     attributes: StoredAttributes<crate::flowfile::Attributes, String>,
     size: u64,
     parents: Vec<String>,
@@ -427,8 +429,8 @@ fn add_spans<'a>(
         span.min_time_ms = span.min_time_ms.min(e.time_ms);
         span.max_time_ms = span.max_time_ms.max(e.time_ms);
         // A batch names a handful of components: a linear search beats a set.
-        if !span.components.contains(&e.component) {
-            span.components.push(e.component.clone());
+        if !span.components.iter().any(|c| *c == e.component) {
+            span.components.push(e.component.to_string());
         }
     }
     for (first, last, span) in classes.into_iter().flatten() {
@@ -491,9 +493,9 @@ impl Store {
         let mut index: FxHashMap<&str, Vec<u64>> =
             FxHashMap::with_capacity_and_hasher(events, Default::default());
         for e in batches.iter().flatten() {
-            for uuid in std::iter::once(&e.flowfile)
-                .chain(&e.parents)
-                .chain(&e.children)
+            for uuid in std::iter::once(e.flowfile.as_str())
+                .chain(e.parents.iter().map(String::as_str))
+                .chain(e.children.iter().map(String::as_str))
             {
                 index.entry(uuid).or_default().push(e.id);
             }
@@ -790,8 +792,8 @@ impl ProvenanceRepository {
         let keep =
             |e: &ProvenanceEvent| {
                 query.flowfile.as_ref().is_none_or(|f| {
-                    &e.flowfile == f || e.parents.contains(f) || e.children.contains(f)
-                }) && query.component.as_ref().is_none_or(|c| &e.component == c)
+                    e.flowfile == f || e.parents.contains(f) || e.children.contains(f)
+                }) && query.component.as_ref().is_none_or(|c| e.component == c)
                     && query.since_ms.is_none_or(|s| e.time_ms >= s)
                     && query.until_ms.is_none_or(|u| e.time_ms <= u)
                     && query.event_type.is_none_or(|t| e.event_type == t)
@@ -863,9 +865,9 @@ impl ProvenanceRepository {
                         todo.push_back(c.clone());
                     }
                     if e.event_type == EventType::JOIN && e.flowfile != ff {
-                        todo.push_back(e.flowfile.clone());
+                        todo.push_back(e.flowfile.to_string());
                         if ff == flowfile {
-                            children.insert(e.flowfile.clone());
+                            children.insert(e.flowfile.to_string());
                         }
                     }
                 }
@@ -873,7 +875,7 @@ impl ProvenanceRepository {
                 {
                     // ff is a child here: walk up to its parents (and from them, its siblings).
                     let parent_list: Vec<String> = if e.children.contains(&ff) && e.flowfile != ff {
-                        vec![e.flowfile.clone()]
+                        vec![e.flowfile.to_string()]
                     } else {
                         e.parents.clone()
                     };
@@ -924,9 +926,9 @@ impl ProvenanceRepository {
             size = size.saturating_sub(v.len() as u64 + 64);
             batch.remove(&self.store.events, k);
             // An index entry goes with the last event it names (its key), the others before.
-            for uuid in std::iter::once(&e.flowfile)
-                .chain(&e.parents)
-                .chain(&e.children)
+            for uuid in std::iter::once(e.flowfile.as_str())
+                .chain(e.parents.iter().map(String::as_str))
+                .chain(e.children.iter().map(String::as_str))
             {
                 batch.remove(&self.store.by_flowfile, index_key(uuid, e.id));
             }
@@ -988,7 +990,7 @@ mod tests {
             id,
             event_type: EventType::ROUTE,
             time_ms: 1_000 + id as i64,
-            flowfile: flowfile.to_string(),
+            flowfile: flowfile.into(),
             component: "route".into(),
             component_type: "RouteOnAttribute".into(),
             attributes: BTreeMap::from([("k".to_string(), id.to_string())]).into(),

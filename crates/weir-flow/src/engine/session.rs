@@ -236,7 +236,8 @@ impl Session {
     /// Creates an empty flow file with the core attributes (CREATE, unless a RECEIVE or
     /// FETCH is reported for it).
     pub fn create(&mut self) -> FlowFileRef {
-        let ff = self.fresh(Attributes::default(), None);
+        // The core attributes and a source's few, without growing the vector on the way.
+        let ff = self.fresh(Attributes::with_capacity(16), None);
         self.push_new(ff, Origin::Created)
     }
 
@@ -454,9 +455,9 @@ impl Session {
             id: 0,
             event_type,
             time_ms: now_ms(),
-            flowfile: ff.uuid().to_string(),
-            component: c.name.clone(),
-            component_type: c.type_name().to_string(),
+            flowfile: ff.shared_uuid(),
+            component: SmolStr::new(&c.name),
+            component_type: SmolStr::new(c.type_name()),
             attributes: ff.attributes.clone(),
             size: ff.size(),
             parents: vec![],
@@ -510,7 +511,7 @@ impl Session {
                     .push(r.flowfile.uuid().to_string()),
                 Origin::Clone(p) => {
                     let mut e = self.event(&r.flowfile, EventType::CLONE, None, None);
-                    e.flowfile = p.clone();
+                    e.flowfile = SmolStr::new(p);
                     e.parents = vec![p.clone()];
                     e.children = vec![r.flowfile.uuid().to_string()];
                     events.push(e);
@@ -556,7 +557,7 @@ impl Session {
                 Some(p) => self.event(p, EventType::FORK, None, None),
                 None => self.event(&self.records[0].flowfile, EventType::FORK, None, None),
             };
-            e.flowfile = parent.clone();
+            e.flowfile = SmolStr::new(&parent);
             e.parents = vec![parent];
             e.children = children;
             events.push(e);
@@ -619,9 +620,9 @@ impl Session {
                         id: 0,
                         event_type: EventType::DROP,
                         time_ms: now_ms(),
-                        flowfile: ff.uuid().to_string(),
-                        component: c.name.clone(),
-                        component_type: c.type_name().to_string(),
+                        flowfile: ff.shared_uuid(),
+                        component: SmolStr::new(&c.name),
+                        component_type: SmolStr::new(c.type_name()),
                         attributes: ff.attributes.clone(),
                         size: ff.size(),
                         parents: vec![],
@@ -676,7 +677,7 @@ impl Session {
                 Some("Expiration Threshold exceeded".into()),
                 None,
             );
-            e.component = shared.flow.connections[*q as usize].key.clone();
+            e.component = SmolStr::new(&shared.flow.connections[*q as usize].key);
             e.component_type = "Connection".into();
             events.push(e);
         }
