@@ -11,6 +11,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use smol_str::ToSmolStr;
 use tokio::runtime::Handle;
 use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpPublisher, Settlement};
 use weir_connectors::jetstream::{
@@ -118,12 +119,12 @@ impl Processor for ConsumeAmqp {
         for m in &messages {
             let ff = session.create();
             session.write(ff, &m.body)?;
-            session.put_attribute(ff, "amqp$routingKey", m.routing_key.clone());
-            session.put_attribute(ff, "amqp$exchange", m.exchange.clone());
-            session.put_attribute(ff, "amqp$deliveryTag", m.delivery_tag.to_string());
-            session.put_attribute(ff, "amqp$redelivered", m.redelivered.to_string());
+            session.put_attribute(ff, "amqp$routingKey", m.routing_key.as_str());
+            session.put_attribute(ff, "amqp$exchange", m.exchange.as_str());
+            session.put_attribute(ff, "amqp$deliveryTag", m.delivery_tag.to_smolstr());
+            session.put_attribute(ff, "amqp$redelivered", m.redelivered.to_smolstr());
             for (k, v) in &m.headers {
-                session.put_attribute(ff, &format!("amqp${k}"), v.clone());
+                session.put_attribute(ff, &format!("amqp${k}"), v.as_str());
             }
             session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
             session.transfer(ff, "success")?;
@@ -276,13 +277,13 @@ impl Processor for ConsumeJetStream {
         for m in &messages {
             let ff = session.create();
             session.write(ff, &m.body)?;
-            session.put_attribute(ff, "jetstream.subject", m.subject.clone());
+            session.put_attribute(ff, "jetstream.subject", m.subject.as_str());
             session.put_attribute(
                 ff,
                 "jetstream.stream.sequence",
-                m.stream_sequence.to_string(),
+                m.stream_sequence.to_smolstr(),
             );
-            session.put_attribute(ff, "jetstream.delivered", m.delivered.to_string());
+            session.put_attribute(ff, "jetstream.delivered", m.delivered.to_smolstr());
             session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
             session.transfer(ff, "success")?;
         }
@@ -433,7 +434,7 @@ impl Processor for PutDatabaseRecord {
         for (ff, outcome) in sent.into_iter().zip(outcomes) {
             match outcome {
                 ItemOutcome::Written(rows) => {
-                    session.put_attribute(ff, "putdatabaserecord.row.count", rows.to_string());
+                    session.put_attribute(ff, "putdatabaserecord.row.count", rows.to_smolstr());
                     session.report(ff, EventType::SEND, Some(self.uri.clone()), None);
                     session.transfer(ff, "success")?;
                 }
