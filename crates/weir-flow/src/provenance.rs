@@ -497,14 +497,21 @@ impl Store {
                 .chain(e.parents.iter().map(String::as_str))
                 .chain(e.children.iter().map(String::as_str))
             {
-                index.entry(uuid).or_default().push(e.id);
+                // Room for a flow file's events of a stateless transaction without regrowing.
+                index
+                    .entry(uuid)
+                    .or_insert_with(|| Vec::with_capacity(8))
+                    .push(e.id);
             }
         }
         for (uuid, mut ids) in index {
             ids.sort_unstable();
             ids.dedup();
             let last = ids.pop().expect("a flow file here has an event");
-            let earlier: Vec<u8> = ids.iter().flat_map(|id| id.to_be_bytes()).collect();
+            let mut earlier = Vec::with_capacity(ids.len() * 8);
+            for id in &ids {
+                earlier.extend_from_slice(&id.to_be_bytes());
+            }
             batch.insert(&self.by_flowfile, index_key(uuid, last), earlier);
         }
         add_spans(&mut batch, &self.spans, batches.iter().flatten())?;

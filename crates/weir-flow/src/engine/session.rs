@@ -182,6 +182,9 @@ impl Session {
             };
             self.expired
                 .extend(expired.into_iter().map(|f| (q as u32, f)));
+            // Room for the batch and about an event per flow file, at once.
+            self.records.reserve(got.len());
+            self.events.reserve(got.len());
             for ff in got {
                 out.push(FlowFileRef(self.records.len()));
                 self.records.push(Record {
@@ -497,9 +500,11 @@ impl Session {
         let shared = Arc::clone(&self.shared);
         let comp = &shared.flow.processors[self.component];
         let mut plan = Plan::default();
+        plan.enqueue.reserve(self.records.len());
         // Derived events first (FORK/JOIN/CLONE), grouped per parent.
         let mut forks: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut events = std::mem::take(&mut self.events);
+        events.reserve(self.records.len());
         for r in &self.records {
             if r.destination == Destination::Undecided {
                 return Err(SessionError::NotTransferred(r.flowfile.uuid().to_string()));
