@@ -758,6 +758,11 @@ impl Session {
             }
         };
         shared.repo.content().adjust_refs(&plan.ref_changes);
+        // Provenance before the flow files move on: whoever sees one in its next queue (an
+        // observer, a test) and then queries provenance finds its events.
+        if let Err(e) = shared.provenance.insert(events) {
+            tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
+        }
         let mut acks: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
         for (q, bytes) in plan.acks {
             let a = acks.entry(q).or_default();
@@ -780,9 +785,6 @@ impl Session {
                 ));
             }
             shared.wake_downstream(q);
-        }
-        if let Err(e) = shared.provenance.insert(events) {
-            tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
         }
         for hook in self.completions.drain(..) {
             hook(Completion::Committed);
