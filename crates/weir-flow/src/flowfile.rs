@@ -225,6 +225,12 @@ impl<K: AsRef<str>, V: Into<SmolStr>> Extend<(K, V)> for Attributes {
     }
 }
 
+/// An integer as an attribute value, formatted without going through `fmt` (a flow file
+/// gets several: dates, sizes, delivery tags).
+pub fn int_value(n: impl itoa::Integer) -> SmolStr {
+    SmolStr::new(itoa::Buffer::new().format(n))
+}
+
 /// Sorts `entries` by name, keeping the last of equal names.
 fn sorted(mut entries: Vec<(SmolStr, SmolStr)>) -> Vec<(SmolStr, SmolStr)> {
     if entries.is_sorted_by(|a, b| a.0 < b.0) {
@@ -418,6 +424,14 @@ mod tests {
     #[should_panic(expected = "no attribute `x`")]
     fn indexing_a_missing_name_panics() {
         let _ = &Attributes::new()["x"];
+    }
+
+    #[test]
+    fn integers_format_as_display_does() {
+        for n in [0i64, -1, 42, i64::MIN, i64::MAX] {
+            assert_eq!(int_value(n), n.to_string());
+        }
+        assert_eq!(int_value(u64::MAX), u64::MAX.to_string());
     }
 
     #[test]

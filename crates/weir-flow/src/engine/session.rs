@@ -14,11 +14,10 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::definition::ComponentKind;
-use crate::flowfile::{Attributes, ContentClaim, FlowFile, SmolStr};
+use crate::flowfile::{Attributes, ContentClaim, FlowFile, SmolStr, int_value};
 use crate::provenance::{EventType, ProvenanceEvent};
 use crate::repository::journal::{Op, RepositoryError, Txn};
 use crate::stateless::Transaction;
-use smol_str::ToSmolStr;
 
 /// A flow file held by a session (an index into it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,9 +221,9 @@ impl Session {
         attributes.insert("uuid", uuid.clone());
         attributes.insert_if_absent("filename", || uuid);
         attributes.insert_if_absent("path", || SmolStr::new_static("./"));
-        attributes.insert("entryDate", now.to_smolstr());
+        attributes.insert("entryDate", int_value(now));
         let lineage = lineage_start.unwrap_or(now);
-        attributes.insert("lineageStartDate", lineage.to_smolstr());
+        attributes.insert("lineageStartDate", int_value(lineage));
         attributes.insert("fileSize", SmolStr::new_static("0"));
         FlowFile {
             id: self.shared.repo.next_id(),
@@ -277,7 +276,7 @@ impl Session {
         let o = self.records[original.0].flowfile.clone();
         let mut ff = self.fresh(o.attributes.clone(), Some(o.lineage_start));
         ff.claim = o.claim;
-        ff.attributes.insert("fileSize", o.size().to_smolstr());
+        ff.attributes.insert("fileSize", int_value(o.size()));
         self.push_new(ff, Origin::Clone(o.uuid().to_string()))
     }
 
@@ -347,7 +346,7 @@ impl Session {
         r.flowfile.claim = claim;
         r.flowfile
             .attributes
-            .insert("fileSize", data.len().to_smolstr());
+            .insert("fileSize", int_value(data.len()));
         r.content_changed = true;
         Ok(())
     }
@@ -371,7 +370,7 @@ impl Session {
         r.flowfile.claim = claim;
         r.flowfile
             .attributes
-            .insert("fileSize", claim.map_or(0, |c| c.len).to_smolstr());
+            .insert("fileSize", int_value(claim.map_or(0, |c| c.len)));
         r.content_changed = true;
         Ok(())
     }

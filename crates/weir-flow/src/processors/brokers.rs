@@ -11,7 +11,6 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use smol_str::ToSmolStr;
 use tokio::runtime::Handle;
 use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpPublisher, Settlement};
 use weir_connectors::jetstream::{
@@ -26,6 +25,7 @@ use super::{ProcessError, Processor, Trigger, eval, props};
 use crate::definition::Component;
 use crate::engine::{Completion, Session, SessionFactory};
 use crate::expression::Template;
+use crate::flowfile::{SmolStr, int_value};
 use crate::provenance::EventType;
 
 /// How long a consumer's trigger waits for a first message before it reports idle.
@@ -121,8 +121,12 @@ impl Processor for ConsumeAmqp {
             session.write(ff, &m.body)?;
             session.put_attribute(ff, "amqp$routingKey", m.routing_key.as_str());
             session.put_attribute(ff, "amqp$exchange", m.exchange.as_str());
-            session.put_attribute(ff, "amqp$deliveryTag", m.delivery_tag.to_smolstr());
-            session.put_attribute(ff, "amqp$redelivered", m.redelivered.to_smolstr());
+            session.put_attribute(ff, "amqp$deliveryTag", int_value(m.delivery_tag));
+            session.put_attribute(
+                ff,
+                "amqp$redelivered",
+                SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
+            );
             for (k, v) in &m.headers {
                 session.put_attribute(ff, &format!("amqp${k}"), v.as_str());
             }
@@ -281,9 +285,9 @@ impl Processor for ConsumeJetStream {
             session.put_attribute(
                 ff,
                 "jetstream.stream.sequence",
-                m.stream_sequence.to_smolstr(),
+                int_value(m.stream_sequence),
             );
-            session.put_attribute(ff, "jetstream.delivered", m.delivered.to_smolstr());
+            session.put_attribute(ff, "jetstream.delivered", int_value(m.delivered));
             session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
             session.transfer(ff, "success")?;
         }
@@ -434,7 +438,7 @@ impl Processor for PutDatabaseRecord {
         for (ff, outcome) in sent.into_iter().zip(outcomes) {
             match outcome {
                 ItemOutcome::Written(rows) => {
-                    session.put_attribute(ff, "putdatabaserecord.row.count", rows.to_smolstr());
+                    session.put_attribute(ff, "putdatabaserecord.row.count", int_value(rows));
                     session.report(ff, EventType::SEND, Some(self.uri.clone()), None);
                     session.transfer(ff, "success")?;
                 }
