@@ -22,7 +22,7 @@
 //! # }
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -177,7 +177,9 @@ pub struct RecordWriter {
     table: String,
     statement: StatementType,
     client: Option<Client>,
-    prepared: HashMap<Vec<String>, Statement>,
+    /// Statements by column set: a flow mostly writes one or two, so a list beats a map
+    /// (and is looked up with borrowed column names).
+    prepared: Vec<(Vec<String>, Statement)>,
 }
 
 impl fmt::Debug for RecordWriter {
@@ -190,17 +192,25 @@ impl fmt::Debug for RecordWriter {
 /// the server as one JSON array, serialized once, never copied).
 #[derive(Debug)]
 struct Prepared<'a> {
-    columns: Vec<String>,
+    /// Sorted, borrowed from the records.
+    columns: Vec<&'a str>,
     rows: Vec<&'a Record>,
     count: u64,
 }
 
 /// The value of a record's key columns, to find records of the same key.
 fn key_of(record: &Record, keys: &[String]) -> String {
-    keys.iter()
-        .map(|k| record.get(k).map_or_else(String::new, Value::to_string))
-        .collect::<Vec<_>>()
-        .join("\u{1f}")
+    use std::fmt::Write;
+    let mut key = String::new();
+    for (i, k) in keys.iter().enumerate() {
+        if i > 0 {
+            key.push('\u{1f}');
+        }
+        if let Some(v) = record.get(k) {
+            write!(key, "{v}").expect("writing to a String cannot fail");
+        }
+    }
+    key
 }
 
 enum Failure {
@@ -216,7 +226,7 @@ impl RecordWriter {
             table: table.to_string(),
             statement,
             client: None,
-            prepared: HashMap::new(),
+            prepared: Vec::new(),
         }
     }
 
@@ -226,7 +236,12 @@ impl RecordWriter {
     }
 
     fn prepare_item<'a>(&self, records: &'a [Record]) -> Result<Prepared<'a>, String> {
-        let columns: BTreeSet<&String> = records.iter().flat_map(|r| r.keys()).collect();
+        let mut columns: Vec<&str> = records
+            .iter()
+            .flat_map(|r| r.keys().map(String::as_str))
+            .collect();
+        columns.sort_unstable();
+        columns.dedup();
         if columns.is_empty() {
             return Ok(Prepared {
                 columns: vec![],
@@ -242,17 +257,22 @@ impl RecordWriter {
                         return Err(format!("record {}: no value for key column `{k}`", i + 1));
                     }
                 }
-                last_of_each_key(records.iter(), keys)
+                // One record (a message per flow file) has no earlier record to replace.
+                if records.len() == 1 {
+                    records.iter().collect()
+                } else {
+                    last_of_each_key(records.iter(), keys)
+                }
             }
         };
         Ok(Prepared {
-            columns: columns.into_iter().cloned().collect(),
+            columns,
             count: rows.len() as u64,
             rows,
         })
     }
 
-    fn sql(&self, columns: &[String]) -> String {
+    fn sql(&self, columns: &[&str]) -> String {
         let table = quote(&self.table);
         let cols = columns
             .iter()
@@ -266,7 +286,7 @@ impl RecordWriter {
             let keys_sql = keys.iter().map(|k| quote(k)).collect::<Vec<_>>().join(", ");
             let updates: Vec<String> = columns
                 .iter()
-                .filter(|c| !keys.contains(c))
+                .filter(|c| !keys.iter().any(|k| k == *c))
                 .map(|c| format!("{0} = EXCLUDED.{0}", quote(c)))
                 .collect();
             if updates.is_empty() {
@@ -340,8 +360,12 @@ impl RecordWriter {
         Ok(self.client.as_ref().expect("connected above"))
     }
 
-    async fn statement(&mut self, columns: &[String]) -> Result<Statement, Failure> {
-        if let Some(s) = self.prepared.get(columns) {
+    async fn statement(&mut self, columns: &[&str]) -> Result<Statement, Failure> {
+        if let Some((_, s)) = self
+            .prepared
+            .iter()
+            .find(|(c, _)| c.iter().map(String::as_str).eq(columns.iter().copied()))
+        {
             return Ok(s.clone());
         }
         let sql = self.sql(columns);
@@ -350,17 +374,24 @@ impl RecordWriter {
             .prepare_typed(&sql, &[Type::JSONB])
             .await
             .map_err(|e| classify(&e))?;
-        self.prepared.insert(columns.to_vec(), s.clone());
+        self.prepared
+            .push((columns.iter().map(|c| c.to_string()).collect(), s.clone()));
         Ok(s)
     }
 
     /// Merges the items' rows into one statement per column set (so a batch of similar
     /// items costs one statement); for UPSERT, the last row of a key wins, as it would with
     /// one statement per item in order.
-    fn merge<'a>(&self, items: &[(usize, Prepared<'a>)]) -> Vec<(Vec<String>, Vec<&'a Record>)> {
-        let mut groups: BTreeMap<&Vec<String>, Vec<&'a Record>> = BTreeMap::new();
+    fn merge<'a, 'b>(
+        &self,
+        items: &'b [(usize, Prepared<'a>)],
+    ) -> Vec<(&'b [&'a str], Vec<&'a Record>)> {
+        let mut groups: BTreeMap<&'b [&'a str], Vec<&'a Record>> = BTreeMap::new();
         for (_, p) in items {
-            groups.entry(&p.columns).or_default().extend(&p.rows);
+            groups
+                .entry(p.columns.as_slice())
+                .or_default()
+                .extend(&p.rows);
         }
         groups
             .into_iter()
@@ -369,7 +400,7 @@ impl RecordWriter {
                     StatementType::Insert => rows,
                     StatementType::Upsert { keys } => last_of_each_key(rows, keys),
                 };
-                (columns.clone(), rows)
+                (columns, rows)
             })
             .collect()
     }
@@ -382,27 +413,26 @@ impl RecordWriter {
         }
         let client = self.client().await?;
         let result = async {
-            client
-                .batch_execute("BEGIN")
-                .await
-                .map_err(|e| classify(&e))?;
-            // Pipelined: every statement is sent before the first answer is awaited.
+            // Pipelined: BEGIN, every statement and COMMIT are sent before the first answer
+            // is awaited, one round trip in all (each request goes out when its future is
+            // first polled, in this order). A statement that fails aborts the transaction,
+            // and the server then answers COMMIT by rolling back, so nothing of a failed
+            // batch is written.
             let runs = merged
                 .iter()
                 .zip(&statements)
-                .map(|((_, rows), s)| async move {
-                    client
-                        .execute(s, &[&Json(rows)])
-                        .await
-                        .map_err(|e| classify(&e))
-                });
-            for r in futures::future::join_all(runs).await {
-                r?;
+                .map(|((_, rows), s)| async move { client.execute(s, &[&Json(rows)]).await });
+            let (begin, runs, commit) = futures::future::join3(
+                client.batch_execute("BEGIN"),
+                futures::future::join_all(runs),
+                client.batch_execute("COMMIT"),
+            )
+            .await;
+            begin.map_err(|e| classify(&e))?;
+            for r in runs {
+                r.map_err(|e| classify(&e))?;
             }
-            client
-                .batch_execute("COMMIT")
-                .await
-                .map_err(|e| classify(&e))
+            commit.map_err(|e| classify(&e))
         }
         .await;
         if let Err(f) = &result {
@@ -478,7 +508,7 @@ mod tests {
             },
         );
         assert_eq!(
-            w.sql(&["id".into(), "na\"me".into()]),
+            w.sql(&["id", "na\"me"]),
             "INSERT INTO \"public\".\"t\" (\"id\", \"na\"\"me\") SELECT \"id\", \"na\"\"me\" FROM jsonb_populate_recordset(NULL::\"public\".\"t\", $1) ON CONFLICT (\"id\") DO UPDATE SET \"na\"\"me\" = EXCLUDED.\"na\"\"me\""
         );
         assert!(!format!("{w:?}").contains("pw"));

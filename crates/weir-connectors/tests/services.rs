@@ -337,6 +337,19 @@ async fn postgres_upsert_batch_isolates_bad_items() {
         .await;
     assert!(matches!(&outcomes[0], ItemOutcome::Bad(e) if e.contains("23505")));
     assert_eq!(outcomes[1], ItemOutcome::Written(1));
+    // Two column sets, two statements in one pipelined transaction: the second fails, so
+    // the first must not be committed either (else its retry alone would be a duplicate).
+    let outcomes = insert
+        .write_batch(&[
+            parse_json_lines(b"{\"id\":10,\"name\":\"first\"}").unwrap(),
+            parse_json_lines(b"{\"id\":11,\"name\":\"second\",\"score\":\"high\"}").unwrap(),
+        ])
+        .await;
+    assert_eq!(outcomes[0], ItemOutcome::Written(1), "{outcomes:?}");
+    assert!(
+        matches!(&outcomes[1], ItemOutcome::Bad(e) if e.contains("22P02")),
+        "{outcomes:?}"
+    );
     client
         .batch_execute(&format!("DROP TABLE {table}"))
         .await

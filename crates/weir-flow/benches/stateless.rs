@@ -5,8 +5,10 @@
 //! steady publish rate. Needs RabbitMQ and PostgreSQL on loopback.
 //!
 //! `cargo bench -p weir-flow --bench stateless` (`WEIR_BENCH_MESSAGES`, default 20,000;
-//! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 1). Each line gives this
-//! process's CPU seconds per 1,000 messages beside the rates: the machine is shared.
+//! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 1;
+//! `WEIR_BENCH_HAND=0` skips the hand loop, so that a profile of the process holds only the
+//! engine's work besides publishing). Each line gives this process's CPU seconds per 1,000
+//! messages beside the rates: the machine is shared.
 
 use std::time::{Duration, Instant};
 
@@ -340,13 +342,18 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1)
         .max(1);
+    let hand_loop = std::env::var("WEIR_BENCH_HAND").map_or(true, |v| v != "0");
     for concurrency in [1usize, 4] {
         let s = Setup::new(&format!("c{concurrency}"));
         for round in 0..rounds {
-            rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
-                .unwrap();
-            s.publish(0..n, 0);
-            let (hand, hand_cpu) = run_hand(&s, concurrency, n as i64);
+            let (hand, hand_cpu) = if hand_loop {
+                rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
+                    .unwrap();
+                s.publish(0..n, 0);
+                run_hand(&s, concurrency, n as i64)
+            } else {
+                (f64::NAN, f64::NAN)
+            };
             rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
                 .unwrap();
             s.publish(0..n, 0);

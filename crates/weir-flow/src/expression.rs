@@ -17,6 +17,7 @@
 //! evaluation that fails (`toNumber` of a word) is an [`EvalError`], which processors route to
 //! `failure`.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use regex::Regex;
@@ -195,7 +196,11 @@ impl Template {
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),
-                Part::Expr(e) => out.push_str(&eval_expr(e, lookup)?.to_string()),
+                Part::Expr(e) => {
+                    use fmt::Write;
+                    write!(out, "{}", eval_expr(e, lookup)?)
+                        .expect("writing to a String cannot fail")
+                }
             }
         }
         Ok(out)
@@ -441,12 +446,22 @@ fn apply(
     call: &Call,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Value, EvalError> {
-    let text = || value.to_string();
+    // Text is borrowed, not copied, when the value is text already.
+    let text = || -> Cow<'_, str> {
+        match &value {
+            Value::Text(t) => Cow::Borrowed(t),
+            other => Cow::Owned(other.to_string()),
+        }
+    };
     let arg = |i: usize| arg_text(call, i, lookup);
-    let regex = |i: usize| -> Result<Regex, EvalError> {
+    // A regex compiled at parse time is borrowed: a clone would start with an empty match
+    // cache of its own.
+    let regex = |i: usize| -> Result<Cow<'_, Regex>, EvalError> {
         match &call.regex {
-            Some(r) => Ok(r.clone()),
-            None => Regex::new(&arg(i)?).map_err(|e| EvalError(format!("bad regex: {e}"))),
+            Some(r) => Ok(Cow::Borrowed(r)),
+            None => Regex::new(&arg(i)?)
+                .map(Cow::Owned)
+                .map_err(|e| EvalError(format!("bad regex: {e}"))),
         }
     };
     let num = |v: &Value| match v {
@@ -485,18 +500,18 @@ fn apply(
         "substringBefore" => {
             let t = text();
             let s = arg(0)?;
-            Value::Text(t.find(&s).map_or(t.clone(), |i| t[..i].to_string()))
+            Value::Text(t.find(&s).map_or(t.to_string(), |i| t[..i].to_string()))
         }
         "substringAfter" => {
             let t = text();
             let s = arg(0)?;
             Value::Text(
                 t.find(&s)
-                    .map_or(t.clone(), |i| t[i + s.len()..].to_string()),
+                    .map_or(t.to_string(), |i| t[i + s.len()..].to_string()),
             )
         }
-        "append" => Value::Text(text() + &arg(0)?),
-        "prepend" => Value::Text(arg(0)? + &text()),
+        "append" => Value::Text(text().into_owned() + &arg(0)?),
+        "prepend" => Value::Text(arg(0)? + &*text()),
         "replace" => Value::Text(text().replace(&arg(0)?, &arg(1)?)),
         "replaceAll" => Value::Text(
             regex(0)?

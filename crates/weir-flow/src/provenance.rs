@@ -42,6 +42,8 @@ use fjall::{Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMo
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::flowfile::SmolStr;
+
 /// The kinds of provenance event, as NiFi names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(clippy::upper_case_acronyms, non_camel_case_types)]
@@ -106,12 +108,12 @@ pub struct ProvenanceEvent {
     pub event_type: EventType,
     /// When (ms since the epoch).
     pub time_ms: i64,
-    /// The flow file's `uuid`.
-    pub flowfile: String,
+    /// The flow file's `uuid` (shared with its `uuid` attribute, not copied).
+    pub flowfile: SmolStr,
     /// The component's name (or the queue's key for EXPIRE).
-    pub component: String,
+    pub component: SmolStr,
     /// The component's type.
-    pub component_type: String,
+    pub component_type: SmolStr,
     /// The flow file's attributes after the event (shared with the flow file, not copied).
     pub attributes: crate::flowfile::Attributes,
     /// Content size after the event.
@@ -232,34 +234,34 @@ type Changes<S> = (Vec<(S, S)>, Vec<S>);
 /// The changes that turn `base` into `map`: entries to set, then names to remove. `None`
 /// when they are not much smaller than `map` itself.
 fn changes_from<'a>(
-    map: &'a BTreeMap<String, String>,
-    base: &'a BTreeMap<String, String>,
+    map: &'a crate::flowfile::Attributes,
+    base: &'a crate::flowfile::Attributes,
 ) -> Option<Changes<&'a str>> {
     let (mut set, mut removed) = (Vec::new(), Vec::new());
     let (mut m, mut b) = (map.iter().peekable(), base.iter().peekable());
     loop {
         match (m.peek(), b.peek()) {
             (None, None) => break,
-            (Some((k, v)), None) => {
-                set.push((k.as_str(), v.as_str()));
+            (Some(&(k, v)), None) => {
+                set.push((k, v));
                 m.next();
             }
-            (None, Some((k, _))) => {
-                removed.push(k.as_str());
+            (None, Some(&(k, _))) => {
+                removed.push(k);
                 b.next();
             }
-            (Some((mk, mv)), Some((bk, bv))) => match mk.cmp(bk) {
+            (Some(&(mk, mv)), Some(&(bk, bv))) => match mk.cmp(bk) {
                 std::cmp::Ordering::Less => {
-                    set.push((mk.as_str(), mv.as_str()));
+                    set.push((mk, mv));
                     m.next();
                 }
                 std::cmp::Ordering::Greater => {
-                    removed.push(bk.as_str());
+                    removed.push(bk);
                     b.next();
                 }
                 std::cmp::Ordering::Equal => {
                     if mv != bv {
-                        set.push((mk.as_str(), mv.as_str()));
+                        set.push((mk, mv));
                     }
                     m.next();
                     b.next();
@@ -294,9 +296,9 @@ struct StoredEvent {
     id: u64,
     event_type: EventType,
     time_ms: i64,
-    flowfile: String,
-    component: String,
-    component_type: String,
+    flowfile: SmolStr,
+    component: SmolStr,
+    component_type: SmolStr,
     attributes: StoredAttributes<crate::flowfile::Attributes, String>,
     size: u64,
     parents: Vec<String>,
@@ -427,8 +429,8 @@ fn add_spans<'a>(
         span.min_time_ms = span.min_time_ms.min(e.time_ms);
         span.max_time_ms = span.max_time_ms.max(e.time_ms);
         // A batch names a handful of components: a linear search beats a set.
-        if !span.components.contains(&e.component) {
-            span.components.push(e.component.clone());
+        if !span.components.iter().any(|c| *c == e.component) {
+            span.components.push(e.component.to_string());
         }
     }
     for (first, last, span) in classes.into_iter().flatten() {
@@ -454,10 +456,10 @@ impl Store {
         // (Fx hashing: these maps are per write and their keys are not chosen by anyone
         // outside, and SipHash cost as much as the rest of the bookkeeping.)
         let events = batches.iter().map(Vec::len).sum();
-        let mut holders: FxHashMap<*const BTreeMap<String, String>, u64> =
+        let mut holders: FxHashMap<*const (), u64> =
             FxHashMap::with_capacity_and_hasher(events, Default::default());
         for e in batches.iter().flatten() {
-            let holder = holders.entry(&*e.attributes).or_insert(e.id);
+            let holder = holders.entry(e.attributes.as_ptr()).or_insert(e.id);
             *holder = (*holder).max(e.id);
         }
         // A flow file's map mostly differs from its next event's by an attribute or two:
@@ -467,7 +469,7 @@ impl Store {
             FxHashMap::with_capacity_and_hasher(events, Default::default());
         let mut stored = Vec::with_capacity(events);
         for e in batches.iter().flatten().rev() {
-            let holder = holders[&(&*e.attributes as *const _)];
+            let holder = holders[&e.attributes.as_ptr()];
             let later = next.insert(&e.flowfile, (e.id, &e.attributes));
             let attributes = if holder != e.id {
                 StoredAttributes::SameAs(holder)
@@ -491,18 +493,25 @@ impl Store {
         let mut index: FxHashMap<&str, Vec<u64>> =
             FxHashMap::with_capacity_and_hasher(events, Default::default());
         for e in batches.iter().flatten() {
-            for uuid in std::iter::once(&e.flowfile)
-                .chain(&e.parents)
-                .chain(&e.children)
+            for uuid in std::iter::once(e.flowfile.as_str())
+                .chain(e.parents.iter().map(String::as_str))
+                .chain(e.children.iter().map(String::as_str))
             {
-                index.entry(uuid).or_default().push(e.id);
+                // Room for a flow file's events of a stateless transaction without regrowing.
+                index
+                    .entry(uuid)
+                    .or_insert_with(|| Vec::with_capacity(8))
+                    .push(e.id);
             }
         }
         for (uuid, mut ids) in index {
             ids.sort_unstable();
             ids.dedup();
             let last = ids.pop().expect("a flow file here has an event");
-            let earlier: Vec<u8> = ids.iter().flat_map(|id| id.to_be_bytes()).collect();
+            let mut earlier = Vec::with_capacity(ids.len() * 8);
+            for id in &ids {
+                earlier.extend_from_slice(&id.to_be_bytes());
+            }
             batch.insert(&self.by_flowfile, index_key(uuid, last), earlier);
         }
         add_spans(&mut batch, &self.spans, batches.iter().flatten())?;
@@ -602,11 +611,10 @@ impl Store {
         };
         // The change nearest the map first, the event's own last.
         for (set, removed) in changes.into_iter().rev() {
-            let m = map.to_mut();
             for k in removed {
-                m.remove(&k);
+                map.remove(&k);
             }
-            m.extend(set);
+            map.extend(set);
         }
         Ok(map)
     }
@@ -791,8 +799,8 @@ impl ProvenanceRepository {
         let keep =
             |e: &ProvenanceEvent| {
                 query.flowfile.as_ref().is_none_or(|f| {
-                    &e.flowfile == f || e.parents.contains(f) || e.children.contains(f)
-                }) && query.component.as_ref().is_none_or(|c| &e.component == c)
+                    e.flowfile == f || e.parents.contains(f) || e.children.contains(f)
+                }) && query.component.as_ref().is_none_or(|c| e.component == c)
                     && query.since_ms.is_none_or(|s| e.time_ms >= s)
                     && query.until_ms.is_none_or(|u| e.time_ms <= u)
                     && query.event_type.is_none_or(|t| e.event_type == t)
@@ -864,9 +872,9 @@ impl ProvenanceRepository {
                         todo.push_back(c.clone());
                     }
                     if e.event_type == EventType::JOIN && e.flowfile != ff {
-                        todo.push_back(e.flowfile.clone());
+                        todo.push_back(e.flowfile.to_string());
                         if ff == flowfile {
-                            children.insert(e.flowfile.clone());
+                            children.insert(e.flowfile.to_string());
                         }
                     }
                 }
@@ -874,7 +882,7 @@ impl ProvenanceRepository {
                 {
                     // ff is a child here: walk up to its parents (and from them, its siblings).
                     let parent_list: Vec<String> = if e.children.contains(&ff) && e.flowfile != ff {
-                        vec![e.flowfile.clone()]
+                        vec![e.flowfile.to_string()]
                     } else {
                         e.parents.clone()
                     };
@@ -925,9 +933,9 @@ impl ProvenanceRepository {
             size = size.saturating_sub(v.len() as u64 + 64);
             batch.remove(&self.store.events, k);
             // An index entry goes with the last event it names (its key), the others before.
-            for uuid in std::iter::once(&e.flowfile)
-                .chain(&e.parents)
-                .chain(&e.children)
+            for uuid in std::iter::once(e.flowfile.as_str())
+                .chain(e.parents.iter().map(String::as_str))
+                .chain(e.children.iter().map(String::as_str))
             {
                 batch.remove(&self.store.by_flowfile, index_key(uuid, e.id));
             }
@@ -989,7 +997,7 @@ mod tests {
             id,
             event_type: EventType::ROUTE,
             time_ms: 1_000 + id as i64,
-            flowfile: flowfile.to_string(),
+            flowfile: flowfile.into(),
             component: "route".into(),
             component_type: "RouteOnAttribute".into(),
             attributes: BTreeMap::from([("k".to_string(), id.to_string())]).into(),

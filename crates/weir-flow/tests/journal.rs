@@ -43,7 +43,7 @@ fn txn(ops: Vec<Op>) -> Txn {
 fn tags(queues: &[Vec<FlowFile>]) -> Vec<Vec<String>> {
     queues
         .iter()
-        .map(|q| q.iter().map(|f| f.attributes["tag"].clone()).collect())
+        .map(|q| q.iter().map(|f| f.attributes["tag"].to_string()).collect())
         .collect()
 }
 
@@ -442,7 +442,7 @@ proptest! {
                     for (q, list) in rec.queues.iter().enumerate() {
                         for f in list {
                             prop_assert_eq!(repo.content().read(&f.claim.unwrap()).unwrap(), f.attributes["tag"].as_bytes().to_vec());
-                            got.insert(f.id, (q as u32, f.attributes["tag"].clone()));
+                            got.insert(f.id, (q as u32, f.attributes["tag"].to_string()));
                         }
                     }
                     prop_assert_eq!(&got, &model);
@@ -456,7 +456,7 @@ proptest! {
                             let mut tags = BTreeMap::new();
                             for f in files {
                                 prop_assert_eq!(repo.content().read(&f.claim.unwrap()).unwrap(), f.attributes["tag"].as_bytes().to_vec());
-                                tags.insert(f.id, f.attributes["tag"].clone());
+                                tags.insert(f.id, f.attributes["tag"].to_string());
                             }
                             got_swapped.insert(info.id, (q as u32, tags));
                         }

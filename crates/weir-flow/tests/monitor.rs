@@ -80,7 +80,7 @@ fn a_stopped_processor_lets_its_queue_fill_and_queued_content_is_readable() {
         .unwrap();
     assert_eq!(created.len(), 5);
     let last = &created[4];
-    assert_eq!(last.attributes["n"], "2");
+    assert_eq!(&last.attributes["n"], "2");
     assert_eq!(
         monitor.content(&last.flowfile).unwrap().as_deref(),
         Some(&b"queued 2"[..])

@@ -199,7 +199,7 @@ groups:
         )
         .unwrap();
     assert_eq!(expired.len(), 5);
-    let mut ns: Vec<&str> = expired.iter().map(|e| e.attributes["n"].as_str()).collect();
+    let mut ns: Vec<&str> = expired.iter().map(|e| &e.attributes["n"]).collect();
     ns.sort_unstable();
     assert_eq!(ns, ["0", "1", "2", "3", "4"]);
     assert!(expired.iter().all(|e| e.component == key));
@@ -376,7 +376,7 @@ fn prioritizer_order_survives_swapping_and_a_crash() {
         }
         assert!(queue.counts().swapped >= 10_000, "{prioritizer}: swapped");
         all.sort_by(|a, b| expected_cmp(prioritizer, a, b));
-        let expected: Vec<String> = all.iter().map(|f| f.attributes["n"].clone()).collect();
+        let expected: Vec<String> = all.iter().map(|f| f.attributes["n"].to_string()).collect();
         let take = |repo: &FlowFileRepository, queue: &Queue, n: usize, got: &mut Vec<String>| {
             let mut taken = 0;
             while taken < n {
@@ -387,7 +387,7 @@ fn prioritizer_order_survives_swapping_and_a_crash() {
                     break;
                 }
                 taken += ffs.len();
-                got.extend(ffs.iter().map(|f| f.attributes["n"].clone()));
+                got.extend(ffs.iter().map(|f| f.attributes["n"].to_string()));
                 repo.commit(Txn {
                     ops: ffs.iter().map(|f| Op::Delete { id: f.id }).collect(),
                     events: vec![],

@@ -229,8 +229,8 @@ pub(crate) fn provenance_event(e: &ProvenanceEvent) -> model::ProvenanceEvent {
         id: e.id,
         time_ms: e.time_ms.max(0) as u64,
         event_type: event_type_name(e.event_type),
-        flowfile: e.flowfile.clone(),
-        component: e.component.clone(),
+        flowfile: e.flowfile.to_string(),
+        component: e.component.to_string(),
         parents: e.parents.clone(),
         children: e.children.clone(),
         details: e.details.clone(),
@@ -249,9 +249,9 @@ pub(crate) fn lineage_graph(lineage: &Lineage) -> model::Lineage {
         let label = lineage
             .events
             .iter()
-            .filter(|e| &e.flowfile == uuid)
+            .filter(|e| e.flowfile == *uuid)
             .find_map(|e| e.attributes.get("filename"))
-            .cloned()
+            .map(str::to_string)
             .unwrap_or_else(|| uuid.clone());
         nodes.push(model::LineageNode {
             id: uuid.clone(),
@@ -283,13 +283,13 @@ pub(crate) fn lineage_graph(lineage: &Lineage) -> model::Lineage {
             if known.contains(e.flowfile.as_str()) {
                 links.push(model::LineageLink {
                     from: id.clone(),
-                    to: e.flowfile.clone(),
+                    to: e.flowfile.to_string(),
                 });
             }
         } else {
             let from = last_of
                 .insert(e.flowfile.as_str(), id.clone())
-                .unwrap_or_else(|| e.flowfile.clone());
+                .unwrap_or_else(|| e.flowfile.to_string());
             if known.contains(e.flowfile.as_str()) {
                 links.push(model::LineageLink {
                     from,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::definition::ComponentKind;
-use crate::flowfile::{Attributes, ContentClaim, FlowFile};
+use crate::flowfile::{Attributes, ContentClaim, FlowFile, SmolStr, int_value};
 use crate::provenance::{EventType, ProvenanceEvent};
 use crate::repository::journal::{Op, RepositoryError, Txn};
 use crate::stateless::Transaction;
@@ -107,8 +107,18 @@ pub struct Session {
     source_deletions: Vec<String>,
 }
 
+/// A fresh random uuid, formatted without an intermediate `String`.
+pub(crate) fn new_uuid() -> SmolStr {
+    let mut buf = uuid::Uuid::encode_buffer();
+    SmolStr::new(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf))
+}
+
+/// Milliseconds since the epoch. Straight from the system clock: this runs for every
+/// provenance event, and going through a calendar date and back cost three times as much.
 fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Session {
@@ -175,6 +185,9 @@ impl Session {
             };
             self.expired
                 .extend(expired.into_iter().map(|f| (q as u32, f)));
+            // Room for the batch and about an event per flow file, at once.
+            self.records.reserve(got.len());
+            self.events.reserve(got.len());
             for ff in got {
                 out.push(FlowFileRef(self.records.len()));
                 self.records.push(Record {
@@ -208,17 +221,14 @@ impl Session {
 
     fn fresh(&self, mut attributes: Attributes, lineage_start: Option<i64>) -> FlowFile {
         let now = now_ms();
-        let uuid = uuid::Uuid::new_v4().to_string();
-        let attrs = attributes.to_mut();
-        attrs.insert("uuid".into(), uuid.clone());
-        attrs
-            .entry("filename".into())
-            .or_insert_with(|| uuid.clone());
-        attrs.entry("path".into()).or_insert_with(|| "./".into());
-        attrs.insert("entryDate".into(), now.to_string());
+        let uuid = new_uuid();
+        attributes.insert("uuid", uuid.clone());
+        attributes.insert_if_absent("filename", || uuid);
+        attributes.insert_if_absent("path", || SmolStr::new_static("./"));
+        attributes.insert("entryDate", int_value(now));
         let lineage = lineage_start.unwrap_or(now);
-        attrs.insert("lineageStartDate".into(), lineage.to_string());
-        attrs.insert("fileSize".into(), "0".into());
+        attributes.insert("lineageStartDate", int_value(lineage));
+        attributes.insert("fileSize", SmolStr::new_static("0"));
         FlowFile {
             id: self.shared.repo.next_id(),
             attributes,
@@ -232,7 +242,8 @@ impl Session {
     /// Creates an empty flow file with the core attributes (CREATE, unless a RECEIVE or
     /// FETCH is reported for it).
     pub fn create(&mut self) -> FlowFileRef {
-        let ff = self.fresh(Attributes::default(), None);
+        // The core attributes and a source's few, without growing the vector on the way.
+        let ff = self.fresh(Attributes::with_capacity(16), None);
         self.push_new(ff, Origin::Created)
     }
 
@@ -246,24 +257,21 @@ impl Session {
 
     /// Creates one flow file from several parents (JOIN): attributes the parents share.
     pub fn create_joined(&mut self, parents: &[FlowFileRef]) -> FlowFileRef {
-        let mut common: Option<BTreeMap<String, String>> = None;
+        let mut common: Option<Attributes> = None;
         let mut lineage = i64::MAX;
         for p in parents {
             let ff = &self.records[p.0].flowfile;
             lineage = lineage.min(ff.lineage_start);
-            common = Some(match common {
-                None => (*ff.attributes).clone(),
-                Some(c) => c
-                    .into_iter()
-                    .filter(|(k, v)| ff.attributes.get(k) == Some(v))
-                    .collect(),
-            });
+            match &mut common {
+                None => common = Some(ff.attributes.clone()),
+                Some(c) => c.retain(|k, v| ff.attributes.get(k) == Some(v)),
+            }
         }
         let uuids = parents
             .iter()
             .map(|p| self.records[p.0].flowfile.uuid().to_string())
             .collect();
-        let ff = self.fresh(common.unwrap_or_default().into(), Some(lineage));
+        let ff = self.fresh(common.unwrap_or_default(), Some(lineage));
         self.push_new(ff, Origin::Join(uuids))
     }
 
@@ -272,8 +280,7 @@ impl Session {
         let o = self.records[original.0].flowfile.clone();
         let mut ff = self.fresh(o.attributes.clone(), Some(o.lineage_start));
         ff.claim = o.claim;
-        ff.attributes
-            .insert("fileSize".into(), o.size().to_string());
+        ff.attributes.insert("fileSize", int_value(o.size()));
         self.push_new(ff, Origin::Clone(o.uuid().to_string()))
     }
 
@@ -288,12 +295,12 @@ impl Session {
     }
 
     /// Sets an attribute (`uuid` cannot be changed).
-    pub fn put_attribute(&mut self, ff: FlowFileRef, name: &str, value: String) {
+    pub fn put_attribute(&mut self, ff: FlowFileRef, name: &str, value: impl Into<SmolStr>) {
         if name == "uuid" {
             return;
         }
         let r = &mut self.records[ff.0];
-        r.flowfile.attributes.insert(name.to_string(), value);
+        r.flowfile.attributes.insert(name, value);
         r.attributes_changed = true;
     }
 
@@ -343,7 +350,7 @@ impl Session {
         r.flowfile.claim = claim;
         r.flowfile
             .attributes
-            .insert("fileSize".into(), data.len().to_string());
+            .insert("fileSize", int_value(data.len()));
         r.content_changed = true;
         Ok(())
     }
@@ -367,7 +374,7 @@ impl Session {
         r.flowfile.claim = claim;
         r.flowfile
             .attributes
-            .insert("fileSize".into(), claim.map_or(0, |c| c.len).to_string());
+            .insert("fileSize", int_value(claim.map_or(0, |c| c.len)));
         r.content_changed = true;
         Ok(())
     }
@@ -454,9 +461,9 @@ impl Session {
             id: 0,
             event_type,
             time_ms: now_ms(),
-            flowfile: ff.uuid().to_string(),
-            component: c.name.clone(),
-            component_type: c.type_name().to_string(),
+            flowfile: ff.shared_uuid(),
+            component: SmolStr::new(&c.name),
+            component_type: SmolStr::new(c.type_name()),
             attributes: ff.attributes.clone(),
             size: ff.size(),
             parents: vec![],
@@ -496,9 +503,11 @@ impl Session {
         let shared = Arc::clone(&self.shared);
         let comp = &shared.flow.processors[self.component];
         let mut plan = Plan::default();
+        plan.enqueue.reserve(self.records.len());
         // Derived events first (FORK/JOIN/CLONE), grouped per parent.
         let mut forks: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut events = std::mem::take(&mut self.events);
+        events.reserve(self.records.len());
         for r in &self.records {
             if r.destination == Destination::Undecided {
                 return Err(SessionError::NotTransferred(r.flowfile.uuid().to_string()));
@@ -510,7 +519,7 @@ impl Session {
                     .push(r.flowfile.uuid().to_string()),
                 Origin::Clone(p) => {
                     let mut e = self.event(&r.flowfile, EventType::CLONE, None, None);
-                    e.flowfile = p.clone();
+                    e.flowfile = SmolStr::new(p);
                     e.parents = vec![p.clone()];
                     e.children = vec![r.flowfile.uuid().to_string()];
                     events.push(e);
@@ -556,7 +565,7 @@ impl Session {
                 Some(p) => self.event(p, EventType::FORK, None, None),
                 None => self.event(&self.records[0].flowfile, EventType::FORK, None, None),
             };
-            e.flowfile = parent.clone();
+            e.flowfile = SmolStr::new(&parent);
             e.parents = vec![parent];
             e.children = children;
             events.push(e);
@@ -619,9 +628,9 @@ impl Session {
                         id: 0,
                         event_type: EventType::DROP,
                         time_ms: now_ms(),
-                        flowfile: ff.uuid().to_string(),
-                        component: c.name.clone(),
-                        component_type: c.type_name().to_string(),
+                        flowfile: ff.shared_uuid(),
+                        component: SmolStr::new(&c.name),
+                        component_type: SmolStr::new(c.type_name()),
                         attributes: ff.attributes.clone(),
                         size: ff.size(),
                         parents: vec![],
@@ -640,12 +649,12 @@ impl Session {
                 if i > 0 {
                     // One relationship, several connections: each gets a clone.
                     ff.id = shared.repo.next_id();
-                    let uuid = uuid::Uuid::new_v4().to_string();
+                    let uuid = new_uuid();
                     let mut e = self.event(&r.flowfile, EventType::CLONE, None, None);
                     e.parents = vec![r.flowfile.uuid().to_string()];
-                    e.children = vec![uuid.clone()];
+                    e.children = vec![uuid.to_string()];
                     events.push(e);
-                    ff.attributes.insert("uuid".into(), uuid);
+                    ff.attributes.insert("uuid", uuid);
                 }
                 if journaled {
                     ff.queue_seq = shared.repo.next_seq();
@@ -676,7 +685,7 @@ impl Session {
                 Some("Expiration Threshold exceeded".into()),
                 None,
             );
-            e.component = shared.flow.connections[*q as usize].key.clone();
+            e.component = SmolStr::new(&shared.flow.connections[*q as usize].key);
             e.component_type = "Connection".into();
             events.push(e);
         }
@@ -752,6 +761,11 @@ impl Session {
             }
         };
         shared.repo.content().adjust_refs(&plan.ref_changes);
+        // Provenance before the flow files move on: whoever sees one in its next queue (an
+        // observer, a test) and then queries provenance finds its events.
+        if let Err(e) = shared.provenance.insert(events) {
+            tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
+        }
         let mut acks: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
         for (q, bytes) in plan.acks {
             let a = acks.entry(q).or_default();
@@ -774,9 +788,6 @@ impl Session {
                 ));
             }
             shared.wake_downstream(q);
-        }
-        if let Err(e) = shared.provenance.insert(events) {
-            tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
         }
         for hook in self.completions.drain(..) {
             hook(Completion::Committed);
@@ -896,5 +907,19 @@ impl Committed {
     /// True when the session moved nothing.
     pub fn is_empty(&self) -> bool {
         self.flowfiles_in == 0 && self.flowfiles_out == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn event_times_agree_with_the_calendar_clock() {
+        let before = chrono::Utc::now().timestamp_millis();
+        let now = super::now_ms();
+        let after = chrono::Utc::now().timestamp_millis();
+        assert!(
+            before <= now && now <= after,
+            "{before} <= {now} <= {after}"
+        );
     }
 }

@@ -25,6 +25,7 @@ use super::{ProcessError, Processor, Trigger, eval, props};
 use crate::definition::Component;
 use crate::engine::{Completion, Session, SessionFactory};
 use crate::expression::Template;
+use crate::flowfile::{SmolStr, int_value};
 use crate::provenance::EventType;
 
 /// How long a consumer's trigger waits for a first message before it reports idle.
@@ -118,12 +119,16 @@ impl Processor for ConsumeAmqp {
         for m in &messages {
             let ff = session.create();
             session.write(ff, &m.body)?;
-            session.put_attribute(ff, "amqp$routingKey", m.routing_key.clone());
-            session.put_attribute(ff, "amqp$exchange", m.exchange.clone());
-            session.put_attribute(ff, "amqp$deliveryTag", m.delivery_tag.to_string());
-            session.put_attribute(ff, "amqp$redelivered", m.redelivered.to_string());
+            session.put_attribute(ff, "amqp$routingKey", m.routing_key.as_str());
+            session.put_attribute(ff, "amqp$exchange", m.exchange.as_str());
+            session.put_attribute(ff, "amqp$deliveryTag", int_value(m.delivery_tag));
+            session.put_attribute(
+                ff,
+                "amqp$redelivered",
+                SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
+            );
             for (k, v) in &m.headers {
-                session.put_attribute(ff, &format!("amqp${k}"), v.clone());
+                session.put_attribute(ff, &format!("amqp${k}"), v.as_str());
             }
             session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
             session.transfer(ff, "success")?;
@@ -276,13 +281,13 @@ impl Processor for ConsumeJetStream {
         for m in &messages {
             let ff = session.create();
             session.write(ff, &m.body)?;
-            session.put_attribute(ff, "jetstream.subject", m.subject.clone());
+            session.put_attribute(ff, "jetstream.subject", m.subject.as_str());
             session.put_attribute(
                 ff,
                 "jetstream.stream.sequence",
-                m.stream_sequence.to_string(),
+                int_value(m.stream_sequence),
             );
-            session.put_attribute(ff, "jetstream.delivered", m.delivered.to_string());
+            session.put_attribute(ff, "jetstream.delivered", int_value(m.delivered));
             session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
             session.transfer(ff, "success")?;
         }
@@ -433,7 +438,7 @@ impl Processor for PutDatabaseRecord {
         for (ff, outcome) in sent.into_iter().zip(outcomes) {
             match outcome {
                 ItemOutcome::Written(rows) => {
-                    session.put_attribute(ff, "putdatabaserecord.row.count", rows.to_string());
+                    session.put_attribute(ff, "putdatabaserecord.row.count", int_value(rows));
                     session.report(ff, EventType::SEND, Some(self.uri.clone()), None);
                     session.transfer(ff, "success")?;
                 }

@@ -407,7 +407,7 @@ impl Processor for CompressContent {
                     } else {
                         "application/octet-stream"
                     };
-                    session.put_attribute(ff, "mime.type", mime.into());
+                    session.put_attribute(ff, "mime.type", mime);
                     session.transfer(ff, "success")?;
                 }
                 Err(_) => session.transfer(ff, "failure")?,

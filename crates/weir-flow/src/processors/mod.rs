@@ -144,5 +144,5 @@ pub(crate) fn eval(
     ff: crate::engine::FlowFileRef,
 ) -> Result<String, crate::expression::EvalError> {
     let f = session.flowfile(ff);
-    t.evaluate(&|k| f.attributes.get(k).cloned())
+    t.evaluate(&|k| f.attributes.get(k).map(str::to_string))
 }

@@ -116,7 +116,7 @@ impl Processor for RouteOnAttribute {
             for (name, t) in &self.routes {
                 let f = session.flowfile(ff);
                 let yes = t
-                    .evaluate_bool(&|k| f.attributes.get(k).cloned())
+                    .evaluate_bool(&|k| f.attributes.get(k).map(str::to_string))
                     .unwrap_or(false);
                 if yes {
                     matched.push(name.clone());

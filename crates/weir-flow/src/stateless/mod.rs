@@ -550,6 +550,10 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
         match shared.repo.commit(Txn { ops, events }) {
             Ok(events) => {
                 shared.repo.content().adjust_refs(&refs);
+                // Provenance before the flow files move on, as a session commit does.
+                if let Err(e) = shared.provenance.insert(events) {
+                    tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
+                }
                 for (q, (n, bytes)) in acks {
                     shared.queues[q].acknowledge(n, bytes);
                     shared.wake_upstream(q);
@@ -562,9 +566,6 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
                         ));
                     }
                     shared.wake_downstream(q);
-                }
-                if let Err(e) = shared.provenance.insert(events) {
-                    tracing::warn!("provenance insert failed (the journal keeps the events): {e}");
                 }
             }
             Err(e) => {
@@ -683,7 +684,7 @@ fn give_back_inputs(
                     }
                     out.id = shared.repo.next_id();
                     out.attributes
-                        .insert("uuid".into(), uuid::Uuid::new_v4().to_string());
+                        .insert("uuid", crate::engine::session::new_uuid());
                 }
                 out.queue_seq = shared.repo.next_seq();
                 ops.push(Op::Put {

@@ -138,6 +138,10 @@ impl Transaction {
                 shared.queues[q].requeue(vec![ff], None);
             }
         }
+        // A session hands over a batch: room for it at once, not by doubling (a flow file and
+        // an event are large enough for the copies of each growth to show).
+        let arriving = a.enqueue.len();
+        st.events.reserve(a.events.len());
         for (conn, ff, _) in a.enqueue {
             st.progress += 1;
             let to = shared.flow.connections[conn].to;
@@ -146,7 +150,11 @@ impl Transaction {
                 if port.failure_port && st.failure.is_none() {
                     st.failure = Some(port.name.clone());
                 }
-                st.queues.entry(conn).or_default().push_back(ff);
+                let queue = st.queues.entry(conn).or_default();
+                if queue.is_empty() {
+                    queue.reserve(arriving);
+                }
+                queue.push_back(ff);
             } else {
                 st.outputs.push((conn, ff));
             }

@@ -264,7 +264,7 @@ impl Processor for Recorder {
         for &ff in &ffs {
             let f = session.flowfile(ff);
             seen.push(Recorded {
-                attributes: (*f.attributes).clone(),
+                attributes: f.attributes.to_map(),
                 content: session.read(ff)?,
                 entry_date: f.entry_date,
             });
