@@ -32,7 +32,9 @@
 //! consumed the thread's park token.
 //!
 //! A panic inside a processor is caught on the worker, fails that processor's job (naming the
-//! vertex and instance) and leaves the worker serving other jobs.
+//! vertex and instance) and leaves the worker serving other jobs. A panic inside a worker
+//! service is caught too: the service is logged and dropped, and the worker goes on (see
+//! [`WorkerService`]).
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -86,11 +88,29 @@ struct Scheduled {
 /// amount of work per poll (a budget of messages, say), so that the worker's tasklets keep
 /// their turn. When a service has new work while its worker may be parked, whoever gave it
 /// the work calls the worker's [`WorkerWaker::wake`].
+///
+/// **A panicking service is dropped, its worker lives on.** A panic out of `poll` is caught
+/// on the worker and logged (`tracing` error, naming the service and the worker); the
+/// service is then dropped (a panic in its `Drop` is caught and logged too) and never
+/// polled again. The worker keeps running its tasklets and its other services, and no job
+/// fails: a service belongs to no job, and the worker cannot tell which jobs, if any,
+/// depend on it — as in Flink or Jet, where a failing member-level service does not bring
+/// down the task threads of unrelated jobs. A service whose failure must reach its callers
+/// reports it through its own channels: once it is dropped, whatever it owned (the
+/// receiving ends of its queues, say) is dropped with it, so its callers see a closed
+/// channel instead of waiting forever.
 pub trait WorkerService: Send {
     /// Does some of the service's pending work. Returns [`Progress::MadeProgress`] when it did
     /// any, [`Progress::NoProgress`] when there was none, and [`Progress::Done`] when the
-    /// service has stopped: the worker then drops it and polls it no more.
+    /// service has stopped: the worker then drops it and polls it no more. A panic here
+    /// drops the service as `Done` does, after logging it.
     fn poll(&mut self) -> Progress;
+
+    /// The service's name in logs, such as the one of a panic out of [`poll`](Self::poll).
+    /// Default: the implementing type's name.
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        std::any::type_name::<Self>().into()
+    }
 }
 
 struct WorkerShared {
@@ -659,23 +679,51 @@ fn end(mut s: Scheduled) {
 }
 
 /// Polls every service once; drops those that are done. Whether any made progress.
-fn poll_services(services: &mut Vec<Box<dyn WorkerService>>) -> bool {
+///
+/// A service whose `poll` panics is logged and dropped like a done one, and the loop goes
+/// on with the next: the worker lives on for its tasklets and other services.
+fn poll_services(worker: usize, services: &mut Vec<Box<dyn WorkerService>>) -> bool {
     let mut progress = false;
     let mut i = 0;
     while i < services.len() {
-        match services[i].poll() {
-            Progress::MadeProgress => {
+        match catch_unwind(AssertUnwindSafe(|| services[i].poll())) {
+            Ok(Progress::MadeProgress) => {
                 progress = true;
                 i += 1;
             }
-            Progress::NoProgress => i += 1,
-            Progress::Done => {
+            Ok(Progress::NoProgress) => i += 1,
+            Ok(Progress::Done) => {
                 progress = true;
-                drop(services.swap_remove(i));
+                drop_service(worker, services.swap_remove(i));
+            }
+            Err(payload) => {
+                // Named before the drop: the name may need the service.
+                let service = services[i].name();
+                tracing::error!(
+                    %service,
+                    worker,
+                    panic = %panic_message(&*payload),
+                    "worker service panicked in poll; it is dropped and the worker goes on"
+                );
+                progress = true;
+                drop_service(worker, services.swap_remove(i));
             }
         }
     }
     progress
+}
+
+/// Drops a service on its worker; a panic in its `Drop` is logged, not let out.
+fn drop_service(worker: usize, service: Box<dyn WorkerService>) {
+    let name = service.name();
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(service))) {
+        tracing::error!(
+            service = %name,
+            worker,
+            panic = %panic_message(&*payload),
+            "worker service panicked while being dropped"
+        );
+    }
 }
 
 fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
@@ -698,6 +746,9 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
                 s.job.fail(Error::ExecutorShutDown);
                 end(s);
             }
+            for service in services.drain(..) {
+                drop_service(me.index, service);
+            }
             return;
         }
         if tasklets.is_empty() && services.is_empty() {
@@ -717,7 +768,7 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
         }
         // After the tasklets: work a tasklet just sent to this worker's service is done in
         // this pass, not after a park.
-        progress |= poll_services(&mut services);
+        progress |= poll_services(me.index, &mut services);
         if progress {
             park = min_park;
             idle_passes = 0;

@@ -71,13 +71,6 @@ pub struct OutPort<T> {
     /// Refusals because a target queue was full (not the batch limit): backpressure.
     blocked_total: u64,
     done_sent: Vec<bool>,
-    /// A partitioned port's items sorted by target during one `offer_from`, then moved into
-    /// each target's conveyor as one run; empty between calls.
-    runs: Vec<Vec<T>>,
-    /// Each target's free room, read once per partitioned `offer_from`.
-    free: Vec<usize>,
-    /// The target of each item a partitioned `offer_from` takes, in order.
-    run_of: Vec<u32>,
 }
 
 impl<T: Item> OutPort<T> {
@@ -93,9 +86,6 @@ impl<T: Item> OutPort<T> {
             refused_total: 0,
             blocked_total: 0,
             done_sent,
-            runs: Vec::new(),
-            free: Vec::new(),
-            run_of: Vec::new(),
         }
     }
 
@@ -146,10 +136,10 @@ impl<T: Item> OutPort<T> {
 
     /// Offers items from the front of `items` until one is refused or `items` is empty;
     /// returns how many were taken. Same routing and limits as [`offer`](Self::offer), but
-    /// items move into each target as whole runs, with one release store per run instead of
-    /// per item: a round-robin port fills one target at a time; a partitioned port sorts the
-    /// items by target first (keeping their order per target), reading each target's free
-    /// room once.
+    /// cheaper per item: a round-robin port fills one target at a time with a whole run (one
+    /// release store per run); a partitioned port moves each item straight into its
+    /// target's conveyor in one loop with the partition function inlined (its order kept
+    /// per target).
     pub fn offer_from(&mut self, items: &mut VecDeque<T>) -> usize {
         if matches!(self.route, Route::Partitioned(_)) && self.targets.len() > 1 {
             return self.offer_partitioned_from(items);
@@ -188,56 +178,20 @@ impl<T: Item> OutPort<T> {
         taken
     }
 
-    /// [`offer_from`](Self::offer_from) for a partitioned port with several targets: finds
-    /// each item's target first (one virtual call of the partition function per slice of
-    /// the queue, not per item), with each target's free room read once, then moves the
-    /// items that fit into one run per target (their order kept) and each run into its
-    /// conveyor in one write.
+    /// [`offer_from`](Self::offer_from) for a partitioned port with several targets: one
+    /// pass over the front of the queue, each item moved straight into its target's
+    /// conveyor (one virtual call of the partition function per call, inlined in the loop),
+    /// stopping at the first item whose target is full, which stays at the front with
+    /// everything behind it. A call to a port whose consumers are behind thus routes one
+    /// item, not a batch it would have to route again.
     fn offer_partitioned_from(&mut self, items: &mut VecDeque<T>) -> usize {
-        let OutPort {
-            targets,
-            route,
-            runs,
-            free,
-            run_of,
-            ..
-        } = self;
-        let Route::Partitioned(route) = route else {
+        let Route::Partitioned(route) = &self.route else {
             unreachable!("called for partitioned ports only")
         };
-        let room = (self.batch_limit - self.accepted_in_call).min(items.len());
-        runs.resize_with(targets.len(), Vec::new);
-        // Reading the free room touches the line the consumer writes: once per call. It only
-        // grows until this end sends, so what fits now fits below.
-        free.clear();
-        free.extend(targets.iter().map(Sender::free_slots));
-        run_of.clear();
-        // The targets of the whole run first: one call of the partition function per slice
-        // of the queue, not per item.
-        let (front, back) = items.as_slices();
-        let front = &front[..room.min(front.len())];
-        let back = &back[..room - front.len()];
-        route.partition_of.owners_of(front, &route.owners, run_of);
-        route.partition_of.owners_of(back, &route.owners, run_of);
-        let taken = run_of
-            .iter()
-            .position(|&target| {
-                let free = &mut free[target as usize];
-                let full = *free == 0;
-                *free = free.saturating_sub(1);
-                full
-            })
-            .unwrap_or(run_of.len());
-        run_of.truncate(taken);
-        for (item, &target) in items.drain(..taken).zip(run_of.iter()) {
-            runs[target as usize].push(item);
-        }
-        for (target, run) in targets.iter_mut().zip(runs.iter_mut()) {
-            if !run.is_empty() {
-                target.send_from_vec(run);
-                debug_assert!(run.is_empty(), "the run was sized to the free room");
-            }
-        }
+        let max = self.batch_limit - self.accepted_in_call;
+        let taken = route
+            .partition_of
+            .route_from(items, max, &route.owners, &mut self.targets);
         self.accepted_in_call += taken;
         self.accepted_total += taken as u64;
         if !items.is_empty() {
@@ -663,6 +617,40 @@ mod tests {
         assert_eq!(p.offer_from(&mut items), 3);
         assert_eq!(rxs[0].len() + rxs[1].len(), 3);
         assert_eq!(p.accepted(), 3);
+    }
+
+    #[test]
+    fn a_partitioned_port_routes_no_more_items_than_fit() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let route = Route::Partitioned(PartitionRoute {
+            partition_of: Arc::new(move |x: &u32| {
+                counted.fetch_add(1, Ordering::Relaxed);
+                *x % 2
+            }),
+            owners: Arc::from([0, 1]),
+        });
+        // 2 targets of 2 slots: of 1000 items, 4 fit; the fifth is looked at and kept.
+        let (mut p, mut rxs) = port(2, 2, route, 1000);
+        let mut items: VecDeque<u32> = (0..1000).collect();
+        assert_eq!(p.offer_from(&mut items), 4);
+        assert_eq!(calls.load(Ordering::Relaxed), 5);
+        assert_eq!(items.len(), 996);
+        // Both full: the front item is looked at, nothing else.
+        ErasedPort::begin_call(&mut p);
+        assert_eq!(p.offer_from(&mut items), 0);
+        assert_eq!(calls.load(Ordering::Relaxed), 6);
+        // Target 1 has room, but the front item is target 0's: it stops there, in order.
+        rxs[1].try_recv();
+        ErasedPort::begin_call(&mut p);
+        assert_eq!(p.offer_from(&mut items), 0);
+        assert_eq!(items.front(), Some(&4));
+        rxs[0].try_recv();
+        ErasedPort::begin_call(&mut p);
+        assert_eq!(p.offer_from(&mut items), 2, "4 to target 0, 5 to target 1");
+        assert_eq!(items.front(), Some(&6));
+        assert_eq!(p.refused_total, 4);
     }
 
     #[test]

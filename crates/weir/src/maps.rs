@@ -63,6 +63,10 @@ impl WorkerService for OwnerOnWorker {
             OwnerPoll::Stopped => Progress::Done,
         }
     }
+
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        format!("map owner {}", self.0.owner()).into()
+    }
 }
 
 /// Starts a map service over the default 271 partitions whose owners are `executor`'s
