@@ -782,9 +782,11 @@ impl TempFileWriter {
                 .epochs
                 .as_mut()
                 .ok_or("restored a file sink that takes no snapshots")?;
-            if state.parts > 0 {
-                e.pending.push((state.path.clone(), state.parts));
-            }
+            // Every saved part, not only the last: the process may have died after this
+            // snapshot completed but before an earlier epoch's phase 2 renamed its part.
+            // Renaming a part already in place is a no-op.
+            e.pending
+                .extend((1..=state.parts).map(|n| (state.path.clone(), n)));
             if own {
                 e.started = true;
                 e.parts = state.parts;
@@ -1293,6 +1295,42 @@ mod tests {
         w.prepare().unwrap();
         commit(&mut w);
         assert_eq!(fs::read_to_string(&path).unwrap(), "1\n20\n");
+        assert_eq!(names(dir.path()), ["out.txt"]);
+    }
+
+    #[test]
+    fn a_restore_publishes_every_saved_part_whose_phase_2_never_ran() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        let target = Target::File(path.clone());
+        let writer = || FileWriter::new(target.paths(0), Arc::new(display_line::<u32>));
+        let saved = {
+            let mut w = writer();
+            w.open(&epoch_ctx()).unwrap();
+            // Two snapshots complete (phase 1 of each), then the process dies before the
+            // phase 2 of either: both parts are still temporary.
+            w.write(1).unwrap();
+            w.prepare().unwrap();
+            w.write(2).unwrap();
+            w.prepare().unwrap().unwrap()
+        };
+        assert_eq!(
+            names(dir.path()),
+            ["out.txt.part-00000001.tmp", "out.txt.part-00000002.tmp"]
+        );
+        let mut w = writer();
+        w.open(&epoch_ctx()).unwrap();
+        w.restore(saved).unwrap();
+        commit(&mut w);
+        assert_eq!(
+            names(dir.path()),
+            ["out.txt.part-00000001", "out.txt.part-00000002"]
+        );
+        w.write(3).unwrap();
+        while !w.poll_close().unwrap() {}
+        w.prepare().unwrap();
+        commit(&mut w);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "1\n2\n3\n");
         assert_eq!(names(dir.path()), ["out.txt"]);
     }
 
