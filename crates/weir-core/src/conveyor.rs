@@ -119,20 +119,6 @@ impl<T> Sender<T> {
         chunk.fill_from_iter(items.drain(..n).map(Message::Item))
     }
 
-    /// Moves as many items as fit from the front of `items`. Returns how many moved.
-    ///
-    /// Cost: one release store for the whole run, plus a move per item.
-    pub fn send_from_vec(&mut self, items: &mut Vec<T>) -> usize {
-        let n = self.inner.slots().min(items.len());
-        if n == 0 {
-            return 0;
-        }
-        let Ok(chunk) = self.inner.write_chunk_uninit(n) else {
-            unreachable!("slots() promised {n} free slots")
-        };
-        chunk.fill_from_iter(items.drain(..n).map(Message::Item))
-    }
-
     /// Sends a watermark if there is room. Returns whether it was sent.
     pub fn send_watermark(&mut self, wm: Watermark) -> bool {
         self.inner.push(Message::Watermark(wm)).is_ok()
@@ -151,12 +137,6 @@ impl<T> Sender<T> {
     /// Sends the done marker if there is room. Returns whether it was sent.
     pub fn send_done(&mut self) -> bool {
         self.inner.push(Message::Done).is_ok()
-    }
-
-    /// Free slots right now. Only grows until the next send, since only this end fills it.
-    #[inline]
-    pub fn free_slots(&self) -> usize {
-        self.inner.slots()
     }
 
     /// Whether one more message fits.

@@ -188,7 +188,6 @@ impl<R: SourceReader> StreamSourceHead<R> {
             }
             from = to;
         }
-        drop(items);
         if late > 0 {
             self.late.add(late);
         }
