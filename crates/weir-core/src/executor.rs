@@ -13,11 +13,14 @@
 //! assert_eq!(collected.lock().unwrap().len(), 100);
 //! ```
 //!
-//! Each worker loops over its tasklets and calls each one. A pass in which no tasklet made
-//! progress makes the worker park, for 25 µs at first, doubling up to 1 ms while nothing
-//! moves; any progress resets the pause. A worker with no tasklets parks until one is
+//! Each worker loops over its tasklets and calls each one. After a run of passes in which no
+//! tasklet made progress the worker parks ([`crate::park`]): until a tasklet at the other
+//! end of one of its conveyors moves items (a call that moved anything nudges the threads of
+//! its conveyor peers, which wakes only those that are parking), and at most for a pause
+//! of 25 µs at first, doubling up to 1 ms while nothing moves, for work that comes from
+//! elsewhere; any progress resets the pause. A worker with no tasklets parks until one is
 //! assigned. Tasklets are spread round-robin over the workers. A non-cooperative processor
-//! gets a thread of its own, which may block.
+//! gets a thread of its own, which may block, and parks the same way.
 //!
 //! # Worker services
 //!
@@ -49,7 +52,8 @@ use crate::item::{ErasedEnd, ErasedRoute};
 use crate::job::{Job, JobConfig, JobShared, JobStatus, JobWatch, Restarter};
 use crate::metrics::InstanceMetrics;
 use crate::outbox::{ErasedPort, Outbox};
-use crate::processor::{Processor, ProcessorContext};
+use crate::park::Parker;
+use crate::processor::{Processor, ProcessorContext, TaskletWaker};
 use crate::snapshot::coordinator::{Coordinator, Slot};
 use crate::snapshot::{self, Guarantee, SnapshotHolds};
 use crate::stall::Watchdog;
@@ -118,34 +122,15 @@ struct WorkerShared {
     incoming: Mutex<Vec<Scheduled>>,
     incoming_services: Mutex<Vec<Box<dyn WorkerService>>>,
     has_incoming: AtomicBool,
-    /// Set by every wake, cleared by the worker right before it parks.
-    woken: AtomicBool,
+    parker: Arc<Parker>,
     shutdown: AtomicBool,
-    thread: OnceLock<Thread>,
 }
 
 impl WorkerShared {
-    /// Makes the worker run another pass soon: sets the flag it checks before parking, then
-    /// unparks it.
+    /// Makes the worker run another pass soon (see [`Parker::wake`]).
     #[inline]
     fn wake(&self) {
-        self.woken.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.get() {
-            t.unpark();
-        }
-    }
-
-    /// Parks the calling worker for `timeout` (until unparked if `None`), unless a wake came
-    /// since the last check. SeqCst on both sides of the flag: a wake whose flag this check
-    /// does not see unparks after the check, so the park that follows returns.
-    fn park_unless_woken(&self, timeout: Option<Duration>) {
-        if self.woken.swap(false, Ordering::SeqCst) {
-            return;
-        }
-        match timeout {
-            Some(t) => thread::park_timeout(t),
-            None => thread::park(),
-        }
+        self.parker.wake();
     }
 }
 
@@ -182,7 +167,7 @@ impl WorkerWaker {
     /// The worker's thread, once it has started (it has by the time
     /// [`Executor::new`] returns).
     pub fn thread(&self) -> Option<&Thread> {
-        self.worker.thread.get()
+        self.worker.parker.thread()
     }
 }
 
@@ -198,9 +183,7 @@ impl Drop for ExecutorInner {
     fn drop(&mut self) {
         for w in &self.workers {
             w.shutdown.store(true, Ordering::Release);
-            if let Some(t) = w.thread.get() {
-                t.unpark();
-            }
+            w.wake();
         }
         for h in self
             .handles
@@ -241,9 +224,8 @@ impl Executor {
                     incoming: Mutex::new(Vec::new()),
                     incoming_services: Mutex::new(Vec::new()),
                     has_incoming: AtomicBool::new(false),
-                    woken: AtomicBool::new(false),
+                    parker: Arc::new(Parker::new()),
                     shutdown: AtomicBool::new(false),
-                    thread: OnceLock::new(),
                 })
             })
             .collect();
@@ -255,7 +237,7 @@ impl Executor {
                 .name(format!("weir-worker-{i}"))
                 .spawn(move || worker_loop(&w, min, max))
                 .map_err(Error::Thread)?;
-            let _ = workers[i].thread.set(handle.thread().clone());
+            workers[i].parker.bind(handle.thread().clone());
             handles.push(handle);
         }
         Ok(Executor {
@@ -399,9 +381,7 @@ impl Executor {
                 let w = self.inner.next_worker.fetch_add(1, Ordering::Relaxed)
                     % self.inner.workers.len();
                 let worker = &self.inner.workers[w];
-                if let Some(t) = worker.thread.get() {
-                    tasklet.bind_waker(t.clone());
-                }
+                tasklet.bind_waker(Arc::clone(&worker.parker));
                 worker
                     .incoming
                     .lock()
@@ -414,20 +394,18 @@ impl Executor {
                 worker.wake();
             } else {
                 let name = format!("weir-blocking-{}-{}", tasklet.vertex(), tasklet.instance());
-                let waker = tasklet.waker().clone();
+                let parker = Arc::new(Parker::new());
+                tasklet.bind_waker(Arc::clone(&parker));
                 let scheduled = Scheduled {
                     tasklet,
                     job: Arc::clone(job),
                 };
                 let (min, max) = (self.inner.config.min_park, self.inner.config.max_park);
-                match thread::Builder::new()
-                    .name(name)
-                    .spawn(move || blocking_loop(scheduled, min, max))
-                {
-                    Ok(handle) => {
-                        waker.bind(handle.thread().clone());
-                        job.add_blocking_thread(handle);
-                    }
+                match thread::Builder::new().name(name).spawn(move || {
+                    parker.bind_current();
+                    blocking_loop(scheduled, &parker, min, max);
+                }) {
+                    Ok(handle) => job.add_blocking_thread(handle),
                     Err(e) => {
                         job.fail(Error::Thread(e));
                         job.tasklet_ended();
@@ -729,8 +707,7 @@ fn drop_service(worker: usize, service: Box<dyn WorkerService>) {
 fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
     let mut tasklets: Vec<Scheduled> = Vec::new();
     let mut services: Vec<Box<dyn WorkerService>> = Vec::new();
-    let mut park = min_park;
-    let mut idle_passes = 0;
+    let mut idle = Backoff::new(min_park, max_park, IDLE_YIELDS);
     loop {
         if me.has_incoming.swap(false, Ordering::Acquire) {
             tasklets.append(&mut me.incoming.lock().unwrap_or_else(|e| e.into_inner()));
@@ -752,7 +729,7 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
             return;
         }
         if tasklets.is_empty() && services.is_empty() {
-            me.park_unless_woken(None);
+            me.parker.park(None);
             continue;
         }
         let mut progress = false;
@@ -769,41 +746,83 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
         // After the tasklets: work a tasklet just sent to this worker's service is done in
         // this pass, not after a park.
         progress |= poll_services(me.index, &mut services);
+        // Only services, which wake the worker when they are given work: no timed pause.
+        let timed = !tasklets.is_empty();
+        idle.after_pass(progress, &me.parker, timed);
+    }
+}
+
+/// How a thread that runs tasklets waits when a pass over them moved nothing: it yields a
+/// few passes (a producer on another core often refills a queue within microseconds), then
+/// raises its parking flag and looks once more, then parks: until nudged by a conveyor
+/// peer or woken, and at most for a pause that starts at `min_park` and doubles up to
+/// `max_park` while nothing moves (the bound on waiting for work that comes from
+/// elsewhere: timers, polled systems). Any progress starts over.
+struct Backoff {
+    min_park: Duration,
+    max_park: Duration,
+    park: Duration,
+    idle_passes: u32,
+    /// Idle passes yielded through before preparing to park.
+    yields: u32,
+    /// The parking flag is up: the pass that just ran was the last look.
+    announced: bool,
+}
+
+impl Backoff {
+    fn new(min_park: Duration, max_park: Duration, yields: u32) -> Self {
+        Backoff {
+            min_park,
+            max_park,
+            park: min_park,
+            idle_passes: 0,
+            yields,
+            announced: false,
+        }
+    }
+
+    /// Waits as the pass's outcome calls for; `timed: false` parks until woken.
+    fn after_pass(&mut self, progress: bool, parker: &Parker, timed: bool) {
         if progress {
-            park = min_park;
-            idle_passes = 0;
-        } else if idle_passes < IDLE_YIELDS {
-            // A producer on another core usually refills a queue within microseconds: give
-            // the core away briefly before paying for a timed park.
-            idle_passes += 1;
+            if self.announced {
+                parker.cancel_park();
+                self.announced = false;
+            }
+            self.park = self.min_park;
+            self.idle_passes = 0;
+        } else if self.idle_passes < self.yields {
+            self.idle_passes += 1;
             thread::yield_now();
-        } else if tasklets.is_empty() {
-            // Only services, which wake the worker when they are given work.
-            me.park_unless_woken(None);
+        } else if !self.announced {
+            // The next pass is the last look: anything published after the flag went up
+            // nudges this thread.
+            parker.prepare_park();
+            self.announced = true;
         } else {
-            me.park_unless_woken(Some(park));
-            park = (park * 2).min(max_park);
+            self.announced = false;
+            if timed {
+                parker.park(Some(self.park));
+                self.park = (self.park * 2).min(self.max_park);
+            } else {
+                parker.park(None);
+            }
         }
     }
 }
 
-/// Idle passes a worker yields through before it starts parking.
+/// Idle passes a worker yields through before it prepares to park. A non-cooperative
+/// tasklet's own thread parks without yielding: nothing else runs on it.
 const IDLE_YIELDS: u32 = 64;
 
-fn blocking_loop(mut s: Scheduled, min_park: Duration, max_park: Duration) {
-    let mut park = min_park;
+fn blocking_loop(mut s: Scheduled, parker: &Parker, min_park: Duration, max_park: Duration) {
+    let mut idle = Backoff::new(min_park, max_park, 0);
     loop {
         let (alive, moved) = call_once(&mut s);
         if !alive {
             end(s);
             return;
         }
-        if moved {
-            park = min_park;
-        } else {
-            thread::park_timeout(park);
-            park = (park * 2).min(max_park);
-        }
+        idle.after_pass(moved, parker, true);
     }
 }
 
@@ -885,6 +904,13 @@ fn build_tasklets(
             .into());
         }
     }
+    // wakers[vertex][instance], and the wakers of each instance's conveyor peers
+    let wakers: Vec<Vec<TaskletWaker>> = parallelism
+        .iter()
+        .map(|p| (0..*p).map(|_| TaskletWaker::default()).collect())
+        .collect();
+    let mut peers: Vec<Vec<Vec<TaskletWaker>>> =
+        parallelism.iter().map(|p| vec![Vec::new(); *p]).collect();
     // ports[vertex][instance][ordinal], streams[vertex][instance]
     let mut ports: Vec<Vec<PortSlots>> = Vec::new();
     let mut streams: Vec<Vec<Vec<Box<dyn InboundStream>>>> = Vec::new();
@@ -914,6 +940,8 @@ fn build_tasklets(
                 .collect(),
         };
         for (i, j) in pairs {
+            peers[from][i].push(wakers[to][j].clone());
+            peers[to][j].push(wakers[from][i].clone());
             let (tx, rx) = item_type.conveyor(e.capacity);
             senders[i].push(tx);
             receivers[j].push(rx);
@@ -949,7 +977,7 @@ fn build_tasklets(
             let ctx = ProcessorContext::for_instance(
                 Arc::clone(&name),
                 (i, parallelism[v]),
-                Arc::clone(&metrics),
+                (Arc::clone(&metrics), wakers[v][i].clone()),
                 (config.idle_timeout, watch.clone()),
                 (guarantee, holds.clone()),
             );
@@ -975,7 +1003,7 @@ fn build_tasklets(
                     .map(|p| p.expect("validated: ordinals are 0..n"))
                     .collect(),
             );
-            let tasklet = ProcessorTasklet::new(
+            let mut tasklet = ProcessorTasklet::new(
                 &ctx,
                 processor,
                 vertex_streams,
@@ -983,6 +1011,7 @@ fn build_tasklets(
                 outbox,
                 config.inbox_batch,
             );
+            tasklet.set_peers(std::mem::take(&mut peers[v][i]));
             tasklets.push((tasklet, metrics));
         }
     }

@@ -49,6 +49,7 @@ pub mod item;
 pub mod job;
 pub mod metrics;
 pub mod outbox;
+pub mod park;
 pub mod processor;
 pub mod processors;
 pub mod snapshot;

@@ -39,7 +39,6 @@
 
 use std::sync::{Arc, OnceLock};
 use std::task::{Wake, Waker};
-use std::thread::Thread;
 use std::time::Duration;
 
 use crate::error::ProcessorResult;
@@ -47,6 +46,7 @@ use crate::inbox::Inbox;
 use crate::job::JobWatch;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
+use crate::park::Parker;
 use crate::snapshot::{Guarantee, SnapshotEntry, SnapshotHold, SnapshotHolds, SnapshotWriter};
 use crate::watermark::Watermark;
 
@@ -222,7 +222,7 @@ impl Processor for Box<dyn Processor> {
 /// std::thread::spawn(move || waker.wake()).join().unwrap();
 /// ```
 ///
-/// Cost: one atomic load and, when the thread is parked, one futex wake.
+/// Cost: two atomic writes and, when the thread is parked, one futex wake.
 #[derive(Debug, Clone, Default)]
 pub struct TaskletWaker {
     target: Arc<WakeTarget>,
@@ -230,7 +230,7 @@ pub struct TaskletWaker {
 
 #[derive(Debug, Default)]
 struct WakeTarget {
-    thread: OnceLock<Thread>,
+    parker: OnceLock<Arc<Parker>>,
 }
 
 impl Wake for WakeTarget {
@@ -239,8 +239,8 @@ impl Wake for WakeTarget {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(t) = self.thread.get() {
-            t.unpark();
+        if let Some(p) = self.parker.get() {
+            p.wake();
         }
     }
 }
@@ -257,9 +257,22 @@ impl TaskletWaker {
         Waker::from(Arc::clone(&self.target))
     }
 
-    /// Binds the waker to the thread that runs the instance; later binds are ignored.
-    pub(crate) fn bind(&self, thread: Thread) {
-        let _ = self.target.thread.set(thread);
+    /// Wakes the instance's thread only if it is about to park or parked: what a tasklet
+    /// does for the instances at the other ends of its conveyors after moving items, once
+    /// it has called [`fence_before_nudges`](crate::park::fence_before_nudges).
+    ///
+    /// Cost: one load, and a wake only for a thread that is parking.
+    #[inline]
+    pub(crate) fn nudge(&self) {
+        if let Some(p) = self.target.parker.get() {
+            p.nudge();
+        }
+    }
+
+    /// Binds the waker to the parker of the thread that runs the instance; later binds are
+    /// ignored.
+    pub(crate) fn bind(&self, parker: Arc<Parker>) {
+        let _ = self.target.parker.set(parker);
     }
 }
 
@@ -312,7 +325,7 @@ impl ProcessorContext {
     pub(crate) fn for_instance(
         vertex: Arc<str>,
         (local_index, local_parallelism): (usize, usize),
-        metrics: Arc<InstanceMetrics>,
+        (metrics, waker): (Arc<InstanceMetrics>, TaskletWaker),
         (idle_timeout, job): (Duration, JobWatch),
         (guarantee, holds): (Guarantee, SnapshotHolds),
     ) -> Self {
@@ -323,7 +336,7 @@ impl ProcessorContext {
             local_parallelism,
             total_parallelism: local_parallelism,
             metrics,
-            waker: TaskletWaker::default(),
+            waker,
             idle_timeout,
             job,
             guarantee,
@@ -438,11 +451,14 @@ mod tests {
         let (woke_tx, woke_rx) = mpsc::channel();
         let parked = std::thread::spawn(move || {
             ready_tx.send(()).unwrap();
+            // Spurious returns aside, only the wake below ends this park.
             std::thread::park();
             woke_tx.send(()).unwrap();
         });
         let waker = TaskletWaker::default();
-        waker.bind(parked.thread().clone());
+        let parker = Arc::new(Parker::new());
+        parker.bind(parked.thread().clone());
+        waker.bind(parker);
         ready_rx.recv().unwrap();
         waker.to_waker().wake();
         woke_rx

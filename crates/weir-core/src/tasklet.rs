@@ -20,6 +20,7 @@ use crate::inbox::Inbox;
 use crate::item::Item;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
+use crate::park::{Parker, fence_before_nudges};
 use crate::processor::{Processor, ProcessorContext, TaskletWaker};
 use crate::snapshot::coordinator::{Coordinator, EncodedPart};
 use crate::snapshot::{Guarantee, SnapshotEntry, SnapshotWriter};
@@ -278,6 +279,10 @@ pub(crate) struct ProcessorTasklet {
     idle_forwarded_at: Option<u64>,
     metrics: Arc<InstanceMetrics>,
     waker: TaskletWaker,
+    /// The instances at the other ends of this one's conveyors, producers and consumers:
+    /// nudged after a call that moved anything, so that one parked for want of input (or of
+    /// room) wakes as soon as it has some.
+    peers: Vec<TaskletWaker>,
     cooperative: bool,
     closed: bool,
     snapshots: Option<SnapshotDuty>,
@@ -324,6 +329,7 @@ impl ProcessorTasklet {
             idle_forwarded_at: None,
             metrics,
             waker,
+            peers: Vec::new(),
             cooperative,
             closed: false,
             snapshots: None,
@@ -364,14 +370,15 @@ impl ProcessorTasklet {
         Err("snapshot_commit_finish() after a restore never returned true".into())
     }
 
-    /// Binds the processor's [`TaskletWaker`] to the thread that will call this tasklet.
-    pub(crate) fn bind_waker(&self, thread: std::thread::Thread) {
-        self.waker.bind(thread);
+    /// Binds the processor's [`TaskletWaker`] to the parker of the thread that will call
+    /// this tasklet.
+    pub(crate) fn bind_waker(&self, parker: Arc<Parker>) {
+        self.waker.bind(parker);
     }
 
-    /// The processor's [`TaskletWaker`].
-    pub(crate) fn waker(&self) -> &TaskletWaker {
-        &self.waker
+    /// Sets the wakers of the instances at the other ends of this one's conveyors.
+    pub(crate) fn set_peers(&mut self, peers: Vec<TaskletWaker>) {
+        self.peers = peers;
     }
 
     pub(crate) fn vertex(&self) -> &Arc<str> {
@@ -456,6 +463,14 @@ impl ProcessorTasklet {
             if blocked != self.blocked_seen {
                 self.blocked_seen = blocked;
                 self.blocked_since = Some(started);
+            }
+        }
+        if progress {
+            // Items, markers or room moved: whoever waits on the other end of a conveyor
+            // may be parking.
+            fence_before_nudges();
+            for peer in &self.peers {
+                peer.nudge();
             }
         }
         Ok(match (self.state, progress) {

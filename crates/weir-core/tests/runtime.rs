@@ -1530,3 +1530,100 @@ fn a_job_that_starves_itself_is_reported_as_stalled() {
     job.cancel();
     assert!(matches!(finish(job), Err(Error::Cancelled)));
 }
+
+/// A source that emits what a test thread sends it, and hands its waker to that thread.
+struct ChannelSource {
+    items: mpsc::Receiver<u64>,
+    waker_to: Option<mpsc::Sender<weir_core::TaskletWaker>>,
+}
+
+impl Processor for ChannelSource {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        if let Some(tx) = self.waker_to.take() {
+            tx.send(ctx.waker().clone())?;
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        loop {
+            match self.items.try_recv() {
+                // The test sends one item at a time and waits for it: there is always room.
+                Ok(v) => outbox
+                    .port::<u64>(0)
+                    .offer(v)
+                    .map_err(|v| format!("no room for {v}"))?,
+                Err(mpsc::TryRecvError::Empty) => return Ok(false),
+                Err(mpsc::TryRecvError::Disconnected) => return Ok(true),
+            }
+        }
+    }
+}
+
+/// A sink that hands every item back to the test thread.
+struct EchoSink(mpsc::Sender<u64>);
+
+impl Processor for EchoSink {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        _outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
+        for v in inbox.items::<u64>().drain(..) {
+            self.0.send(v)?;
+        }
+        Ok(())
+    }
+}
+
+/// Workers that pause a minute when idle still pass each item on at once: the worker of
+/// the consumer is nudged by the producer that filled its conveyor, so it never sleeps out
+/// its pause with an item waiting (without the nudge every item here would wait for it).
+#[test]
+fn a_parked_consumer_is_woken_by_the_item_sent_to_it() {
+    let executor = Executor::new(ExecutorConfig {
+        workers: 2,
+        min_park: Duration::from_secs(60),
+        max_park: Duration::from_secs(60),
+    })
+    .expect("start an executor");
+    let (items_tx, items_rx) = mpsc::channel();
+    let (waker_tx, waker_rx) = mpsc::channel();
+    let (echo_tx, echo_rx) = mpsc::channel();
+    let source = Mutex::new(Some(ChannelSource {
+        items: items_rx,
+        waker_to: Some(waker_tx),
+    }));
+    let mut dag = Dag::new();
+    let src = dag.vertex(
+        Vertex::new("source", move |_: &ProcessorContext| {
+            source.lock().unwrap().take().expect("one instance")
+        })
+        .emits::<u64>()
+        .local_parallelism(1),
+    );
+    let sink = dag.vertex(
+        Vertex::new("echo", move |_: &ProcessorContext| {
+            EchoSink(echo_tx.clone())
+        })
+        .accepts::<u64>()
+        .local_parallelism(1),
+    );
+    dag.edge(Edge::between(src, sink));
+    // Two tasklets on a fresh two-worker executor: one per worker.
+    let job = executor.submit(dag, JobConfig::default()).unwrap();
+    let source_waker = waker_rx.recv_timeout(TIMEOUT).expect("the source's waker");
+    for i in 0..200u64 {
+        items_tx.send(i).unwrap();
+        // What an outside system does when it hands a source work.
+        source_waker.wake();
+        let echoed = echo_rx
+            .recv_timeout(TIMEOUT)
+            .unwrap_or_else(|_| panic!("item {i} waited for the consumer's idle pause"));
+        assert_eq!(echoed, i);
+    }
+    drop(items_tx);
+    source_waker.wake();
+    finish(job).unwrap();
+}
