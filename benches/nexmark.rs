@@ -553,10 +553,12 @@ impl ParallelFileEvents {
             let mut carry = Vec::new();
             for k in 0.. {
                 let mut chunk = std::mem::take(&mut carry);
-                let start = chunk.len();
-                chunk.resize(start + (1 << 20), 0);
-                let n = file.read(&mut chunk[start..]).expect("read event file");
-                chunk.truncate(start + n);
+                // Read into the spare capacity, as the engine does: no zeroing first.
+                chunk.reserve(1 << 20);
+                let n = (&mut file)
+                    .take(1 << 20)
+                    .read_to_end(&mut chunk)
+                    .expect("read event file");
                 if n > 0
                     && let Some(end) = chunk.iter().rposition(|&b| b == b'\n')
                 {

@@ -998,21 +998,14 @@ fn first_record_end<F: ChunkFormat>(format: &F, bytes: &[u8]) -> Option<usize> {
 }
 
 /// Appends from `input` until `buf` holds `want` bytes or the file ends.
+///
+/// Cost: the reads go straight into `buf`'s spare capacity, which is never zeroed first (a
+/// recycled chunk keeps its capacity, so nothing is allocated either); std's `read_to_end`
+/// reads in growing pieces, a handful of `read` calls per chunk.
 fn read_up_to(input: &mut File, buf: &mut Vec<u8>, want: usize) -> io::Result<()> {
-    let mut filled = buf.len();
-    buf.resize(want, 0);
-    while filled < want {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                buf.truncate(filled);
-                return Err(e);
-            }
-        }
-    }
-    buf.truncate(filled);
+    let missing = want.saturating_sub(buf.len());
+    buf.reserve(missing);
+    Read::take(&mut *input, missing as u64).read_to_end(buf)?;
     Ok(())
 }
 
