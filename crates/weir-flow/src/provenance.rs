@@ -218,9 +218,10 @@ struct Store {
     spans: PartitionHandle,
 }
 
-/// How an event's attributes are stored: `A` is the map, `S` a name or value.
+/// How an event's attributes are stored: `A` is the map, `Set` the entries set and `Removed`
+/// the names removed (vectors when read, slices when written: the same encoding).
 #[derive(Serialize, Deserialize)]
-enum StoredAttributes<A, S> {
+enum StoredAttributes<A, Set, Removed> {
     /// In full.
     Inline(A),
     /// The same map as this later event's, written with it.
@@ -229,21 +230,32 @@ enum StoredAttributes<A, S> {
     /// added or replaced and `removed` taken out (format 3).
     Changed {
         base: u64,
-        set: Vec<(S, S)>,
-        removed: Vec<S>,
+        set: Set,
+        removed: Removed,
     },
 }
 
-/// What [`StoredAttributes::Changed`] holds besides its base: entries set, names removed.
-type Changes<S> = (Vec<(S, S)>, Vec<S>);
+/// Entries set and names removed, as read.
+type ReadChanges = (Vec<(String, String)>, Vec<String>);
 
-/// The changes that turn `base` into `map`: entries to set, then names to remove. `None`
-/// when they are not much smaller than `map` itself.
-fn changes_from<'a>(
+/// [`StoredAttributes`] as read.
+type ReadAttributes =
+    StoredAttributes<crate::flowfile::Attributes, Vec<(String, String)>, Vec<String>>;
+
+/// [`StoredAttributes`] as written, borrowed from the events.
+type WrittenAttributes<'a> =
+    StoredAttributes<&'a crate::flowfile::Attributes, &'a [(&'a str, &'a str)], &'a [&'a str]>;
+
+/// Appends to `set` and `removed` the changes that turn `base` into `map`: entries to set,
+/// names to remove. Returns false, having appended nothing, when they are not much smaller
+/// than `map` itself. (Appending to a chunk's shared lists spares two vectors per event.)
+fn changes_into<'a>(
     map: &'a crate::flowfile::Attributes,
     base: &'a crate::flowfile::Attributes,
-) -> Option<Changes<&'a str>> {
-    let (mut set, mut removed) = (Vec::new(), Vec::new());
+    set: &mut Vec<(&'a str, &'a str)>,
+    removed: &mut Vec<&'a str>,
+) -> bool {
+    let (set_start, removed_start) = (set.len(), removed.len());
     let (mut m, mut b) = (map.iter().peekable(), base.iter().peekable());
     loop {
         match (m.peek(), b.peek()) {
@@ -275,20 +287,25 @@ fn changes_from<'a>(
             },
         }
     }
-    (2 * (set.len() + removed.len()) < map.len()).then_some((set, removed))
+    let small = 2 * (set.len() - set_start + removed.len() - removed_start) < map.len();
+    if !small {
+        set.truncate(set_start);
+        removed.truncate(removed_start);
+    }
+    small
 }
 
 /// An event as written: [`ProvenanceEvent`]'s fields in its order (borrowed), with
 /// [`StoredAttributes`] for its attributes.
 #[derive(Serialize)]
-struct StoredEventRef<'a> {
+struct StoredEventRef<'a, A: Serialize> {
     id: u64,
     event_type: EventType,
     time_ms: i64,
     flowfile: &'a str,
     component: &'a str,
     component_type: &'a str,
-    attributes: StoredAttributes<&'a crate::flowfile::Attributes, &'a str>,
+    attributes: A,
     size: u64,
     parents: &'a [String],
     children: &'a [String],
@@ -305,7 +322,7 @@ struct StoredEvent {
     flowfile: SmolStr,
     component: SmolStr,
     component_type: SmolStr,
-    attributes: StoredAttributes<crate::flowfile::Attributes, String>,
+    attributes: ReadAttributes,
     size: u64,
     parents: Vec<String>,
     children: Vec<String>,
@@ -334,7 +351,7 @@ impl StoredEvent {
 
 fn encode(
     e: &ProvenanceEvent,
-    attributes: StoredAttributes<&crate::flowfile::Attributes, &str>,
+    attributes: WrittenAttributes<'_>,
     buffer: Vec<u8>,
 ) -> Result<Vec<u8>, ProvenanceError> {
     let stored = StoredEventRef {
@@ -415,10 +432,16 @@ fn first_of(key: &[u8]) -> u64 {
 /// The index key naming chunk `chunk` for flow file `uuid` (uuids hold no zero byte).
 fn index_key(uuid: &str, chunk: &ChunkKey) -> Vec<u8> {
     let mut k = Vec::with_capacity(uuid.len() + 17);
-    k.extend_from_slice(uuid.as_bytes());
-    k.push(0);
-    k.extend_from_slice(chunk);
+    index_key_into(&mut k, uuid, chunk);
     k
+}
+
+/// [`index_key`] into `key`, replacing what it held.
+fn index_key_into(key: &mut Vec<u8>, uuid: &str, chunk: &ChunkKey) {
+    key.clear();
+    key.extend_from_slice(uuid.as_bytes());
+    key.push(0);
+    key.extend_from_slice(chunk);
 }
 
 /// The uuids an event names: its flow file, its parents and its children.
@@ -442,28 +465,43 @@ fn encode_chunk(events: &[&ProvenanceEvent], buffer: &mut Vec<u8>) -> Result<(),
     }
     // A flow file's map mostly differs from its next event's by an attribute or two: an
     // event whose map is stored nowhere else stores only the changes from the map of the
-    // flow file's next event in this chunk.
+    // flow file's next event in this chunk (kept in two lists for the chunk).
+    enum How {
+        Inline,
+        SameAs(u64),
+        Changed(u64, std::ops::Range<usize>, std::ops::Range<usize>),
+    }
     let mut next: FxHashMap<&str, (u64, &crate::flowfile::Attributes)> =
         FxHashMap::with_capacity_and_hasher(events.len(), Default::default());
-    let mut stored = Vec::with_capacity(events.len());
+    let (mut set, mut removed) = (Vec::with_capacity(events.len() * 2), Vec::new());
+    let mut hows = Vec::with_capacity(events.len());
     for e in events.iter().rev() {
         let holder = holders[&e.attributes.as_ptr()];
         let later = next.insert(&e.flowfile, (e.id, &e.attributes));
-        let attributes = if holder != e.id {
-            StoredAttributes::SameAs(holder)
+        let (set_start, removed_start) = (set.len(), removed.len());
+        hows.push(if holder != e.id {
+            How::SameAs(holder)
         } else if let Some((base, base_map)) = later
-            && let Some((set, removed)) = changes_from(&e.attributes, base_map)
+            && changes_into(&e.attributes, base_map, &mut set, &mut removed)
         {
-            StoredAttributes::Changed { base, set, removed }
+            How::Changed(base, set_start..set.len(), removed_start..removed.len())
         } else {
-            StoredAttributes::Inline(&e.attributes)
-        };
-        stored.push(attributes);
+            How::Inline
+        });
     }
     buffer.clear();
     // A sequence's length first, as postcard writes a `Vec`.
     *buffer = postcard::to_extend(&events.len(), std::mem::take(buffer))?;
-    for (e, attributes) in events.iter().zip(stored.into_iter().rev()) {
+    for (e, how) in events.iter().zip(hows.into_iter().rev()) {
+        let attributes = match how {
+            How::Inline => StoredAttributes::Inline(&e.attributes),
+            How::SameAs(holder) => StoredAttributes::SameAs(holder),
+            How::Changed(base, s, r) => StoredAttributes::Changed {
+                base,
+                set: &set[s],
+                removed: &removed[r],
+            },
+        };
         *buffer = encode(e, attributes, std::mem::take(buffer))?;
     }
     Ok(())
@@ -514,13 +552,17 @@ impl Store {
     /// Inserts the events of `batches` in one store batch: a chunk per id class (journal
     /// ids, and the top-bit ids of events recorded without a journal frame, so that a
     /// chunk's id range stays narrow), with its span and index entries.
-    fn write(&self, batches: &[Vec<ProvenanceEvent>]) -> Result<(), ProvenanceError> {
+    fn write(
+        &self,
+        batches: &[Vec<ProvenanceEvent>],
+        buffer: &mut Vec<u8>,
+    ) -> Result<(), ProvenanceError> {
         let mut events: Vec<&ProvenanceEvent> = batches.iter().flatten().collect();
         // Batches come in commit order, mostly in id order too.
         events.sort_by_key(|e| e.id);
         events.dedup_by_key(|e| e.id);
         let mut batch = self.keyspace.batch();
-        self.add(&mut batch, &events)?;
+        self.add(&mut batch, &events, buffer)?;
         batch.commit()?;
         // The journal holds these events until the next checkpoint; handing them to the OS
         // is enough until then.
@@ -528,21 +570,22 @@ impl Store {
         Ok(())
     }
 
-    /// Adds `events` (in id order, no id twice) to `batch`: a chunk per id class.
+    /// Adds `events` (in id order, no id twice) to `batch`: a chunk per id class, encoded in
+    /// `buffer` (kept by the writer from one write to the next, so it stops growing).
     fn add(
         &self,
         batch: &mut fjall::Batch,
         events: &[&ProvenanceEvent],
+        buffer: &mut Vec<u8>,
     ) -> Result<(), ProvenanceError> {
         let split = events.partition_point(|e| e.id >> 63 == 0);
-        // One buffer for the chunk's encoding, sized for a stateless transaction's events.
-        let mut buffer = Vec::with_capacity(events.len() * 128);
+        let mut index = Vec::new();
         for chunk in [&events[..split], &events[split..]] {
             if chunk.is_empty() {
                 continue;
             }
             let key = chunk_key(chunk[0].id, chunk[chunk.len() - 1].id);
-            encode_chunk(chunk, &mut buffer)?;
+            encode_chunk(chunk, buffer)?;
             batch.insert(&self.chunks, key, buffer.as_slice());
             let mut uuids: FxHashSet<&str> =
                 FxHashSet::with_capacity_and_hasher(chunk.len(), Default::default());
@@ -562,7 +605,8 @@ impl Store {
                 }
             }
             for uuid in uuids {
-                batch.insert(&self.by_flowfile, index_key(uuid, &key), []);
+                index_key_into(&mut index, uuid, &key);
+                batch.insert(&self.by_flowfile, index.as_slice(), []);
             }
             batch.insert(&self.spans, key, postcard::to_allocvec(&span)?);
         }
@@ -617,7 +661,7 @@ impl Store {
                 // Keyed by id, so in id order.
                 let events: Vec<&ProvenanceEvent> = chunk.iter().collect();
                 let mut batch = self.keyspace.batch();
-                self.add(&mut batch, &events)?;
+                self.add(&mut batch, &events, &mut Vec::new())?;
                 for k in keys {
                     batch.remove(&old, k);
                 }
@@ -657,7 +701,7 @@ fn decode_format_3(
     let mut stored: StoredEvent = postcard::from_bytes(bytes)?;
     let id = stored.id;
     let mut attributes = std::mem::replace(&mut stored.attributes, StoredAttributes::SameAs(0));
-    let mut changes: Vec<Changes<String>> = Vec::new();
+    let mut changes: Vec<ReadChanges> = Vec::new();
     let mut at = id;
     let mut map = loop {
         let base = match attributes {
@@ -712,6 +756,8 @@ impl ProvenanceRepository {
                 .name("weir-provenance".into())
                 .spawn(move || {
                     let mut pending = Vec::new();
+                    // The encoding buffer, kept from write to write.
+                    let mut buffer = Vec::new();
                     for events in &batches {
                         // Whatever else is already waiting goes in the same store batch:
                         // one journal write and one span for all of it.
@@ -722,7 +768,7 @@ impl ProvenanceRepository {
                                 Err(_) => break,
                             }
                         }
-                        if let Err(e) = store.write(&pending) {
+                        if let Err(e) = store.write(&pending, &mut buffer) {
                             tracing::warn!(
                                 "provenance: {} events not indexed (the journal keeps them until the next checkpoint): {e}",
                                 pending.iter().map(Vec::len).sum::<usize>()
@@ -998,7 +1044,7 @@ impl ProvenanceRepository {
             removed += gone as u64;
             if gone < events.len() {
                 let left: Vec<&ProvenanceEvent> = events[gone..].iter().collect();
-                self.store.add(&mut batch, &left)?;
+                self.store.add(&mut batch, &left, &mut Vec::new())?;
                 break;
             }
         }
@@ -1344,8 +1390,8 @@ mod tests {
             let stored = [
                 StoredAttributes::Changed {
                     base: 1,
-                    set: vec![("k", "first")],
-                    removed: vec![],
+                    set: &[("k", "first")][..],
+                    removed: &[][..],
                 },
                 StoredAttributes::SameAs(2),
                 StoredAttributes::Inline(&events[2].attributes),
