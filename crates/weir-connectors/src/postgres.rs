@@ -5,7 +5,9 @@
 //! flow file's JSON Lines) and writes them all in one transaction. The records of all items
 //! with the same columns go to the server as one `jsonb` array in one statement, which
 //! `jsonb_populate_recordset` turns into rows of the table's own column types, so a batch
-//! costs one statement per column set, pipelined, plus `BEGIN` and `COMMIT`. When the server
+//! costs one statement per column set, pipelined, plus `BEGIN` and `COMMIT`. A record keeps
+//! its JSON text as it came (checked to be one object when parsed): the array is the records'
+//! texts joined, and the server parses the values once, into the column types. When the server
 //! refuses an item (a bad value, an unknown column), the transaction rolls back and every
 //! item is written again in a transaction of its own, so that only the bad ones fail. When
 //! the connection breaks, every item of the batch is [`ItemOutcome::Retry`] and the next
@@ -25,12 +27,157 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use serde_json::{Map, Value};
-use tokio_postgres::types::{Json, Type};
+use std::ops::Range;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use smol_str::SmolStr;
+use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, NoTls, Statement};
 
-/// One record: a JSON object.
-pub type Record = Map<String, Value>;
+/// One record: a JSON object, kept as its text with where each member's value is in it.
+///
+/// Parsing checks the whole text is one JSON object (strictly, as `serde_json` reads it)
+/// and costs two allocations (the text, the member list) plus one per member name longer
+/// than 23 bytes; the values are not decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    json: Box<str>,
+    /// Each member's name and its value's bytes in `json`, in the text's order (a name
+    /// written twice is here twice; the last wins, as in PostgreSQL's `jsonb`).
+    members: Vec<(SmolStr, Range<usize>)>,
+}
+
+/// A JSON object's members, read without decoding their values.
+struct Members<'a>(Vec<(SmolStr, &'a RawValue)>);
+
+/// A member's name (unescaped).
+struct Name(SmolStr);
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Name;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Name, E> {
+                Ok(Name(SmolStr::new(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Members<'de>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                // A record of the usual size without regrowing.
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(Name(name)) = map.next_key()? {
+                    members.push((name, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl Record {
+    /// Parses one JSON object (surrounding whitespace allowed).
+    ///
+    /// # Errors
+    /// What is wrong: not UTF-8, not JSON, or JSON but not an object.
+    pub fn parse(text: &[u8]) -> Result<Record, String> {
+        let text = std::str::from_utf8(text)
+            .map_err(|e| e.to_string())?
+            .trim_matches(|c: char| c.is_ascii_whitespace());
+        let Members(members) = serde_json::from_str::<Members>(text).map_err(|e| {
+            if e.is_data() {
+                "not a JSON object".to_string()
+            } else {
+                e.to_string()
+            }
+        })?;
+        let base = text.as_ptr() as usize;
+        let members = members
+            .into_iter()
+            .map(|(name, value)| {
+                let start = value.get().as_ptr() as usize - base;
+                (name, start..start + value.get().len())
+            })
+            .collect();
+        Ok(Record {
+            json: text.into(),
+            members,
+        })
+    }
+
+    /// The object's JSON text.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// The JSON text of member `name`'s value (the last, if written twice).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.members
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, r)| &self.json[r.clone()])
+    }
+
+    /// The members' names, in the text's order (a name written twice comes twice).
+    pub fn columns(&self) -> impl Iterator<Item = &str> {
+        self.members.iter().map(|(n, _)| n.as_str())
+    }
+}
+
+/// JSON text already checked, sent as a `jsonb` parameter as it is.
+#[derive(Debug)]
+struct JsonbText<'a>(&'a str);
+
+impl ToSql for JsonbText<'_> {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        // jsonb's binary format: a version byte, then the text.
+        out.extend_from_slice(&[1]);
+        out.extend_from_slice(self.0.as_bytes());
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSONB
+    }
+
+    to_sql_checked!();
+}
+
+/// The records as one JSON array's text.
+fn json_array(records: &[&Record]) -> String {
+    let mut out =
+        String::with_capacity(2 + records.iter().map(|r| r.json.len() + 1).sum::<usize>());
+    out.push('[');
+    for (i, r) in records.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&r.json);
+    }
+    out.push(']');
+    out
+}
 
 /// Where and as whom to connect. The password is never printed.
 #[derive(Clone)]
@@ -144,21 +291,10 @@ pub fn parse_json_lines(content: &[u8]) -> Result<Vec<Record>, RecordError> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Object(m)) => out.push(m),
-            Ok(_) => {
-                return Err(RecordError {
-                    line: i + 1,
-                    message: "not a JSON object".into(),
-                });
-            }
-            Err(e) => {
-                return Err(RecordError {
-                    line: i + 1,
-                    message: e.to_string(),
-                });
-            }
-        }
+        out.push(Record::parse(line).map_err(|message| RecordError {
+            line: i + 1,
+            message,
+        })?);
     }
     Ok(out)
 }
@@ -206,8 +342,14 @@ fn key_of(record: &Record, keys: &[String]) -> String {
         if i > 0 {
             key.push('\u{1f}');
         }
-        if let Some(v) = record.get(k) {
-            write!(key, "{v}").expect("writing to a String cannot fail");
+        match record.get(k) {
+            // Escapes may spell one string two ways: compare the decoded value.
+            Some(v) if v.contains('\\') => match serde_json::from_str::<serde_json::Value>(v) {
+                Ok(v) => write!(key, "{v}").expect("writing to a String cannot fail"),
+                Err(_) => key.push_str(v),
+            },
+            Some(v) => key.push_str(v),
+            None => {}
         }
     }
     key
@@ -236,10 +378,7 @@ impl RecordWriter {
     }
 
     fn prepare_item<'a>(&self, records: &'a [Record]) -> Result<Prepared<'a>, String> {
-        let mut columns: Vec<&str> = records
-            .iter()
-            .flat_map(|r| r.keys().map(String::as_str))
-            .collect();
+        let mut columns: Vec<&str> = records.iter().flat_map(Record::columns).collect();
         columns.sort_unstable();
         columns.dedup();
         if columns.is_empty() {
@@ -253,7 +392,7 @@ impl RecordWriter {
             StatementType::Insert => records.iter().collect(),
             StatementType::Upsert { keys } => {
                 for (i, r) in records.iter().enumerate() {
-                    if let Some(k) = keys.iter().find(|k| r.get(*k).is_none_or(Value::is_null)) {
+                    if let Some(k) = keys.iter().find(|k| r.get(k).is_none_or(|v| v == "null")) {
                         return Err(format!("record {}: no value for key column `{k}`", i + 1));
                     }
                 }
@@ -418,10 +557,11 @@ impl RecordWriter {
             // first polled, in this order). A statement that fails aborts the transaction,
             // and the server then answers COMMIT by rolling back, so nothing of a failed
             // batch is written.
-            let runs = merged
+            let texts: Vec<String> = merged.iter().map(|(_, rows)| json_array(rows)).collect();
+            let runs = texts
                 .iter()
                 .zip(&statements)
-                .map(|((_, rows), s)| async move { client.execute(s, &[&Json(rows)]).await });
+                .map(|(text, s)| async move { client.execute(s, &[&JsonbText(text)]).await });
             let (begin, runs, commit) = futures::future::join3(
                 client.batch_execute("BEGIN"),
                 futures::future::join_all(runs),
@@ -499,6 +639,37 @@ mod tests {
     }
 
     #[test]
+    fn a_record_keeps_its_text_and_finds_its_values() {
+        let r =
+            Record::parse(b" {\"id\":7,\"n\\u0061me\":\"x\\\"y\",\"id\":8,\"o\":{\"a\":[1]}}\r")
+                .unwrap();
+        assert_eq!(
+            r.json(),
+            "{\"id\":7,\"n\\u0061me\":\"x\\\"y\",\"id\":8,\"o\":{\"a\":[1]}}"
+        );
+        assert_eq!(r.columns().collect::<Vec<_>>(), ["id", "name", "id", "o"]);
+        // A name written twice: the last value, as jsonb keeps it.
+        assert_eq!(r.get("id"), Some("8"));
+        assert_eq!(r.get("name"), Some("\"x\\\"y\""));
+        assert_eq!(r.get("o"), Some("{\"a\":[1]}"));
+        assert_eq!(r.get("missing"), None);
+        assert_eq!(Record::parse(b"[1]").unwrap_err(), "not a JSON object");
+        assert!(Record::parse(b"{\"a\":1} x").is_err());
+        assert!(Record::parse(b"{\"a\":\xff}").is_err());
+    }
+
+    #[test]
+    fn keys_written_two_ways_are_one_key() {
+        let recs =
+            parse_json_lines(b"{\"k\":\"a\",\"v\":1}\n{\"k\":\"\\u0061\",\"v\":2}\n").unwrap();
+        let keys = ["k".to_string()];
+        assert_eq!(key_of(&recs[0], &keys), key_of(&recs[1], &keys));
+        let last = last_of_each_key(&recs, &keys);
+        assert_eq!(last.len(), 1);
+        assert_eq!(last[0].get("v"), Some("2"));
+    }
+
+    #[test]
     fn upsert_sql_quotes_and_updates_non_keys() {
         let w = RecordWriter::new(
             PgConfig::new("host=127.0.0.1 dbname=test", None, Some("pw")),
@@ -529,7 +700,7 @@ mod tests {
         .unwrap();
         let p = w.prepare_item(&recs).unwrap();
         assert_eq!(p.count, 2);
-        assert_eq!(p.rows[1]["v"], "c");
+        assert_eq!(p.rows[1].get("v"), Some("\"c\""));
         let bad = parse_json_lines(b"{\"v\":1}\n").unwrap();
         assert!(
             w.prepare_item(&bad)

@@ -35,6 +35,12 @@ impl Attributes {
         Attributes(Arc::new(Vec::with_capacity(capacity)))
     }
 
+    /// The attributes `entries` (when a name comes twice, the last value wins). Entries
+    /// already in name order are taken as they are, with the vector's spare room.
+    pub(crate) fn from_entries(entries: Vec<(SmolStr, SmolStr)>) -> Attributes {
+        Attributes(Arc::new(sorted(entries)))
+    }
+
     fn find(&self, name: &str) -> Result<usize, usize> {
         self.0.binary_search_by(|(k, _)| k.as_str().cmp(name))
     }

@@ -1,33 +1,36 @@
 //! Provenance: what happened to every flow file, as events in an append-only store with an
-//! index by flow file and a summary per written batch for time and component.
+//! index by flow file and a summary per written chunk for time and component.
 //!
 //! Events are written in the flow-file journal's frame of the session that made them (so a
-//! committed session's events are durable with it) and then inserted into a `fjall` keyspace:
-//! one partition of events by id (`records`), one index partition by flow file (lineage needs
-//! every event of a uuid), and one partition of *spans*: per written batch, the id range it
-//! covers, its earliest and latest time and the components in it. A query by time or
-//! component scans only the spans that may match and filters their events, so an event costs
-//! two store writes instead of one per index. A flow file's events mostly share one attribute
-//! map: in a written batch only the last event holding a map stores it, the others store that
-//! event's id (retention removes events in id order, so the holder outlives them), and an
-//! event whose map is its own stores only what differs from the map of the flow file's next
-//! event in the batch (a processor mostly changes an attribute or two). The index
-//! has one entry per flow file and written batch, keyed by the flow file's last event of the
-//! batch, whose value lists its earlier ones: retention removes that entry with its key's
-//! event, after the others. Insertion
-//! runs on the store's own writer thread, off the commit path; queries, lineage and [`sync`]
-//! wait for the events handed over before them, so a reader always sees what was committed
-//! before it asked.
+//! committed session's events are durable with it) and then inserted into a `fjall` keyspace
+//! a *chunk* at a time: the events of one write (the batches handed over since the last one),
+//! in id order, are one value of the `chunks` partition, keyed by their first and last id.
+//! Beside it go one *span* (its earliest and latest time, the components in it and how many
+//! events it holds, for queries by time and component) and, per flow file named in it (as the
+//! flow file, a parent or a child), one index entry `uuid, chunk key` (lineage needs every
+//! event of a uuid). A write of a stateless transaction's hundred flow files, six events
+//! each, is so about a hundred store entries instead of seven hundred: the store's memtable
+//! inserts were the costliest part of writing events. A query reads the chunks its index
+//! entries or spans name and filters their events.
 //!
-//! Event ids are `transaction id << 20 | index`, so inserting the events of a replayed frame
-//! again at recovery is idempotent (an index entry of the replay that names the same events
-//! again only repeats them; readers drop repeated ids). Retention by age and size is applied at each checkpoint,
-//! oldest first.
+//! A flow file's events mostly share one attribute map: in a chunk only the last event
+//! holding a map stores it, the others store that event's id, and an event whose map is its
+//! own stores only what differs from the map of the flow file's next event in the chunk (a
+//! processor mostly changes an attribute or two). A chunk is decoded as a whole, so these
+//! references never leave it. Retention removes events oldest chunk first; a chunk it only
+//! partly removes is written again with the events left. Insertion runs on the store's own
+//! writer thread, off the commit path; queries, lineage and [`sync`] wait for the events
+//! handed over before them, so a reader always sees what was committed before it asked.
 //!
-//! The store records its format; a store of the earlier format (partition `events`, every
-//! event with its attributes, an index entry per event by time and by component) is
-//! converted when opened, a chunk of events per store batch so that an interrupted
-//! conversion resumes; one of an unknown format is refused.
+//! Event ids are `transaction id << 20 | index`. The events of a frame replayed at recovery
+//! are written again in a chunk of their own; readers drop repeated ids. Retention by age and
+//! size is applied at each checkpoint, oldest first.
+//!
+//! The store records its format; a store of an earlier format (1: an entry per event with
+//! its attributes and an index entry per event by flow file, time and component; 2 and 3: an
+//! entry per event, index entries by flow file and spans) is converted when opened, a chunk
+//! of events per store batch so that an interrupted conversion resumes; one of an unknown
+//! format is refused.
 //!
 //! [`sync`]: ProvenanceRepository::sync
 
@@ -39,7 +42,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use fjall::{Config, Keyspace, PartitionCreateOptions, PartitionHandle, PersistMode};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::flowfile::SmolStr;
@@ -206,15 +209,19 @@ pub struct ProvenanceRepository {
 #[derive(Clone)]
 struct Store {
     keyspace: Keyspace,
-    events: PartitionHandle,
+    /// Key: [`chunk_key`]; value: the chunk's events in id order, each a [`StoredEventRef`]
+    /// (read as a `Vec<StoredEvent>`).
+    chunks: PartitionHandle,
+    /// Key: [`index_key`] (a uuid and the key of a chunk naming it); value empty.
     by_flowfile: PartitionHandle,
-    /// Key: first and last event id (big-endian); value: a [`Span`].
+    /// Key: a chunk's key; value: its [`Span`].
     spans: PartitionHandle,
 }
 
-/// How an event's attributes are stored: `A` is the map, `S` a name or value.
+/// How an event's attributes are stored: `A` is the map, `Set` the entries set and `Removed`
+/// the names removed (vectors when read, slices when written: the same encoding).
 #[derive(Serialize, Deserialize)]
-enum StoredAttributes<A, S> {
+enum StoredAttributes<A, Set, Removed> {
     /// In full.
     Inline(A),
     /// The same map as this later event's, written with it.
@@ -223,21 +230,32 @@ enum StoredAttributes<A, S> {
     /// added or replaced and `removed` taken out (format 3).
     Changed {
         base: u64,
-        set: Vec<(S, S)>,
-        removed: Vec<S>,
+        set: Set,
+        removed: Removed,
     },
 }
 
-/// What [`StoredAttributes::Changed`] holds besides its base: entries set, names removed.
-type Changes<S> = (Vec<(S, S)>, Vec<S>);
+/// Entries set and names removed, as read.
+type ReadChanges = (Vec<(String, String)>, Vec<String>);
 
-/// The changes that turn `base` into `map`: entries to set, then names to remove. `None`
-/// when they are not much smaller than `map` itself.
-fn changes_from<'a>(
+/// [`StoredAttributes`] as read.
+type ReadAttributes =
+    StoredAttributes<crate::flowfile::Attributes, Vec<(String, String)>, Vec<String>>;
+
+/// [`StoredAttributes`] as written, borrowed from the events.
+type WrittenAttributes<'a> =
+    StoredAttributes<&'a crate::flowfile::Attributes, &'a [(&'a str, &'a str)], &'a [&'a str]>;
+
+/// Appends to `set` and `removed` the changes that turn `base` into `map`: entries to set,
+/// names to remove. Returns false, having appended nothing, when they are not much smaller
+/// than `map` itself. (Appending to a chunk's shared lists spares two vectors per event.)
+fn changes_into<'a>(
     map: &'a crate::flowfile::Attributes,
     base: &'a crate::flowfile::Attributes,
-) -> Option<Changes<&'a str>> {
-    let (mut set, mut removed) = (Vec::new(), Vec::new());
+    set: &mut Vec<(&'a str, &'a str)>,
+    removed: &mut Vec<&'a str>,
+) -> bool {
+    let (set_start, removed_start) = (set.len(), removed.len());
     let (mut m, mut b) = (map.iter().peekable(), base.iter().peekable());
     loop {
         match (m.peek(), b.peek()) {
@@ -269,20 +287,25 @@ fn changes_from<'a>(
             },
         }
     }
-    (2 * (set.len() + removed.len()) < map.len()).then_some((set, removed))
+    let small = 2 * (set.len() - set_start + removed.len() - removed_start) < map.len();
+    if !small {
+        set.truncate(set_start);
+        removed.truncate(removed_start);
+    }
+    small
 }
 
 /// An event as written: [`ProvenanceEvent`]'s fields in its order (borrowed), with
 /// [`StoredAttributes`] for its attributes.
 #[derive(Serialize)]
-struct StoredEventRef<'a> {
+struct StoredEventRef<'a, A: Serialize> {
     id: u64,
     event_type: EventType,
     time_ms: i64,
     flowfile: &'a str,
     component: &'a str,
     component_type: &'a str,
-    attributes: StoredAttributes<&'a crate::flowfile::Attributes, &'a str>,
+    attributes: A,
     size: u64,
     parents: &'a [String],
     children: &'a [String],
@@ -299,7 +322,7 @@ struct StoredEvent {
     flowfile: SmolStr,
     component: SmolStr,
     component_type: SmolStr,
-    attributes: StoredAttributes<crate::flowfile::Attributes, String>,
+    attributes: ReadAttributes,
     size: u64,
     parents: Vec<String>,
     children: Vec<String>,
@@ -328,7 +351,7 @@ impl StoredEvent {
 
 fn encode(
     e: &ProvenanceEvent,
-    attributes: StoredAttributes<&crate::flowfile::Attributes, &str>,
+    attributes: WrittenAttributes<'_>,
     buffer: Vec<u8>,
 ) -> Result<Vec<u8>, ProvenanceError> {
     let stored = StoredEventRef {
@@ -348,28 +371,30 @@ fn encode(
     Ok(postcard::to_extend(&stored, buffer)?)
 }
 
-/// What the events of one written id range hold, for queries by time and component.
+/// What the events of one chunk hold, for queries by time and component.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Span {
     min_time_ms: i64,
     max_time_ms: i64,
     components: Vec<String>,
+    /// How many events the chunk holds.
+    events: u64,
 }
 
 /// The store's format: 2 since events are summarized by span instead of indexed by time and
-/// by component, and share their attribute maps; 3 since a flow file's index entry, keyed by
-/// its last event of a write, lists its earlier events of that write in its value, and an
-/// event may store its attributes as changes from a later event's. A store of format 2
-/// (every index value empty, no changes) reads as format 3; its marker is raised when opened.
-const FORMAT: u8 = 3;
-/// The format whose stores read as they are.
-const FORMAT_2: u8 = 2;
-/// The events partition of format 1, converted into `records` when such a store is opened.
+/// by component, and share their attribute maps; 3 since a flow file's index entry lists its
+/// events of a write and an event may store its attributes as changes from a later event's;
+/// 4 since the events of a write are one chunk. Stores of formats 1 to 3 are converted when
+/// opened.
+const FORMAT: u8 = 4;
+/// The events partition of format 1 (every event with its attributes).
 const FORMAT_1_EVENTS: &str = "events";
-/// The index partitions of format 1, removed when such a store is opened.
-const FORMAT_1_INDEXES: [&str; 2] = ["by_component", "by_time"];
-/// Events per span when converting a store of format 1.
-const CONVERTED_SPAN: usize = 4096;
+/// The events partition of formats 2 and 3 (attributes maybe held by another event).
+const FORMAT_3_EVENTS: &str = "records";
+/// The index partitions of formats 1 to 3, removed once their events are converted.
+const OLD_INDEXES: [&str; 4] = ["by_component", "by_time", "by_flowfile", "spans"];
+/// Events per chunk when converting a store of an earlier format.
+const CONVERTED_CHUNK: usize = 4096;
 
 /// How far the writer thread has got: batches handed over, and batches written.
 #[derive(Default)]
@@ -389,132 +414,155 @@ impl std::fmt::Debug for ProvenanceRepository {
     }
 }
 
-fn index_key(prefix: &str, id: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(prefix.len() + 9);
-    k.extend_from_slice(prefix.as_bytes());
-    k.push(0);
-    k.extend_from_slice(&id.to_be_bytes());
-    k
-}
+/// A chunk's key: its first and last event id, big-endian, so chunks sort by first id.
+type ChunkKey = [u8; 16];
 
-fn span_key(first: u64, last: u64) -> [u8; 16] {
+fn chunk_key(first: u64, last: u64) -> ChunkKey {
     let mut k = [0; 16];
     k[..8].copy_from_slice(&first.to_be_bytes());
     k[8..].copy_from_slice(&last.to_be_bytes());
     k
 }
 
-/// Adds to `batch` one span per id class (journal ids, and the top-bit ids of events
-/// recorded without a journal frame) of `events`, so that a span's range stays narrow.
-fn add_spans<'a>(
-    batch: &mut fjall::Batch,
-    spans: &PartitionHandle,
-    events: impl IntoIterator<Item = &'a ProvenanceEvent>,
-) -> Result<(), ProvenanceError> {
-    let mut classes: [Option<(u64, u64, Span)>; 2] = [None, None];
+/// The first id of a chunk key.
+fn first_of(key: &[u8]) -> u64 {
+    u64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
+}
+
+/// The index key naming chunk `chunk` for flow file `uuid` (uuids hold no zero byte).
+fn index_key(uuid: &str, chunk: &ChunkKey) -> Vec<u8> {
+    let mut k = Vec::with_capacity(uuid.len() + 17);
+    index_key_into(&mut k, uuid, chunk);
+    k
+}
+
+/// [`index_key`] into `key`, replacing what it held.
+fn index_key_into(key: &mut Vec<u8>, uuid: &str, chunk: &ChunkKey) {
+    key.clear();
+    key.extend_from_slice(uuid.as_bytes());
+    key.push(0);
+    key.extend_from_slice(chunk);
+}
+
+/// The uuids an event names: its flow file, its parents and its children.
+fn uuids_of(e: &ProvenanceEvent) -> impl Iterator<Item = &str> {
+    std::iter::once(e.flowfile.as_str())
+        .chain(e.parents.iter().map(String::as_str))
+        .chain(e.children.iter().map(String::as_str))
+}
+
+/// Encodes `events` (in id order, no id twice) as one chunk into `buffer`: the layout of a
+/// `Vec<StoredEvent>`, each event's map in full only when no later event of the chunk holds
+/// the same map or one it differs little from.
+fn encode_chunk(events: &[&ProvenanceEvent], buffer: &mut Vec<u8>) -> Result<(), ProvenanceError> {
+    // The last event holding each map stores it (the events hold their maps, so an address
+    // is not reused meanwhile). (Fx hashing: these maps are per chunk and their keys are not
+    // chosen by anyone outside, and SipHash cost as much as the rest of the bookkeeping.)
+    let mut holders: FxHashMap<*const (), u64> =
+        FxHashMap::with_capacity_and_hasher(events.len(), Default::default());
     for e in events {
-        let (first, last, span) = classes[(e.id >> 63) as usize].get_or_insert_with(|| {
-            (
-                e.id,
-                e.id,
-                Span {
-                    min_time_ms: e.time_ms,
-                    max_time_ms: e.time_ms,
-                    components: Vec::new(),
-                },
-            )
-        });
-        *first = (*first).min(e.id);
-        *last = (*last).max(e.id);
-        span.min_time_ms = span.min_time_ms.min(e.time_ms);
-        span.max_time_ms = span.max_time_ms.max(e.time_ms);
-        // A batch names a handful of components: a linear search beats a set.
-        if !span.components.iter().any(|c| *c == e.component) {
-            span.components.push(e.component.to_string());
-        }
+        holders.insert(e.attributes.as_ptr(), e.id);
     }
-    for (first, last, span) in classes.into_iter().flatten() {
-        batch.insert(spans, span_key(first, last), postcard::to_allocvec(&span)?);
+    // A flow file's map mostly differs from its next event's by an attribute or two: an
+    // event whose map is stored nowhere else stores only the changes from the map of the
+    // flow file's next event in this chunk (kept in two lists for the chunk).
+    enum How {
+        Inline,
+        SameAs(u64),
+        Changed(u64, std::ops::Range<usize>, std::ops::Range<usize>),
+    }
+    let mut next: FxHashMap<&str, (u64, &crate::flowfile::Attributes)> =
+        FxHashMap::with_capacity_and_hasher(events.len(), Default::default());
+    let (mut set, mut removed) = (Vec::with_capacity(events.len() * 2), Vec::new());
+    let mut hows = Vec::with_capacity(events.len());
+    for e in events.iter().rev() {
+        let holder = holders[&e.attributes.as_ptr()];
+        let later = next.insert(&e.flowfile, (e.id, &e.attributes));
+        let (set_start, removed_start) = (set.len(), removed.len());
+        hows.push(if holder != e.id {
+            How::SameAs(holder)
+        } else if let Some((base, base_map)) = later
+            && changes_into(&e.attributes, base_map, &mut set, &mut removed)
+        {
+            How::Changed(base, set_start..set.len(), removed_start..removed.len())
+        } else {
+            How::Inline
+        });
+    }
+    buffer.clear();
+    // A sequence's length first, as postcard writes a `Vec`.
+    *buffer = postcard::to_extend(&events.len(), std::mem::take(buffer))?;
+    for (e, how) in events.iter().zip(hows.into_iter().rev()) {
+        let attributes = match how {
+            How::Inline => StoredAttributes::Inline(&e.attributes),
+            How::SameAs(holder) => StoredAttributes::SameAs(holder),
+            How::Changed(base, s, r) => StoredAttributes::Changed {
+                base,
+                set: &set[s],
+                removed: &removed[r],
+            },
+        };
+        *buffer = encode(e, attributes, std::mem::take(buffer))?;
     }
     Ok(())
 }
 
-fn id_of(key: &[u8]) -> u64 {
-    u64::from_be_bytes(key[key.len() - 8..].try_into().expect("8 bytes"))
+/// Decodes a chunk: its events in id order, each with its map resolved from the later events
+/// of the chunk it refers to.
+fn decode_chunk(bytes: &[u8]) -> Result<Vec<ProvenanceEvent>, ProvenanceError> {
+    let stored: Vec<StoredEvent> = postcard::from_bytes(bytes)?;
+    let ids: Vec<u64> = stored.iter().map(|e| e.id).collect();
+    let mut maps: Vec<Option<crate::flowfile::Attributes>> = vec![None; stored.len()];
+    let mut events = Vec::with_capacity(stored.len());
+    // A map refers to a later event's: resolve from the last event back.
+    for (i, mut e) in stored.into_iter().enumerate().rev() {
+        let attributes = std::mem::replace(&mut e.attributes, StoredAttributes::SameAs(0));
+        let map = match attributes {
+            StoredAttributes::Inline(map) => map,
+            StoredAttributes::SameAs(base) | StoredAttributes::Changed { base, .. } => {
+                let Some(base_map) = ids
+                    .binary_search(&base)
+                    .ok()
+                    .filter(|j| *j > i)
+                    .and_then(|j| maps[j].clone())
+                else {
+                    return Err(ProvenanceError::MissingAttributes {
+                        id: e.id,
+                        holder: base,
+                    });
+                };
+                let mut map = base_map;
+                if let StoredAttributes::Changed { set, removed, .. } = attributes {
+                    for k in removed {
+                        map.remove(&k);
+                    }
+                    map.extend(set);
+                }
+                map
+            }
+        };
+        maps[i] = Some(map.clone());
+        events.push(e.into_event(map));
+    }
+    events.reverse();
+    Ok(events)
 }
 
 impl Store {
-    /// Inserts the events of `batches`, their flow-file index entries and their spans in one
-    /// store batch.
-    fn write(&self, batches: &[Vec<ProvenanceEvent>]) -> Result<(), ProvenanceError> {
+    /// Inserts the events of `batches` in one store batch: a chunk per id class (journal
+    /// ids, and the top-bit ids of events recorded without a journal frame, so that a
+    /// chunk's id range stays narrow), with its span and index entries.
+    fn write(
+        &self,
+        batches: &[Vec<ProvenanceEvent>],
+        buffer: &mut Vec<u8>,
+    ) -> Result<(), ProvenanceError> {
+        let mut events: Vec<&ProvenanceEvent> = batches.iter().flatten().collect();
+        // Batches come in commit order, mostly in id order too.
+        events.sort_by_key(|e| e.id);
+        events.dedup_by_key(|e| e.id);
         let mut batch = self.keyspace.batch();
-        // One buffer for every event's encoding: growing a fresh one per event cost more
-        // than the encoding itself.
-        let mut buffer = Vec::with_capacity(1024);
-        // The last event of this write holding each map stores it (the events hold their
-        // maps, so an address is not reused meanwhile).
-        // (Fx hashing: these maps are per write and their keys are not chosen by anyone
-        // outside, and SipHash cost as much as the rest of the bookkeeping.)
-        let events = batches.iter().map(Vec::len).sum();
-        let mut holders: FxHashMap<*const (), u64> =
-            FxHashMap::with_capacity_and_hasher(events, Default::default());
-        for e in batches.iter().flatten() {
-            let holder = holders.entry(e.attributes.as_ptr()).or_insert(e.id);
-            *holder = (*holder).max(e.id);
-        }
-        // A flow file's map mostly differs from its next event's by an attribute or two:
-        // an event whose map is stored nowhere else stores only the changes from the map of
-        // the flow file's next event in this write (a later id, so retention keeps it longer).
-        let mut next: FxHashMap<&str, (u64, &crate::flowfile::Attributes)> =
-            FxHashMap::with_capacity_and_hasher(events, Default::default());
-        let mut stored = Vec::with_capacity(events);
-        for e in batches.iter().flatten().rev() {
-            let holder = holders[&e.attributes.as_ptr()];
-            let later = next.insert(&e.flowfile, (e.id, &e.attributes));
-            let attributes = if holder != e.id {
-                StoredAttributes::SameAs(holder)
-            } else if let Some((base, base_map)) = later.filter(|(base, _)| *base > e.id)
-                && let Some((set, removed)) = changes_from(&e.attributes, base_map)
-            {
-                StoredAttributes::Changed { base, set, removed }
-            } else {
-                StoredAttributes::Inline(&e.attributes)
-            };
-            stored.push((e, attributes));
-        }
-        for (e, attributes) in stored.into_iter().rev() {
-            buffer.clear();
-            buffer = encode(e, attributes, buffer)?;
-            batch.insert(&self.events, e.id.to_be_bytes(), buffer.as_slice());
-        }
-        // One index entry per flow file and write, not per event: a flow file crossing a
-        // stateless group has six events in one write, and the index's random keys are the
-        // costliest inserts of the store.
-        let mut index: FxHashMap<&str, Vec<u64>> =
-            FxHashMap::with_capacity_and_hasher(events, Default::default());
-        for e in batches.iter().flatten() {
-            for uuid in std::iter::once(e.flowfile.as_str())
-                .chain(e.parents.iter().map(String::as_str))
-                .chain(e.children.iter().map(String::as_str))
-            {
-                // Room for a flow file's events of a stateless transaction without regrowing.
-                index
-                    .entry(uuid)
-                    .or_insert_with(|| Vec::with_capacity(8))
-                    .push(e.id);
-            }
-        }
-        for (uuid, mut ids) in index {
-            ids.sort_unstable();
-            ids.dedup();
-            let last = ids.pop().expect("a flow file here has an event");
-            let mut earlier = Vec::with_capacity(ids.len() * 8);
-            for id in &ids {
-                earlier.extend_from_slice(&id.to_be_bytes());
-            }
-            batch.insert(&self.by_flowfile, index_key(uuid, last), earlier);
-        }
-        add_spans(&mut batch, &self.spans, batches.iter().flatten())?;
+        self.add(&mut batch, &events, buffer)?;
         batch.commit()?;
         // The journal holds these events until the next checkpoint; handing them to the OS
         // is enough until then.
@@ -522,43 +570,107 @@ impl Store {
         Ok(())
     }
 
-    /// Checks the store's format; converts a store of format 1: its events, a chunk per store
-    /// batch, move to `records` with their spans, then its time and component indexes go.
+    /// Adds `events` (in id order, no id twice) to `batch`: a chunk per id class, encoded in
+    /// `buffer` (kept by the writer from one write to the next, so it stops growing).
+    fn add(
+        &self,
+        batch: &mut fjall::Batch,
+        events: &[&ProvenanceEvent],
+        buffer: &mut Vec<u8>,
+    ) -> Result<(), ProvenanceError> {
+        let split = events.partition_point(|e| e.id >> 63 == 0);
+        let mut index = Vec::new();
+        for chunk in [&events[..split], &events[split..]] {
+            if chunk.is_empty() {
+                continue;
+            }
+            let key = chunk_key(chunk[0].id, chunk[chunk.len() - 1].id);
+            encode_chunk(chunk, buffer)?;
+            batch.insert(&self.chunks, key, buffer.as_slice());
+            let mut uuids: FxHashSet<&str> =
+                FxHashSet::with_capacity_and_hasher(chunk.len(), Default::default());
+            let mut span = Span {
+                min_time_ms: i64::MAX,
+                max_time_ms: i64::MIN,
+                components: Vec::new(),
+                events: chunk.len() as u64,
+            };
+            for e in chunk {
+                uuids.extend(uuids_of(e));
+                span.min_time_ms = span.min_time_ms.min(e.time_ms);
+                span.max_time_ms = span.max_time_ms.max(e.time_ms);
+                // A chunk names a handful of components: a linear search beats a set.
+                if !span.components.iter().any(|c| *c == e.component) {
+                    span.components.push(e.component.to_string());
+                }
+            }
+            for uuid in uuids {
+                index_key_into(&mut index, uuid, &key);
+                batch.insert(&self.by_flowfile, index.as_slice(), []);
+            }
+            batch.insert(&self.spans, key, postcard::to_allocvec(&span)?);
+        }
+        Ok(())
+    }
+
+    /// Removes the chunk `key` holding `events`, with its span and index entries.
+    fn remove(&self, batch: &mut fjall::Batch, key: &ChunkKey, events: &[ProvenanceEvent]) {
+        batch.remove(&self.chunks, *key);
+        batch.remove(&self.spans, *key);
+        let uuids: FxHashSet<&str> = events.iter().flat_map(uuids_of).collect();
+        for uuid in uuids {
+            batch.remove(&self.by_flowfile, index_key(uuid, key));
+        }
+    }
+
+    /// Checks the store's format; converts a store of formats 1 to 3: its events, a chunk per
+    /// store batch, move to `chunks` with their spans and index entries, then its own
+    /// indexes go.
     fn check_format(&self, meta: &PartitionHandle) -> Result<(), ProvenanceError> {
         let found = meta.get("format")?;
         match found.as_deref() {
-            None | Some([FORMAT | FORMAT_2]) => {}
+            None | Some([2..=FORMAT]) => {}
             Some(other) => {
                 return Err(ProvenanceError::Format {
                     found: other.first().copied().unwrap_or(0),
                 });
             }
         }
-        if self.keyspace.partition_exists(FORMAT_1_EVENTS) {
+        for name in [FORMAT_1_EVENTS, FORMAT_3_EVENTS] {
+            if !self.keyspace.partition_exists(name) {
+                continue;
+            }
             let old = self
                 .keyspace
-                .open_partition(FORMAT_1_EVENTS, PartitionCreateOptions::default())?;
+                .open_partition(name, PartitionCreateOptions::default())?;
             loop {
-                let mut chunk = Vec::with_capacity(CONVERTED_SPAN);
-                for kv in old.iter().take(CONVERTED_SPAN) {
-                    chunk.push(postcard::from_bytes::<ProvenanceEvent>(&kv?.1)?);
+                let mut chunk = Vec::with_capacity(CONVERTED_CHUNK);
+                let mut keys = Vec::with_capacity(CONVERTED_CHUNK);
+                for kv in old.iter().take(CONVERTED_CHUNK) {
+                    let (k, v) = kv?;
+                    chunk.push(if name == FORMAT_1_EVENTS {
+                        postcard::from_bytes::<ProvenanceEvent>(&v)?
+                    } else {
+                        decode_format_3(&old, &v)?
+                    });
+                    keys.push(k);
                 }
                 if chunk.is_empty() {
                     break;
                 }
+                // Keyed by id, so in id order.
+                let events: Vec<&ProvenanceEvent> = chunk.iter().collect();
                 let mut batch = self.keyspace.batch();
-                for e in &chunk {
-                    let value = encode(e, StoredAttributes::Inline(&e.attributes), Vec::new())?;
-                    batch.insert(&self.events, e.id.to_be_bytes(), value);
-                    batch.remove(&old, e.id.to_be_bytes());
+                self.add(&mut batch, &events, &mut Vec::new())?;
+                for k in keys {
+                    batch.remove(&old, k);
                 }
-                add_spans(&mut batch, &self.spans, &chunk)?;
                 batch.commit()?;
             }
             self.keyspace.persist(PersistMode::SyncAll)?;
             self.keyspace.delete_partition(old)?;
         }
-        for name in FORMAT_1_INDEXES {
+        for name in OLD_INDEXES {
             if self.keyspace.partition_exists(name) {
                 let old = self
                     .keyspace
@@ -573,51 +685,51 @@ impl Store {
         Ok(())
     }
 
-    /// Decodes a stored event, reading its attributes from their holder when it names one.
-    fn decode(&self, bytes: &[u8]) -> Result<ProvenanceEvent, ProvenanceError> {
-        let mut stored: StoredEvent = postcard::from_bytes(bytes)?;
-        let first = std::mem::replace(&mut stored.attributes, StoredAttributes::SameAs(0));
-        let attributes = self.resolve(stored.id, first)?;
-        Ok(stored.into_event(attributes))
+    /// The decoded chunk `key`, if stored.
+    fn chunk(&self, key: &[u8]) -> Result<Option<Vec<ProvenanceEvent>>, ProvenanceError> {
+        self.chunks.get(key)?.map(|v| decode_chunk(&v)).transpose()
     }
+}
 
-    /// The map of event `id` stored as `attributes`: read through the later events it
-    /// refers to (each a larger id, so the walk ends), then their changes applied.
-    fn resolve(
-        &self,
-        id: u64,
-        mut attributes: StoredAttributes<crate::flowfile::Attributes, String>,
-    ) -> Result<crate::flowfile::Attributes, ProvenanceError> {
-        let mut changes: Vec<Changes<String>> = Vec::new();
-        let mut at = id;
-        let mut map = loop {
-            let base = match attributes {
-                StoredAttributes::Inline(a) => break a,
-                StoredAttributes::SameAs(holder) => holder,
-                StoredAttributes::Changed { base, set, removed } => {
-                    changes.push((set, removed));
-                    base
-                }
-            };
-            let missing = ProvenanceError::MissingAttributes { id, holder: base };
-            if base <= at {
-                return Err(missing);
+/// Decodes an event of a store of format 2 or 3 (partition `old`), reading its attributes
+/// through the later events it refers to (each a larger id, so the walk ends), then applying
+/// their changes.
+fn decode_format_3(
+    old: &PartitionHandle,
+    bytes: &[u8],
+) -> Result<ProvenanceEvent, ProvenanceError> {
+    let mut stored: StoredEvent = postcard::from_bytes(bytes)?;
+    let id = stored.id;
+    let mut attributes = std::mem::replace(&mut stored.attributes, StoredAttributes::SameAs(0));
+    let mut changes: Vec<ReadChanges> = Vec::new();
+    let mut at = id;
+    let mut map = loop {
+        let base = match attributes {
+            StoredAttributes::Inline(a) => break a,
+            StoredAttributes::SameAs(holder) => holder,
+            StoredAttributes::Changed { base, set, removed } => {
+                changes.push((set, removed));
+                base
             }
-            let Some(held) = self.events.get(base.to_be_bytes())? else {
-                return Err(missing);
-            };
-            attributes = postcard::from_bytes::<StoredEvent>(&held)?.attributes;
-            at = base;
         };
-        // The change nearest the map first, the event's own last.
-        for (set, removed) in changes.into_iter().rev() {
-            for k in removed {
-                map.remove(&k);
-            }
-            map.extend(set);
+        let missing = ProvenanceError::MissingAttributes { id, holder: base };
+        if base <= at {
+            return Err(missing);
         }
-        Ok(map)
+        let Some(held) = old.get(base.to_be_bytes())? else {
+            return Err(missing);
+        };
+        attributes = postcard::from_bytes::<StoredEvent>(&held)?.attributes;
+        at = base;
+    };
+    // The change nearest the map first, the event's own last.
+    for (set, removed) in changes.into_iter().rev() {
+        for k in removed {
+            map.remove(&k);
+        }
+        map.extend(set);
     }
+    Ok(stored.into_event(map))
 }
 
 impl ProvenanceRepository {
@@ -630,9 +742,9 @@ impl ProvenanceRepository {
         let opts = PartitionCreateOptions::default;
         let meta = keyspace.open_partition("meta", opts())?;
         let store = Store {
-            events: keyspace.open_partition("records", opts())?,
-            by_flowfile: keyspace.open_partition("by_flowfile", opts())?,
-            spans: keyspace.open_partition("spans", opts())?,
+            chunks: keyspace.open_partition("chunks", opts())?,
+            by_flowfile: keyspace.open_partition("chunk_index", opts())?,
+            spans: keyspace.open_partition("chunk_spans", opts())?,
             keyspace,
         };
         store.check_format(&meta)?;
@@ -644,6 +756,8 @@ impl ProvenanceRepository {
                 .name("weir-provenance".into())
                 .spawn(move || {
                     let mut pending = Vec::new();
+                    // The encoding buffer, kept from write to write.
+                    let mut buffer = Vec::new();
                     for events in &batches {
                         // Whatever else is already waiting goes in the same store batch:
                         // one journal write and one span for all of it.
@@ -654,7 +768,7 @@ impl ProvenanceRepository {
                                 Err(_) => break,
                             }
                         }
-                        if let Err(e) = store.write(&pending) {
+                        if let Err(e) = store.write(&pending, &mut buffer) {
                             tracing::warn!(
                                 "provenance: {} events not indexed (the journal keeps them until the next checkpoint): {e}",
                                 pending.iter().map(Vec::len).sum::<usize>()
@@ -726,67 +840,50 @@ impl ProvenanceRepository {
         Ok(())
     }
 
-    fn event(&self, id: u64) -> Result<Option<ProvenanceEvent>, ProvenanceError> {
-        match self.store.events.get(id.to_be_bytes())? {
-            Some(v) => Ok(Some(self.store.decode(&v)?)),
-            None => Ok(None),
-        }
-    }
-
-    fn ids_with_prefix(
-        &self,
-        part: &PartitionHandle,
-        prefix: &str,
-    ) -> Result<Vec<u64>, ProvenanceError> {
-        let mut p = prefix.as_bytes().to_vec();
+    /// The keys of the chunks naming flow file `uuid`, in order.
+    fn chunks_of(&self, uuid: &str) -> Result<Vec<ChunkKey>, ProvenanceError> {
+        let mut p = uuid.as_bytes().to_vec();
         p.push(0);
-        let mut ids = Vec::new();
-        for kv in part.prefix(p) {
-            let (k, v) = kv?;
-            ids.push(id_of(&k));
-            // The flow file's earlier events of the same write (format 3).
-            ids.extend(
-                v.chunks_exact(8)
-                    .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes"))),
-            );
+        let mut keys = Vec::new();
+        for kv in self.store.by_flowfile.prefix(p) {
+            let (k, _) = kv?;
+            keys.push(k[k.len() - 16..].try_into().expect("16 bytes"));
         }
-        Ok(ids)
+        Ok(keys)
     }
 
-    /// Id ranges, merged and in order, of the spans that may hold events of `query`'s
-    /// component and time.
-    fn span_ranges(&self, query: &Query) -> Result<Vec<(u64, u64)>, ProvenanceError> {
-        let mut ranges: Vec<(u64, u64)> = Vec::new();
-        for kv in self.store.spans.iter() {
-            let (k, v) = kv?;
-            let span: Span = postcard::from_bytes(&v)?;
-            let matches = query.since_ms.is_none_or(|s| span.max_time_ms >= s)
-                && query.until_ms.is_none_or(|u| span.min_time_ms <= u)
-                && query
-                    .component
-                    .as_ref()
-                    .is_none_or(|c| span.components.contains(c));
-            if matches {
-                ranges.push((id_of(&k[..8]), id_of(&k)));
+    /// The events naming flow file `uuid` (as the flow file, a parent or a child), by id,
+    /// each once; decoded chunks are kept in `cache` for the next call.
+    fn events_of(
+        &self,
+        uuid: &str,
+        cache: &mut FxHashMap<ChunkKey, Vec<ProvenanceEvent>>,
+    ) -> Result<BTreeMap<u64, ProvenanceEvent>, ProvenanceError> {
+        let mut out = BTreeMap::new();
+        for key in self.chunks_of(uuid)? {
+            let events = match cache.entry(key) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let Some(events) = self.store.chunk(&key)? else {
+                        continue;
+                    };
+                    v.insert(events)
+                }
+            };
+            for e in events.iter() {
+                if uuids_of(e).any(|u| u == uuid) {
+                    out.entry(e.id).or_insert_with(|| e.clone());
+                }
             }
         }
-        // Spans are keyed by their first id, so in order; they may overlap (a replayed frame
-        // written again, batches handed over out of id order).
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-        for (first, last) in ranges {
-            match merged.last_mut() {
-                Some(m) if first <= m.1 => m.1 = m.1.max(last),
-                _ => merged.push((first, last)),
-            }
-        }
-        Ok(merged)
+        Ok(out)
     }
 
     /// Events matching `query`, oldest first, at most `limit`.
     ///
-    /// A query by flow file reads that flow file's index entries; one by component or time
-    /// reads the events of the spans that may match (a batch's worth per span); one with
-    /// neither reads every event until `limit`.
+    /// A query by flow file reads the chunks its index entries name; one by component or
+    /// time reads the chunks whose spans may match; one with neither reads every chunk until
+    /// `limit`.
     ///
     /// # Errors
     /// [`ProvenanceError`] from the store.
@@ -796,52 +893,54 @@ impl ProvenanceRepository {
         limit: usize,
     ) -> Result<Vec<ProvenanceEvent>, ProvenanceError> {
         self.flush();
-        let keep =
-            |e: &ProvenanceEvent| {
-                query.flowfile.as_ref().is_none_or(|f| {
-                    e.flowfile == f || e.parents.contains(f) || e.children.contains(f)
-                }) && query.component.as_ref().is_none_or(|c| e.component == c)
-                    && query.since_ms.is_none_or(|s| e.time_ms >= s)
-                    && query.until_ms.is_none_or(|u| e.time_ms <= u)
-                    && query.event_type.is_none_or(|t| e.event_type == t)
-            };
-        let mut out = Vec::new();
+        let keep = |e: &ProvenanceEvent| {
+            query.component.as_ref().is_none_or(|c| e.component == c)
+                && query.since_ms.is_none_or(|s| e.time_ms >= s)
+                && query.until_ms.is_none_or(|u| e.time_ms <= u)
+                && query.event_type.is_none_or(|t| e.event_type == t)
+        };
         if let Some(ff) = &query.flowfile {
-            let mut ids = self.ids_with_prefix(&self.store.by_flowfile, ff)?;
-            ids.sort_unstable();
-            ids.dedup();
-            for id in ids {
-                let Some(e) = self.event(id)? else { continue };
-                if keep(&e) {
-                    out.push(e);
-                    if out.len() >= limit {
-                        break;
-                    }
-                }
-            }
-            return Ok(out);
+            return Ok(self
+                .events_of(ff, &mut FxHashMap::default())?
+                .into_values()
+                .filter(keep)
+                .take(limit)
+                .collect());
         }
-        let ranges =
-            if query.component.is_some() || query.since_ms.is_some() || query.until_ms.is_some() {
-                self.span_ranges(query)?
-            } else {
-                vec![(0, u64::MAX)]
-            };
-        for (first, last) in ranges {
-            for kv in self
-                .store
-                .events
-                .range(first.to_be_bytes()..=last.to_be_bytes())
+        let mut out = Vec::new();
+        // Chunks come by first id but may overlap (a replayed frame written again, batches
+        // handed over out of id order): an event waits here until no later chunk can hold
+        // an earlier one.
+        let mut pending: BTreeMap<u64, ProvenanceEvent> = BTreeMap::new();
+        for kv in self.store.spans.iter() {
+            let (k, v) = kv?;
+            let span: Span = postcard::from_bytes(&v)?;
+            let matches = query.since_ms.is_none_or(|s| span.max_time_ms >= s)
+                && query.until_ms.is_none_or(|u| span.min_time_ms <= u)
+                && query
+                    .component
+                    .as_ref()
+                    .is_none_or(|c| span.components.contains(c));
+            if !matches {
+                continue;
+            }
+            let first = first_of(&k);
+            while let Some(e) = pending.first_entry()
+                && *e.key() < first
             {
-                let e = self.store.decode(&kv?.1)?;
+                out.push(e.remove());
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+            }
+            for e in self.store.chunk(&k)?.unwrap_or_default() {
                 if keep(&e) {
-                    out.push(e);
-                    if out.len() >= limit {
-                        return Ok(out);
-                    }
+                    pending.entry(e.id).or_insert(e);
                 }
             }
         }
+        out.extend(pending.into_values());
+        out.truncate(limit);
         Ok(out)
     }
 
@@ -857,12 +956,13 @@ impl ProvenanceRepository {
         let mut events: BTreeMap<u64, ProvenanceEvent> = BTreeMap::new();
         let mut todo = VecDeque::from([flowfile.to_string()]);
         let (mut parents, mut children) = (BTreeSet::new(), BTreeSet::new());
+        // Related flow files mostly share chunks (a fork's children are written with it).
+        let mut cache = FxHashMap::default();
         while let Some(ff) = todo.pop_front() {
             if !seen.insert(ff.clone()) || seen.len() > MAX_FLOWFILES {
                 continue;
             }
-            for id in self.ids_with_prefix(&self.store.by_flowfile, &ff)? {
-                let Some(e) = self.event(id)? else { continue };
+            for e in self.events_of(&ff, &mut cache)?.into_values() {
                 if e.flowfile == ff || e.parents.contains(&ff) {
                     // ff's own events, and events where ff is a parent: its children.
                     for c in &e.children {
@@ -895,9 +995,7 @@ impl ProvenanceRepository {
                         }
                     }
                 }
-                if e.flowfile == ff || e.parents.contains(&ff) || e.children.contains(&ff) {
-                    events.insert(e.id, e);
-                }
+                events.insert(e.id, e);
             }
         }
         let mut events: Vec<ProvenanceEvent> = events.into_values().collect();
@@ -912,7 +1010,8 @@ impl ProvenanceRepository {
     }
 
     /// Removes events older than the maximum age and, oldest first, events beyond the maximum
-    /// size. Returns how many were removed.
+    /// size, chunk by chunk; a chunk only partly removed is written again with the events
+    /// left. Returns how many were removed.
     ///
     /// # Errors
     /// [`ProvenanceError`] from the store.
@@ -921,51 +1020,50 @@ impl ProvenanceRepository {
         let cutoff = now_ms - self.max_age.as_millis() as i64;
         let mut size: u64 = self.store.keyspace.disk_space();
         let mut removed = 0;
-        let mut last_removed = None;
         let mut batch = self.store.keyspace.batch();
-        for kv in self.store.events.iter() {
+        for kv in self.store.chunks.iter() {
             let (k, v) = kv?;
-            // Only the fields the indexes use: the attributes are not needed.
-            let e: StoredEvent = postcard::from_bytes(&v)?;
-            if e.time_ms >= cutoff && size <= self.max_size {
+            let key: ChunkKey = k.as_ref().try_into().expect("16 bytes");
+            let events = decode_chunk(&v)?;
+            // Each event's share of the chunk, and of the store's per-entry overhead.
+            let share = v.len() as u64 / events.len().max(1) as u64 + 64;
+            let gone = events
+                .iter()
+                .take_while(|e| {
+                    let expired = e.time_ms < cutoff || size > self.max_size;
+                    if expired {
+                        size = size.saturating_sub(share);
+                    }
+                    expired
+                })
+                .count();
+            if gone == 0 {
                 break;
             }
-            size = size.saturating_sub(v.len() as u64 + 64);
-            batch.remove(&self.store.events, k);
-            // An index entry goes with the last event it names (its key), the others before.
-            for uuid in std::iter::once(e.flowfile.as_str())
-                .chain(e.parents.iter().map(String::as_str))
-                .chain(e.children.iter().map(String::as_str))
-            {
-                batch.remove(&self.store.by_flowfile, index_key(uuid, e.id));
-            }
-            last_removed = Some(e.id);
-            removed += 1;
-        }
-        // Events go oldest id first, so a span ending at or before the last removed id is
-        // empty now.
-        if let Some(last_removed) = last_removed {
-            for kv in self.store.spans.iter() {
-                let (k, _) = kv?;
-                if id_of(&k[..8]) > last_removed {
-                    break;
-                }
-                if id_of(&k) <= last_removed {
-                    batch.remove(&self.store.spans, k);
-                }
+            self.store.remove(&mut batch, &key, &events);
+            removed += gone as u64;
+            if gone < events.len() {
+                let left: Vec<&ProvenanceEvent> = events[gone..].iter().collect();
+                self.store.add(&mut batch, &left, &mut Vec::new())?;
+                break;
             }
         }
         batch.commit()?;
         Ok(removed)
     }
 
-    /// Number of stored events.
+    /// Number of stored events (an event of a frame replayed at recovery counts again until
+    /// retention removes it): read from the spans, no event is decoded.
     ///
     /// # Errors
     /// [`ProvenanceError`] from the store.
     pub fn len(&self) -> Result<usize, ProvenanceError> {
         self.flush();
-        Ok(self.store.events.len()?)
+        let mut n = 0;
+        for kv in self.store.spans.iter() {
+            n += postcard::from_bytes::<Span>(&kv?.1)?.events as usize;
+        }
+        Ok(n)
     }
 
     /// True when no event is stored.
@@ -974,7 +1072,7 @@ impl ProvenanceRepository {
     /// [`ProvenanceError`] from the store.
     pub fn is_empty(&self) -> Result<bool, ProvenanceError> {
         self.flush();
-        Ok(self.store.events.is_empty()?)
+        Ok(self.store.chunks.is_empty()?)
     }
 }
 
@@ -1074,7 +1172,7 @@ mod tests {
     fn stored_bytes(store: &ProvenanceRepository) -> usize {
         store
             .store
-            .events
+            .chunks
             .iter()
             .map(|kv| kv.unwrap().1.len())
             .sum()
@@ -1158,6 +1256,14 @@ mod tests {
         );
     }
 
+    /// An index key of formats 1 to 3: a uuid (or component), a zero byte and an event id.
+    fn old_index_key(prefix: &str, id: u64) -> Vec<u8> {
+        let mut k = prefix.as_bytes().to_vec();
+        k.push(0);
+        k.extend_from_slice(&id.to_be_bytes());
+        k
+    }
+
     #[test]
     fn a_store_of_the_first_format_is_converted_when_opened() {
         let dir = tempfile::tempdir().unwrap();
@@ -1175,8 +1281,8 @@ mod tests {
                 events
                     .insert(id.to_be_bytes(), postcard::to_allocvec(&e).unwrap())
                     .unwrap();
-                by_flowfile.insert(index_key("ff-old", id), []).unwrap();
-                by_component.insert(index_key("route", id), []).unwrap();
+                by_flowfile.insert(old_index_key("ff-old", id), []).unwrap();
+                by_component.insert(old_index_key("route", id), []).unwrap();
                 let mut time = (e.time_ms as u64).to_be_bytes().to_vec();
                 time.extend_from_slice(&id.to_be_bytes());
                 by_time.insert(time, []).unwrap();
@@ -1184,7 +1290,7 @@ mod tests {
             keyspace.persist(PersistMode::SyncAll).unwrap();
         }
         let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
-        for name in FORMAT_1_INDEXES.into_iter().chain([FORMAT_1_EVENTS]) {
+        for name in OLD_INDEXES.into_iter().chain([FORMAT_1_EVENTS]) {
             assert!(!store.store.keyspace.partition_exists(name), "{name} left");
         }
         let q = Query {
@@ -1202,49 +1308,23 @@ mod tests {
     }
 
     #[test]
-    fn a_flow_file_has_one_index_entry_per_write_and_stores_of_format_2_still_read() {
+    fn a_write_is_one_chunk_with_one_index_entry_per_flow_file() {
         let dir = tempfile::tempdir().unwrap();
-        {
-            let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
-            // Six events of "ff-a" and two of "ff-b", interleaved, in one write.
-            let events: Vec<ProvenanceEvent> = (0..8)
-                .map(|i| event(i, if i % 4 == 3 { "ff-b" } else { "ff-a" }))
-                .collect();
-            store.insert(events).unwrap();
-            store.len().unwrap();
-            assert_eq!(store.store.by_flowfile.len().unwrap(), 2);
-            assert_eq!(
-                ids(&store.lineage("ff-a").unwrap().events),
-                [0, 1, 2, 4, 5, 6]
-            );
-            // A store of format 2: an index entry per event, with an empty value.
-            store
-                .store
-                .events
-                .insert(
-                    20u64.to_be_bytes(),
-                    encode(
-                        &event(20, "ff-a"),
-                        StoredAttributes::Inline(&event(20, "ff-a").attributes),
-                        Vec::new(),
-                    )
-                    .unwrap(),
-                )
-                .unwrap();
-            store
-                .store
-                .by_flowfile
-                .insert(index_key("ff-a", 20), [])
-                .unwrap();
-            let meta = store
-                .store
-                .keyspace
-                .open_partition("meta", PartitionCreateOptions::default())
-                .unwrap();
-            meta.insert("format", [FORMAT_2]).unwrap();
-            store.store.keyspace.persist(PersistMode::SyncAll).unwrap();
-        }
         let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        // Six events of "ff-a" and two of "ff-b", interleaved, in one write.
+        let events: Vec<ProvenanceEvent> = (0..8)
+            .map(|i| event(i, if i % 4 == 3 { "ff-b" } else { "ff-a" }))
+            .collect();
+        store.insert(events).unwrap();
+        assert_eq!(store.len().unwrap(), 8);
+        assert_eq!(store.store.chunks.len().unwrap(), 1);
+        assert_eq!(store.store.by_flowfile.len().unwrap(), 2);
+        assert_eq!(
+            ids(&store.lineage("ff-a").unwrap().events),
+            [0, 1, 2, 4, 5, 6]
+        );
+        // A second write of ff-a: a second chunk, found by its own index entry.
+        store.insert(vec![event(20, "ff-a")]).unwrap();
         let q = Query {
             flowfile: Some("ff-a".into()),
             ..Query::default()
@@ -1253,6 +1333,105 @@ mod tests {
             ids(&store.query(&q, usize::MAX).unwrap()),
             [0, 1, 2, 4, 5, 6, 20]
         );
+        assert_eq!(ids(&store.query(&q, 2).unwrap()), [0, 1]);
+    }
+
+    #[test]
+    fn overlapping_chunks_read_in_id_order_and_each_event_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        store
+            .insert([0, 10, 20].map(|i| event(i, "ff")).to_vec())
+            .unwrap();
+        store.len().unwrap();
+        // Handed over out of id order, and a replay of event 10.
+        store
+            .insert([5, 10, 15].map(|i| event(i, "ff")).to_vec())
+            .unwrap();
+        assert_eq!(
+            ids(&store.query(&Query::default(), usize::MAX).unwrap()),
+            [0, 5, 10, 15, 20]
+        );
+        assert_eq!(ids(&store.query(&Query::default(), 3).unwrap()), [0, 5, 10]);
+        assert_eq!(
+            ids(&store.lineage("ff").unwrap().events),
+            [0, 5, 10, 15, 20]
+        );
+    }
+
+    #[test]
+    fn a_store_of_format_3_is_converted_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let map = |v: &str| -> crate::flowfile::Attributes {
+            BTreeMap::from([
+                ("k".to_string(), v.to_string()),
+                ("a".to_string(), "1".to_string()),
+                ("b".to_string(), "2".to_string()),
+                ("c".to_string(), "3".to_string()),
+                ("d".to_string(), "4".to_string()),
+            ])
+            .into()
+        };
+        let events: Vec<ProvenanceEvent> = (0..3)
+            .map(|i| ProvenanceEvent {
+                attributes: map(if i == 0 { "first" } else { "last" }),
+                ..event(i, "ff-a")
+            })
+            .collect();
+        {
+            // Format 3: an entry per event (0 holds the changes from 1's map, 1 names 2's),
+            // an index entry per flow file and write, a span per write.
+            let keyspace = Config::new(dir.path()).open().unwrap();
+            let opts = PartitionCreateOptions::default;
+            let records = keyspace.open_partition("records", opts()).unwrap();
+            let by_flowfile = keyspace.open_partition("by_flowfile", opts()).unwrap();
+            let spans = keyspace.open_partition("spans", opts()).unwrap();
+            let meta = keyspace.open_partition("meta", opts()).unwrap();
+            let stored = [
+                StoredAttributes::Changed {
+                    base: 1,
+                    set: &[("k", "first")][..],
+                    removed: &[][..],
+                },
+                StoredAttributes::SameAs(2),
+                StoredAttributes::Inline(&events[2].attributes),
+            ];
+            for (e, attributes) in events.iter().zip(stored) {
+                records
+                    .insert(
+                        e.id.to_be_bytes(),
+                        encode(e, attributes, Vec::new()).unwrap(),
+                    )
+                    .unwrap();
+            }
+            let mut earlier = 0u64.to_be_bytes().to_vec();
+            earlier.extend_from_slice(&1u64.to_be_bytes());
+            by_flowfile
+                .insert(old_index_key("ff-a", 2), earlier)
+                .unwrap();
+            let span = Span {
+                min_time_ms: 1_000,
+                max_time_ms: 1_002,
+                components: vec!["route".into()],
+                events: 0,
+            };
+            spans
+                .insert(chunk_key(0, 2), postcard::to_allocvec(&span).unwrap())
+                .unwrap();
+            meta.insert("format", [3]).unwrap();
+            keyspace.persist(PersistMode::SyncAll).unwrap();
+        }
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        for name in OLD_INDEXES.into_iter().chain([FORMAT_3_EVENTS]) {
+            assert!(!store.store.keyspace.partition_exists(name), "{name} left");
+        }
+        let q = Query {
+            flowfile: Some("ff-a".into()),
+            ..Query::default()
+        };
+        assert_eq!(store.query(&q, usize::MAX).unwrap(), events);
+        assert_eq!(store.lineage("ff-a").unwrap().events, events);
+        assert_eq!(store.len().unwrap(), 3);
         let meta = store
             .store
             .keyspace

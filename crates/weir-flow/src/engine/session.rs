@@ -222,13 +222,28 @@ impl Session {
     fn fresh(&self, mut attributes: Attributes, lineage_start: Option<i64>) -> FlowFile {
         let now = now_ms();
         let uuid = new_uuid();
-        attributes.insert("uuid", uuid.clone());
-        attributes.insert_if_absent("filename", || uuid);
-        attributes.insert_if_absent("path", || SmolStr::new_static("./"));
-        attributes.insert("entryDate", int_value(now));
         let lineage = lineage_start.unwrap_or(now);
-        attributes.insert("lineageStartDate", int_value(lineage));
-        attributes.insert("fileSize", SmolStr::new_static("0"));
+        if attributes.is_empty() {
+            // A new flow file's core attributes, in name order at once (six inserts cost as
+            // much as the rest of creating it), with room for a source's few.
+            let mut entries = Vec::with_capacity(16);
+            entries.extend([
+                (SmolStr::new_static("entryDate"), int_value(now)),
+                (SmolStr::new_static("fileSize"), SmolStr::new_static("0")),
+                (SmolStr::new_static("filename"), uuid.clone()),
+                (SmolStr::new_static("lineageStartDate"), int_value(lineage)),
+                (SmolStr::new_static("path"), SmolStr::new_static("./")),
+                (SmolStr::new_static("uuid"), uuid),
+            ]);
+            attributes = Attributes::from_entries(entries);
+        } else {
+            attributes.insert("uuid", uuid.clone());
+            attributes.insert_if_absent("filename", || uuid);
+            attributes.insert_if_absent("path", || SmolStr::new_static("./"));
+            attributes.insert("entryDate", int_value(now));
+            attributes.insert("lineageStartDate", int_value(lineage));
+            attributes.insert("fileSize", SmolStr::new_static("0"));
+        }
         FlowFile {
             id: self.shared.repo.next_id(),
             attributes,
@@ -242,8 +257,7 @@ impl Session {
     /// Creates an empty flow file with the core attributes (CREATE, unless a RECEIVE or
     /// FETCH is reported for it).
     pub fn create(&mut self) -> FlowFileRef {
-        // The core attributes and a source's few, without growing the vector on the way.
-        let ff = self.fresh(Attributes::with_capacity(16), None);
+        let ff = self.fresh(Attributes::new(), None);
         self.push_new(ff, Origin::Created)
     }
 
