@@ -1560,10 +1560,18 @@ impl Processor for ChannelSource {
     }
 }
 
-/// A sink that hands every item back to the test thread.
-struct EchoSink(mpsc::Sender<u64>);
+/// A sink that hands every item back to the test thread; on a thread of its own when not
+/// cooperative.
+struct EchoSink {
+    echo: mpsc::Sender<u64>,
+    cooperative: bool,
+}
 
 impl Processor for EchoSink {
+    fn is_cooperative(&self) -> bool {
+        self.cooperative
+    }
+
     fn process(
         &mut self,
         _ordinal: usize,
@@ -1571,17 +1579,29 @@ impl Processor for EchoSink {
         _outbox: &mut Outbox,
     ) -> ProcessorResult<()> {
         for v in inbox.items::<u64>().drain(..) {
-            self.0.send(v)?;
+            self.echo.send(v)?;
         }
         Ok(())
     }
 }
 
-/// Workers that pause a minute when idle still pass each item on at once: the worker of
+/// Workers that pause a minute when idle still pass each item on at once: the thread of
 /// the consumer is nudged by the producer that filled its conveyor, so it never sleeps out
 /// its pause with an item waiting (without the nudge every item here would wait for it).
 #[test]
 fn a_parked_consumer_is_woken_by_the_item_sent_to_it() {
+    echo_through_parked_threads(true);
+}
+
+/// The same for a consumer on a thread of its own (a non-cooperative processor).
+#[test]
+fn a_parked_blocking_consumer_is_woken_by_the_item_sent_to_it() {
+    echo_through_parked_threads(false);
+}
+
+/// Sends items one at a time through `source -> echo` on an executor whose idle threads
+/// pause a minute, and expects each back long before that.
+fn echo_through_parked_threads(cooperative_sink: bool) {
     let executor = Executor::new(ExecutorConfig {
         workers: 2,
         min_park: Duration::from_secs(60),
@@ -1604,14 +1624,15 @@ fn a_parked_consumer_is_woken_by_the_item_sent_to_it() {
         .local_parallelism(1),
     );
     let sink = dag.vertex(
-        Vertex::new("echo", move |_: &ProcessorContext| {
-            EchoSink(echo_tx.clone())
+        Vertex::new("echo", move |_: &ProcessorContext| EchoSink {
+            echo: echo_tx.clone(),
+            cooperative: cooperative_sink,
         })
         .accepts::<u64>()
         .local_parallelism(1),
     );
     dag.edge(Edge::between(src, sink));
-    // Two tasklets on a fresh two-worker executor: one per worker.
+    // A fresh two-worker executor: the source on one worker, a cooperative sink on the other.
     let job = executor.submit(dag, JobConfig::default()).unwrap();
     let source_waker = waker_rx.recv_timeout(TIMEOUT).expect("the source's waker");
     for i in 0..200u64 {
@@ -1626,4 +1647,35 @@ fn a_parked_consumer_is_woken_by_the_item_sent_to_it() {
     drop(items_tx);
     source_waker.wake();
     finish(job).unwrap();
+}
+
+/// The other direction: a producer stopped by a full conveyor is nudged when its consumer
+/// makes room, so tiny queues between threads that pause a minute when idle still move
+/// every item long before that (without the nudge each refill would wait out a pause).
+#[test]
+fn a_producer_parked_on_a_full_queue_is_woken_when_room_is_made() {
+    let executor = Executor::new(ExecutorConfig {
+        workers: 2,
+        min_park: Duration::from_secs(60),
+        max_park: Duration::from_secs(60),
+    })
+    .expect("start an executor");
+    let mut dag = Dag::new();
+    let src = dag.vertex(
+        Vertex::new("numbers", |_: &ProcessorContext| {
+            IterSource::new(0..20_000u64)
+        })
+        .emits::<u64>()
+        .local_parallelism(1),
+    );
+    let (supplier, count) = CountSink::<u64>::supplier();
+    let sink = dag.vertex(
+        Vertex::new("count", supplier)
+            .accepts::<u64>()
+            .local_parallelism(1),
+    );
+    dag.edge(Edge::between(src, sink).capacity(2));
+    let job = executor.submit(dag, JobConfig::default()).unwrap();
+    finish(job).unwrap();
+    assert_eq!(count.load(Ordering::Relaxed), 20_000);
 }
