@@ -459,9 +459,8 @@ impl AmqpConsumer {
             let notified = self.connected.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.live.lock().await.is_none()
-                && tokio::time::timeout_at(deadline, notified).await.is_err()
-            {
+            let missing = self.live.lock().await.is_none();
+            if missing && tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Vec::new();
             }
             slot = self.live.lock().await;
