@@ -28,7 +28,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -39,7 +39,7 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::uri::{AMQPAuthority, AMQPUri, AMQPUserInfo};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, Notify, mpsc};
 
 use crate::{ConnectorError, Health, backoff};
 
@@ -347,13 +347,58 @@ async fn requeue(messages: Vec<AmqpMessage>) {
 }
 
 /// A queue consumer with manual acknowledgements. See the [module docs](self).
+///
+/// A background task makes (and remakes) the connection; [`AmqpConsumer::next_batch`] reads
+/// the channel's deliveries itself, with no hand-off between tasks on the way.
 pub struct AmqpConsumer {
-    receiver: Mutex<mpsc::Receiver<(u64, AmqpMessage)>>,
+    live: Arc<Mutex<Option<Live>>>,
+    /// Notified when a connection is made.
+    connected: Arc<Notify>,
+    /// Notified when [`AmqpConsumer::next_batch`] finds the channel broken.
+    broken: Arc<Notify>,
     settler: AmqpSettler,
-    generation: Arc<AtomicU64>,
     health: Arc<Health>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// A connection consuming the queue.
+struct Live {
+    _conn: Connection,
+    _channel: Channel,
+    consumer: lapin::Consumer,
+    outstanding: Arc<Outstanding>,
+}
+
+impl Live {
+    fn message(&self, d: lapin::message::Delivery) -> AmqpMessage {
+        let mut headers = Vec::new();
+        let p = &d.properties;
+        for (k, v) in [
+            ("content_type", p.content_type()),
+            ("content_encoding", p.content_encoding()),
+            ("message_id", p.message_id()),
+            ("correlation_id", p.correlation_id()),
+            ("reply_to", p.reply_to()),
+            ("app_id", p.app_id()),
+            ("type", p.kind()),
+        ] {
+            if let Some(v) = v {
+                headers.push((k.to_string(), v.to_string()));
+            }
+        }
+        self.outstanding.tags().insert(d.delivery_tag);
+        AmqpMessage {
+            body: d.data,
+            exchange: d.exchange.to_string(),
+            routing_key: d.routing_key.to_string(),
+            redelivered: d.redelivered,
+            delivery_tag: d.delivery_tag,
+            headers,
+            acker: d.acker,
+            outstanding: Arc::clone(&self.outstanding),
+        }
+    }
 }
 
 impl fmt::Debug for AmqpConsumer {
@@ -372,27 +417,29 @@ impl AmqpConsumer {
         queue: &str,
         prefetch: u16,
     ) -> AmqpConsumer {
-        let prefetch = prefetch.max(1);
-        let (tx, rx) = mpsc::channel(prefetch as usize);
-        let generation = Arc::new(AtomicU64::new(0));
+        let live = Arc::new(Mutex::new(None));
+        let connected = Arc::new(Notify::new());
+        let broken = Arc::new(Notify::new());
         let health = Arc::new(Health::default());
         let stop = Arc::new(AtomicBool::new(false));
         let (settle_tx, settle_rx) = mpsc::unbounded_channel();
         // Ends when the consumer and every settler handle are gone.
         runtime.spawn(settle_loop(settle_rx));
-        let task = runtime.spawn(consume_loop(
+        let task = runtime.spawn(connect_loop(
             config,
             queue.to_string(),
-            prefetch,
-            tx,
-            Arc::clone(&generation),
+            prefetch.max(1),
+            Arc::clone(&live),
+            Arc::clone(&connected),
+            Arc::clone(&broken),
             Arc::clone(&health),
             Arc::clone(&stop),
         ));
         AmqpConsumer {
-            receiver: Mutex::new(rx),
+            live,
+            connected,
+            broken,
             settler: AmqpSettler(settle_tx),
-            generation,
             health,
             stop,
             task,
@@ -400,32 +447,65 @@ impl AmqpConsumer {
     }
 
     /// Waits up to `wait` for a first message, then takes whatever else is ready, up to
-    /// `max` in all. Messages of a channel that has closed since they arrived are dropped
-    /// (the broker has requeued them).
+    /// `max` in all. When the channel turns out broken, the messages taken from it in this
+    /// call are dropped (the broker has requeued them) and the connection is made again.
     pub async fn next_batch(&self, max: usize, wait: Duration) -> Vec<AmqpMessage> {
-        let mut rx = self.receiver.lock().await;
-        let mut out = Vec::new();
         let deadline = tokio::time::Instant::now() + wait;
-        while out.is_empty() {
-            let first = match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(m)) => m,
-                Ok(None) | Err(_) => return out,
-            };
-            self.keep_current(first, &mut out);
+        let mut slot = self.live.lock().await;
+        if slot.is_none() {
+            drop(slot);
+            // Registered before looking again, so that a connection made in between is
+            // not missed.
+            let notified = self.connected.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let missing = self.live.lock().await.is_none();
+            if missing && tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Vec::new();
+            }
+            slot = self.live.lock().await;
         }
+        let Some(live) = slot.as_mut() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let first = match tokio::time::timeout_at(deadline, live.consumer.next()).await {
+            Err(_) => return out,
+            Ok(Some(Ok(d))) => d,
+            Ok(end) => {
+                self.break_off(&mut slot, end);
+                return out;
+            }
+        };
+        out.push(live.message(first));
         while out.len() < max.max(1) {
-            match rx.try_recv() {
-                Ok(m) => self.keep_current(m, &mut out),
-                Err(_) => break,
+            match futures::FutureExt::now_or_never(live.consumer.next()) {
+                None => break,
+                Some(Some(Ok(d))) => out.push(live.message(d)),
+                Some(end) => {
+                    self.break_off(&mut slot, end);
+                    return Vec::new();
+                }
             }
         }
         out
     }
 
-    fn keep_current(&self, (generation, m): (u64, AmqpMessage), out: &mut Vec<AmqpMessage>) {
-        if generation == self.generation.load(Ordering::SeqCst) {
-            out.push(m);
-        }
+    /// The channel ended (`end` is its last item): drop the connection, report it and have
+    /// the background task connect again.
+    fn break_off(
+        &self,
+        slot: &mut Option<Live>,
+        end: Option<Result<lapin::message::Delivery, lapin::Error>>,
+    ) {
+        *slot = None;
+        let error = match end {
+            Some(Err(e)) => format!("amqp channel: {e}"),
+            _ => "the broker cancelled the consumer".to_string(),
+        };
+        tracing::warn!("ConsumeAMQP: {error}; connecting again");
+        self.health.down(error);
+        self.broken.notify_one();
     }
 
     /// The connection's state.
@@ -446,50 +526,50 @@ impl Drop for AmqpConsumer {
     }
 }
 
-async fn consume_loop(
+/// Connects, hands the connection to the consumer, and connects again (after a growing
+/// delay) whenever the consumer finds it broken or connecting fails.
+#[allow(clippy::too_many_arguments)]
+async fn connect_loop(
     config: AmqpConfig,
     queue: String,
     prefetch: u16,
-    tx: mpsc::Sender<(u64, AmqpMessage)>,
-    generation: Arc<AtomicU64>,
+    live: Arc<Mutex<Option<Live>>>,
+    connected: Arc<Notify>,
+    broken: Arc<Notify>,
     health: Arc<Health>,
     stop: Arc<AtomicBool>,
 ) {
     let mut attempt = 0;
     while !stop.load(Ordering::SeqCst) {
-        let outcome = consume_once(&config, &queue, prefetch, &tx, &generation, &health).await;
-        generation.fetch_add(1, Ordering::SeqCst);
-        if tx.is_closed() {
-            return;
+        match connect_consumer(&config, &queue, prefetch).await {
+            Ok(l) => {
+                *live.lock().await = Some(l);
+                health.up();
+                connected.notify_waiters();
+                broken.notified().await;
+                attempt = 0;
+            }
+            Err(e) => {
+                tracing::warn!("ConsumeAMQP: {e}; connecting again");
+                health.down(e.to_string());
+            }
         }
-        let error = match outcome {
-            Ok(()) => "the broker cancelled the consumer".to_string(),
-            Err(e) => e.to_string(),
-        };
-        if health.get().connected {
-            attempt = 0;
-        }
-        tracing::warn!("ConsumeAMQP: {error}; connecting again");
-        health.down(error);
         tokio::time::sleep(backoff(attempt)).await;
         attempt += 1;
     }
 }
 
-async fn consume_once(
+async fn connect_consumer(
     config: &AmqpConfig,
     queue: &str,
     prefetch: u16,
-    tx: &mpsc::Sender<(u64, AmqpMessage)>,
-    generation: &AtomicU64,
-    health: &Health,
-) -> Result<(), ConnectorError> {
-    let (_conn, channel) = config.connect().await?;
+) -> Result<Live, ConnectorError> {
+    let (conn, channel) = config.connect().await?;
     channel
         .basic_qos(prefetch, BasicQosOptions::default())
         .await
         .map_err(|e| config.unavailable(e))?;
-    let mut consumer = channel
+    let consumer = channel
         .basic_consume(
             queue.into(),
             "".into(),
@@ -498,42 +578,12 @@ async fn consume_once(
         )
         .await
         .map_err(|e| config.unavailable(e))?;
-    health.up();
-    let current = generation.load(Ordering::SeqCst);
-    let outstanding = Arc::new(Outstanding::default());
-    while let Some(delivery) = consumer.next().await {
-        let d = delivery.map_err(|e| config.unavailable(e))?;
-        let mut headers = Vec::new();
-        let p = &d.properties;
-        for (k, v) in [
-            ("content_type", p.content_type()),
-            ("content_encoding", p.content_encoding()),
-            ("message_id", p.message_id()),
-            ("correlation_id", p.correlation_id()),
-            ("reply_to", p.reply_to()),
-            ("app_id", p.app_id()),
-            ("type", p.kind()),
-        ] {
-            if let Some(v) = v {
-                headers.push((k.to_string(), v.to_string()));
-            }
-        }
-        outstanding.tags().insert(d.delivery_tag);
-        let message = AmqpMessage {
-            body: d.data,
-            exchange: d.exchange.to_string(),
-            routing_key: d.routing_key.to_string(),
-            redelivered: d.redelivered,
-            delivery_tag: d.delivery_tag,
-            headers,
-            acker: d.acker,
-            outstanding: Arc::clone(&outstanding),
-        };
-        if tx.send((current, message)).await.is_err() {
-            return Ok(());
-        }
-    }
-    Ok(())
+    Ok(Live {
+        _conn: conn,
+        _channel: channel,
+        consumer,
+        outstanding: Arc::new(Outstanding::default()),
+    })
 }
 
 /// A publisher with publisher confirms: [`AmqpPublisher::publish`] returns once the broker

@@ -5,13 +5,14 @@
 //! flow file's JSON Lines) and writes them all in one transaction. The records of all items
 //! with the same columns go to the server as one `jsonb` array in one statement, which
 //! `jsonb_populate_recordset` turns into rows of the table's own column types, so a batch
-//! costs one statement per column set, pipelined, plus `BEGIN` and `COMMIT`. A record keeps
-//! its JSON text as it came (checked to be one object when parsed): the array is the records'
-//! texts joined, and the server parses the values once, into the column types. When the server
-//! refuses an item (a bad value, an unknown column), the transaction rolls back and every
-//! item is written again in a transaction of its own, so that only the bad ones fail. When
-//! the connection breaks, every item of the batch is [`ItemOutcome::Retry`] and the next
-//! batch connects again.
+//! costs one statement per column set, pipelined, plus `BEGIN` and `COMMIT`; the writer
+//! drives its connection itself while it waits, so the round trip has no hand-off to a
+//! connection task. A record keeps its JSON text as it came (checked to be one object when
+//! parsed): the array is the records' texts joined, and the server parses the values once,
+//! into the column types. When the server refuses an item (a bad value, an unknown column),
+//! the transaction rolls back and every item is written again in a transaction of its own,
+//! so that only the bad ones fail. When the connection breaks, every item of the batch is
+//! [`ItemOutcome::Retry`] and the next batch connects again.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -27,7 +28,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
+use std::future::Future;
 use std::ops::Range;
+use std::pin::Pin;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -307,12 +310,18 @@ fn quote(name: &str) -> String {
         .join(".")
 }
 
+/// A connection's I/O: the writer polls it while it waits for the server.
+type Driver = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send>>;
+
 /// Writes records to one table. See the [module docs](self).
 pub struct RecordWriter {
     config: PgConfig,
     table: String,
     statement: StatementType,
     client: Option<Client>,
+    /// The client's connection, driven by [`drive`] on the writer's own task, so that
+    /// requests go out and answers come in with no hand-off to another task.
+    connection: Option<Driver>,
     /// Statements by column set: a flow mostly writes one or two, so a list beats a map
     /// (and is looked up with borrowed column names).
     prepared: Vec<(Vec<String>, Statement)>,
@@ -368,13 +377,15 @@ impl RecordWriter {
             table: table.to_string(),
             statement,
             client: None,
+            connection: None,
             prepared: Vec::new(),
         }
     }
 
-    /// True while a connection is open.
+    /// True while the writer holds a connection. One the server closed while the writer was
+    /// idle counts until the next batch finds out (and connects again).
     pub fn connected(&self) -> bool {
-        self.client.as_ref().is_some_and(|c| !c.is_closed())
+        self.connection.is_some() && self.client.as_ref().is_some_and(|c| !c.is_closed())
     }
 
     fn prepare_item<'a>(&self, records: &'a [Record]) -> Result<Prepared<'a>, String> {
@@ -485,18 +496,43 @@ impl RecordWriter {
             .collect()
     }
 
-    async fn client(&mut self) -> Result<&Client, Failure> {
+    /// Connects unless connected. What the server sent while the writer was idle is read
+    /// first, so that a connection the server closed meanwhile is replaced, not used.
+    async fn connect(&mut self) -> Result<(), Failure> {
+        if let Some(c) = self.connection.as_mut()
+            && futures::FutureExt::now_or_never(c.as_mut()).is_some()
+        {
+            self.connection = None;
+        }
         if !self.connected() {
             self.prepared.clear();
             self.client = None;
-            let client = self
+            self.connection = None;
+            let (client, connection) = self
                 .config
-                .connect()
+                .config
+                .connect(NoTls)
                 .await
                 .map_err(|e| Failure::Connection(format!("{}: {e}", self.config)))?;
             self.client = Some(client);
+            self.connection = Some(Box::pin(connection));
         }
-        Ok(self.client.as_ref().expect("connected above"))
+        Ok(())
+    }
+
+    /// The connected client and its connection, to [`drive`] while waiting on the client.
+    fn parts(&mut self) -> (&Client, &mut Option<Driver>) {
+        (
+            self.client.as_ref().expect("connected first"),
+            &mut self.connection,
+        )
+    }
+
+    /// Forgets the connection after `drive` found it ended.
+    fn lost(&mut self, why: String) -> Failure {
+        self.client = None;
+        self.connection = None;
+        Failure::Connection(format!("{}: {why}", self.config))
     }
 
     async fn statement(&mut self, columns: &[&str]) -> Result<Statement, Failure> {
@@ -508,11 +544,12 @@ impl RecordWriter {
             return Ok(s.clone());
         }
         let sql = self.sql(columns);
-        let client = self.client().await?;
-        let s = client
-            .prepare_typed(&sql, &[Type::JSONB])
-            .await
-            .map_err(|e| classify(&e))?;
+        self.connect().await?;
+        let (client, connection) = self.parts();
+        let s = match drive(connection, client.prepare_typed(&sql, &[Type::JSONB])).await {
+            Ok(s) => s.map_err(|e| classify(&e))?,
+            Err(why) => return Err(self.lost(why)),
+        };
         self.prepared
             .push((columns.iter().map(|c| c.to_string()).collect(), s.clone()));
         Ok(s)
@@ -545,13 +582,15 @@ impl RecordWriter {
     }
 
     async fn transaction(&mut self, items: &[(usize, Prepared<'_>)]) -> Result<(), Failure> {
+        // Connected first: a new connection drops the statements prepared on the old one.
+        self.connect().await?;
         let merged = self.merge(items);
         let mut statements = Vec::with_capacity(merged.len());
         for (columns, _) in &merged {
             statements.push(self.statement(columns).await?);
         }
-        let client = self.client().await?;
-        let result = async {
+        let (client, connection) = self.parts();
+        let work = async {
             // Pipelined: BEGIN, every statement and COMMIT are sent before the first answer
             // is awaited, one round trip in all (each request goes out when its future is
             // first polled, in this order). A statement that fails aborts the transaction,
@@ -573,19 +612,50 @@ impl RecordWriter {
                 r.map_err(|e| classify(&e))?;
             }
             commit.map_err(|e| classify(&e))
-        }
-        .await;
+        };
+        let result = match drive(connection, work).await {
+            Ok(r) => r,
+            Err(why) => return Err(self.lost(why)),
+        };
         if let Err(f) = &result {
             if let Failure::Item(..) = f {
-                if let Err(e) = client.batch_execute("ROLLBACK").await {
-                    self.client = None;
-                    return Err(Failure::Connection(e.to_string()));
+                let (client, connection) = self.parts();
+                match drive(connection, client.batch_execute("ROLLBACK")).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        self.client = None;
+                        self.connection = None;
+                        return Err(Failure::Connection(e.to_string()));
+                    }
+                    Err(why) => return Err(self.lost(why)),
                 }
             } else {
                 self.client = None;
+                self.connection = None;
             }
         }
         result
+    }
+}
+
+/// Waits for `work` (requests of the connection's client) while driving `connection`, on
+/// this task: the requests are written and the answers read here. `Err` with the reason
+/// when the connection ends first; `work` then never completes.
+async fn drive<T>(
+    connection: &mut Option<Driver>,
+    work: impl Future<Output = T>,
+) -> Result<T, String> {
+    let Some(connection) = connection.as_mut() else {
+        return Err("not connected".into());
+    };
+    tokio::select! {
+        // The work first: its requests are queued before the connection writes them.
+        biased;
+        done = work => Ok(done),
+        end = connection.as_mut() => Err(match end {
+            Ok(()) => "the connection closed".into(),
+            Err(e) => e.to_string(),
+        }),
     }
 }
 

@@ -375,3 +375,75 @@ async fn postgres_unreachable_is_retry_without_the_password() {
         "{outcomes:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_writer_replaces_a_connection_the_server_closed() {
+    if !services::available(
+        "postgres_writer_replaces_a_connection_the_server_closed",
+        &[POSTGRES],
+    ) {
+        return;
+    }
+    let table = unique("weir_rows");
+    let client = pg().await;
+    client
+        .batch_execute(&format!("CREATE TABLE {table} (id bigint PRIMARY KEY)"))
+        .await
+        .unwrap();
+    let mut writer = RecordWriter::new(
+        PgConfig::new(
+            &format!("host=127.0.0.1 user=postgres dbname=test application_name={table}"),
+            None,
+            None,
+        ),
+        &table,
+        StatementType::Insert,
+    );
+    let write = |id: u32| parse_json_lines(format!("{{\"id\":{id}}}").as_bytes()).unwrap();
+    assert_eq!(
+        writer.write_batch(&[write(1)]).await,
+        [ItemOutcome::Written(1)]
+    );
+    // The server ends the idle writer's session; wait until its backend is gone.
+    let ended = client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            &[&table],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended, 1, "the writer's session");
+    loop {
+        let left: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                &[&table],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if left == 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    // The closed connection is seen at the latest by the next batch, which then comes back
+    // to retry (never as bad, never hanging); the batch after it is written on a new one.
+    let mut outcome = writer.write_batch(&[write(2)]).await;
+    if let [ItemOutcome::Retry(_)] = outcome.as_slice() {
+        outcome = writer.write_batch(&[write(2)]).await;
+    }
+    assert_eq!(outcome, [ItemOutcome::Written(1)]);
+    let ids: Vec<i64> = client
+        .query(&format!("SELECT id FROM {table} ORDER BY id"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, [1, 2]);
+    client
+        .batch_execute(&format!("DROP TABLE {table}"))
+        .await
+        .unwrap();
+}

@@ -39,7 +39,8 @@
 //!   did leave.
 //! - **Copies.** `concurrency: N` runs N copies of the group, each one task on Weir's shared
 //!   runtime with its own processor instances (a MergeContent per copy holds its own bins).
-//!   A transaction runs on the runtime's blocking pool, since processors block.
+//!   A copy's task runs on the runtime's blocking pool, since processors block, and keeps its
+//!   thread from one transaction to the next.
 //! - **Scheduling.** The source with the shortest timer period sets the group's schedule;
 //!   CRON is refused at validation.
 //!
@@ -239,7 +240,8 @@ type Started = (Vec<tokio::task::JoinHandle<()>>, Vec<Arc<dyn Processor>>);
 /// One copy's processors, by component index.
 type CopyProcessors = Vec<(usize, Arc<dyn Processor>)>;
 
-/// Builds and starts every copy of every stateless group: one task per copy on `runtime`.
+/// Builds and starts every copy of every stateless group: one task per copy on `runtime`'s
+/// blocking pool, for the copy's life.
 /// Returns the tasks and every processor instance (to stop them with the flow).
 pub(crate) fn start(
     shared: &Arc<Shared>,
@@ -270,11 +272,8 @@ pub(crate) fn start(
                 all.push(Arc::clone(&p));
                 procs.push((i, p));
             }
-            tasks.push(runtime.spawn(run_copy(
-                Arc::clone(shared),
-                Arc::clone(&plan),
-                Arc::new(procs),
-            )));
+            let (s, p, r) = (Arc::clone(shared), Arc::clone(&plan), runtime.clone());
+            tasks.push(runtime.spawn_blocking(move || run_copy(s, p, Arc::new(procs), r)));
         }
     }
     Ok((tasks, all))
@@ -283,7 +282,16 @@ pub(crate) fn start(
 /// How long an idle group waits before it triggers its sources again, unless woken.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
 
-async fn run_copy(shared: Arc<Shared>, plan: Arc<GroupPlan>, procs: Arc<CopyProcessors>) {
+/// One copy's life: its transactions one after another, all on one thread of the runtime's
+/// blocking pool (processors block), so that a transaction starts and ends without a
+/// hand-off between threads. The waits between transactions (the schedule, the rest after
+/// an idle trigger) run on the runtime's timers and wakers through `runtime`.
+fn run_copy(
+    shared: Arc<Shared>,
+    plan: Arc<GroupPlan>,
+    procs: Arc<CopyProcessors>,
+    runtime: tokio::runtime::Handle,
+) {
     let waker = plan.sources.first().map(|&s| &shared.wakers[s]);
     let mut next_tick = tokio::time::Instant::now();
     loop {
@@ -291,19 +299,21 @@ async fn run_copy(shared: Arc<Shared>, plan: Arc<GroupPlan>, procs: Arc<CopyProc
             return;
         }
         if !plan.period.is_zero() {
-            tokio::time::sleep_until(next_tick).await;
+            runtime.block_on(tokio::time::sleep_until(next_tick));
             next_tick = tokio::time::Instant::now() + plan.period;
         }
         if shared.stopping() {
             return;
         }
         if shared.repo.poisoned().is_some() {
-            tokio::time::sleep(IDLE_WAIT).await;
+            runtime.block_on(tokio::time::sleep(IDLE_WAIT));
             continue;
         }
         shared.running_triggers.fetch_add(1, Ordering::SeqCst);
-        let (s, p, c) = (Arc::clone(&shared), Arc::clone(&plan), Arc::clone(&procs));
-        let outcome = tokio::task::spawn_blocking(move || run_transaction(&s, &p, &c)).await;
+        // A panic outside the processors (they are caught per trigger) ends this transaction
+        // only, as a rollback would; the copy carries on.
+        let outcome =
+            std::panic::catch_unwind(AssertUnwindSafe(|| run_transaction(&shared, &plan, &procs)));
         shared.running_triggers.fetch_sub(1, Ordering::SeqCst);
         let rest = match outcome {
             Ok(Outcome::Committed) => Duration::ZERO,
@@ -314,9 +324,9 @@ async fn run_copy(shared: Arc<Shared>, plan: Arc<GroupPlan>, procs: Arc<CopyProc
         if !rest.is_zero() {
             match waker {
                 Some(w) => {
-                    let _ = tokio::time::timeout(rest, w.notified()).await;
+                    let _ = runtime.block_on(tokio::time::timeout(rest, w.notified()));
                 }
-                None => tokio::time::sleep(rest).await,
+                None => runtime.block_on(tokio::time::sleep(rest)),
             }
         }
     }
@@ -384,7 +394,7 @@ fn trigger_once(
     }
 }
 
-/// Runs one transaction of a copy to its end (on the blocking pool).
+/// Runs one transaction of a copy to its end (on the copy's thread).
 fn run_transaction(shared: &Arc<Shared>, plan: &GroupPlan, procs: &CopyProcessors) -> Outcome {
     let txn = Arc::new(Transaction::new(Arc::clone(&plan.internal)));
     let deadline = Instant::now() + plan.timeout;
