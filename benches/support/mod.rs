@@ -8,11 +8,6 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The allocator of the `weir` binary (`src/main.rs`), so that a bench runs the engine as
-/// users do; its hand-written yardsticks run in the same process, on the same allocator.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// What a finished child process took.
 #[derive(Debug, Clone, Copy)]
 pub struct ChildUsage {
