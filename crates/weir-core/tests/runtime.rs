@@ -1599,15 +1599,21 @@ fn a_parked_blocking_consumer_is_woken_by_the_item_sent_to_it() {
     echo_through_parked_threads(false);
 }
 
-/// Sends items one at a time through `source -> echo` on an executor whose idle threads
-/// pause a minute, and expects each back long before that.
-fn echo_through_parked_threads(cooperative_sink: bool) {
-    let executor = Executor::new(ExecutorConfig {
+/// Two workers whose idle pause is a minute: only a wake or a nudge gets an idle thread going
+/// again within a test's time.
+fn slow_to_wake_executor() -> Executor {
+    Executor::new(ExecutorConfig {
         workers: 2,
         min_park: Duration::from_secs(60),
         max_park: Duration::from_secs(60),
     })
-    .expect("start an executor");
+    .expect("start an executor")
+}
+
+/// Sends items one at a time through `source -> echo` on an executor whose idle threads
+/// pause a minute, and expects each back long before that.
+fn echo_through_parked_threads(cooperative_sink: bool) {
+    let executor = slow_to_wake_executor();
     let (items_tx, items_rx) = mpsc::channel();
     let (waker_tx, waker_rx) = mpsc::channel();
     let (echo_tx, echo_rx) = mpsc::channel();
@@ -1654,12 +1660,7 @@ fn echo_through_parked_threads(cooperative_sink: bool) {
 /// every item long before that (without the nudge each refill would wait out a pause).
 #[test]
 fn a_producer_parked_on_a_full_queue_is_woken_when_room_is_made() {
-    let executor = Executor::new(ExecutorConfig {
-        workers: 2,
-        min_park: Duration::from_secs(60),
-        max_park: Duration::from_secs(60),
-    })
-    .expect("start an executor");
+    let executor = slow_to_wake_executor();
     let mut dag = Dag::new();
     let src = dag.vertex(
         Vertex::new("numbers", |_: &ProcessorContext| {
