@@ -227,7 +227,10 @@ impl From<ChunkOptions> for ReplayOptions {
 /// A stream source that replays the NEXMark event file(s) at `path` in file order, from one
 /// instance, each event with its `date_time` as native event time: the README's "one source
 /// with one watermark for all event types". Malformed lines as for [`replay`]. The lines are
-/// parsed on every core (see the [module docs](self)).
+/// parsed on every core (see the [module docs](self)), so the source is declared
+/// [pooled](weir::stream::StreamSource::with_pooled_parsing): a query's filters and the
+/// accumulate step of its aggregations run in the source's vertex, as they would in a loop
+/// reading the parsed events, and only their output is dealt out to the workers.
 ///
 /// # Errors
 /// As [`replay`].
@@ -247,19 +250,25 @@ pub fn stream_replay_with(
     let path = path.as_ref();
     let options = options.into();
     let files = Arc::new(InputFiles::resolve(path)?);
-    Ok(StreamSource::new(
+    let source = StreamSource::new(
         format!("nexmark-replay({})", path.display()),
         Some(1),
         move |_: &ProcessorContext| ReplayReader::with_options(Arc::clone(&files), options),
     )
-    .with_native_timestamps(Event::date_time))
+    .with_native_timestamps(Event::date_time);
+    Ok(if options.chunks.threads > 1 {
+        source.with_pooled_parsing()
+    } else {
+        source
+    })
 }
 
 /// A batch source that replays the NEXMark event file(s) at `path`: a file, a directory (its
 /// files sorted by name) or a glob pattern, as for
 /// [`weir::sources::files::text`]. One instance (parallelism `Some(1)`) hands out every
 /// event in file order; the lines are parsed on every core. See the [module docs](self) for
-/// malformed lines and counters.
+/// malformed lines and counters. With more than one parser thread it is declared
+/// [pooled](weir::sources::BatchSource::with_pooled_parsing), as [`stream_replay`] is.
 ///
 /// Cost: one strict parse per line ([`parse_line`](crate::parse_line)), spread over the parser threads; file
 /// reads of 1 MiB chunks. The instance is non-cooperative (file reads may block).
@@ -284,12 +293,17 @@ pub fn replay_with(
     let options = options.into();
     let files = Arc::new(InputFiles::resolve(path)?);
     let total = files.total_bytes();
-    Ok(BatchSource::new(
+    let source = BatchSource::new(
         format!("nexmark-replay({})", path.display()),
         Some(1),
         move |_: &ProcessorContext| ReplayReader::with_options(Arc::clone(&files), options),
     )
-    .with_size_hint(total))
+    .with_size_hint(total);
+    Ok(if options.chunks.threads > 1 {
+        source.with_pooled_parsing()
+    } else {
+        source
+    })
 }
 
 /// The NEXMark event file format for [`ChunkedReader`]: one event per line, parsed strictly

@@ -72,6 +72,9 @@ impl StageType {
 pub(crate) enum NodeKind {
     Source {
         head: SourceHeadFactory,
+        /// The source hands out items parsed on a pool of threads: stages after its single
+        /// instance fuse into its vertex (see `plan`).
+        pooled_parsing: bool,
     },
     /// A stateless (or per-instance stateful) transform: fusable.
     Transform {

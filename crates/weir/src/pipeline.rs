@@ -83,10 +83,14 @@ impl Pipeline {
         name: String,
         parallelism: Option<usize>,
         head: SourceHeadFactory,
+        pooled_parsing: bool,
     ) -> BatchStage<T> {
         let node = self.graph.borrow_mut().add(Node {
             name,
-            kind: NodeKind::Source { head },
+            kind: NodeKind::Source {
+                head,
+                pooled_parsing,
+            },
             inputs: Vec::new(),
             output: Some(StageType::of::<T>()),
             parallelism,
@@ -151,7 +155,7 @@ pub trait Source {
 impl<T: Item> Source for BatchSource<T> {
     type Stage = BatchStage<T>;
     fn read_into(self, pipeline: &Pipeline) -> BatchStage<T> {
-        pipeline.add_source_node(self.name, self.parallelism, self.head)
+        pipeline.add_source_node(self.name, self.parallelism, self.head, self.pooled_parsing)
     }
 }
 

@@ -7,6 +7,10 @@
 //! - A stateless stage is fused into the vertex of its input when that input has no other
 //!   consumer, the vertex is still open (no terminal yet), and the vertex runs at the default
 //!   parallelism. Otherwise it starts a new vertex fed by a unicast edge.
+//! - The exception: a source declared to parse on a pool (`with_pooled_parsing`: a single
+//!   instance that keeps file order while its lines are parsed on every core) takes the
+//!   stateless stages at the default parallelism after it, and an aggregation's accumulate,
+//!   into its own vertex, so that only filtered, pre-aggregated output crosses an edge.
 //! - A grouped aggregation becomes an *accumulate* terminal (fused like a stateless stage) and
 //!   a *combine* vertex behind a partitioned edge; without a key, an all-to-one edge into a
 //!   single combine instance.
@@ -84,6 +88,9 @@ struct PlannedVertex {
     /// A stage in it keeps state that snapshots cannot save: its instances hold snapshots
     /// back until they complete.
     holds_snapshots: bool,
+    /// Its head is a source that hands out items parsed on a pool of threads: stages at
+    /// the default parallelism fuse into it whatever its own parallelism.
+    pooled_source: bool,
 }
 
 struct PlannedEdge {
@@ -182,6 +189,20 @@ impl Planner<'_> {
             .then_some(v)
     }
 
+    /// The vertex a stage at `parallelism` placed after `input` fuses into, if any:
+    /// [`fusable`](Self::fusable), or, for a stage at the default parallelism, the open
+    /// vertex of a source that parses on a pool, at that source's parallelism.
+    fn fusable_after(&self, input: NodeId, parallelism: Option<usize>) -> Option<usize> {
+        self.fusable(input, parallelism).or_else(|| {
+            let vertex = &self.vertices[self.node_vertex[input]];
+            if parallelism.is_none() && vertex.pooled_source {
+                self.fusable(input, vertex.parallelism)
+            } else {
+                None
+            }
+        })
+    }
+
     fn new_vertex(&mut self, node: NodeId, head: Head, parallelism: Option<usize>) -> usize {
         self.vertices.push(PlannedVertex {
             stages: vec![self.graph.nodes[node].name.clone()],
@@ -195,6 +216,7 @@ impl Planner<'_> {
             outputs: 0,
             ordered: false,
             holds_snapshots: false,
+            pooled_source: false,
         });
         self.vertices.len() - 1
     }
@@ -283,12 +305,17 @@ impl Planner<'_> {
     fn place(&mut self, id: NodeId) {
         let node = &self.graph.nodes[id];
         let v = match &node.kind {
-            NodeKind::Source { head } => {
-                self.new_vertex(id, Head::Source(Arc::clone(head)), node.parallelism)
+            NodeKind::Source {
+                head,
+                pooled_parsing,
+            } => {
+                let v = self.new_vertex(id, Head::Source(Arc::clone(head)), node.parallelism);
+                self.vertices[v].pooled_source = *pooled_parsing;
+                v
             }
             NodeKind::Transform { wrap } => {
                 let input = node.inputs[0];
-                let v = match self.fusable(input, node.parallelism) {
+                let v = match self.fusable_after(input, node.parallelism) {
                     Some(v) => v,
                     None => self.inbox_vertex(id, input, Route::Unicast, node.parallelism),
                 };
@@ -329,7 +356,7 @@ impl Planner<'_> {
                 combine,
             } => {
                 let input = node.inputs[0];
-                let acc = match self.fusable(input, None) {
+                let acc = match self.fusable_after(input, None) {
                     Some(v) => v,
                     None => self.inbox_vertex(id, input, Route::Unicast, None),
                 };
@@ -626,6 +653,49 @@ mod tests {
         assert_eq!(edges, ["unicast"]);
     }
 
+    #[test]
+    fn a_source_parsing_on_a_pool_takes_the_stateless_stages_and_the_accumulate() {
+        let p = Pipeline::new();
+        p.read_from(source(Some(1)).with_pooled_parsing())
+            .map(|s| s.len())
+            .filter(|n| *n > 0)
+            .grouping_key(|n: &usize| *n)
+            .aggregate(counting())
+            .write_to(sink(None));
+        let (names, edges) = shape(&p);
+        assert_eq!(
+            names,
+            [
+                "fused(read, map, filter, accumulate)",
+                "fused(combine, write)"
+            ]
+        );
+        assert_eq!(edges, ["partitioned"]);
+    }
+
+    #[test]
+    fn after_a_pooled_source_a_sink_rebalance_or_own_parallelism_still_spreads_the_work() {
+        // A sink keeps its own rule: part files are written on every worker.
+        let p = Pipeline::new();
+        p.read_from(source(Some(1)).with_pooled_parsing())
+            .map(|s| s.len())
+            .write_to(sink(None));
+        assert_eq!(shape(&p).0, ["fused(read, map)", "write"]);
+
+        let p = Pipeline::new();
+        p.read_from(source(Some(1)).with_pooled_parsing())
+            .rebalance()
+            .map(|s| s.len())
+            .write_to(sink(None));
+        assert_eq!(shape(&p).0, ["read", "fused(rebalance, map, write)"]);
+
+        let p = Pipeline::new();
+        p.read_from(source(Some(1)).with_pooled_parsing())
+            .map(|s| s.len())
+            .local_parallelism(2)
+            .write_to(sink(Some(2)));
+        assert_eq!(shape(&p).0, ["read", "fused(map, write)"]);
+    }
     #[test]
     fn an_async_map_is_a_vertex_of_its_own_and_keeps_its_order() {
         let p = Pipeline::new();

@@ -42,6 +42,7 @@ pub struct BatchSource<T> {
     pub(crate) name: String,
     pub(crate) parallelism: Option<usize>,
     pub(crate) head: SourceHeadFactory,
+    pub(crate) pooled_parsing: bool,
     size_hint: Option<u64>,
     _item: std::marker::PhantomData<fn() -> T>,
 }
@@ -61,9 +62,19 @@ impl<T: Item> BatchSource<T> {
             name: name.into(),
             parallelism,
             head,
+            pooled_parsing: false,
             size_hint: None,
             _item: std::marker::PhantomData,
         }
+    }
+
+    /// Declares that the source's instance hands out items parsed on a pool of threads
+    /// (as [`chunked`] readers do with more than one thread): the per-item work of reading
+    /// already runs on every core. See [`StreamSource::with_pooled_parsing`](crate::stream::StreamSource::with_pooled_parsing),
+    /// which this mirrors for batch pipelines.
+    pub fn with_pooled_parsing(mut self) -> Self {
+        self.pooled_parsing = true;
+        self
     }
 
     /// Records how many bytes the source will read, for progress reporting.

@@ -191,7 +191,9 @@ impl<R: SourceReader> SourceReader for Throttled<R> {
 ///
 /// The lines are parsed in chunks on every core ([`chunked`](super::chunked)) and handed
 /// out in file order, so event time, lateness and the line numbers of malformed lines are
-/// those of a single reader.
+/// those of a single reader. With more than one parser thread the source is declared
+/// [pooled](StreamSource::with_pooled_parsing): the stateless stages after it, and an
+/// aggregation's accumulate, run in its vertex.
 ///
 /// # Errors
 /// As [`json::lines`](super::json::lines).
@@ -212,7 +214,7 @@ pub fn json_lines_with<T: DeserializeOwned + Item>(
 ) -> Result<StreamSource<T>, SourceError> {
     let files = std::sync::Arc::new(InputFiles::resolve(path.as_ref())?);
     let format = std::sync::Arc::new(JsonLinesFormat::<T>::default());
-    Ok(StreamSource::new(
+    let source = StreamSource::new(
         format!("json-replay({})", path.as_ref().display()),
         Some(1),
         move |_: &ProcessorContext| {
@@ -222,7 +224,12 @@ pub fn json_lines_with<T: DeserializeOwned + Item>(
                 options,
             )
         },
-    ))
+    );
+    Ok(if options.threads > 1 {
+        source.with_pooled_parsing()
+    } else {
+        source
+    })
 }
 
 /// The longest line [`socket`] takes: 1 MiB.

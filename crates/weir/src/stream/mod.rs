@@ -77,6 +77,7 @@ pub struct StreamSource<T> {
     pub(crate) parallelism: Option<usize>,
     pub(crate) head: StreamHeadFactory<T>,
     native: Option<TimestampFn<T>>,
+    pooled_parsing: bool,
 }
 
 impl<T: Item> StreamSource<T> {
@@ -94,6 +95,7 @@ impl<T: Item> StreamSource<T> {
             parallelism,
             head,
             native: None,
+            pooled_parsing: false,
         }
     }
 
@@ -104,6 +106,26 @@ impl<T: Item> StreamSource<T> {
         timestamp: impl Fn(&T) -> i64 + Send + Sync + 'static,
     ) -> Self {
         self.native = Some(Arc::new(timestamp));
+        self
+    }
+
+    /// Declares that the source's instance hands out items parsed on a pool of threads, as
+    /// [`chunked`](crate::sources::chunked) readers with more than one thread do: the heavy
+    /// per-item work of reading already runs on every core.
+    ///
+    /// A source with a single instance (one that keeps file order, say) normally has the
+    /// stages after it spread over the workers behind an edge, which moves every item
+    /// to another vertex. With this declaration the planner instead fuses the stateless
+    /// stages after the source, and an aggregation's accumulate step, into the source's
+    /// own vertex, as a hand-written loop would run them on the thread that receives the
+    /// parsed items: only what is left after filtering and pre-aggregation crosses an edge.
+    /// Put [`rebalance`](StreamStage::rebalance) after the source to spread costly stages
+    /// over the workers instead; a stage given its own
+    /// [`local_parallelism`](StreamStage::local_parallelism) keeps it.
+    ///
+    /// No effect on a source with an instance per worker, whose stages fuse anyway.
+    pub fn with_pooled_parsing(mut self) -> Self {
+        self.pooled_parsing = true;
         self
     }
 }
@@ -196,6 +218,7 @@ impl<T: Item> StreamSourceStage<T> {
             self.source.name,
             self.source.parallelism,
             Arc::new(move |ctx, chain| head(ctx, chain, policy.clone())),
+            self.source.pooled_parsing,
         );
         StreamStage { inner: stage }
     }
