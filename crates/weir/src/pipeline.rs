@@ -38,7 +38,7 @@ use crate::exec::join::{BuildTable, HashJoin1, HashJoin2, KeyFn, Merge1, Merge2}
 use crate::exec::link::{ErasedLink, Link, erase, unerase};
 use crate::exec::sort::{Compare, SortHead};
 use crate::exec::transform::{
-    FilterLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink,
+    FilterLink, FilterMapLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink,
 };
 use crate::graph::{
     Graph, HeadFn, Node, NodeId, NodeKind, RouteFn, SourceHeadFactory, StageType, TerminalFn,
@@ -314,6 +314,26 @@ impl<T: Item> BatchStage<T> {
         self.transform(
             "flat-map",
             wrap_with::<T, R>(move |next| Box::new(FlatMapLink::new(Arc::clone(&f), next))),
+        )
+    }
+
+    /// Maps and filters in one step: `f` returns `Some(result)` or nothing. Cheaper than a
+    /// [`flat_map`](Self::flat_map) returning an `Option`: a batch's results are collected in
+    /// one pass and handed on at once.
+    pub fn filter_map<R: Item>(
+        &self,
+        f: impl Fn(T) -> Option<R> + Send + Sync + 'static,
+    ) -> BatchStage<R> {
+        let f = Arc::new(f);
+        self.transform(
+            "filter-map",
+            wrap_with::<T, R>(move |next| {
+                Box::new(FilterMapLink {
+                    f: Arc::clone(&f),
+                    next,
+                    out: Vec::new(),
+                })
+            }),
         )
     }
 

@@ -10,7 +10,7 @@ use crate::exec::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, Combine
 use crate::exec::join::{BuildTable, HashJoin1, HashJoin2};
 use crate::exec::link::{Emit, Link, inbox_head};
 use crate::exec::sort::SortHead;
-use crate::exec::transform::{FilterLink, FlatMapLink, KeyedStatefulLink, MapLink};
+use crate::exec::transform::{FilterLink, FilterMapLink, FlatMapLink, KeyedStatefulLink, MapLink};
 
 fn emit<T: Item>() -> Box<dyn Link<T>> {
     Box::new(Emit::new())
@@ -41,6 +41,25 @@ fn fused_chain_behind_an_inbox() {
         (0..50u32)
             .flat_map(|x| [x * 2, x * 2 + 100])
             .filter(|x| !x.is_multiple_of(3))
+            .collect(),
+    );
+}
+
+#[test]
+fn filter_map_behind_an_inbox() {
+    verify_processor(|_| {
+        let filter_map: Box<dyn Link<u32>> = Box::new(FilterMapLink {
+            f: Arc::new(|x: u32| x.is_multiple_of(3).then(|| u64::from(x) * 10)),
+            next: emit::<u64>(),
+            out: Vec::new(),
+        });
+        inbox_head::<u32>(erased(filter_map))
+    })
+    .input((0..500u32).collect())
+    .expect_output(
+        (0..500u32)
+            .filter(|x| x.is_multiple_of(3))
+            .map(|x| u64::from(x) * 10)
             .collect(),
     );
 }

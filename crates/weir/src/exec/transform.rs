@@ -35,6 +35,34 @@ impl<T, R: Item, F: Fn(T) -> R + Send + Sync> Link<T> for MapLink<F, R> {
     delegate_to_next!();
 }
 
+/// Maps and filters in one pass. An item gives at most one result, so unlike a flat map
+/// nothing is held back between calls: a batch's results go on in one hand-off.
+pub(crate) struct FilterMapLink<F, R> {
+    pub f: Arc<F>,
+    pub next: Box<dyn Link<R>>,
+    /// Reused output batch.
+    pub out: Vec<R>,
+}
+
+impl<T, R: Item, F: Fn(T) -> Option<R> + Send + Sync> Link<T> for FilterMapLink<F, R> {
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.next.init(ctx)
+    }
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        match (self.f)(item) {
+            Some(r) => self.next.push(r),
+            None => true,
+        }
+    }
+    fn push_batch(&mut self, items: &mut Vec<T>) -> bool {
+        let f = &*self.f;
+        self.out.extend(items.drain(..).filter_map(f));
+        self.next.push_batch(&mut self.out)
+    }
+    delegate_to_next!();
+}
+
 pub(crate) struct FilterLink<F, T> {
     pub f: Arc<F>,
     pub next: Box<dyn Link<T>>,

@@ -219,26 +219,14 @@ where
             }
         }
     }
-}
 
-impl<T, K, KF, Op> Link<Timestamped<T>> for FrameAccumulate<T, K, KF, Op>
-where
-    T: 'static,
-    K: Item + Hash + Eq + PartitionKey,
-    KF: Fn(&T) -> K + Send + Sync + ?Sized,
-    Op: AggregateOperation<T>,
-{
-    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
-        self.late = ctx.metrics().counter("late_events");
-        self.place = InstancePlace::of(ctx);
-        Ok(())
-    }
-
+    /// Adds `item` to its key's accumulator in its frame; counts it late, and drops it, if
+    /// the watermark already passed it.
     #[inline]
-    fn push(&mut self, item: Timestamped<T>) -> bool {
+    fn accumulate(&mut self, item: &Timestamped<T>) {
         if item.timestamp < self.watermark {
             self.late.increment();
-            return true;
+            return;
         }
         let end = self.frames.frame_end(item.timestamp);
         // Items come in time order give or take the lag, so most belong to the newest frame:
@@ -264,6 +252,35 @@ where
                 slot.insert(acc);
             }
         }
+    }
+}
+
+impl<T, K, KF, Op> Link<Timestamped<T>> for FrameAccumulate<T, K, KF, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq + PartitionKey,
+    KF: Fn(&T) -> K + Send + Sync + ?Sized,
+    Op: AggregateOperation<T>,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.late = ctx.metrics().counter("late_events");
+        self.place = InstancePlace::of(ctx);
+        Ok(())
+    }
+
+    #[inline]
+    fn push(&mut self, item: Timestamped<T>) -> bool {
+        self.accumulate(&item);
+        true
+    }
+
+    /// Accumulates the items where they lie: an item is read, never moved, and the batch's
+    /// buffer goes back to the caller emptied.
+    fn push_batch(&mut self, items: &mut Vec<Timestamped<T>>) -> bool {
+        for item in items.iter() {
+            self.accumulate(item);
+        }
+        items.clear();
         true
     }
 

@@ -297,7 +297,10 @@ impl<T: Item> StreamStage<T> {
         &self,
         f: impl Fn(T) -> Option<R> + Send + Sync + 'static,
     ) -> StreamStage<R> {
-        self.flat_map(f)
+        Self::wrap(self.inner.filter_map(move |t: Timestamped<T>| {
+            let timestamp = t.timestamp;
+            f(t.item).map(|item| Timestamped { timestamp, item })
+        }))
     }
 
     /// Maps with state kept per processor instance (see [`BatchStage::map_stateful`]).
