@@ -81,6 +81,12 @@ impl Attributes {
         self.0.is_empty()
     }
 
+    /// Names and values as held, in name order: comparing two maps' entries can tell a
+    /// shared long text by its address before reading it.
+    pub(crate) fn entries(&self) -> &[(SmolStr, SmolStr)] {
+        &self.0
+    }
+
     /// Names and values, in name order.
     pub fn iter(&self) -> Iter<'_> {
         Iter(self.0.iter())
