@@ -521,7 +521,9 @@ impl Session {
         // Derived events first (FORK/JOIN/CLONE), grouped per parent.
         let mut forks: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut events = std::mem::take(&mut self.events);
-        events.reserve(self.records.len());
+        // About an event per flow file in all, counting those reported already (growing a
+        // vector of events copies them).
+        events.reserve(self.records.len().saturating_sub(events.len()));
         for r in &self.records {
             if r.destination == Destination::Undecided {
                 return Err(SessionError::NotTransferred(r.flowfile.uuid().to_string()));
