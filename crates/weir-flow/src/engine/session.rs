@@ -227,11 +227,18 @@ impl Session {
             // A new flow file's core attributes, in name order at once (six inserts cost as
             // much as the rest of creating it), with room for a source's few.
             let mut entries = Vec::with_capacity(16);
+            let entry_date = int_value(now);
+            // A new lineage starts now: the same text, formatted once.
+            let lineage_start = if lineage == now {
+                entry_date.clone()
+            } else {
+                int_value(lineage)
+            };
             entries.extend([
-                (SmolStr::new_static("entryDate"), int_value(now)),
+                (SmolStr::new_static("entryDate"), entry_date),
                 (SmolStr::new_static("fileSize"), SmolStr::new_static("0")),
                 (SmolStr::new_static("filename"), uuid.clone()),
-                (SmolStr::new_static("lineageStartDate"), int_value(lineage)),
+                (SmolStr::new_static("lineageStartDate"), lineage_start),
                 (SmolStr::new_static("path"), SmolStr::new_static("./")),
                 (SmolStr::new_static("uuid"), uuid),
             ]);
