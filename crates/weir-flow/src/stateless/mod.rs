@@ -612,7 +612,7 @@ fn rollback(
     reason: Reason,
 ) -> Outcome {
     let parts = txn.take_parts();
-    // The data left already: SEND and REMOTE_INVOCATION stay recorded.
+    // Of the committed sessions' events, those a rollback records too.
     let mut always = parts.always;
     for batch in parts.events {
         always.extend(batch.into_iter().filter(transaction::recorded_on_rollback));
