@@ -653,6 +653,7 @@ impl Session {
                     .collect()
             })
             .collect();
+        let mut auto_terminated: Vec<Option<String>> = vec![None; comp.relationships.len()];
         let records = std::mem::take(&mut self.records);
         for r in &records {
             if r.destination == Destination::Returned {
@@ -677,28 +678,20 @@ impl Session {
                 // Removed, or auto-terminated.
                 if r.original.is_some() || r.origin != Origin::Queue {
                     let detail = match &r.destination {
-                        Destination::Relationship(i) => Some(format!(
-                            "Auto-Terminated by {} Relationship",
-                            comp.relationships[*i]
-                        )),
+                        // Formatted once per relationship and session, copied per flow file.
+                        Destination::Relationship(i) => Some(
+                            auto_terminated[*i]
+                                .get_or_insert_with(|| {
+                                    format!(
+                                        "Auto-Terminated by {} Relationship",
+                                        comp.relationships[*i]
+                                    )
+                                })
+                                .clone(),
+                        ),
                         _ => None,
                     };
-                    let ff = r.flowfile.clone();
-                    let c = &shared.flow.processors[self.component];
-                    events.push(ProvenanceEvent {
-                        id: 0,
-                        event_type: EventType::DROP,
-                        time_ms: now_ms(),
-                        flowfile: ff.shared_uuid(),
-                        component: SmolStr::new(&c.name),
-                        component_type: SmolStr::new(c.type_name()),
-                        attributes: ff.attributes.clone(),
-                        size: ff.size(),
-                        parents: vec![],
-                        children: vec![],
-                        details: detail,
-                        transit_uri: None,
-                    });
+                    events.push(self.event(&r.flowfile, EventType::DROP, detail, None));
                 }
                 if r.original.is_some() && journaled {
                     plan.ops.push(Op::Delete { id: r.flowfile.id });
