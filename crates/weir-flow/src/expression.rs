@@ -192,15 +192,25 @@ impl Template {
     /// # Errors
     /// [`EvalError`] when a function cannot apply (a number expected, a bad index).
     pub fn evaluate(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, EvalError> {
+        // A template that is one expression (`${attr:fn()}`, the usual property) is its
+        // value's text as made, not copied into a new string.
+        if let [Part::Expr(e)] = self.parts.as_slice() {
+            return Ok(match eval_expr(e, lookup)? {
+                Value::Text(t) => t,
+                other => other.to_string(),
+            });
+        }
         let mut out = String::new();
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),
-                Part::Expr(e) => {
-                    use fmt::Write;
-                    write!(out, "{}", eval_expr(e, lookup)?)
-                        .expect("writing to a String cannot fail")
-                }
+                Part::Expr(e) => match eval_expr(e, lookup)? {
+                    Value::Text(t) => out.push_str(&t),
+                    other => {
+                        use fmt::Write;
+                        write!(out, "{other}").expect("writing to a String cannot fail")
+                    }
+                },
             }
         }
         Ok(out)
@@ -606,6 +616,9 @@ mod tests {
             "true"
         );
         assert_eq!(eval("${n:divide(2)}", &a).unwrap(), "3");
+        // Alone, and among text: a missing attribute is empty, a number prints whole.
+        assert_eq!(eval("${missing}", &a).unwrap(), "");
+        assert_eq!(eval("n=${n:plus(1)}${missing}", &a).unwrap(), "n=8");
         assert_eq!(eval("$${n}", &a).unwrap(), "${n}");
         assert_eq!(eval("${UUID():length()}", &a).unwrap(), "36");
     }

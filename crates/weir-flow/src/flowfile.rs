@@ -81,6 +81,12 @@ impl Attributes {
         self.0.is_empty()
     }
 
+    /// Names and values as held, in name order: comparing two maps' entries can tell a
+    /// shared long text by its address before reading it.
+    pub(crate) fn entries(&self) -> &[(SmolStr, SmolStr)] {
+        &self.0
+    }
+
     /// Names and values, in name order.
     pub fn iter(&self) -> Iter<'_> {
         Iter(self.0.iter())
@@ -325,15 +331,22 @@ impl FlowFile {
 
     /// The `uuid` attribute.
     pub fn uuid(&self) -> &str {
-        self.attributes.get("uuid").unwrap_or("")
+        self.uuid_held().map_or("", SmolStr::as_str)
     }
 
     /// The `uuid` attribute as held, for a copy that shares it (empty when it is missing).
     pub fn shared_uuid(&self) -> SmolStr {
-        self.attributes
-            .get_shared("uuid")
-            .cloned()
-            .unwrap_or_default()
+        self.uuid_held().cloned().unwrap_or_default()
+    }
+
+    /// The `uuid` attribute's value. Looked up for every provenance event: in name order
+    /// `uuid` mostly comes last (names sort before it unless they start with `v` to `z`, or
+    /// with `u` and a letter before the second `u`), so the last entry is tried first.
+    fn uuid_held(&self) -> Option<&SmolStr> {
+        match self.attributes.entries().last() {
+            Some((name, value)) if name == "uuid" => Some(value),
+            _ => self.attributes.get_shared("uuid"),
+        }
     }
 
     /// An attribute's value.

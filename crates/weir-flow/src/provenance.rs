@@ -197,8 +197,8 @@ pub struct Lineage {
 /// The provenance store.
 pub struct ProvenanceRepository {
     store: Store,
-    /// Batches of events for the writer thread; `None` once dropped.
-    writer: Option<SyncSender<Vec<ProvenanceEvent>>>,
+    /// Batches of events for the writer thread, several per hand-over; `None` once dropped.
+    writer: Option<SyncSender<Vec<Vec<ProvenanceEvent>>>>,
     progress: Arc<WriterProgress>,
     thread: Option<JoinHandle<()>>,
     max_age: Duration,
@@ -256,43 +256,41 @@ fn changes_into<'a>(
     removed: &mut Vec<&'a str>,
 ) -> bool {
     let (set_start, removed_start) = (set.len(), removed.len());
-    let (mut m, mut b) = (map.iter().peekable(), base.iter().peekable());
-    loop {
-        match (m.peek(), b.peek()) {
-            (None, None) => break,
-            (Some(&(k, v)), None) => {
-                set.push((k, v));
-                m.next();
+    let (m, b) = (map.entries(), base.entries());
+    let (mut i, mut j) = (0, 0);
+    // Both maps are in name order; mostly the same names, most values shared.
+    while i < m.len() && j < b.len() {
+        let ((mk, mv), (bk, bv)) = (&m[i], &b[j]);
+        let (mk, bk) = (mk.as_str(), bk.as_str());
+        if mk == bk {
+            let (mv, bv) = (mv.as_str(), bv.as_str());
+            if !same_text(mv, bv) {
+                set.push((mk, mv));
             }
-            (None, Some(&(k, _))) => {
-                removed.push(k);
-                b.next();
-            }
-            (Some(&(mk, mv)), Some(&(bk, bv))) => match mk.cmp(bk) {
-                std::cmp::Ordering::Less => {
-                    set.push((mk, mv));
-                    m.next();
-                }
-                std::cmp::Ordering::Greater => {
-                    removed.push(bk);
-                    b.next();
-                }
-                std::cmp::Ordering::Equal => {
-                    if mv != bv {
-                        set.push((mk, mv));
-                    }
-                    m.next();
-                    b.next();
-                }
-            },
+            i += 1;
+            j += 1;
+        } else if mk < bk {
+            set.push((mk, mv.as_str()));
+            i += 1;
+        } else {
+            removed.push(bk);
+            j += 1;
         }
     }
+    set.extend(m[i..].iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    removed.extend(b[j..].iter().map(|(k, _)| k.as_str()));
     let small = 2 * (set.len() - set_start + removed.len() - removed_start) < map.len();
     if !small {
         set.truncate(set_start);
         removed.truncate(removed_start);
     }
     small
+}
+
+/// True when `a` and `b` are the same text: at once when they are held at one address (a
+/// value shared between two maps), else by their bytes.
+fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (a.as_ptr() == b.as_ptr() || a == b)
 }
 
 /// An event as written: [`ProvenanceEvent`]'s fields in its order (borrowed), with
@@ -349,11 +347,12 @@ impl StoredEvent {
     }
 }
 
+/// Appends `e`, with `attributes` for its map, to `buffer`.
 fn encode(
     e: &ProvenanceEvent,
     attributes: WrittenAttributes<'_>,
-    buffer: Vec<u8>,
-) -> Result<Vec<u8>, ProvenanceError> {
+    buffer: &mut Vec<u8>,
+) -> Result<(), ProvenanceError> {
     let stored = StoredEventRef {
         id: e.id,
         event_type: e.event_type,
@@ -368,7 +367,30 @@ fn encode(
         details: e.details.as_deref(),
         transit_uri: e.transit_uri.as_deref(),
     };
-    Ok(postcard::to_extend(&stored, buffer)?)
+    Ok(postcard::serialize_with_flavor(&stored, AppendTo(buffer))?)
+}
+
+/// postcard's output appended to a vector the caller keeps, a slice at a time: postcard's own
+/// `to_extend` appends through a byte iterator, which cost about a quarter of encoding an
+/// event.
+struct AppendTo<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for AppendTo<'_> {
+    type Output = ();
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.0.push(byte);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
 }
 
 /// What the events of one chunk hold, for queries by time and component.
@@ -396,15 +418,15 @@ const OLD_INDEXES: [&str; 4] = ["by_component", "by_time", "by_flowfile", "spans
 /// Events per chunk when converting a store of an earlier format.
 const CONVERTED_CHUNK: usize = 4096;
 
-/// How far the writer thread has got: batches handed over, and batches written.
+/// How far the writer thread has got: hand-overs made, and hand-overs written.
 #[derive(Default)]
 struct WriterProgress {
     counts: Mutex<(u64, u64)>,
     written: Condvar,
 }
 
-/// Batches handed to the writer at most before `insert` waits: bounds the memory of events
-/// not yet indexed when the store falls behind.
+/// Hand-overs waiting for the writer at most before `insert` waits: bounds the memory of
+/// events not yet indexed when the store falls behind.
 const WRITER_QUEUE: usize = 256;
 
 impl std::fmt::Debug for ProvenanceRepository {
@@ -444,6 +466,16 @@ fn index_key_into(key: &mut Vec<u8>, uuid: &str, chunk: &ChunkKey) {
     key.extend_from_slice(chunk);
 }
 
+/// Where a text is held: its address and length. Texts held at once by live values are
+/// equal when their identities are (a shared `SmolStr` has one address however often it is
+/// cloned); equal texts may differ in identity (short ones are held inline, and copies made
+/// apart have their own). A key for finding a chunk's uuids again without hashing their text:
+/// the events a session makes share their flow file's uuid, so a look-up by identity mostly
+/// hits, and one that misses falls back to the text.
+fn text_identity(text: &str) -> (usize, usize) {
+    (text.as_ptr() as usize, text.len())
+}
+
 /// The uuids an event names: its flow file, its parents and its children.
 fn uuids_of(e: &ProvenanceEvent) -> impl Iterator<Item = &str> {
     std::iter::once(e.flowfile.as_str())
@@ -471,13 +503,23 @@ fn encode_chunk(events: &[&ProvenanceEvent], buffer: &mut Vec<u8>) -> Result<(),
         SameAs(u64),
         Changed(u64, std::ops::Range<usize>, std::ops::Range<usize>),
     }
-    let mut next: FxHashMap<&str, (u64, &crate::flowfile::Attributes)> =
+    // Found first by where the uuid's text is (a flow file's events mostly share it, see
+    // [`text_identity`]), else by the text. Any later event of the flow file is a correct
+    // base; the one found may be not the nearest only when a flow file's uuid is held in
+    // several places, which costs a larger change list, never a wrong one.
+    let mut next_by_identity: FxHashMap<(usize, usize), (u64, &crate::flowfile::Attributes)> =
+        FxHashMap::with_capacity_and_hasher(events.len(), Default::default());
+    let mut next_by_text: FxHashMap<&str, (u64, &crate::flowfile::Attributes)> =
         FxHashMap::with_capacity_and_hasher(events.len(), Default::default());
     let (mut set, mut removed) = (Vec::with_capacity(events.len() * 2), Vec::new());
     let mut hows = Vec::with_capacity(events.len());
     for e in events.iter().rev() {
         let holder = holders[&e.attributes.as_ptr()];
-        let later = next.insert(&e.flowfile, (e.id, &e.attributes));
+        let this = (e.id, &e.attributes);
+        let later = match next_by_identity.insert(text_identity(&e.flowfile), this) {
+            Some(later) => Some(later),
+            None => next_by_text.insert(&e.flowfile, this),
+        };
         let (set_start, removed_start) = (set.len(), removed.len());
         hows.push(if holder != e.id {
             How::SameAs(holder)
@@ -491,7 +533,7 @@ fn encode_chunk(events: &[&ProvenanceEvent], buffer: &mut Vec<u8>) -> Result<(),
     }
     buffer.clear();
     // A sequence's length first, as postcard writes a `Vec`.
-    *buffer = postcard::to_extend(&events.len(), std::mem::take(buffer))?;
+    postcard::serialize_with_flavor(&events.len(), AppendTo(buffer))?;
     for (e, how) in events.iter().zip(hows.into_iter().rev()) {
         let attributes = match how {
             How::Inline => StoredAttributes::Inline(&e.attributes),
@@ -502,7 +544,7 @@ fn encode_chunk(events: &[&ProvenanceEvent], buffer: &mut Vec<u8>) -> Result<(),
                 removed: &removed[r],
             },
         };
-        *buffer = encode(e, attributes, std::mem::take(buffer))?;
+        encode(e, attributes, buffer)?;
     }
     Ok(())
 }
@@ -589,20 +631,37 @@ impl Store {
             batch.insert(&self.chunks, key, buffer.as_slice());
             let mut uuids: FxHashSet<&str> =
                 FxHashSet::with_capacity_and_hasher(chunk.len(), Default::default());
+            // A flow file's events share its uuid's text: each text is read and hashed once.
+            let mut seen: FxHashSet<(usize, usize)> =
+                FxHashSet::with_capacity_and_hasher(chunk.len(), Default::default());
             let mut span = Span {
                 min_time_ms: i64::MAX,
                 max_time_ms: i64::MIN,
                 components: Vec::new(),
                 events: chunk.len() as u64,
             };
+            // The component of the event before: events come in runs of one component.
+            let mut last_component = usize::MAX;
             for e in chunk {
-                uuids.extend(uuids_of(e));
+                if seen.insert(text_identity(&e.flowfile)) {
+                    uuids.insert(&e.flowfile);
+                }
+                uuids.extend(e.parents.iter().chain(&e.children).map(String::as_str));
                 span.min_time_ms = span.min_time_ms.min(e.time_ms);
                 span.max_time_ms = span.max_time_ms.max(e.time_ms);
-                // A chunk names a handful of components: a linear search beats a set.
-                if !span.components.iter().any(|c| *c == e.component) {
-                    span.components.push(e.component.to_string());
+                if span.components.get(last_component).map(String::as_str)
+                    == Some(e.component.as_str())
+                {
+                    continue;
                 }
+                // A chunk names a handful of components: a linear search beats a set.
+                last_component = match span.components.iter().position(|c| *c == e.component) {
+                    Some(i) => i,
+                    None => {
+                        span.components.push(e.component.to_string());
+                        span.components.len() - 1
+                    }
+                };
             }
             for uuid in uuids {
                 index_key_into(&mut index, uuid, &key);
@@ -748,7 +807,7 @@ impl ProvenanceRepository {
             keyspace,
         };
         store.check_format(&meta)?;
-        let (writer, batches) = sync_channel::<Vec<ProvenanceEvent>>(WRITER_QUEUE);
+        let (writer, hand_overs) = sync_channel::<Vec<Vec<ProvenanceEvent>>>(WRITER_QUEUE);
         let progress = Arc::new(WriterProgress::default());
         let thread = {
             let (store, progress) = (store.clone(), Arc::clone(&progress));
@@ -758,13 +817,17 @@ impl ProvenanceRepository {
                     let mut pending = Vec::new();
                     // The encoding buffer, kept from write to write.
                     let mut buffer = Vec::new();
-                    for events in &batches {
+                    for batches in &hand_overs {
                         // Whatever else is already waiting goes in the same store batch:
                         // one journal write and one span for all of it.
-                        pending.push(events);
-                        while pending.len() < WRITER_QUEUE {
-                            match batches.try_recv() {
-                                Ok(more) => pending.push(more),
+                        pending.extend(batches);
+                        let mut received = 1;
+                        while received < WRITER_QUEUE {
+                            match hand_overs.try_recv() {
+                                Ok(more) => {
+                                    pending.extend(more);
+                                    received += 1;
+                                }
                                 Err(_) => break,
                             }
                         }
@@ -775,7 +838,7 @@ impl ProvenanceRepository {
                             );
                         }
                         let mut counts = progress.counts.lock().unwrap_or_else(|e| e.into_inner());
-                        counts.1 += pending.len() as u64;
+                        counts.1 += received as u64;
                         progress.written.notify_all();
                         drop(counts);
                         pending.clear();
@@ -803,6 +866,22 @@ impl ProvenanceRepository {
         if events.is_empty() {
             return Ok(());
         }
+        self.insert_batches(vec![events])
+    }
+
+    /// [`insert`](Self::insert) for several batches at once (a stateless transaction's
+    /// sessions' events): one hand-over to the writer, and no copy of the events into one
+    /// vector.
+    ///
+    /// # Errors
+    /// [`ProvenanceError::Writer`] if the writer thread is gone.
+    pub fn insert_batches(
+        &self,
+        batches: Vec<Vec<ProvenanceEvent>>,
+    ) -> Result<(), ProvenanceError> {
+        if batches.iter().all(Vec::is_empty) {
+            return Ok(());
+        }
         let Some(writer) = &self.writer else {
             return Err(ProvenanceError::Writer("the store is closed".into()));
         };
@@ -812,7 +891,7 @@ impl ProvenanceRepository {
             .unwrap_or_else(|e| e.into_inner())
             .0 += 1;
         writer
-            .send(events)
+            .send(batches)
             .map_err(|_| ProvenanceError::Writer("the writer thread ended".into()))
     }
 
@@ -1398,10 +1477,11 @@ mod tests {
             ];
             for (e, attributes) in events.iter().zip(stored) {
                 records
-                    .insert(
-                        e.id.to_be_bytes(),
-                        encode(e, attributes, Vec::new()).unwrap(),
-                    )
+                    .insert(e.id.to_be_bytes(), {
+                        let mut bytes = Vec::new();
+                        encode(e, attributes, &mut bytes).unwrap();
+                        bytes
+                    })
                     .unwrap();
             }
             let mut earlier = 0u64.to_be_bytes().to_vec();

@@ -113,6 +113,37 @@ pub(crate) fn new_uuid() -> SmolStr {
     SmolStr::new(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf))
 }
 
+/// A new flow file's map: a source's `source_entries` and the core attributes, in name
+/// order at once (six inserts cost as much as the rest of creating it), with room for a
+/// source's few. The source's come first: they mostly sort before the core names
+/// (`amqp$...`), so the map is in order as built; a core name among them gives way to the core
+/// attribute, and of a source's entries with one name the last is kept.
+fn new_attributes(
+    source_entries: impl IntoIterator<Item = (SmolStr, SmolStr)>,
+    uuid: SmolStr,
+    now: i64,
+    lineage: i64,
+) -> Attributes {
+    let mut entries = Vec::with_capacity(16);
+    entries.extend(source_entries);
+    let entry_date = int_value(now);
+    // A new lineage starts now: the same text, formatted once.
+    let lineage_start = if lineage == now {
+        entry_date.clone()
+    } else {
+        int_value(lineage)
+    };
+    entries.extend([
+        (SmolStr::new_static("entryDate"), entry_date),
+        (SmolStr::new_static("fileSize"), SmolStr::new_static("0")),
+        (SmolStr::new_static("filename"), uuid.clone()),
+        (SmolStr::new_static("lineageStartDate"), lineage_start),
+        (SmolStr::new_static("path"), SmolStr::new_static("./")),
+        (SmolStr::new_static("uuid"), uuid),
+    ]);
+    Attributes::from_entries(entries)
+}
+
 /// Milliseconds since the epoch. Straight from the system clock: this runs for every
 /// provenance event, and going through a calendar date and back cost three times as much.
 fn now_ms() -> i64 {
@@ -219,23 +250,23 @@ impl Session {
         FlowFileRef(self.records.len() - 1)
     }
 
-    fn fresh(&self, mut attributes: Attributes, lineage_start: Option<i64>) -> FlowFile {
+    fn fresh(&self, attributes: Attributes, lineage_start: Option<i64>) -> FlowFile {
+        self.fresh_with(attributes, lineage_start, [])
+    }
+
+    /// [`fresh`](Self::fresh); when `attributes` is empty, a source's own `source_entries`
+    /// join the core attributes in the same map.
+    fn fresh_with(
+        &self,
+        mut attributes: Attributes,
+        lineage_start: Option<i64>,
+        source_entries: impl IntoIterator<Item = (SmolStr, SmolStr)>,
+    ) -> FlowFile {
         let now = now_ms();
         let uuid = new_uuid();
         let lineage = lineage_start.unwrap_or(now);
         if attributes.is_empty() {
-            // A new flow file's core attributes, in name order at once (six inserts cost as
-            // much as the rest of creating it), with room for a source's few.
-            let mut entries = Vec::with_capacity(16);
-            entries.extend([
-                (SmolStr::new_static("entryDate"), int_value(now)),
-                (SmolStr::new_static("fileSize"), SmolStr::new_static("0")),
-                (SmolStr::new_static("filename"), uuid.clone()),
-                (SmolStr::new_static("lineageStartDate"), int_value(lineage)),
-                (SmolStr::new_static("path"), SmolStr::new_static("./")),
-                (SmolStr::new_static("uuid"), uuid),
-            ]);
-            attributes = Attributes::from_entries(entries);
+            attributes = new_attributes(source_entries, uuid, now, lineage);
         } else {
             attributes.insert("uuid", uuid.clone());
             attributes.insert_if_absent("filename", || uuid);
@@ -258,6 +289,20 @@ impl Session {
     /// FETCH is reported for it).
     pub fn create(&mut self) -> FlowFileRef {
         let ff = self.fresh(Attributes::new(), None);
+        self.push_new(ff, Origin::Created)
+    }
+
+    /// [`create`](Self::create) with a source's own attributes (a message's routing key,
+    /// say) in the same map, built once: cheaper than a
+    /// [`put_attribute`](Self::put_attribute) each. An entry naming a core attribute
+    /// (`uuid`, `filename`, `path`, `entryDate`, `lineageStartDate`, `fileSize`) is ignored;
+    /// of entries with the same name the last is kept. Entries in name order that sort
+    /// before `entryDate` cost least.
+    pub fn create_with_attributes(
+        &mut self,
+        attributes: impl IntoIterator<Item = (SmolStr, SmolStr)>,
+    ) -> FlowFileRef {
+        let ff = self.fresh_with(Attributes::new(), None, attributes);
         self.push_new(ff, Origin::Created)
     }
 
@@ -521,7 +566,9 @@ impl Session {
         // Derived events first (FORK/JOIN/CLONE), grouped per parent.
         let mut forks: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut events = std::mem::take(&mut self.events);
-        events.reserve(self.records.len());
+        // About an event per flow file in all, counting those reported already (growing a
+        // vector of events copies them).
+        events.reserve(self.records.len().saturating_sub(events.len()));
         for r in &self.records {
             if r.destination == Destination::Undecided {
                 return Err(SessionError::NotTransferred(r.flowfile.uuid().to_string()));
@@ -606,6 +653,7 @@ impl Session {
                     .collect()
             })
             .collect();
+        let mut auto_terminated: Vec<Option<String>> = vec![None; comp.relationships.len()];
         let records = std::mem::take(&mut self.records);
         for r in &records {
             if r.destination == Destination::Returned {
@@ -630,28 +678,20 @@ impl Session {
                 // Removed, or auto-terminated.
                 if r.original.is_some() || r.origin != Origin::Queue {
                     let detail = match &r.destination {
-                        Destination::Relationship(i) => Some(format!(
-                            "Auto-Terminated by {} Relationship",
-                            comp.relationships[*i]
-                        )),
+                        // Formatted once per relationship and session, copied per flow file.
+                        Destination::Relationship(i) => Some(
+                            auto_terminated[*i]
+                                .get_or_insert_with(|| {
+                                    format!(
+                                        "Auto-Terminated by {} Relationship",
+                                        comp.relationships[*i]
+                                    )
+                                })
+                                .clone(),
+                        ),
                         _ => None,
                     };
-                    let ff = r.flowfile.clone();
-                    let c = &shared.flow.processors[self.component];
-                    events.push(ProvenanceEvent {
-                        id: 0,
-                        event_type: EventType::DROP,
-                        time_ms: now_ms(),
-                        flowfile: ff.shared_uuid(),
-                        component: SmolStr::new(&c.name),
-                        component_type: SmolStr::new(c.type_name()),
-                        attributes: ff.attributes.clone(),
-                        size: ff.size(),
-                        parents: vec![],
-                        children: vec![],
-                        details: detail,
-                        transit_uri: None,
-                    });
+                    events.push(self.event(&r.flowfile, EventType::DROP, detail, None));
                 }
                 if r.original.is_some() && journaled {
                     plan.ops.push(Op::Delete { id: r.flowfile.id });
@@ -926,6 +966,67 @@ impl Committed {
 
 #[cfg(test)]
 mod tests {
+    use super::{SmolStr, new_attributes};
+
+    fn entries(list: &[(&str, &str)]) -> Vec<(SmolStr, SmolStr)> {
+        list.iter()
+            .map(|(k, v)| (SmolStr::new(k), SmolStr::new(v)))
+            .collect()
+    }
+
+    #[test]
+    fn a_new_map_holds_the_sources_entries_and_the_core_attributes_in_name_order() {
+        let uuid = SmolStr::new("0b6f0c55-60b5-4d8b-9f7e-4f3c4b2f1a11");
+        let map = new_attributes(
+            entries(&[("amqp$exchange", "ex"), ("amqp$routingKey", "q.even")]),
+            uuid.clone(),
+            1_000,
+            900,
+        );
+        let names: Vec<&str> = map.keys().collect();
+        assert_eq!(
+            names,
+            [
+                "amqp$exchange",
+                "amqp$routingKey",
+                "entryDate",
+                "fileSize",
+                "filename",
+                "lineageStartDate",
+                "path",
+                "uuid"
+            ]
+        );
+        assert_eq!(map.get("amqp$routingKey"), Some("q.even"));
+        assert_eq!(map.get("entryDate"), Some("1000"));
+        assert_eq!(map.get("lineageStartDate"), Some("900"));
+        assert_eq!(map.get("filename"), Some(uuid.as_str()));
+    }
+
+    #[test]
+    fn a_source_cannot_replace_core_attributes_and_its_last_entry_of_a_name_wins() {
+        let uuid = SmolStr::new("0b6f0c55-60b5-4d8b-9f7e-4f3c4b2f1a11");
+        let map = new_attributes(
+            entries(&[
+                ("uuid", "forged"),
+                ("zeta", "1"),
+                ("filename", "forged"),
+                ("jetstream.subject", "a"),
+                ("zeta", "2"),
+            ]),
+            uuid.clone(),
+            1_000,
+            1_000,
+        );
+        assert_eq!(map.get("uuid"), Some(uuid.as_str()));
+        assert_eq!(map.get("filename"), Some(uuid.as_str()));
+        assert_eq!(map.get("zeta"), Some("2"));
+        assert_eq!(map.get("jetstream.subject"), Some("a"));
+        assert_eq!(map.get("lineageStartDate"), Some("1000"));
+        assert_eq!(map.len(), 8);
+        let names: Vec<&str> = map.keys().collect();
+        assert!(names.is_sorted(), "{names:?}");
+    }
     #[test]
     fn event_times_agree_with_the_calendar_clock() {
         let before = chrono::Utc::now().timestamp_millis();

@@ -117,19 +117,23 @@ impl Processor for ConsumeAmqp {
         }
         let uri = format!("{}/{}", self.config, self.queue);
         for m in &messages {
-            let ff = session.create();
+            // In name order, so that the new map is built in order.
+            let fixed = [
+                ("amqp$deliveryTag", int_value(m.delivery_tag)),
+                ("amqp$exchange", SmolStr::new(&m.exchange)),
+                (
+                    "amqp$redelivered",
+                    SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
+                ),
+                ("amqp$routingKey", SmolStr::new(&m.routing_key)),
+            ]
+            .map(|(k, v)| (SmolStr::new_static(k), v));
+            let headers = m
+                .headers
+                .iter()
+                .map(|(k, v)| (SmolStr::from(format!("amqp${k}")), SmolStr::new(v)));
+            let ff = session.create_with_attributes(fixed.into_iter().chain(headers));
             session.write(ff, &m.body)?;
-            session.put_attribute(ff, "amqp$routingKey", m.routing_key.as_str());
-            session.put_attribute(ff, "amqp$exchange", m.exchange.as_str());
-            session.put_attribute(ff, "amqp$deliveryTag", int_value(m.delivery_tag));
-            session.put_attribute(
-                ff,
-                "amqp$redelivered",
-                SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
-            );
-            for (k, v) in &m.headers {
-                session.put_attribute(ff, &format!("amqp${k}"), v.as_str());
-            }
             session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
             session.transfer(ff, "success")?;
         }
@@ -279,15 +283,15 @@ impl Processor for ConsumeJetStream {
         }
         let uri = format!("{}/{}/{}", self.config, self.stream, self.durable);
         for m in &messages {
-            let ff = session.create();
-            session.write(ff, &m.body)?;
-            session.put_attribute(ff, "jetstream.subject", m.subject.as_str());
-            session.put_attribute(
-                ff,
-                "jetstream.stream.sequence",
-                int_value(m.stream_sequence),
+            let ff = session.create_with_attributes(
+                [
+                    ("jetstream.delivered", int_value(m.delivered)),
+                    ("jetstream.stream.sequence", int_value(m.stream_sequence)),
+                    ("jetstream.subject", SmolStr::new(&m.subject)),
+                ]
+                .map(|(k, v)| (SmolStr::new_static(k), v)),
             );
-            session.put_attribute(ff, "jetstream.delivered", int_value(m.delivered));
+            session.write(ff, &m.body)?;
             session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
             session.transfer(ff, "success")?;
         }

@@ -479,12 +479,16 @@ fn direct_event_ids(events: &mut [ProvenanceEvent]) {
     }
 }
 
-fn record_events(shared: &Shared, mut events: Vec<ProvenanceEvent>) {
-    if events.is_empty() {
+/// Records `batches` of events, made in no journal frame, in one hand-over to the store.
+fn record_events(shared: &Shared, mut batches: Vec<Vec<ProvenanceEvent>>) {
+    batches.retain(|b| !b.is_empty());
+    if batches.is_empty() {
         return;
     }
-    direct_event_ids(&mut events);
-    if let Err(e) = shared.provenance.insert(events) {
+    for batch in &mut batches {
+        direct_event_ids(batch);
+    }
+    if let Err(e) = shared.provenance.insert_batches(batches) {
         tracing::warn!("provenance insert failed: {e}");
     }
 }
@@ -492,10 +496,12 @@ fn record_events(shared: &Shared, mut events: Vec<ProvenanceEvent>) {
 fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Outcome {
     let parts = txn.take_parts();
     let mut events = parts.events;
-    events.extend(parts.always);
+    events.push(parts.always);
     if parts.taken.is_empty() && parts.outputs.is_empty() {
         record_events(shared, events);
     } else {
+        // The journal frame holds the events as one list.
+        let events: Vec<ProvenanceEvent> = events.into_iter().flatten().collect();
         // Flow files leave the group into traditional connections, or inputs came from
         // them: one journal frame for all, as a session commit would.
         let mut ops = Vec::new();
@@ -606,6 +612,11 @@ fn rollback(
     reason: Reason,
 ) -> Outcome {
     let parts = txn.take_parts();
+    // Of the committed sessions' events, those a rollback records too.
+    let mut always = parts.always;
+    for batch in parts.events {
+        always.extend(batch.into_iter().filter(transaction::recorded_on_rollback));
+    }
     rollback_parts(
         shared,
         plan,
@@ -613,7 +624,7 @@ fn rollback(
         reason,
         parts.taken,
         parts.completions,
-        parts.always,
+        always,
     )
 }
 
@@ -656,7 +667,7 @@ fn rollback_parts(
         }
     };
     // The data left already: SEND and REMOTE_INVOCATION stay recorded.
-    record_events(shared, always);
+    record_events(shared, vec![always]);
     let penalty = penalize.then_some(plan.penalty);
     for hook in completions {
         hook(Completion::RolledBack { penalty });

@@ -33,7 +33,10 @@ pub(crate) struct Absorbed {
 
 /// Everything a transaction holds when it ends.
 pub(crate) struct Parts {
-    pub(crate) events: Vec<ProvenanceEvent>,
+    /// The committed sessions' events, a batch per session (as handed over: moving every
+    /// event into one vector copied them once per session that grew it).
+    pub(crate) events: Vec<Vec<ProvenanceEvent>>,
+    /// SEND and REMOTE_INVOCATION events of sessions that rolled back.
     pub(crate) always: Vec<ProvenanceEvent>,
     pub(crate) taken: Vec<(u32, FlowFile)>,
     pub(crate) outputs: Vec<(usize, FlowFile)>,
@@ -46,7 +49,7 @@ struct State {
     /// this path, looked up several times per flow file).
     queues: FxHashMap<usize, VecDeque<FlowFile>>,
     content: Vec<Arc<[u8]>>,
-    events: Vec<ProvenanceEvent>,
+    events: Vec<Vec<ProvenanceEvent>>,
     always: Vec<ProvenanceEvent>,
     taken: Vec<(u32, FlowFile)>,
     outputs: Vec<(usize, FlowFile)>,
@@ -64,7 +67,7 @@ pub(crate) struct Transaction {
 }
 
 /// True for the events recorded even when the transaction rolls back.
-fn recorded_on_rollback(e: &ProvenanceEvent) -> bool {
+pub(crate) fn recorded_on_rollback(e: &ProvenanceEvent) -> bool {
     matches!(e.event_type, EventType::SEND | EventType::REMOTE_INVOCATION)
 }
 
@@ -142,10 +145,9 @@ impl Transaction {
                 shared.queues[q].requeue(vec![ff], None);
             }
         }
-        // A session hands over a batch: room for it at once, not by doubling (a flow file and
-        // an event are large enough for the copies of each growth to show).
+        // A session hands over a batch: room for it at once, not by doubling (a flow file is
+        // large enough for the copies of each growth to show).
         let arriving = a.enqueue.len();
-        st.events.reserve(a.events.len());
         for (conn, ff, _) in a.enqueue {
             st.progress += 1;
             let to = shared.flow.connections[conn].to;
@@ -163,12 +165,9 @@ impl Transaction {
                 st.outputs.push((conn, ff));
             }
         }
-        for e in a.events {
-            if recorded_on_rollback(&e) {
-                st.always.push(e);
-            } else {
-                st.events.push(e);
-            }
+        // Kept as the session's batch; a rollback picks out the events it still records.
+        if !a.events.is_empty() {
+            st.events.push(a.events);
         }
         st.progress += (a.taken.len() + a.expired.len()) as u64;
         st.taken.extend(a.taken);
