@@ -58,7 +58,11 @@
 //!   window; q7 keeps per open 10 s window the highest price and its bids. Their results are
 //!   checked against the reference too, and on a small input with late events before the
 //!   timed runs. "vs hand" is the hand loop's time divided by the Weir job's (at parallelism
-//!   2, against the same single-thread loop).
+//!   2, against the same single-thread loop). A query with a hand loop has its Weir runs
+//!   alternated with runs of that hand loop, one of each per round, and "vs hand" is the
+//!   median of the rounds' ratios (each round's is printed under the row): the machine is
+//!   shared and its speed drifts over minutes, so best times taken minutes apart make a
+//!   ratio that swings from one invocation to the next.
 //!
 //! Every measurement runs in a child process (this bench re-invoked), timed from spawn to
 //! exit (so it includes process start and planning), with its CPU time (user + system) and
@@ -1387,6 +1391,54 @@ fn measure_observed(
     best.expect("at least one run")
 }
 
+/// Measures a query's Weir run and its hand loop on `threads` threads alternately, one run
+/// of each per round, so that both sides of each round's ratio ran under about the same
+/// load (the machine is shared, and its speed drifts over minutes). Returns the best Weir
+/// run and each round's ratio, hand-loop time over Weir time.
+#[allow(clippy::too_many_arguments)]
+fn measure_against_hand(
+    me: &Path,
+    query: Query,
+    input: &Input,
+    parallelism: usize,
+    threads: usize,
+    repeat: Repeat,
+    expected: Checksum,
+) -> (Measured, Vec<f64>) {
+    let once = Repeat { runs: 1, ..repeat };
+    let mut best: Option<Measured> = None;
+    let mut ratios = Vec::with_capacity(repeat.runs);
+    for _ in 0..repeat.runs {
+        let hand = measure(me, "hand", Some(query), input, threads, once, expected);
+        let weir = measure(
+            me,
+            "engine",
+            Some(query),
+            input,
+            parallelism,
+            once,
+            expected,
+        );
+        ratios.push(hand.time.as_secs_f64() / weir.time.as_secs_f64());
+        if best.is_none_or(|b| weir.time < b.time) {
+            best = Some(weir);
+        }
+    }
+    (best.expect("at least one run"), ratios)
+}
+
+/// The median of `values` (not empty).
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    }
+}
+
 /// Measures every run of one input and prints its table. With `observe`, each query also
 /// runs with the observability server on and polled (see the module docs).
 fn bench_input(
@@ -1508,6 +1560,33 @@ fn bench_input(
                 println!(
                     "{q} at parallelism {parallelism}: with the server on and polled every second, {:.3} of the throughput without it (goal >= 0.97)",
                     plain.time.as_secs_f64() / observed.time.as_secs_f64()
+                );
+                continue;
+            }
+            if hand.contains_key(&(q, threads)) {
+                // Alternated with its hand loop: "vs hand" is the median of the rounds'
+                // ratios, not the ratio of two best times taken minutes apart.
+                let (m, ratios) = measure_against_hand(
+                    me,
+                    q,
+                    input,
+                    parallelism,
+                    threads,
+                    repeat,
+                    expected[&Some(q)],
+                );
+                print_row(
+                    &format!("{q}, weir"),
+                    parallelism,
+                    &m,
+                    events,
+                    Some(median(&ratios)),
+                    vs_source(&m),
+                );
+                let rounds: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+                println!(
+                    "  {q} at parallelism {parallelism}, alternated with the {threads}-thread hand loop, ratio by round: {}",
+                    rounds.join(" ")
                 );
                 continue;
             }
