@@ -528,9 +528,9 @@ impl<T: Item> BatchStage<T> {
 }
 
 /// How many items ahead of its lookup a keyed lookup prefetches an item's bucket: enough
-/// for the misses of that many lookups to be in flight together (a miss to memory lasts
-/// about as long as 16 lookups whose buckets are cached), few enough for the prefetched
-/// lines to still be in L1 when their lookups come.
+/// for the misses of that many lookups to be in flight together, few enough for the
+/// prefetched lines to still be in L1 when their lookups come. Lookups in a 1 M-key map of
+/// 271 partitions took about half the time with 8, 16 or 32, 16 by a little the fastest.
 const LOOKUP_PREFETCH_DISTANCE: usize = 16;
 
 /// Prefetches the bucket `ahead`'s lookup will read, if this instance holds its partition.
@@ -631,7 +631,7 @@ where
         // ahead before it looks up the current one: by the time the loop gets there, the
         // bucket is on its way or in the cache.
         let mut pending = items.drain(..);
-        for ahead in pending.as_slice().iter().take(LOOKUP_PREFETCH_DISTANCE - 1) {
+        for ahead in pending.as_slice().iter().take(LOOKUP_PREFETCH_DISTANCE) {
             prefetch_lookup(partitions, ahead);
         }
         while let Some(KeyedItem {
@@ -640,6 +640,8 @@ where
             item,
         }) = pending.next()
         {
+            // `pending` starts after the current item: this is the item
+            // `LOOKUP_PREFETCH_DISTANCE` places ahead, the first one not prefetched yet.
             if let Some(ahead) = pending.as_slice().get(LOOKUP_PREFETCH_DISTANCE - 1) {
                 prefetch_lookup(partitions, ahead);
             }
