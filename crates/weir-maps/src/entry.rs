@@ -1,8 +1,8 @@
 //! The entry an entry processor works on.
 
-use std::collections::hash_map;
+use hashbrown::hash_table;
 
-use rustc_hash::FxHashMap;
+use crate::store::Store;
 
 /// One key's entry, handed to an entry processor on the key's owner with exclusive access.
 ///
@@ -15,8 +15,9 @@ pub struct Entry<'a, K, V> {
 }
 
 enum State<'a, K, V> {
-    Occupied(hash_map::OccupiedEntry<'a, K, V>),
-    Vacant(hash_map::VacantEntry<'a, K, V>),
+    Occupied(hash_table::OccupiedEntry<'a, (K, V)>),
+    /// Absent: the table's slot, and the key to insert there.
+    Vacant(hash_table::VacantEntry<'a, (K, V)>, K),
     /// Removed during this call; the key is kept for a later `set`.
     Removed(K),
     /// Removed, then set again: inserted once the processor returns.
@@ -25,11 +26,11 @@ enum State<'a, K, V> {
 }
 
 impl<'a, K: std::hash::Hash + Eq, V> Entry<'a, K, V> {
-    fn new(entry: hash_map::Entry<'a, K, V>) -> Self {
+    fn new((entry, key): (hash_table::Entry<'a, (K, V)>, K)) -> Self {
         Entry {
             state: match entry {
-                hash_map::Entry::Occupied(o) => State::Occupied(o),
-                hash_map::Entry::Vacant(v) => State::Vacant(v),
+                hash_table::Entry::Occupied(o) => State::Occupied(o),
+                hash_table::Entry::Vacant(v) => State::Vacant(v, key),
             },
         }
     }
@@ -37,9 +38,8 @@ impl<'a, K: std::hash::Hash + Eq, V> Entry<'a, K, V> {
     /// The entry's key.
     pub fn key(&self) -> &K {
         match &self.state {
-            State::Occupied(o) => o.key(),
-            State::Vacant(v) => v.key(),
-            State::Removed(k) | State::Reinsert(k, _) => k,
+            State::Occupied(o) => &o.get().0,
+            State::Vacant(_, k) | State::Removed(k) | State::Reinsert(k, _) => k,
             State::Moving => unreachable!("an entry is never seen mid-move"),
         }
     }
@@ -47,7 +47,7 @@ impl<'a, K: std::hash::Hash + Eq, V> Entry<'a, K, V> {
     /// The current value, if the key is present.
     pub fn value(&self) -> Option<&V> {
         match &self.state {
-            State::Occupied(o) => Some(o.get()),
+            State::Occupied(o) => Some(&o.get().1),
             State::Reinsert(_, v) => Some(v),
             _ => None,
         }
@@ -56,7 +56,7 @@ impl<'a, K: std::hash::Hash + Eq, V> Entry<'a, K, V> {
     /// The current value, to change in place.
     pub fn value_mut(&mut self) -> Option<&mut V> {
         match &mut self.state {
-            State::Occupied(o) => Some(o.get_mut()),
+            State::Occupied(o) => Some(&mut o.get_mut().1),
             State::Reinsert(_, v) => Some(v),
             _ => None,
         }
@@ -66,12 +66,12 @@ impl<'a, K: std::hash::Hash + Eq, V> Entry<'a, K, V> {
     pub fn set(&mut self, value: V) -> Option<V> {
         match std::mem::replace(&mut self.state, State::Moving) {
             State::Occupied(mut o) => {
-                let old = o.insert(value);
+                let old = std::mem::replace(&mut o.get_mut().1, value);
                 self.state = State::Occupied(o);
                 Some(old)
             }
-            State::Vacant(v) => {
-                self.state = State::Occupied(v.insert_entry(value));
+            State::Vacant(v, k) => {
+                self.state = State::Occupied(v.insert((k, value)));
                 None
             }
             State::Removed(k) => {
@@ -98,7 +98,7 @@ impl<'a, K: std::hash::Hash + Eq, V> Entry<'a, K, V> {
     pub fn remove(&mut self) -> Option<V> {
         match std::mem::replace(&mut self.state, State::Moving) {
             State::Occupied(o) => {
-                let (k, v) = o.remove_entry();
+                let ((k, v), _) = o.remove();
                 self.state = State::Removed(k);
                 Some(v)
             }
@@ -124,7 +124,7 @@ impl<'a, K: std::hash::Hash + Eq, V> Entry<'a, K, V> {
 /// Runs entry processor `f` on `key`'s entry of `store`.
 #[inline]
 pub(crate) fn with_entry<K: std::hash::Hash + Eq, V, R>(
-    store: &mut FxHashMap<K, V>,
+    store: &mut Store<K, V>,
     key: K,
     f: impl FnOnce(&mut Entry<'_, K, V>) -> R,
 ) -> R {
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn set_remove_and_set_again_leave_the_last_state() {
-        let mut m: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut m: Store<u32, u32> = Store::default();
         with_entry(&mut m, 1, |e| {
             assert_eq!(e.value(), None);
             assert_eq!(e.set(5), None);

@@ -12,11 +12,7 @@ use crate::entry::{Entry, with_entry};
 use crate::progress::{Join, Progress, Token};
 use crate::reply::{Pending, reply_pair};
 use crate::service::{BatchOp, MapService, Op, OwnerState};
-
-/// One partition's entries of one map. Shared copy-on-write: the owner writes through
-/// `Arc::make_mut`, so a reader holding a [`PartitionedMap::partition_snapshot`] keeps a
-/// consistent view and costs the owner one copy of that partition on its next write.
-pub type Store<K, V> = FxHashMap<K, V>;
+use crate::store::Store;
 
 /// What a map key needs: a partition key (the same one edges and grouping keys use) that
 /// can be hashed, compared and sent between threads.

@@ -17,8 +17,9 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use rustc_hash::FxHashMap;
 use weir_partition::{PartitionAware, PartitionKey, Partitioner};
 
-use crate::map::{MapKey, MapValue, PartitionedMap, Store};
+use crate::map::{MapKey, MapValue, PartitionedMap};
 use crate::reply::{Pending, reply_pair};
+use crate::store::Store;
 use crate::table::PartitionTable;
 use crate::view::PartitionView;
 use crate::{MapError, Replier};

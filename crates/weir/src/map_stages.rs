@@ -480,7 +480,9 @@ impl<T: Item> BatchStage<T> {
     /// fails the job on a worker that runs the map's owners).
     ///
     /// Cost per item: `key_fn` and the key's partition (XXH3) once, on the sending side,
-    /// where the key travels with the item; one hash-map read on the receiving side.
+    /// where the key travels with the item; one hash-map read on the receiving side, whose
+    /// bucket is prefetched a few items ahead so that the cache misses of a batch's lookups
+    /// overlap ([`Store::prefetch`]).
     pub fn map_using_map<K, V, R>(
         &self,
         map: &PartitionedMap<K, V>,
@@ -522,6 +524,23 @@ impl<T: Item> BatchStage<T> {
                 })
             }),
         )
+    }
+}
+
+/// How many items ahead of its lookup a keyed lookup prefetches an item's bucket: enough
+/// for the misses of that many lookups to be in flight together, few enough for the
+/// prefetched lines to still be in L1 when their lookups come. Lookups in a 1 M-key map of
+/// 271 partitions took about half the time with 8, 16 or 32, 16 by a little the fastest.
+const LOOKUP_PREFETCH_DISTANCE: usize = 16;
+
+/// Prefetches the bucket `ahead`'s lookup will read, if this instance holds its partition.
+#[inline(always)]
+fn prefetch_lookup<K: MapKey, V, T>(
+    partitions: &[Option<Arc<Store<K, V>>>],
+    ahead: &KeyedItem<K, T>,
+) {
+    if let Some(Some(store)) = partitions.get(ahead.partition as usize) {
+        store.prefetch(&ahead.key);
     }
 }
 
@@ -607,14 +626,25 @@ where
             ..
         } = self;
         let partitions = partitions.as_mut_slice();
-        // The loop holds no hashing of its own but the lookup's: the hash-map reads miss the
-        // cache, and a short loop body lets the processor keep several of them in flight.
-        for KeyedItem {
+        // Each lookup waits on a cache and TLB miss for its bucket. So that these misses
+        // overlap, the loop prefetches the bucket of the item `LOOKUP_PREFETCH_DISTANCE` places
+        // ahead before it looks up the current one: by the time the loop gets there, the
+        // bucket is on its way or in the cache.
+        let mut pending = items.drain(..);
+        for ahead in pending.as_slice().iter().take(LOOKUP_PREFETCH_DISTANCE) {
+            prefetch_lookup(partitions, ahead);
+        }
+        while let Some(KeyedItem {
             partition,
             key,
             item,
-        } in items.drain(..)
+        }) = pending.next()
         {
+            // `pending` starts after the current item: this is the item
+            // `LOOKUP_PREFETCH_DISTANCE` places ahead, the first one not prefetched yet.
+            if let Some(ahead) = pending.as_slice().get(LOOKUP_PREFETCH_DISTANCE - 1) {
+                prefetch_lookup(partitions, ahead);
+            }
             let slot = &mut partitions[partition as usize];
             let store = match slot {
                 Some(store) => &*store,
@@ -624,6 +654,7 @@ where
                 out.push(r);
             }
         }
+        drop(pending);
         if let Some(c) = &self.lookups {
             c.add(n);
         }
