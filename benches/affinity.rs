@@ -17,7 +17,11 @@
 //!    map (keys spread uniformly) and summed with the value, by
 //!    - Weir: `sequence → map_using_map → aggregate(summing)` on an executor of 2 workers,
 //!      which are also the map's owners;
-//!    - the hand loop (the speed of light): 2 threads reading a shared `FxHashMap`;
+//!    - the hand loop (the speed of light, as the issue defines it): 2 threads reading a
+//!      shared `FxHashMap`;
+//!    - the same hand loop over one `weir::maps::Store` (the table a map's partitions use),
+//!      prefetching each lookup's bucket 16 items ahead as `map_using_map` does: what a hand
+//!      loop gains from the same trick;
 //!    - `DashMap::get` on 2 threads.
 //!
 //! Every run's totals are checked against the hand loop's. The variants of a part run
@@ -186,6 +190,23 @@ fn on_halves<T: Sync>(items: &[T], work: impl Fn(&[T]) + Sync) {
     })
 }
 
+/// Sums `work(a, b)` over the two halves `a..b` of `0..items`, each on a thread of its own.
+fn sum_over_halves(items: u64, work: impl Fn(u64, u64) -> u64 + Sync) -> u64 {
+    std::thread::scope(|s| {
+        let work = &work;
+        let halves = [(0, items / 2), (items / 2, items)];
+        let handles: Vec<_> = halves
+            .into_iter()
+            .map(|(a, b)| s.spawn(move || work(a, b)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    })
+}
+
+/// How many items ahead the prefetching hand loop requests a lookup's bucket: the distance
+/// `map_using_map` uses.
+const PREFETCH_AHEAD: u64 = 16;
+
 fn increments(ops: usize, keys: usize, runs: usize) {
     let draws = Arc::new(zipf_keys(ops, keys, 0.99));
     let distinct = {
@@ -298,24 +319,36 @@ fn lookups(items: u64, keys: u64, runs: usize) {
 
     let mut hand = || {
         clock(|| {
-            std::thread::scope(|s| {
-                let hs: Vec<_> = [(0, items / 2), (items / 2, items)]
-                    .into_iter()
-                    .map(|(a, b)| {
-                        let m = Arc::clone(&shared);
-                        s.spawn(move || {
-                            let mut sum = 0u64;
-                            for x in a..b {
-                                let x = black_box(x);
-                                if let Some(v) = m.get(&key_of(x)) {
-                                    sum += x + v;
-                                }
-                            }
-                            sum
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).sum()
+            sum_over_halves(items, |a, b| {
+                let mut sum = 0u64;
+                for x in a..b {
+                    let x = black_box(x);
+                    if let Some(v) = shared.get(&key_of(x)) {
+                        sum += x + v;
+                    }
+                }
+                sum
+            })
+        })
+    };
+
+    // The same loop over one table that can prefetch, as map_using_map's partitions do: each
+    // lookup's bucket is requested PREFETCH_AHEAD items before it is probed.
+    let prefetchable: weir::maps::Store<u64, u64> = shared.iter().map(|(k, v)| (*k, *v)).collect();
+    let mut hand_prefetch = || {
+        clock(|| {
+            sum_over_halves(items, |a, b| {
+                let mut sum = 0u64;
+                for x in a..b {
+                    let x = black_box(x);
+                    if x + PREFETCH_AHEAD < b {
+                        prefetchable.prefetch(&key_of(x + PREFETCH_AHEAD));
+                    }
+                    if let Some(v) = prefetchable.get(&key_of(x)) {
+                        sum += x + v;
+                    }
+                }
+                sum
             })
         })
     };
@@ -326,24 +359,15 @@ fn lookups(items: u64, keys: u64, runs: usize) {
     }
     let mut dash = || {
         clock(|| {
-            std::thread::scope(|s| {
-                let hs: Vec<_> = [(0, items / 2), (items / 2, items)]
-                    .into_iter()
-                    .map(|(a, b)| {
-                        let m = &dash_map;
-                        s.spawn(move || {
-                            let mut sum = 0u64;
-                            for x in a..b {
-                                let x = black_box(x);
-                                if let Some(v) = m.get(&key_of(x)) {
-                                    sum += x + *v;
-                                }
-                            }
-                            sum
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).sum()
+            sum_over_halves(items, |a, b| {
+                let mut sum = 0u64;
+                for x in a..b {
+                    let x = black_box(x);
+                    if let Some(v) = dash_map.get(&key_of(x)) {
+                        sum += x + *v;
+                    }
+                }
+                sum
             })
         })
     };
@@ -375,18 +399,35 @@ fn lookups(items: u64, keys: u64, runs: usize) {
     };
 
     let n = items as usize;
-    let [hand, weir_t, routed, dash] = interleaved(
+    let [hand, weir_t, routed, dash, hand_prefetch] = interleaved(
         runs,
-        [&mut hand, &mut weir_t, &mut routed, &mut dash],
+        [
+            &mut hand,
+            &mut weir_t,
+            &mut routed,
+            &mut dash,
+            &mut hand_prefetch,
+        ],
         check,
     );
     report("hand loop (shared FxHashMap)", "items", n, &hand, &[]);
+    report(
+        "hand loop, prefetching",
+        "items",
+        n,
+        &hand_prefetch,
+        &[("hand loop", &hand)],
+    );
     report(
         "weir map_using_map",
         "items",
         n,
         &weir_t,
-        &[("hand loop", &hand), ("DashMap", &dash)],
+        &[
+            ("hand loop", &hand),
+            ("hand loop, prefetching", &hand_prefetch),
+            ("DashMap", &dash),
+        ],
     );
     report(
         "hand-written routing",
