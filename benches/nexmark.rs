@@ -1563,10 +1563,10 @@ fn bench_input(
                 );
                 continue;
             }
-            if hand.contains_key(&(q, threads)) {
-                // Alternated with its hand loop: "vs hand" is the median of the rounds'
-                // ratios, not the ratio of two best times taken minutes apart.
-                let (m, ratios) = measure_against_hand(
+            // With a hand loop, alternated with it: "vs hand" is the median of the rounds'
+            // ratios, not the ratio of two best times taken minutes apart.
+            let (m, ratios) = if hand.contains_key(&(q, threads)) {
+                measure_against_hand(
                     me,
                     q,
                     input,
@@ -1574,39 +1574,34 @@ fn bench_input(
                     threads,
                     repeat,
                     expected[&Some(q)],
-                );
-                print_row(
-                    &format!("{q}, weir"),
+                )
+            } else {
+                let m = measure(
+                    me,
+                    "engine",
+                    Some(q),
+                    input,
                     parallelism,
-                    &m,
-                    events,
-                    Some(median(&ratios)),
-                    vs_source(&m),
+                    repeat,
+                    expected[&Some(q)],
                 );
-                let rounds: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-                println!(
-                    "  {q} at parallelism {parallelism}, alternated with the {threads}-thread hand loop, ratio by round: {}",
-                    rounds.join(" ")
-                );
-                continue;
-            }
-            let m = measure(
-                me,
-                "engine",
-                Some(q),
-                input,
-                parallelism,
-                repeat,
-                expected[&Some(q)],
-            );
+                (m, Vec::new())
+            };
             print_row(
                 &format!("{q}, weir"),
                 parallelism,
                 &m,
                 events,
-                vs_hand(&m),
+                (!ratios.is_empty()).then(|| median(&ratios)),
                 vs_source(&m),
             );
+            if !ratios.is_empty() {
+                let rounds: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+                println!(
+                    "  {q} at parallelism {parallelism}, alternated with the {threads}-thread hand loop, ratio by round: {}",
+                    rounds.join(" ")
+                );
+            }
         }
     }
 }
