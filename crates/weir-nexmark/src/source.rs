@@ -250,17 +250,13 @@ pub fn stream_replay_with(
     let path = path.as_ref();
     let options = options.into();
     let files = Arc::new(InputFiles::resolve(path)?);
-    let source = StreamSource::new(
+    Ok(StreamSource::new(
         format!("nexmark-replay({})", path.display()),
         Some(1),
         move |_: &ProcessorContext| ReplayReader::with_options(Arc::clone(&files), options),
     )
-    .with_native_timestamps(Event::date_time);
-    Ok(if options.chunks.threads > 1 {
-        source.with_pooled_parsing()
-    } else {
-        source
-    })
+    .with_native_timestamps(Event::date_time)
+    .with_pooled_parsing(options.chunks.threads > 1))
 }
 
 /// A batch source that replays the NEXMark event file(s) at `path`: a file, a directory (its
@@ -293,17 +289,13 @@ pub fn replay_with(
     let options = options.into();
     let files = Arc::new(InputFiles::resolve(path)?);
     let total = files.total_bytes();
-    let source = BatchSource::new(
+    Ok(BatchSource::new(
         format!("nexmark-replay({})", path.display()),
         Some(1),
         move |_: &ProcessorContext| ReplayReader::with_options(Arc::clone(&files), options),
     )
-    .with_size_hint(total);
-    Ok(if options.chunks.threads > 1 {
-        source.with_pooled_parsing()
-    } else {
-        source
-    })
+    .with_size_hint(total)
+    .with_pooled_parsing(options.chunks.threads > 1))
 }
 
 /// The NEXMark event file format for [`ChunkedReader`]: one event per line, parsed strictly

@@ -656,7 +656,7 @@ mod tests {
     #[test]
     fn a_source_parsing_on_a_pool_takes_the_stateless_stages_and_the_accumulate() {
         let p = Pipeline::new();
-        p.read_from(source(Some(1)).with_pooled_parsing())
+        p.read_from(source(Some(1)).with_pooled_parsing(true))
             .map(|s| s.len())
             .filter(|n| *n > 0)
             .grouping_key(|n: &usize| *n)
@@ -677,20 +677,20 @@ mod tests {
     fn after_a_pooled_source_a_sink_rebalance_or_own_parallelism_still_spreads_the_work() {
         // A sink keeps its own rule: part files are written on every worker.
         let p = Pipeline::new();
-        p.read_from(source(Some(1)).with_pooled_parsing())
+        p.read_from(source(Some(1)).with_pooled_parsing(true))
             .map(|s| s.len())
             .write_to(sink(None));
         assert_eq!(shape(&p).0, ["fused(read, map)", "write"]);
 
         let p = Pipeline::new();
-        p.read_from(source(Some(1)).with_pooled_parsing())
+        p.read_from(source(Some(1)).with_pooled_parsing(true))
             .rebalance()
             .map(|s| s.len())
             .write_to(sink(None));
         assert_eq!(shape(&p).0, ["read", "fused(rebalance, map, write)"]);
 
         let p = Pipeline::new();
-        p.read_from(source(Some(1)).with_pooled_parsing())
+        p.read_from(source(Some(1)).with_pooled_parsing(true))
             .map(|s| s.len())
             .local_parallelism(2)
             .write_to(sink(Some(2)));

@@ -68,12 +68,13 @@ impl<T: Item> BatchSource<T> {
         }
     }
 
-    /// Declares that the source's instance hands out items parsed on a pool of threads
-    /// (as [`chunked`] readers do with more than one thread): the per-item work of reading
-    /// already runs on every core. See [`StreamSource::with_pooled_parsing`](crate::stream::StreamSource::with_pooled_parsing),
-    /// which this mirrors for batch pipelines.
-    pub fn with_pooled_parsing(mut self) -> Self {
-        self.pooled_parsing = true;
+    /// Declares, when `pooled`, that the source's instance hands out items parsed on a pool
+    /// of threads (as [`chunked`] readers do with more than one thread): the per-item work
+    /// of reading already runs on every core. This mirrors
+    /// [`StreamSource::with_pooled_parsing`](crate::stream::StreamSource::with_pooled_parsing)
+    /// for batch pipelines.
+    pub fn with_pooled_parsing(mut self, pooled: bool) -> Self {
+        self.pooled_parsing = pooled;
         self
     }
 

@@ -214,7 +214,7 @@ pub fn json_lines_with<T: DeserializeOwned + Item>(
 ) -> Result<StreamSource<T>, SourceError> {
     let files = std::sync::Arc::new(InputFiles::resolve(path.as_ref())?);
     let format = std::sync::Arc::new(JsonLinesFormat::<T>::default());
-    let source = StreamSource::new(
+    Ok(StreamSource::new(
         format!("json-replay({})", path.as_ref().display()),
         Some(1),
         move |_: &ProcessorContext| {
@@ -224,12 +224,8 @@ pub fn json_lines_with<T: DeserializeOwned + Item>(
                 options,
             )
         },
-    );
-    Ok(if options.threads > 1 {
-        source.with_pooled_parsing()
-    } else {
-        source
-    })
+    )
+    .with_pooled_parsing(options.threads > 1))
 }
 
 /// The longest line [`socket`] takes: 1 MiB.

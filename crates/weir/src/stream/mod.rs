@@ -109,9 +109,9 @@ impl<T: Item> StreamSource<T> {
         self
     }
 
-    /// Declares that the source's instance hands out items parsed on a pool of threads, as
-    /// [`chunked`](crate::sources::chunked) readers with more than one thread do: the heavy
-    /// per-item work of reading already runs on every core.
+    /// Declares, when `pooled`, that the source's instance hands out items parsed on a pool
+    /// of threads, as [`chunked`](crate::sources::chunked) readers with more than one thread
+    /// do: the heavy per-item work of reading already runs on every core.
     ///
     /// A source with a single instance (one that keeps file order, say) normally has the
     /// stages after it spread over the workers behind an edge, which moves every item
@@ -124,8 +124,8 @@ impl<T: Item> StreamSource<T> {
     /// [`local_parallelism`](StreamStage::local_parallelism) keeps it.
     ///
     /// No effect on a source with an instance per worker, whose stages fuse anyway.
-    pub fn with_pooled_parsing(mut self) -> Self {
-        self.pooled_parsing = true;
+    pub fn with_pooled_parsing(mut self, pooled: bool) -> Self {
+        self.pooled_parsing = pooled;
         self
     }
 }
