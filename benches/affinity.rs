@@ -22,6 +22,9 @@
 //!    - the same hand loop over one `weir::maps::Store` (the table a map's partitions use),
 //!      prefetching each lookup's bucket 16 items ahead as `map_using_map` does: what a hand
 //!      loop gains from the same trick;
+//!    - the same lookups routed by hand (271 partition tables, each looked up by one of the 2
+//!      threads, batches over a channel, prefetching as `map_using_map` does): the floor for
+//!      any engine that routes;
 //!    - `DashMap::get` on 2 threads.
 //!
 //! Every run's totals are checked against the hand loop's. The variants of a part run
@@ -446,10 +449,12 @@ const ROUTED_BATCH: usize = 1024;
 type RoutedBatch = Vec<(u32, u64, u64)>;
 
 /// The lookups with data affinity written by hand, the floor for any engine that routes:
-/// the map split into 271 partition tables, partition `p` looked up only by thread `p % 2`.
-/// Each of 2 threads takes half of the items, computes each key and its partition once,
-/// looks up the items of its own partitions at once and sends the others in batches of 1024
-/// over a bounded channel to the other thread, which looks them up.
+/// the map split into 271 partition tables (`weir::maps::Store`, as the engine's), partition
+/// `p` looked up only by thread `p % 2`. Each of 2 threads takes half of the items, computes
+/// each key and its partition once, looks up the items of its own partitions in batches of
+/// 1024 and sends the others in batches of 1024 over a bounded channel to the other thread,
+/// which looks them up. Every batch's lookups prefetch their buckets `PREFETCH_AHEAD` items
+/// ahead, as `map_using_map` does.
 fn hand_routed(
     shared: &FxHashMap<u64, u64>,
     items: u64,
@@ -458,12 +463,20 @@ fn hand_routed(
     use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
     let partitioner = weir::core::Partitioner::default();
-    let mut parts: Vec<FxHashMap<u64, u64>> = vec![FxHashMap::default(); 271];
+    let mut parts: Vec<weir::maps::Store<u64, u64>> =
+        (0..271).map(|_| weir::maps::Store::default()).collect();
     for (&k, &v) in shared {
         parts[partitioner.partition_of(&k) as usize].insert(k, v);
     }
     let look_up = |batch: &RoutedBatch, sum: &mut u64| {
-        for &(p, k, x) in batch {
+        let ahead = PREFETCH_AHEAD as usize;
+        for &(p, k, _) in batch.iter().take(ahead) {
+            parts[p as usize].prefetch(&k);
+        }
+        for (i, &(p, k, x)) in batch.iter().enumerate() {
+            if let Some(&(p, k, _)) = batch.get(i + ahead) {
+                parts[p as usize].prefetch(&k);
+            }
             if let Some(v) = parts[p as usize].get(&k) {
                 *sum += x + v;
             }
