@@ -8,9 +8,9 @@
 //! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 1;
 //! `WEIR_BENCH_HAND=0` skips the hand loop, so that a profile of the process holds only the
 //! engine's work besides publishing; `WEIR_BENCH_CONCURRENCY=1` or `4` runs only that one;
-//! `WEIR_BENCH_THREADS=1` adds, per run, each thread
-//! name's CPU and context switches per message). Each line gives this process's CPU seconds per 1,000
-//! messages beside the rates: the machine is shared.
+//! `WEIR_BENCH_THREADS=1` adds, per run, each thread's CPU and context switches per message).
+//! Each line gives this process's CPU seconds per 1,000 messages beside the rates: the
+//! machine is shared.
 
 use std::time::{Duration, Instant};
 
@@ -355,6 +355,7 @@ fn report_threads(
     if std::env::var("WEIR_BENCH_THREADS").map_or(true, |v| v != "1") {
         return;
     }
+    // USER_HZ: /proc reports CPU time in ticks of 1/100 s on Linux.
     let ticks_per_second = 100.0;
     let mut used: Vec<(u64, String, ThreadCounts)> = thread_counts()
         .into_iter()
