@@ -61,6 +61,17 @@ fn connector_error(e: ConnectorError) -> ProcessError {
 
 // ---- AMQP ----
 
+/// The broker and credentials of an AMQP processor's properties.
+fn amqp_config(c: &Component) -> Result<AmqpConfig, String> {
+    AmqpConfig::new(
+        &props::text(c, "Brokers"),
+        &props::text(c, "Virtual Host"),
+        &props::text(c, "User Name"),
+        &props::text(c, "Password"),
+    )
+    .map_err(|e| e.to_string())
+}
+
 pub(super) struct ConsumeAmqp {
     name: String,
     config: AmqpConfig,
@@ -76,13 +87,7 @@ pub(super) struct ConsumeAmqp {
 
 impl ConsumeAmqp {
     pub(super) fn new(c: &Component) -> Result<Self, String> {
-        let config = AmqpConfig::new(
-            &props::text(c, "Brokers"),
-            &props::text(c, "Virtual Host"),
-            &props::text(c, "User Name"),
-            &props::text(c, "Password"),
-        )
-        .map_err(|e| e.to_string())?;
+        let config = amqp_config(c)?;
         let queue = props::text(c, "Queue");
         Ok(ConsumeAmqp {
             name: c.name.clone(),
@@ -166,13 +171,7 @@ pub(super) struct PublishAmqp {
 
 impl PublishAmqp {
     pub(super) fn new(c: &Component) -> Result<Self, String> {
-        let config = AmqpConfig::new(
-            &props::text(c, "Brokers"),
-            &props::text(c, "Virtual Host"),
-            &props::text(c, "User Name"),
-            &props::text(c, "Password"),
-        )
-        .map_err(|e| e.to_string())?;
+        let config = amqp_config(c)?;
         Ok(PublishAmqp {
             exchange: props::template(c, "Exchange Name")?,
             routing_key: props::template(c, "Routing Key")?,
