@@ -129,12 +129,12 @@ impl Processor for ConsumeAmqp {
             // In name order, so that the new map is built in order.
             let fixed = [
                 ("amqp$deliveryTag", int_value(m.delivery_tag)),
-                ("amqp$exchange", SmolStr::new(&m.exchange)),
+                ("amqp$exchange", m.exchange.clone()),
                 (
                     "amqp$redelivered",
                     SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
                 ),
-                ("amqp$routingKey", SmolStr::new(&m.routing_key)),
+                ("amqp$routingKey", m.routing_key.clone()),
             ]
             .map(|(k, v)| (SmolStr::new_static(k), v));
             let headers = m
