@@ -589,11 +589,15 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn eval(t: &str, attrs: &[(&str, &str)]) -> Result<String, EvalError> {
-        let map: BTreeMap<String, String> = attrs
+    fn map(attrs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        attrs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+            .collect()
+    }
+
+    fn eval(t: &str, attrs: &[(&str, &str)]) -> Result<String, EvalError> {
+        let map = map(attrs);
         Template::parse(t)
             .unwrap()
             .evaluate(&|k| map.get(k).cloned())
@@ -633,10 +637,7 @@ mod tests {
 
     #[test]
     fn a_rule_is_true_only_for_true_ignoring_case_and_blanks() {
-        let attrs: BTreeMap<String, String> = [("p", "even"), ("t", " TRUE "), ("n", "1")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let attrs = map(&[("p", "even"), ("t", " TRUE "), ("n", "1")]);
         let rule = |t: &str| {
             Template::parse(t)
                 .unwrap()
