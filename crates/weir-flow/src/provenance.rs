@@ -199,8 +199,8 @@ pub struct Lineage {
 /// The provenance store.
 pub struct ProvenanceRepository {
     store: Store,
-    /// Hand-overs for the writer thread; `None` once dropped.
-    writer: Option<SyncSender<HandOver>>,
+    /// Batches of events for the writer thread, several per hand-over; `None` once dropped.
+    writer: Option<SyncSender<Vec<Vec<ProvenanceEvent>>>>,
     progress: Arc<WriterProgress>,
     thread: Option<JoinHandle<()>>,
     max_age: Duration,
@@ -430,16 +430,6 @@ struct WriterProgress {
 /// Hand-overs waiting for the writer at most before `insert` waits: bounds the memory of
 /// events not yet indexed when the store falls behind.
 const WRITER_QUEUE: usize = 256;
-
-/// Work run on the writer thread once a hand-over's events are written (or failed to be).
-pub type AfterWrite = Box<dyn FnOnce() + Send>;
-
-/// One hand-over to the writer thread: batches of events, several per hand-over, and what to
-/// run once they are written.
-struct HandOver {
-    batches: Vec<Vec<ProvenanceEvent>>,
-    after: Option<AfterWrite>,
-}
 
 impl std::fmt::Debug for ProvenanceRepository {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -819,7 +809,7 @@ impl ProvenanceRepository {
             keyspace,
         };
         store.check_format(&meta)?;
-        let (writer, hand_overs) = sync_channel::<HandOver>(WRITER_QUEUE);
+        let (writer, hand_overs) = sync_channel::<Vec<Vec<ProvenanceEvent>>>(WRITER_QUEUE);
         let progress = Arc::new(WriterProgress::default());
         let thread = {
             let (store, progress) = (store.clone(), Arc::clone(&progress));
@@ -827,22 +817,17 @@ impl ProvenanceRepository {
                 .name("weir-provenance".into())
                 .spawn(move || {
                     let mut pending = Vec::new();
-                    let mut afters: Vec<AfterWrite> = Vec::new();
                     // The encoding buffer, kept from write to write.
                     let mut buffer = Vec::new();
-                    for first in &hand_overs {
+                    for batches in &hand_overs {
                         // Whatever else is already waiting goes in the same store batch:
                         // one journal write and one span for all of it.
-                        let mut take = |h: HandOver| {
-                            pending.extend(h.batches);
-                            afters.extend(h.after);
-                        };
-                        take(first);
+                        pending.extend(batches);
                         let mut received = 1;
                         while received < WRITER_QUEUE {
                             match hand_overs.try_recv() {
                                 Ok(more) => {
-                                    take(more);
+                                    pending.extend(more);
                                     received += 1;
                                 }
                                 Err(_) => break,
@@ -853,15 +838,6 @@ impl ProvenanceRepository {
                                 "provenance: {} events not indexed (the journal keeps them until the next checkpoint): {e}",
                                 pending.iter().map(Vec::len).sum::<usize>()
                             );
-                        }
-                        // In hand-over order, before the hand-overs count as written (so
-                        // that a flush also waits for them); one that panics spoils no other.
-                        for after in afters.drain(..) {
-                            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(after))
-                                .is_err()
-                            {
-                                tracing::warn!("provenance: work after a write panicked");
-                            }
                         }
                         let mut counts = progress.counts.lock().unwrap_or_else(|e| e.into_inner());
                         counts.1 += received as u64;
@@ -908,69 +884,17 @@ impl ProvenanceRepository {
         if batches.iter().all(Vec::is_empty) {
             return Ok(());
         }
-        self.hand_over(HandOver {
-            batches,
-            after: None,
-        })
-        .map_err(|(e, _)| e)
-    }
-
-    /// [`insert_batches`](Self::insert_batches), then `after` on the writer thread once the
-    /// events are written (or their write failed, which the writer logs): work that must
-    /// follow the events, such as acknowledging what they describe, without a hand-off of
-    /// its own from the caller's thread. `after` runs before [`sync`](Self::sync) and the
-    /// queries that flush count the hand-over as written; with no events it runs at once on
-    /// the caller's thread.
-    ///
-    /// # Errors
-    /// [`ProvenanceError::Writer`] if the writer thread is gone; `after` has then run on the
-    /// caller's thread.
-    pub fn insert_batches_then(
-        &self,
-        batches: Vec<Vec<ProvenanceEvent>>,
-        after: AfterWrite,
-    ) -> Result<(), ProvenanceError> {
-        if batches.iter().all(Vec::is_empty) {
-            after();
-            return Ok(());
-        }
-        self.hand_over(HandOver {
-            batches,
-            after: Some(after),
-        })
-        .map_err(|(e, after)| {
-            if let Some(after) = after {
-                after();
-            }
-            e
-        })
-    }
-
-    /// Queues `h` for the writer; on failure, gives back its `after`.
-    fn hand_over(&self, h: HandOver) -> Result<(), (ProvenanceError, Option<AfterWrite>)> {
         let Some(writer) = &self.writer else {
-            return Err((
-                ProvenanceError::Writer("the store is closed".into()),
-                h.after,
-            ));
+            return Err(ProvenanceError::Writer("the store is closed".into()));
         };
         self.progress
             .counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .0 += 1;
-        writer.send(h).map_err(|returned| {
-            // Never written: a flush must not wait for it.
-            self.progress
-                .counts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .0 -= 1;
-            (
-                ProvenanceError::Writer("the writer thread ended".into()),
-                returned.0.after,
-            )
-        })
+        writer
+            .send(batches)
+            .map_err(|_| ProvenanceError::Writer("the writer thread ended".into()))
     }
 
     /// Waits until every batch handed to [`insert`](Self::insert) before this call is written.
@@ -1262,48 +1186,6 @@ mod tests {
             details: Some("even".into()),
             transit_uri: None,
         }
-    }
-
-    /// True when a chunk of `store` holds event `id` (read without a flush: callable on the
-    /// writer's thread).
-    fn stored(store: &Store, id: u64) -> bool {
-        store.chunks.keys().any(|k| {
-            let k = k.unwrap();
-            let last = u64::from_be_bytes(k[8..16].try_into().unwrap());
-            (first_of(&k)..=last).contains(&id)
-        })
-    }
-
-    #[test]
-    fn work_after_a_write_runs_in_order_once_its_events_are_stored() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
-        let (ran, runs) = std::sync::mpsc::channel();
-        for b in 0..50u64 {
-            let (ran, handle) = (ran.clone(), store.store.clone());
-            let events = vec![event(b * 2, "ff"), event(b * 2 + 1, "ff")];
-            let after: AfterWrite = Box::new(move || {
-                // One that panics spoils neither the others nor the writer.
-                assert_ne!(b, 25, "work after a write panics");
-                ran.send((b, stored(&handle, b * 2 + 1))).unwrap();
-            });
-            store.insert_batches_then(vec![events], after).unwrap();
-        }
-        // A flush waits for the work after the writes, too.
-        assert_eq!(store.len().unwrap(), 100);
-        let runs: Vec<(u64, bool)> = runs.try_iter().collect();
-        let expected: Vec<(u64, bool)> = (0..50).filter(|&b| b != 25).map(|b| (b, true)).collect();
-        assert_eq!(runs, expected);
-        // With no events the work runs at once, on the caller's thread.
-        let caller = std::thread::current().id();
-        let (ran, runs) = std::sync::mpsc::channel();
-        store
-            .insert_batches_then(
-                vec![vec![]],
-                Box::new(move || ran.send(std::thread::current().id()).unwrap()),
-            )
-            .unwrap();
-        assert_eq!(runs.try_recv(), Ok(caller));
     }
 
     #[test]

@@ -29,10 +29,7 @@
 //! - **Commit.** When every queue is empty, the transaction commits: flow files that leave
 //!   the group through output ports into traditional connections, and the inputs taken from
 //!   them, are written in one journal frame; provenance events, held until now, are
-//!   recorded; then the sources' completion hooks run, and broker sources acknowledge. When
-//!   nothing leaves the group, the hooks run on the provenance writer's thread once it has
-//!   written the events: the copy hands its commit off once, not once to the writer and
-//!   once more to the hooks' tasks.
+//!   recorded; then the sources' completion hooks run, and broker sources acknowledge.
 //! - **Rollback.** A flow file reaching an output port marked `failure: true`, a processor
 //!   that fails or panics, or the group's timeout rolls back everything: flow files in flight
 //!   are dropped, sources are told to give their data back (AMQP requeues, JetStream naks),
@@ -483,37 +480,15 @@ fn direct_event_ids(events: &mut [ProvenanceEvent]) {
 }
 
 /// Records `batches` of events, made in no journal frame, in one hand-over to the store.
-fn record_events(shared: &Shared, batches: Vec<Vec<ProvenanceEvent>>) {
-    record_events_then(shared, batches, Vec::new());
-}
-
-/// [`record_events`], then `hooks` told the transaction committed, on the provenance
-/// writer's thread once the events are written: the events still come first, and the
-/// transaction's thread makes one hand-off instead of two (the writer's and the hooks', such
-/// as the settling of a broker source's messages), so it goes on to the next transaction
-/// sooner. With no events the hooks run here.
-fn record_events_then(
-    shared: &Shared,
-    mut batches: Vec<Vec<ProvenanceEvent>>,
-    hooks: Vec<crate::engine::CompletionHook>,
-) {
+fn record_events(shared: &Shared, mut batches: Vec<Vec<ProvenanceEvent>>) {
     batches.retain(|b| !b.is_empty());
+    if batches.is_empty() {
+        return;
+    }
     for batch in &mut batches {
         direct_event_ids(batch);
     }
-    let inserted = if hooks.is_empty() {
-        shared.provenance.insert_batches(batches)
-    } else {
-        shared.provenance.insert_batches_then(
-            batches,
-            Box::new(move || {
-                for hook in hooks {
-                    hook(Completion::Committed);
-                }
-            }),
-        )
-    };
-    if let Err(e) = inserted {
+    if let Err(e) = shared.provenance.insert_batches(batches) {
         tracing::warn!("provenance insert failed: {e}");
     }
 }
@@ -523,9 +498,7 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
     let mut events = parts.events;
     events.push(parts.always);
     if parts.taken.is_empty() && parts.outputs.is_empty() {
-        record_events_then(shared, events, parts.completions);
-        shared.note_activity();
-        return Outcome::Committed;
+        record_events(shared, events);
     } else {
         // The journal frame holds the events as one list.
         let events: Vec<ProvenanceEvent> = events.into_iter().flatten().collect();
