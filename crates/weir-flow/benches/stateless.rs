@@ -360,7 +360,16 @@ fn report_threads(
     let mut used: Vec<(u64, String, ThreadCounts)> = thread_counts()
         .into_iter()
         .map(|(tid, (name, now))| {
-            let was = before.get(&tid).map(|(_, c)| *c).unwrap_or_default();
+            // A thread id used again by a newer thread counts from zero.
+            let was = before
+                .get(&tid)
+                .map(|(_, c)| *c)
+                .filter(|c| {
+                    c.ticks <= now.ticks
+                        && c.voluntary <= now.voluntary
+                        && c.involuntary <= now.involuntary
+                })
+                .unwrap_or_default();
             let c = ThreadCounts {
                 ticks: now.ticks - was.ticks,
                 voluntary: now.voluntary - was.voluntary,
