@@ -39,6 +39,7 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::uri::{AMQPAuthority, AMQPUri, AMQPUserInfo};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use smol_str::SmolStr;
 use tokio::sync::{Mutex, Notify, mpsc};
 
 use crate::{ConnectorError, Health, backoff};
@@ -148,10 +149,11 @@ impl AmqpConfig {
 pub struct AmqpMessage {
     /// The payload.
     pub body: Vec<u8>,
-    /// The exchange it was published to (empty for the default exchange).
-    pub exchange: String,
-    /// Its routing key.
-    pub routing_key: String,
+    /// The exchange it was published to (empty for the default exchange); cloning it
+    /// shares the text, so that a flow file's attribute holds it without a copy.
+    pub exchange: SmolStr,
+    /// Its routing key, shared as `exchange` is.
+    pub routing_key: SmolStr,
     /// True when the broker delivered it before.
     pub redelivered: bool,
     /// The channel's delivery tag.
@@ -390,8 +392,8 @@ impl Live {
         self.outstanding.tags().insert(d.delivery_tag);
         AmqpMessage {
             body: d.data,
-            exchange: d.exchange.to_string(),
-            routing_key: d.routing_key.to_string(),
+            exchange: SmolStr::new(d.exchange.as_str()),
+            routing_key: SmolStr::new(d.routing_key.as_str()),
             redelivered: d.redelivered,
             delivery_tag: d.delivery_tag,
             headers,

@@ -25,13 +25,15 @@
 //! # }
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 
 use std::future::Future;
 use std::ops::Range;
 use std::pin::Pin;
 
+use rustc_hash::FxHashMap;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use smol_str::SmolStr;
@@ -343,9 +345,17 @@ struct Prepared<'a> {
     count: u64,
 }
 
-/// The value of a record's key columns, to find records of the same key.
-fn key_of(record: &Record, keys: &[String]) -> String {
+/// The value of a record's key columns, to find records of the same key: borrowed from the
+/// record for one key column written without escapes (the usual case, no allocation).
+fn key_of<'a>(record: &'a Record, keys: &[String]) -> Cow<'a, str> {
     use std::fmt::Write;
+    if let [k] = keys {
+        match record.get(k) {
+            Some(v) if !v.contains('\\') => return Cow::Borrowed(v),
+            None => return Cow::Borrowed(""),
+            Some(_) => {}
+        }
+    }
     let mut key = String::new();
     for (i, k) in keys.iter().enumerate() {
         if i > 0 {
@@ -361,7 +371,7 @@ fn key_of(record: &Record, keys: &[String]) -> String {
             None => {}
         }
     }
-    key
+    Cow::Owned(key)
 }
 
 enum Failure {
@@ -665,10 +675,17 @@ fn last_of_each_key<'a>(
     records: impl IntoIterator<Item = &'a Record>,
     keys: &[String],
 ) -> Vec<&'a Record> {
-    let mut last: HashMap<String, usize> = HashMap::new();
     let records: Vec<&Record> = records.into_iter().collect();
+    // Keys borrowed from the records, hashed with Fx: a batch's keys are the records' own
+    // text, and this runs once per batch on the transaction's path.
+    let mut last: FxHashMap<Cow<'a, str>, usize> =
+        FxHashMap::with_capacity_and_hasher(records.len(), Default::default());
     for (i, r) in records.iter().enumerate() {
         last.insert(key_of(r, keys), i);
+    }
+    if last.len() == records.len() {
+        // Every key once: all records, already in order.
+        return records;
     }
     let mut keep: Vec<usize> = last.into_values().collect();
     keep.sort_unstable();
@@ -726,6 +743,31 @@ mod tests {
         assert_eq!(Record::parse(b"[1]").unwrap_err(), "not a JSON object");
         assert!(Record::parse(b"{\"a\":1} x").is_err());
         assert!(Record::parse(b"{\"a\":\xff}").is_err());
+    }
+
+    #[test]
+    fn the_last_record_of_each_key_wins_in_order() {
+        let recs = parse_json_lines(
+            b"{\"k\":1,\"v\":1}\n{\"k\":2,\"v\":2}\n{\"k\":1,\"v\":3}\n{\"v\":4}\n{\"k\":null,\"v\":5}\n",
+        )
+        .unwrap();
+        let keys = ["k".to_string()];
+        let values = |rows: Vec<&Record>| -> Vec<String> {
+            rows.iter()
+                .map(|r| r.get("v").unwrap().to_string())
+                .collect()
+        };
+        // A missing key and a null key are different keys (the server refuses both later).
+        assert_eq!(values(last_of_each_key(&recs, &keys)), ["2", "3", "4", "5"]);
+        // Distinct keys: every record, in order.
+        assert_eq!(values(last_of_each_key(&recs[..2], &keys)), ["1", "2"]);
+        // Two key columns: both must match.
+        let recs = parse_json_lines(
+            b"{\"a\":1,\"b\":1,\"v\":1}\n{\"a\":1,\"b\":2,\"v\":2}\n{\"a\":1,\"b\":1,\"v\":3}\n",
+        )
+        .unwrap();
+        let keys = ["a".to_string(), "b".to_string()];
+        assert_eq!(values(last_of_each_key(&recs, &keys)), ["2", "3"]);
     }
 
     #[test]

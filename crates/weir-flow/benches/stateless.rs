@@ -7,8 +7,10 @@
 //! `cargo bench -p weir-flow --bench stateless` (`WEIR_BENCH_MESSAGES`, default 20,000;
 //! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 1;
 //! `WEIR_BENCH_HAND=0` skips the hand loop, so that a profile of the process holds only the
-//! engine's work besides publishing). Each line gives this process's CPU seconds per 1,000
-//! messages beside the rates: the machine is shared.
+//! engine's work besides publishing; `WEIR_BENCH_CONCURRENCY=1` or `4` runs only that one;
+//! `WEIR_BENCH_THREADS=1` adds, per run, each thread's CPU and context switches per message).
+//! Each line gives this process's CPU seconds per 1,000 messages beside the rates: the
+//! machine is shared.
 
 use std::time::{Duration, Instant};
 
@@ -282,9 +284,127 @@ fn cpu_seconds() -> f64 {
     cpu_time::ProcessTime::now().as_duration().as_secs_f64()
 }
 
+/// One thread's CPU time (clock ticks) and context switches (voluntary, involuntary).
+#[derive(Debug, Clone, Copy, Default)]
+struct ThreadCounts {
+    ticks: u64,
+    voluntary: u64,
+    involuntary: u64,
+}
+
+/// Every live thread of this process by id: its name and counts, from `/proc/self/task`
+/// (empty where there is no `/proc`).
+fn thread_counts() -> std::collections::BTreeMap<u64, (String, ThreadCounts)> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let Ok(tid) = task.file_name().to_string_lossy().parse::<u64>() else {
+            continue;
+        };
+        let (Ok(stat), Ok(status)) = (
+            std::fs::read_to_string(task.path().join("stat")),
+            std::fs::read_to_string(task.path().join("status")),
+        ) else {
+            continue;
+        };
+        // `pid (comm) state ...`: the name may hold spaces, so split at the last `)`.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let name = head.split_once('(').map_or("", |(_, n)| n).to_string();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the line; `rest` starts at field 3.
+        let tick = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let switches = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        out.insert(
+            tid,
+            (
+                name,
+                ThreadCounts {
+                    ticks: tick(11) + tick(12),
+                    voluntary: switches("voluntary_ctxt_switches:"),
+                    involuntary: switches("nonvoluntary_ctxt_switches:"),
+                },
+            ),
+        );
+    }
+    out
+}
+
+/// With `WEIR_BENCH_THREADS=1`, prints what each thread used between `before` and now, per
+/// message, busiest first: CPU µs and context switches (a thread that ended meanwhile is
+/// missed; the tokio runtime's workers and its blocking pool share one name).
+fn report_threads(
+    label: &str,
+    before: &std::collections::BTreeMap<u64, (String, ThreadCounts)>,
+    n: i64,
+) {
+    if std::env::var("WEIR_BENCH_THREADS").map_or(true, |v| v != "1") {
+        return;
+    }
+    // USER_HZ: /proc reports CPU time in ticks of 1/100 s on Linux.
+    let ticks_per_second = 100.0;
+    let mut used: Vec<(u64, String, ThreadCounts)> = thread_counts()
+        .into_iter()
+        .map(|(tid, (name, now))| {
+            // A thread id used again by a newer thread counts from zero.
+            let was = before
+                .get(&tid)
+                .map(|(_, c)| *c)
+                .filter(|c| {
+                    c.ticks <= now.ticks
+                        && c.voluntary <= now.voluntary
+                        && c.involuntary <= now.involuntary
+                })
+                .unwrap_or_default();
+            let c = ThreadCounts {
+                ticks: now.ticks - was.ticks,
+                voluntary: now.voluntary - was.voluntary,
+                involuntary: now.involuntary - was.involuntary,
+            };
+            (tid, name, c)
+        })
+        .filter(|(_, _, c)| c.ticks + c.voluntary + c.involuntary > 0)
+        .collect();
+    used.sort_by_key(|(_, _, c)| std::cmp::Reverse((c.ticks, c.voluntary)));
+    let per = |v: u64| v as f64 / n as f64;
+    let mut total = ThreadCounts::default();
+    for (tid, name, c) in &used {
+        total.ticks += c.ticks;
+        total.voluntary += c.voluntary;
+        total.involuntary += c.involuntary;
+        println!(
+            "  {label}: thread {tid} {name}: CPU {:.1} µs/msg, switches {:.3} voluntary + {:.3} involuntary per msg",
+            per(c.ticks) * 1e6 / ticks_per_second,
+            per(c.voluntary),
+            per(c.involuntary)
+        );
+    }
+    println!(
+        "  {label}: all threads: CPU {:.1} µs/msg, switches {:.3} voluntary + {:.3} involuntary per msg",
+        per(total.ticks) * 1e6 / ticks_per_second,
+        per(total.voluntary),
+        per(total.involuntary)
+    );
+}
+
 /// Messages/s and this process's CPU seconds per 1,000 messages.
 fn run_hand(s: &Setup, workers: usize, n: i64) -> (f64, f64) {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let threads = thread_counts();
     let cpu = cpu_seconds();
     let start = Instant::now();
     let tasks: Vec<_> = (0..workers)
@@ -299,6 +419,7 @@ fn run_hand(s: &Setup, workers: usize, n: i64) -> (f64, f64) {
     s.wait_rows(n);
     let secs = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu;
+    report_threads("hand loop", &threads, n);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for t in tasks {
         let _ = rt().block_on(t);
@@ -310,12 +431,14 @@ fn run_hand(s: &Setup, workers: usize, n: i64) -> (f64, f64) {
 /// engine. Its CPU includes the provenance store's writer thread up to the last row.
 fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (f64, f64, f64, Engine) {
     let dir = tempfile::tempdir().unwrap();
+    let threads = thread_counts();
     let cpu = cpu_seconds();
     let start = Instant::now();
     let engine = Engine::start(flow(s, concurrency), dir.path()).unwrap();
     s.wait_rows(n);
     let rate = n as f64 / start.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu;
+    report_threads("engine", &threads, n);
     std::mem::forget(dir);
     let put = engine
         .monitor()
@@ -344,7 +467,12 @@ fn main() {
         .unwrap_or(1)
         .max(1);
     let hand_loop = std::env::var("WEIR_BENCH_HAND").map_or(true, |v| v != "0");
-    for concurrency in [1usize, 4] {
+    // `WEIR_BENCH_CONCURRENCY=1` (or `4`) runs one of the two, for profiles.
+    let concurrencies: Vec<usize> = std::env::var("WEIR_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(vec![1, 4], |c| vec![c]);
+    for concurrency in concurrencies {
         let s = Setup::new(&format!("c{concurrency}"));
         for round in 0..rounds {
             let (hand, hand_cpu) = if hand_loop {

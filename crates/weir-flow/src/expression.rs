@@ -225,7 +225,17 @@ impl Template {
         &self,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<bool, EvalError> {
-        Ok(self.evaluate(lookup)?.trim().eq_ignore_ascii_case("true"))
+        let is_true = |t: &str| t.trim().eq_ignore_ascii_case("true");
+        // One expression (`${x:equals('y')}`, the usual rule) is judged by its value: a
+        // boolean as it is, without writing it out as text first.
+        if let [Part::Expr(e)] = self.parts.as_slice() {
+            return Ok(match eval_expr(e, lookup)? {
+                Value::Bool(b) => b,
+                Value::Text(t) => is_true(&t),
+                other => is_true(&other.to_string()),
+            });
+        }
+        Ok(is_true(&self.evaluate(lookup)?))
     }
 }
 
@@ -419,14 +429,16 @@ fn eval_expr(e: &Expr, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Value,
     Ok(value)
 }
 
-fn arg_text(
-    call: &Call,
+/// Argument `i`'s text: a literal borrowed as written (no copy per evaluation), an
+/// expression evaluated.
+fn arg_text<'a>(
+    call: &'a Call,
     i: usize,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, EvalError> {
+) -> Result<Cow<'a, str>, EvalError> {
     match &call.args[i] {
-        Arg::Literal(s) => Ok(s.clone()),
-        Arg::Expr(e) => Ok(eval_expr(e, lookup)?.to_string()),
+        Arg::Literal(s) => Ok(Cow::Borrowed(s)),
+        Arg::Expr(e) => Ok(Cow::Owned(eval_expr(e, lookup)?.to_string())),
     }
 }
 
@@ -440,7 +452,7 @@ fn free_function(call: &Call, lookup: &dyn Fn(&str) -> Option<String>) -> Result
     Ok(match call.name.as_str() {
         "now" => Value::Number(chrono::Utc::now().timestamp_millis() as f64),
         "UUID" => Value::Text(uuid::Uuid::new_v4().to_string()),
-        "literal" => Value::Text(arg_text(call, 0, lookup)?),
+        "literal" => Value::Text(arg_text(call, 0, lookup)?.into_owned()),
         "hostname" => Value::Text(
             std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_string())
@@ -510,29 +522,25 @@ fn apply(
         "substringBefore" => {
             let t = text();
             let s = arg(0)?;
-            Value::Text(t.find(&s).map_or(t.to_string(), |i| t[..i].to_string()))
+            Value::Text(t.find(&*s).map_or(t.to_string(), |i| t[..i].to_string()))
         }
         "substringAfter" => {
             let t = text();
             let s = arg(0)?;
             Value::Text(
-                t.find(&s)
+                t.find(&*s)
                     .map_or(t.to_string(), |i| t[i + s.len()..].to_string()),
             )
         }
         "append" => Value::Text(text().into_owned() + &arg(0)?),
-        "prepend" => Value::Text(arg(0)? + &*text()),
-        "replace" => Value::Text(text().replace(&arg(0)?, &arg(1)?)),
-        "replaceAll" => Value::Text(
-            regex(0)?
-                .replace_all(&text(), arg(1)?.as_str())
-                .into_owned(),
-        ),
+        "prepend" => Value::Text(arg(0)?.into_owned() + &*text()),
+        "replace" => Value::Text(text().replace(&*arg(0)?, &arg(1)?)),
+        "replaceAll" => Value::Text(regex(0)?.replace_all(&text(), &*arg(1)?).into_owned()),
         "equals" => Value::Bool(text() == arg(0)?),
         "equalsIgnoreCase" => Value::Bool(text().eq_ignore_ascii_case(&arg(0)?)),
-        "contains" => Value::Bool(text().contains(&arg(0)?)),
-        "startsWith" => Value::Bool(text().starts_with(&arg(0)?)),
-        "endsWith" => Value::Bool(text().ends_with(&arg(0)?)),
+        "contains" => Value::Bool(text().contains(&*arg(0)?)),
+        "startsWith" => Value::Bool(text().starts_with(&*arg(0)?)),
+        "endsWith" => Value::Bool(text().ends_with(&*arg(0)?)),
         "matches" => {
             let t = text();
             Value::Bool(
@@ -569,8 +577,8 @@ fn apply(
         "ge" => Value::Bool(num(&value)? >= number(&arg(0)?, "ge")?),
         "lt" => Value::Bool(num(&value)? < number(&arg(0)?, "lt")?),
         "le" => Value::Bool(num(&value)? <= number(&arg(0)?, "le")?),
-        "and" => Value::Bool(boolean(&value)? && boolean(&Value::Text(arg(0)?))?),
-        "or" => Value::Bool(boolean(&value)? || boolean(&Value::Text(arg(0)?))?),
+        "and" => Value::Bool(boolean(&value)? && boolean(&Value::Text(arg(0)?.into_owned()))?),
+        "or" => Value::Bool(boolean(&value)? || boolean(&Value::Text(arg(0)?.into_owned()))?),
         "not" => Value::Bool(!boolean(&value)?),
         other => return Err(EvalError(format!("unknown function `{other}`"))),
     })
@@ -581,11 +589,15 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn eval(t: &str, attrs: &[(&str, &str)]) -> Result<String, EvalError> {
-        let map: BTreeMap<String, String> = attrs
+    fn map(attrs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        attrs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+            .collect()
+    }
+
+    fn eval(t: &str, attrs: &[(&str, &str)]) -> Result<String, EvalError> {
+        let map = map(attrs);
         Template::parse(t)
             .unwrap()
             .evaluate(&|k| map.get(k).cloned())
@@ -621,6 +633,25 @@ mod tests {
         assert_eq!(eval("n=${n:plus(1)}${missing}", &a).unwrap(), "n=8");
         assert_eq!(eval("$${n}", &a).unwrap(), "${n}");
         assert_eq!(eval("${UUID():length()}", &a).unwrap(), "36");
+    }
+
+    #[test]
+    fn a_rule_is_true_only_for_true_ignoring_case_and_blanks() {
+        let attrs = map(&[("p", "even"), ("t", " TRUE "), ("n", "1")]);
+        let rule = |t: &str| {
+            Template::parse(t)
+                .unwrap()
+                .evaluate_bool(&|k| attrs.get(k).cloned())
+        };
+        assert!(rule("${p:equals('even')}").unwrap());
+        assert!(!rule("${p:equals('odd')}").unwrap());
+        assert!(rule("${t}").unwrap());
+        assert!(!rule("${n}").unwrap());
+        assert!(!rule("${missing}").unwrap());
+        assert!(rule("true").unwrap());
+        assert!(rule(" ${p:startsWith('ev')} ").unwrap());
+        assert!(!rule("${p:equals('even')}x").unwrap());
+        assert!(rule("${p:toNumber()}").is_err());
     }
 
     #[test]

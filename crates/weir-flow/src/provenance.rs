@@ -125,10 +125,12 @@ pub struct ProvenanceEvent {
     pub parents: Vec<String>,
     /// Children's uuids (FORK, JOIN, CLONE).
     pub children: Vec<String>,
-    /// The relationship (ROUTE) or another detail.
-    pub details: Option<String>,
-    /// Where data went or came from (SEND, RECEIVE, FETCH, REMOTE_INVOCATION).
-    pub transit_uri: Option<String>,
+    /// The relationship (ROUTE) or another detail (shared: a processor's events hold one
+    /// text, not a copy each).
+    pub details: Option<SmolStr>,
+    /// Where data went or came from (SEND, RECEIVE, FETCH, REMOTE_INVOCATION), shared as
+    /// `details` is.
+    pub transit_uri: Option<SmolStr>,
 }
 
 /// A provenance store error.
@@ -324,8 +326,8 @@ struct StoredEvent {
     size: u64,
     parents: Vec<String>,
     children: Vec<String>,
-    details: Option<String>,
-    transit_uri: Option<String>,
+    details: Option<SmolStr>,
+    transit_uri: Option<SmolStr>,
 }
 
 impl StoredEvent {

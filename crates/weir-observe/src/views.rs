@@ -233,7 +233,7 @@ pub(crate) fn provenance_event(e: &ProvenanceEvent) -> model::ProvenanceEvent {
         component: e.component.to_string(),
         parents: e.parents.clone(),
         children: e.children.clone(),
-        details: e.details.clone(),
+        details: e.details.as_ref().map(ToString::to_string),
     }
 }
 

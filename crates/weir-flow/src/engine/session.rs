@@ -488,8 +488,8 @@ impl Session {
         &mut self,
         ff: FlowFileRef,
         event_type: EventType,
-        transit_uri: Option<String>,
-        details: Option<String>,
+        transit_uri: Option<SmolStr>,
+        details: Option<SmolStr>,
     ) {
         if matches!(
             event_type,
@@ -512,8 +512,8 @@ impl Session {
         &self,
         ff: &FlowFile,
         event_type: EventType,
-        details: Option<String>,
-        transit_uri: Option<String>,
+        details: Option<SmolStr>,
+        transit_uri: Option<SmolStr>,
     ) -> ProvenanceEvent {
         let c = &self.shared.flow.processors[self.component];
         ProvenanceEvent {
@@ -653,7 +653,7 @@ impl Session {
                     .collect()
             })
             .collect();
-        let mut auto_terminated: Vec<Option<String>> = vec![None; comp.relationships.len()];
+        let mut auto_terminated: Vec<Option<SmolStr>> = vec![None; comp.relationships.len()];
         let records = std::mem::take(&mut self.records);
         for r in &records {
             if r.destination == Destination::Returned {
@@ -678,14 +678,14 @@ impl Session {
                 // Removed, or auto-terminated.
                 if r.original.is_some() || r.origin != Origin::Queue {
                     let detail = match &r.destination {
-                        // Formatted once per relationship and session, copied per flow file.
+                        // Formatted once per relationship and session, shared per flow file.
                         Destination::Relationship(i) => Some(
                             auto_terminated[*i]
                                 .get_or_insert_with(|| {
-                                    format!(
+                                    SmolStr::from(format!(
                                         "Auto-Terminated by {} Relationship",
                                         comp.relationships[*i]
-                                    )
+                                    ))
                                 })
                                 .clone(),
                         ),

@@ -61,10 +61,23 @@ fn connector_error(e: ConnectorError) -> ProcessError {
 
 // ---- AMQP ----
 
+/// The broker and credentials of an AMQP processor's properties.
+fn amqp_config(c: &Component) -> Result<AmqpConfig, String> {
+    AmqpConfig::new(
+        &props::text(c, "Brokers"),
+        &props::text(c, "Virtual Host"),
+        &props::text(c, "User Name"),
+        &props::text(c, "Password"),
+    )
+    .map_err(|e| e.to_string())
+}
+
 pub(super) struct ConsumeAmqp {
     name: String,
     config: AmqpConfig,
     queue: String,
+    /// The RECEIVE events' transit URI, shared by every event.
+    uri: SmolStr,
     batch: usize,
     prefetch: u16,
     runtime: Handle,
@@ -74,16 +87,13 @@ pub(super) struct ConsumeAmqp {
 
 impl ConsumeAmqp {
     pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let config = amqp_config(c)?;
+        let queue = props::text(c, "Queue");
         Ok(ConsumeAmqp {
             name: c.name.clone(),
-            config: AmqpConfig::new(
-                &props::text(c, "Brokers"),
-                &props::text(c, "Virtual Host"),
-                &props::text(c, "User Name"),
-                &props::text(c, "Password"),
-            )
-            .map_err(|e| e.to_string())?,
-            queue: props::text(c, "Queue"),
+            uri: format!("{config}/{queue}").into(),
+            config,
+            queue,
             batch: props::count(c, "Batch Size")?.max(1) as usize,
             prefetch: props::count(c, "Prefetch Count")?.clamp(1, u16::MAX as u64) as u16,
             runtime: runtime()?,
@@ -115,17 +125,16 @@ impl Processor for ConsumeAmqp {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
-        let uri = format!("{}/{}", self.config, self.queue);
         for m in &messages {
             // In name order, so that the new map is built in order.
             let fixed = [
                 ("amqp$deliveryTag", int_value(m.delivery_tag)),
-                ("amqp$exchange", SmolStr::new(&m.exchange)),
+                ("amqp$exchange", m.exchange.clone()),
                 (
                     "amqp$redelivered",
                     SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
                 ),
-                ("amqp$routingKey", SmolStr::new(&m.routing_key)),
+                ("amqp$routingKey", m.routing_key.clone()),
             ]
             .map(|(k, v)| (SmolStr::new_static(k), v));
             let headers = m
@@ -134,7 +143,7 @@ impl Processor for ConsumeAmqp {
                 .map(|(k, v)| (SmolStr::from(format!("amqp${k}")), SmolStr::new(v)));
             let ff = session.create_with_attributes(fixed.into_iter().chain(headers));
             session.write(ff, &m.body)?;
-            session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
+            session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
             session.transfer(ff, "success")?;
         }
         let settler = consumer.settler();
@@ -162,13 +171,7 @@ pub(super) struct PublishAmqp {
 
 impl PublishAmqp {
     pub(super) fn new(c: &Component) -> Result<Self, String> {
-        let config = AmqpConfig::new(
-            &props::text(c, "Brokers"),
-            &props::text(c, "Virtual Host"),
-            &props::text(c, "User Name"),
-            &props::text(c, "Password"),
-        )
-        .map_err(|e| e.to_string())?;
+        let config = amqp_config(c)?;
         Ok(PublishAmqp {
             exchange: props::template(c, "Exchange Name")?,
             routing_key: props::template(c, "Routing Key")?,
@@ -202,7 +205,7 @@ impl Processor for PublishAmqp {
                     session.report(
                         ff,
                         EventType::SEND,
-                        Some(format!("{}/{exchange}/{key}", self.uri)),
+                        Some(format!("{}/{exchange}/{key}", self.uri).into()),
                         None,
                     );
                     session.transfer(ff, "success")?;
@@ -224,6 +227,8 @@ impl Processor for PublishAmqp {
 
 pub(super) struct ConsumeJetStream {
     name: String,
+    /// The RECEIVE events' transit URI, shared by every event.
+    uri: SmolStr,
     config: JetStreamConfig,
     stream: String,
     subject: String,
@@ -237,16 +242,20 @@ pub(super) struct ConsumeJetStream {
 
 impl ConsumeJetStream {
     pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let config = JetStreamConfig::new(
+            &props::text(c, "URL"),
+            props::opt(c, "User Name").as_deref(),
+            props::opt(c, "Password").as_deref(),
+        );
+        let stream = props::text(c, "Stream");
+        let durable = props::text(c, "Durable Consumer");
         Ok(ConsumeJetStream {
             name: c.name.clone(),
-            config: JetStreamConfig::new(
-                &props::text(c, "URL"),
-                props::opt(c, "User Name").as_deref(),
-                props::opt(c, "Password").as_deref(),
-            ),
-            stream: props::text(c, "Stream"),
+            uri: format!("{config}/{stream}/{durable}").into(),
+            config,
+            stream,
             subject: props::text(c, "Subject"),
-            durable: props::text(c, "Durable Consumer"),
+            durable,
             batch: props::count(c, "Batch Size")?.max(1) as usize,
             ack_wait: props::duration(c, "Ack Wait")?,
             runtime: runtime()?,
@@ -281,7 +290,6 @@ impl Processor for ConsumeJetStream {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
-        let uri = format!("{}/{}/{}", self.config, self.stream, self.durable);
         for m in &messages {
             let ff = session.create_with_attributes(
                 [
@@ -292,7 +300,7 @@ impl Processor for ConsumeJetStream {
                 .map(|(k, v)| (SmolStr::new_static(k), v)),
             );
             session.write(ff, &m.body)?;
-            session.report(ff, EventType::RECEIVE, Some(uri.clone()), None);
+            session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
             session.transfer(ff, "success")?;
         }
         let runtime = self.runtime.clone();
@@ -355,7 +363,7 @@ impl Processor for PublishJetStream {
                     session.report(
                         ff,
                         EventType::SEND,
-                        Some(format!("{}/{subject}", self.uri)),
+                        Some(format!("{}/{subject}", self.uri).into()),
                         None,
                     );
                     session.transfer(ff, "success")?;
@@ -376,7 +384,8 @@ impl Processor for PublishJetStream {
 pub(super) struct PutDatabaseRecord {
     name: String,
     batch: usize,
-    uri: String,
+    /// The SEND events' transit URI, shared by every event.
+    uri: SmolStr,
     runtime: Handle,
     writer: Arc<tokio::sync::Mutex<RecordWriter>>,
     last_bulletin: Mutex<Option<String>>,
@@ -404,7 +413,7 @@ impl PutDatabaseRecord {
         Ok(PutDatabaseRecord {
             name: c.name.clone(),
             batch: props::count(c, "Batch Size")?.max(1) as usize,
-            uri: format!("{config}/{table}"),
+            uri: format!("{config}/{table}").into(),
             runtime: runtime()?,
             writer: Arc::new(tokio::sync::Mutex::new(RecordWriter::new(
                 config, &table, statement,

@@ -125,7 +125,7 @@ impl Processor for GetFile {
             session.report(
                 ff,
                 EventType::RECEIVE,
-                Some(format!("file://{}", abs.display())),
+                Some(format!("file://{}", abs.display()).into()),
                 None,
             );
             session.transfer(ff, "success")?;
@@ -219,7 +219,7 @@ impl Processor for PutFile {
                     session.report(
                         ff,
                         EventType::SEND,
-                        Some(format!("file://{}", target.display())),
+                        Some(format!("file://{}", target.display()).into()),
                         None,
                     );
                     session.transfer(ff, "success")?;

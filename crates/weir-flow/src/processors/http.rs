@@ -199,9 +199,9 @@ impl Processor for InvokeHttp {
                         "invokehttp.status.code",
                         status.as_u16().to_string(),
                     );
-                    session.report(resp, EventType::FETCH, Some(url.clone()), None);
+                    session.report(resp, EventType::FETCH, Some(url.as_str().into()), None);
                     session.transfer(resp, "Response")?;
-                    session.report(ff, EventType::REMOTE_INVOCATION, Some(url), None);
+                    session.report(ff, EventType::REMOTE_INVOCATION, Some(url.into()), None);
                     session.transfer(ff, "Original")?;
                 } else if status.is_server_error() {
                     session.penalize(ff);

@@ -5,6 +5,7 @@ use super::{ProcessError, Processor, Trigger, eval, props};
 use crate::definition::Component;
 use crate::engine::Session;
 use crate::expression::Template;
+use crate::flowfile::SmolStr;
 use crate::processors::spec::Dynamic;
 use crate::provenance::EventType;
 
@@ -112,27 +113,26 @@ impl Processor for RouteOnAttribute {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
-            let mut matched = Vec::new();
+            let mut matched: Vec<&str> = Vec::new();
             for (name, t) in &self.routes {
                 let f = session.flowfile(ff);
                 let yes = t
                     .evaluate_bool(&|k| f.attributes.get(k).map(str::to_string))
                     .unwrap_or(false);
                 if yes {
-                    matched.push(name.clone());
+                    matched.push(name);
                 }
             }
-            let rel = match self.strategy {
-                Strategy::PropertyName => matched
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| "unmatched".into()),
+            // Relationship names are short: held inline, so the attribute and the event
+            // share no allocation.
+            let rel = SmolStr::new(match self.strategy {
+                Strategy::PropertyName => matched.first().copied().unwrap_or("unmatched"),
                 Strategy::All if !self.routes.is_empty() && matched.len() == self.routes.len() => {
-                    "matched".into()
+                    "matched"
                 }
-                Strategy::Any if !matched.is_empty() => "matched".into(),
-                _ => "unmatched".into(),
-            };
+                Strategy::Any if !matched.is_empty() => "matched",
+                _ => "unmatched",
+            });
             session.put_attribute(ff, "RouteOnAttribute.Route", rel.clone());
             session.report(ff, EventType::ROUTE, None, Some(rel.clone()));
             session.transfer(ff, &rel)?;
