@@ -119,6 +119,33 @@ impl<T> Sender<T> {
         chunk.fill_from_iter(items.drain(..n).map(Message::Item))
     }
 
+    /// Moves as many items as fit from the front of `items`, all of them when they fit.
+    /// Returns how many moved; `items` keeps the rest, in order, and its capacity.
+    ///
+    /// Cost: one release store for the whole run, plus a move per item. When the free room
+    /// was just read with [`free_slots`](Self::free_slots) and covers `items`, no atomic
+    /// load either.
+    pub fn send_from_vec(&mut self, items: &mut Vec<T>) -> usize {
+        let free = match self.inner.write_chunk_uninit(items.len()) {
+            Ok(chunk) => return chunk.fill_from_iter(items.drain(..).map(Message::Item)),
+            Err(rtrb::chunks::ChunkError::TooFewSlots(free)) => free,
+        };
+        if free == 0 {
+            return 0;
+        }
+        let Ok(chunk) = self.inner.write_chunk_uninit(free) else {
+            unreachable!("the queue said {free} slots were free")
+        };
+        chunk.fill_from_iter(items.drain(..free).map(Message::Item))
+    }
+
+    /// Free slots right now: one acquire load of the consumer's index. Only grows until this
+    /// end sends again, since only this end fills the queue.
+    #[inline]
+    pub fn free_slots(&self) -> usize {
+        self.inner.slots()
+    }
+
     /// Sends a watermark if there is room. Returns whether it was sent.
     pub fn send_watermark(&mut self, wm: Watermark) -> bool {
         self.inner.push(Message::Watermark(wm)).is_ok()
@@ -156,6 +183,14 @@ impl<T> Sender<T> {
     }
 }
 
+/// The number of items before the first marker of `messages`, or `None` when there is none.
+#[inline]
+fn leading_items<T>(messages: &[Message<T>]) -> Option<usize> {
+    messages
+        .iter()
+        .position(|message| !matches!(message, Message::Item(_)))
+}
+
 /// The outcome of [`Receiver::drain_into`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Drained {
@@ -168,46 +203,43 @@ pub struct Drained {
 impl<T> Receiver<T> {
     /// Moves up to `limit` items into `out`, stopping right after the first marker.
     ///
-    /// Cost: one acquire load and one release store for the whole run, plus a move per item.
+    /// Cost: one acquire load and one release store for the whole run; per item, a look at
+    /// its message's tag to find the run's length, then a move into `out`, whose room is
+    /// reserved once per run.
     pub fn drain_into(&mut self, out: &mut VecDeque<T>, limit: usize) -> Drained {
         let available = self.inner.slots().min(limit);
-        let mut drained = Drained {
-            items: 0,
-            signal: None,
-        };
         if available == 0 {
-            return drained;
+            return Drained {
+                items: 0,
+                signal: None,
+            };
         }
         let Ok(chunk) = self.inner.read_chunk(available) else {
             unreachable!("slots() promised {available} readable slots")
         };
+        let (first, second) = chunk.as_slices();
+        let items = leading_items(first)
+            .unwrap_or_else(|| first.len() + leading_items(second).unwrap_or(second.len()));
+        out.reserve(items);
         // Dropping the iterator commits exactly the messages it yielded, so a marker stops
         // the run and whatever follows it stays queued.
-        for message in chunk {
-            match message {
-                Message::Item(item) => {
-                    out.push_back(item);
-                    drained.items += 1;
-                }
-                Message::Watermark(wm) => {
-                    drained.signal = Some(Signal::Watermark(wm));
-                    break;
-                }
-                Message::Idle => {
-                    drained.signal = Some(Signal::Idle);
-                    break;
-                }
-                Message::Barrier(n) => {
-                    drained.signal = Some(Signal::Barrier(n));
-                    break;
-                }
-                Message::Done => {
-                    drained.signal = Some(Signal::Done);
-                    break;
-                }
-            }
-        }
-        drained
+        let mut messages = chunk.into_iter();
+        out.extend(messages.by_ref().take(items).map(|message| match message {
+            Message::Item(item) => item,
+            _ => unreachable!("the run was counted up to its first marker"),
+        }));
+        let signal = if items < available {
+            messages.next().map(|marker| match marker {
+                Message::Watermark(wm) => Signal::Watermark(wm),
+                Message::Idle => Signal::Idle,
+                Message::Barrier(n) => Signal::Barrier(n),
+                Message::Done => Signal::Done,
+                Message::Item(_) => unreachable!("the run was counted up to its first marker"),
+            })
+        } else {
+            None
+        };
+        Drained { items, signal }
     }
 
     /// Takes the next message, if any.

@@ -71,6 +71,20 @@ pub struct OutPort<T> {
     /// Refusals because a target queue was full (not the batch limit): backpressure.
     blocked_total: u64,
     done_sent: Vec<bool>,
+    /// A partitioned port's scratch for one [`offer_from`](Self::offer_from), empty (its
+    /// capacity kept) between calls.
+    runs: RunScratch<T>,
+}
+
+/// What a partitioned port reuses from one call to the next to move a run: nothing is
+/// allocated once the buffers have grown to a batch.
+struct RunScratch<T> {
+    /// Each target's free slots, read once per call.
+    free: Vec<usize>,
+    /// The target of each item of the run, in order.
+    target_of: Vec<u32>,
+    /// The run's items sorted by target, in order per target.
+    per_target: Vec<Vec<T>>,
 }
 
 impl<T: Item> OutPort<T> {
@@ -86,6 +100,11 @@ impl<T: Item> OutPort<T> {
             refused_total: 0,
             blocked_total: 0,
             done_sent,
+            runs: RunScratch {
+                free: Vec::new(),
+                target_of: Vec::new(),
+                per_target: Vec::new(),
+            },
         }
     }
 
@@ -178,24 +197,59 @@ impl<T: Item> OutPort<T> {
         taken
     }
 
-    /// [`offer_from`](Self::offer_from) for a partitioned port with several targets: one
-    /// pass over the front of the queue, each item moved straight into its target's
-    /// conveyor (one virtual call of the partition function per call, inlined in the loop),
-    /// stopping at the first item whose target is full, which stays at the front with
-    /// everything behind it. A call to a port whose consumers are behind thus routes one
-    /// item, not a batch it would have to route again.
+    /// [`offer_from`](Self::offer_from) for a partitioned port with several targets, in two
+    /// passes. The first reads the front of the queue in place and finds each item's target
+    /// (one virtual call for the run, the partition function inlined in its loop), with each
+    /// target's free slots read once; it stops at the batch limit or at the first item whose
+    /// target is full, which stays at the front with everything behind it. So nothing is
+    /// routed that cannot be sent now: a call to a port whose consumers are behind looks at
+    /// one item, not a batch. The second moves the routed items into one run per target (in
+    /// order) and each run into its conveyor with one chunk write and one release store.
+    ///
+    /// Cost per item: the partition function and a table read, two moves (into its
+    /// target's run, then into the conveyor); per call, one acquire load and at most one
+    /// release store per target.
     fn offer_partitioned_from(&mut self, items: &mut VecDeque<T>) -> usize {
-        let Route::Partitioned(route) = &self.route else {
+        let OutPort {
+            targets,
+            route,
+            runs,
+            ..
+        } = self;
+        let Route::Partitioned(route) = route else {
             unreachable!("called for partitioned ports only")
         };
-        let max = self.batch_limit - self.accepted_in_call;
-        let taken = route
-            .partition_of
-            .route_from(items, max, &route.owners, &mut self.targets);
+        let max = (self.batch_limit - self.accepted_in_call).min(items.len());
+        runs.free.clear();
+        runs.free.extend(targets.iter().map(Sender::free_slots));
+        runs.target_of.clear();
+        let taken = route.partition_of.targets_of(
+            items,
+            max,
+            &route.owners,
+            &mut runs.free,
+            &mut runs.target_of,
+        );
+        runs.per_target.resize_with(targets.len(), Vec::new);
+        for (item, &target) in items.drain(..taken).zip(&runs.target_of) {
+            runs.per_target[target as usize].push(item);
+        }
+        for (target, run) in targets.iter_mut().zip(&mut runs.per_target) {
+            if !run.is_empty() {
+                // It all fits: free slots only grow until this end sends. (Were some left,
+                // they would go first in the next call, still in order.)
+                target.send_from_vec(run);
+                debug_assert!(run.is_empty(), "the run was sized to the free slots");
+            }
+        }
         self.accepted_in_call += taken;
         self.accepted_total += taken as u64;
         if !items.is_empty() {
             self.refused_total += 1;
+            if self.accepted_in_call < self.batch_limit {
+                // Stopped at a full target, not at the limit: backpressure.
+                self.blocked_total += 1;
+            }
         }
         taken
     }
