@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use weir_partition::{PartitionKey, Partitioner};
 
-use crate::conveyor::DEFAULT_CAPACITY;
+use crate::conveyor::{DEFAULT_CAPACITY, Sender, route_run};
 use crate::error::{DagError, Direction};
 use crate::item::{Item, ItemType};
 use crate::processor::{Processor, ProcessorContext, ProcessorSupplier};
@@ -161,21 +161,19 @@ pub(crate) type PartitionFn<T> = Arc<dyn PartitionOf<T>>;
 pub(crate) trait PartitionOf<T>: Send + Sync {
     /// The partition of `item`.
     fn partition(&self, item: &T) -> u32;
-    /// Finds the targets of a run from the front of `items`, without moving them: for each
-    /// item in order, at most `max`, its target `owners[partition(item)]` is appended to
-    /// `targets` and one of that target's `free` slots is taken. Stops at the first item
-    /// whose target has no free slot left: that item is looked at but not counted, so that
-    /// it and everything behind it keep their order. Returns how many items it routed.
+    /// Moves up to `max` items from the front of `items`, in order, each into
+    /// `targets[owners[partition(item)]]`; stops at the first item whose target is full,
+    /// which stays at the front with everything behind it. Returns how many moved.
     ///
-    /// Cost per item: the partition function, a table read, a counter decrement and a push
-    /// of the target; the items are only read.
-    fn targets_of(
+    /// Cost per item: the partition function, a table read, a move out of `items` and a
+    /// move into its target's ring; per call, an acquire load and a release store per
+    /// target (see [`route_run`]).
+    fn route_from(
         &self,
-        items: &VecDeque<T>,
+        items: &mut VecDeque<T>,
         max: usize,
         owners: &[u32],
-        free: &mut [usize],
-        targets: &mut Vec<u32>,
+        targets: &mut [Sender<T>],
     ) -> usize;
 }
 
@@ -185,37 +183,16 @@ impl<T, F: Fn(&T) -> u32 + Send + Sync> PartitionOf<T> for F {
         self(item)
     }
 
-    fn targets_of(
+    fn route_from(
         &self,
-        items: &VecDeque<T>,
+        items: &mut VecDeque<T>,
         max: usize,
         owners: &[u32],
-        free: &mut [usize],
-        targets: &mut Vec<u32>,
+        targets: &mut [Sender<T>],
     ) -> usize {
-        let before = targets.len();
-        let (front, back) = items.as_slices();
-        let front = &front[..max.min(front.len())];
-        let back = &back[..(max - front.len()).min(back.len())];
-        targets.reserve(front.len() + back.len());
-        // One loop per contiguous slice of the queue, the partition function inlined in it.
-        let mut route = |slice: &[T]| {
-            for item in slice {
-                let target = owners[self(item) as usize];
-                let room = &mut free[target as usize];
-                if *room == 0 {
-                    // Later items stay behind it, whatever their targets: order per target.
-                    return false;
-                }
-                *room -= 1;
-                targets.push(target);
-            }
-            true
-        };
-        if route(front) {
-            route(back);
-        }
-        targets.len() - before
+        route_run(targets, items, max, |item| {
+            owners[self(item) as usize] as usize
+        })
     }
 }
 

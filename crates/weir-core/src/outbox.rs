@@ -71,20 +71,6 @@ pub struct OutPort<T> {
     /// Refusals because a target queue was full (not the batch limit): backpressure.
     blocked_total: u64,
     done_sent: Vec<bool>,
-    /// A partitioned port's scratch for one [`offer_from`](Self::offer_from), empty (its
-    /// capacity kept) between calls.
-    runs: RunScratch<T>,
-}
-
-/// What a partitioned port reuses from one call to the next to move a run: nothing is
-/// allocated once the buffers have grown to a batch.
-struct RunScratch<T> {
-    /// Each target's free slots, read once per call.
-    free: Vec<usize>,
-    /// The target of each item of the run, in order.
-    target_of: Vec<u32>,
-    /// The run's items sorted by target, in order per target.
-    per_target: Vec<Vec<T>>,
 }
 
 impl<T: Item> OutPort<T> {
@@ -100,11 +86,6 @@ impl<T: Item> OutPort<T> {
             refused_total: 0,
             blocked_total: 0,
             done_sent,
-            runs: RunScratch {
-                free: Vec::new(),
-                target_of: Vec::new(),
-                per_target: Vec::new(),
-            },
         }
     }
 
@@ -197,51 +178,21 @@ impl<T: Item> OutPort<T> {
         taken
     }
 
-    /// [`offer_from`](Self::offer_from) for a partitioned port with several targets, in two
-    /// passes. The first reads the front of the queue in place and finds each item's target
-    /// (one virtual call for the run, the partition function inlined in its loop), with each
-    /// target's free slots read once; it stops at the batch limit or at the first item whose
-    /// target is full, which stays at the front with everything behind it. So nothing is
-    /// routed that cannot be sent now: a call to a port whose consumers are behind looks at
-    /// one item, not a batch. The second moves the routed items into one run per target (in
-    /// order) and each run into its conveyor with one chunk write and one release store.
-    ///
-    /// Cost per item: the partition function and a table read, two moves (into its
-    /// target's run, then into the conveyor); per call, one acquire load and at most one
-    /// release store per target.
+    /// [`offer_from`](Self::offer_from) for a partitioned port with several targets: one
+    /// pass over the front of the queue (one virtual call of the partition function per
+    /// call, inlined in the loop), each item moved straight into its place in its target's
+    /// ring, each target's run made visible with one release store. It stops at the batch
+    /// limit or at the first item whose target is full, which stays at the front with
+    /// everything behind it: a call to a port whose consumers are behind looks at one item,
+    /// not a batch it would have to route again.
     fn offer_partitioned_from(&mut self, items: &mut VecDeque<T>) -> usize {
-        let OutPort {
-            targets,
-            route,
-            runs,
-            ..
-        } = self;
-        let Route::Partitioned(route) = route else {
+        let Route::Partitioned(route) = &self.route else {
             unreachable!("called for partitioned ports only")
         };
-        let max = (self.batch_limit - self.accepted_in_call).min(items.len());
-        runs.free.clear();
-        runs.free.extend(targets.iter().map(Sender::free_slots));
-        runs.target_of.clear();
-        let taken = route.partition_of.targets_of(
-            items,
-            max,
-            &route.owners,
-            &mut runs.free,
-            &mut runs.target_of,
-        );
-        runs.per_target.resize_with(targets.len(), Vec::new);
-        for (item, &target) in items.drain(..taken).zip(&runs.target_of) {
-            runs.per_target[target as usize].push(item);
-        }
-        for (target, run) in targets.iter_mut().zip(&mut runs.per_target) {
-            if !run.is_empty() {
-                // It all fits: free slots only grow until this end sends. (Were some left,
-                // they would go first in the next call, still in order.)
-                target.send_from_vec(run);
-                debug_assert!(run.is_empty(), "the run was sized to the free slots");
-            }
-        }
+        let max = self.batch_limit - self.accepted_in_call;
+        let taken = route
+            .partition_of
+            .route_from(items, max, &route.owners, &mut self.targets);
         self.accepted_in_call += taken;
         self.accepted_total += taken as u64;
         if !items.is_empty() {
@@ -565,6 +516,8 @@ impl<T> TestDrain<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conveyor::Signal;
+    use proptest::prelude::*;
 
     fn port(
         targets: usize,
@@ -705,6 +658,179 @@ mod tests {
         assert_eq!(p.offer_from(&mut items), 2, "4 to target 0, 5 to target 1");
         assert_eq!(items.front(), Some(&6));
         assert_eq!(p.refused_total, 4);
+    }
+
+    #[test]
+    fn a_partitioned_port_counts_a_full_target_as_blocked_and_the_limit_not() {
+        let route = || {
+            Route::Partitioned(PartitionRoute {
+                partition_of: Arc::new(|x: &u32| *x % 2),
+                owners: Arc::from([0, 1]),
+            })
+        };
+        let (mut p, _rxs) = port(2, 2, route(), 100);
+        let mut items: VecDeque<u32> = (0..8).collect();
+        assert_eq!(p.offer_from(&mut items), 4);
+        assert_eq!((p.refused_total, p.blocked_total), (1, 1));
+        let (mut p, _rxs) = port(2, 64, route(), 3);
+        let mut items: VecDeque<u32> = (0..8).collect();
+        assert_eq!(p.offer_from(&mut items), 3);
+        assert_eq!((p.refused_total, p.blocked_total), (1, 0));
+        // Everything taken: nothing refused.
+        let (mut p, _rxs) = port(2, 64, route(), 100);
+        let mut items: VecDeque<u32> = (0..8).collect();
+        assert_eq!(p.offer_from(&mut items), 8);
+        assert_eq!((p.refused_total, p.blocked_total), (0, 0));
+    }
+
+    #[test]
+    fn a_partitioned_run_and_the_markers_after_it_arrive_in_order() {
+        let (mut p, mut rxs) = port(
+            2,
+            8,
+            Route::Partitioned(PartitionRoute {
+                partition_of: Arc::new(|x: &u32| *x % 2),
+                owners: Arc::from([1, 0]),
+            }),
+            100,
+        );
+        let mut items: VecDeque<u32> = (0..5).collect();
+        assert_eq!(p.offer_from(&mut items), 5);
+        assert!(p.offer_watermark(Watermark(3)));
+        items.extend([5, 6]);
+        assert_eq!(p.offer_from(&mut items), 2);
+        assert!(p.offer_done());
+        let got = |rx: &mut Receiver<u32>| std::iter::from_fn(|| rx.try_recv()).collect::<Vec<_>>();
+        use Message::{Done, Item, Watermark as Wm};
+        assert_eq!(
+            got(&mut rxs[0]),
+            [Item(1), Item(3), Wm(Watermark(3)), Item(5), Done]
+        );
+        assert_eq!(
+            got(&mut rxs[1]),
+            [Item(0), Item(2), Item(4), Wm(Watermark(3)), Item(6), Done]
+        );
+    }
+
+    /// One step of the partitioned port's model test.
+    #[derive(Debug, Clone)]
+    enum PortOp {
+        /// New items, each a sequence number times 8 plus its partition (0..7).
+        Produce(Vec<u32>),
+        /// `offer_from` in a new call (`true`) or in the same call as the last one.
+        Offer(bool),
+        /// The consumer of a target drains up to this many items.
+        Drain(usize, usize),
+        Watermark,
+    }
+
+    proptest! {
+        /// Against a model of each target's queue: a partitioned `offer_from` takes the
+        /// longest prefix whose items all fit their targets within the batch limit, each
+        /// consumer gets its items in order with the watermarks where they were sent, and
+        /// the counters say what happened.
+        #[test]
+        fn partitioned_offer_from_matches_a_model(
+            capacities in proptest::collection::vec(1usize..9, 2..7),
+            owners in proptest::collection::vec(0u32..8, 7),
+            limit in 1usize..12,
+            ops in proptest::collection::vec(
+                prop_oneof![
+                    proptest::collection::vec(0u32..7, 0..20).prop_map(PortOp::Produce),
+                    any::<bool>().prop_map(PortOp::Offer),
+                    (0usize..8, 0usize..9).prop_map(|(t, k)| PortOp::Drain(t, k)),
+                    Just(PortOp::Watermark),
+                ],
+                1..100,
+            ),
+        ) {
+            let n = capacities.len();
+            let owners: Vec<u32> = owners.iter().map(|o| o % n as u32).collect();
+            let (txs, mut rxs): (Vec<_>, Vec<_>) =
+                capacities.iter().map(|&c| conveyor::channel::<u32>(c)).unzip();
+            let capacities: Vec<usize> = txs.iter().map(Sender::capacity).collect();
+            let route = Route::Partitioned(PartitionRoute {
+                partition_of: Arc::new(|x: &u32| *x % 8),
+                owners: Arc::from(owners.clone()),
+            });
+            let mut p = OutPort::new(txs, route, limit);
+            let mut queued: Vec<VecDeque<Message<u32>>> = vec![VecDeque::new(); n];
+            let mut items = VecDeque::new();
+            let mut next = 0u32;
+            let (mut in_call, mut accepted, mut refused, mut blocked) = (0usize, 0u64, 0u64, 0u64);
+            let mut wm = 0;
+            for op in ops {
+                match op {
+                    PortOp::Produce(partitions) => {
+                        for partition in partitions {
+                            items.push_back(next * 8 + partition);
+                            next += 1;
+                        }
+                    }
+                    PortOp::Offer(new_call) => {
+                        if new_call {
+                            ErasedPort::begin_call(&mut p);
+                            in_call = 0;
+                        }
+                        let mut expected = 0;
+                        let mut left = items.clone();
+                        while let Some(&item) = left.front() {
+                            let target = owners[(item % 8) as usize] as usize;
+                            if in_call == limit || queued[target].len() == capacities[target] {
+                                break;
+                            }
+                            queued[target].push_back(Message::Item(item));
+                            left.pop_front();
+                            in_call += 1;
+                            expected += 1;
+                        }
+                        prop_assert_eq!(p.offer_from(&mut items), expected);
+                        prop_assert_eq!(&items, &left);
+                        accepted += expected as u64;
+                        if !items.is_empty() {
+                            refused += 1;
+                            if in_call < limit {
+                                blocked += 1;
+                            }
+                        }
+                        prop_assert_eq!(
+                            (p.accepted_total, p.refused_total, p.blocked_total),
+                            (accepted, refused, blocked)
+                        );
+                    }
+                    PortOp::Drain(target, k) => {
+                        let target = target % n;
+                        let mut out = VecDeque::new();
+                        let d = rxs[target].drain_into(&mut out, k);
+                        let mut expected = Vec::new();
+                        let mut signal = None;
+                        while expected.len() < k {
+                            match queued[target].pop_front() {
+                                Some(Message::Item(item)) => expected.push(item),
+                                Some(Message::Watermark(w)) => {
+                                    signal = Some(Signal::Watermark(w));
+                                    break;
+                                }
+                                Some(other) => prop_assert!(false, "unexpected {:?}", other),
+                                None => break,
+                            }
+                        }
+                        prop_assert_eq!(Vec::from(out), expected);
+                        prop_assert_eq!(d.signal, signal);
+                    }
+                    PortOp::Watermark => {
+                        wm += 1;
+                        let fits = (0..n).all(|t| queued[t].len() < capacities[t]);
+                        prop_assert_eq!(p.offer_watermark(Watermark(wm)), fits);
+                        if fits {
+                            for q in &mut queued {
+                                q.push_back(Message::Watermark(Watermark(wm)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
