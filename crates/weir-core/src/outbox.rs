@@ -19,7 +19,8 @@
 //!
 //! Cost per offered item: one branch on the batch limit, the routing decision (a counter for
 //! round-robin, a key hash for partitioned edges) and one conveyor push. No allocation, lock or
-//! syscall. A broadcast clones the item once per extra target.
+//! syscall. A broadcast clones the item once per extra target. [`OutPort::offer_from`] moves a
+//! whole run for less: one release store per target and call instead of one per item.
 
 use std::any::{Any, type_name};
 use std::collections::VecDeque;
@@ -137,9 +138,9 @@ impl<T: Item> OutPort<T> {
     /// Offers items from the front of `items` until one is refused or `items` is empty;
     /// returns how many were taken. Same routing and limits as [`offer`](Self::offer), but
     /// cheaper per item: a round-robin port fills one target at a time with a whole run (one
-    /// release store per run); a partitioned port moves each item straight into its
-    /// target's conveyor in one loop with the partition function inlined (its order kept
-    /// per target).
+    /// release store per run); a partitioned port moves each item straight into its place in
+    /// its target's ring in one loop with the partition function inlined (its order kept per
+    /// target, one release store per target and call).
     pub fn offer_from(&mut self, items: &mut VecDeque<T>) -> usize {
         if matches!(self.route, Route::Partitioned(_)) && self.targets.len() > 1 {
             return self.offer_partitioned_from(items);
