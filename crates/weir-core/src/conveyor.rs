@@ -182,6 +182,12 @@ fn leading_items<T>(messages: &[Slot<T>]) -> Option<usize> {
 /// that cost grows with the number of targets: beyond four it outweighs the saving.
 const MAX_TARGETS_IN_PLACE: usize = 4;
 
+/// The free slots of a write chunk still to fill, in ring order: its two halves.
+type SlotCursor<'a, T> = (
+    std::slice::IterMut<'a, Slot<T>>,
+    std::slice::IterMut<'a, Slot<T>>,
+);
+
 /// Moves up to `max` items from the front of `items`, in order, each into
 /// `targets[target_of(item)]`. Stops at the first item whose target is full, which stays at
 /// the front with everything behind it, so the order per target is kept. Returns how many
@@ -215,10 +221,7 @@ pub(crate) fn route_run<T>(
         }
     }
     let mut routed = 0;
-    let mut cursors: [(
-        std::slice::IterMut<'_, Slot<T>>,
-        std::slice::IterMut<'_, Slot<T>>,
-    ); MAX_TARGETS_IN_PLACE] = Default::default();
+    let mut cursors: [SlotCursor<'_, T>; MAX_TARGETS_IN_PLACE] = Default::default();
     for (cursor, chunk) in cursors.iter_mut().zip(&mut chunks) {
         if let Some(chunk) = chunk {
             let (first, second) = chunk.as_mut_slices();
