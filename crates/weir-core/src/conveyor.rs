@@ -20,9 +20,8 @@
 //! Each edge has one conveyor per (producer instance, consumer instance) pair. The queue is
 //! [`rtrb`]'s wait-free ring buffer: a send is one slot write and one release store of the
 //! tail index, with the consumer's head index cached so the common case touches no shared
-//! cache line. A partitioned port writes a run into several conveyors at once
-//! ([`route_run`], crate-internal), and draining moves a run of items, each with one release
-//! store for the whole run.
+//! cache line. A partitioned port writes a run of items into several conveyors at once, and a
+//! drain moves a run out of one: either way one release store per conveyor for the whole run.
 //! Nothing here allocates after construction, takes a lock or makes a syscall.
 //!
 //! Markers travel in-band, in order with the items: a [`Watermark`], the *idle* marker that

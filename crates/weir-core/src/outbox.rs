@@ -530,6 +530,14 @@ mod tests {
         (OutPort::new(txs, route, limit), rxs)
     }
 
+    /// Routes even numbers to `owners[0]` and odd ones to `owners[1]`.
+    fn parity_route(owners: [u32; 2]) -> Route<u32> {
+        Route::Partitioned(PartitionRoute {
+            partition_of: Arc::new(|x: &u32| *x % 2),
+            owners: Arc::from(owners),
+        })
+    }
+
     #[test]
     fn round_robin_skips_a_full_target() {
         let (mut p, mut rxs) = port(2, 1, Route::RoundRobin, 100);
@@ -586,15 +594,7 @@ mod tests {
 
     #[test]
     fn partitioned_routes_by_key() {
-        let (mut p, mut rxs) = port(
-            2,
-            8,
-            Route::Partitioned(PartitionRoute {
-                partition_of: Arc::new(|x: &u32| *x % 2),
-                owners: Arc::from([0, 1]),
-            }),
-            100,
-        );
+        let (mut p, mut rxs) = port(2, 8, parity_route([0, 1]), 100);
         for i in 0..4 {
             p.offer(i).unwrap();
         }
@@ -604,12 +604,7 @@ mod tests {
 
     #[test]
     fn a_partitioned_run_keeps_order_per_target_and_stops_at_a_full_one() {
-        let route = || {
-            Route::Partitioned(PartitionRoute {
-                partition_of: Arc::new(|x: &u32| *x % 2),
-                owners: Arc::from([0, 1]),
-            })
-        };
+        let route = || parity_route([0, 1]);
         // Each target holds 2 items: the run stops at 4, the third item for target 0.
         let (mut p, mut rxs) = port(2, 2, route(), 100);
         let mut items: VecDeque<u32> = (0..8).collect();
@@ -663,12 +658,7 @@ mod tests {
 
     #[test]
     fn a_partitioned_port_counts_a_full_target_as_blocked_and_the_limit_not() {
-        let route = || {
-            Route::Partitioned(PartitionRoute {
-                partition_of: Arc::new(|x: &u32| *x % 2),
-                owners: Arc::from([0, 1]),
-            })
-        };
+        let route = || parity_route([0, 1]);
         let (mut p, _rxs) = port(2, 2, route(), 100);
         let mut items: VecDeque<u32> = (0..8).collect();
         assert_eq!(p.offer_from(&mut items), 4);
@@ -686,15 +676,7 @@ mod tests {
 
     #[test]
     fn a_partitioned_run_and_the_markers_after_it_arrive_in_order() {
-        let (mut p, mut rxs) = port(
-            2,
-            8,
-            Route::Partitioned(PartitionRoute {
-                partition_of: Arc::new(|x: &u32| *x % 2),
-                owners: Arc::from([1, 0]),
-            }),
-            100,
-        );
+        let (mut p, mut rxs) = port(2, 8, parity_route([1, 0]), 100);
         let mut items: VecDeque<u32> = (0..5).collect();
         assert_eq!(p.offer_from(&mut items), 5);
         assert!(p.offer_watermark(Watermark(3)));
