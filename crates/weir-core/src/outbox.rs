@@ -714,14 +714,14 @@ mod tests {
         /// the counters say what happened.
         #[test]
         fn partitioned_offer_from_matches_a_model(
-            capacities in proptest::collection::vec(1usize..9, 2..7),
+            capacities in proptest::collection::vec(1usize..80, 2..7),
             owners in proptest::collection::vec(0u32..8, 7),
-            limit in 1usize..12,
+            limit in 1usize..60,
             ops in proptest::collection::vec(
                 prop_oneof![
-                    proptest::collection::vec(0u32..7, 0..20).prop_map(PortOp::Produce),
+                    proptest::collection::vec(0u32..7, 0..60).prop_map(PortOp::Produce),
                     any::<bool>().prop_map(PortOp::Offer),
-                    (0usize..8, 0usize..9).prop_map(|(t, k)| PortOp::Drain(t, k)),
+                    (0usize..8, 0usize..80).prop_map(|(t, k)| PortOp::Drain(t, k)),
                     Just(PortOp::Watermark),
                 ],
                 1..100,
