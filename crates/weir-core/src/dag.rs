@@ -167,7 +167,8 @@ pub(crate) trait PartitionOf<T>: Send + Sync {
     ///
     /// Cost per item: the partition function, a table read, a move out of `items` and a
     /// move into its target's ring; per call, an acquire load and a release store per
-    /// target (see [`route_run`]).
+    /// target. With more than four targets, or when a consumer is behind, a release store
+    /// per item instead (see [`route_run`]).
     fn route_from(
         &self,
         items: &mut VecDeque<T>,

@@ -182,8 +182,9 @@ impl<T: Item> OutPort<T> {
     /// [`offer_from`](Self::offer_from) for a partitioned port with several targets: one
     /// pass over the front of the queue (one virtual call of the partition function per
     /// call, inlined in the loop), each item moved straight into its place in its target's
-    /// ring, each target's run made visible with one release store. It stops at the batch
-    /// limit or at the first item whose target is full, which stays at the front with
+    /// ring, each target's run made visible with one release store (up to four targets,
+    /// each with room for 32 items; otherwise one conveyor send per item). It stops at the
+    /// batch limit or at the first item whose target is full, which stays at the front with
     /// everything behind it: a call to a port whose consumers are behind looks at one item,
     /// not a batch it would have to route again.
     fn offer_partitioned_from(&mut self, items: &mut VecDeque<T>) -> usize {
