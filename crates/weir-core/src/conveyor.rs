@@ -207,8 +207,8 @@ type SlotCursor<'a, T> = (
 /// moved.
 ///
 /// With up to four targets, each with room for 32 items or the whole run, the items are
-/// written straight into one write chunk per target (one acquire load per target and
-/// call): per item the routing function, a move out of `items` and a move into its slot;
+/// written straight into one write chunk per target (an acquire load per target and call,
+/// only when the room last seen would not take the whole run): per item the routing function, a move out of `items` and a move into its slot;
 /// per call and target, one placeholder write per slot of its chunk and one release store.
 /// A chunk holds at most twice the free slots of the fullest target (plus a few), so a run
 /// cut short by a consumer that is behind prepares few slots for nothing; should a chunk run
@@ -231,7 +231,14 @@ pub(crate) fn route_run<T>(
     }
     let mut free = [0; MAX_TARGETS_IN_PLACE];
     for (free, target) in free.iter_mut().zip(targets.iter()) {
-        *free = target.inner.slots().min(max);
+        // The room this end last saw only grows: read the consumer's index (a cache line
+        // it writes) only when that room would not take the whole run.
+        let seen = target.inner.cached_slots();
+        *free = if seen >= max {
+            max
+        } else {
+            target.inner.slots().min(max)
+        };
     }
     let fullest = free[..target_count].iter().copied().min().unwrap_or(0);
     if fullest < IN_PLACE_MIN_ROOM.min(max) {
@@ -725,7 +732,8 @@ mod tests {
                         let fits = run.len().min(tx.capacity() - model.len());
                         let (sent, kept) = run.split_at(fits);
                         let mut run: VecDeque<u32> = run.iter().copied().collect();
-                        prop_assert_eq!(route_run(std::slice::from_mut(&mut tx), &mut run, usize::MAX, |_| 0), fits);
+                        let targets = std::slice::from_mut(&mut tx);
+                        prop_assert_eq!(route_run(targets, &mut run, usize::MAX, |_| 0), fits);
                         prop_assert_eq!(run, kept);
                         model.extend(sent.iter().copied().map(Message::Item));
                     }
