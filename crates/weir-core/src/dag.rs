@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use weir_partition::{PartitionKey, Partitioner};
 
-use crate::conveyor::{DEFAULT_CAPACITY, Sender};
+use crate::conveyor::{DEFAULT_CAPACITY, Sender, route_run};
 use crate::error::{DagError, Direction};
 use crate::item::{Item, ItemType};
 use crate::processor::{Processor, ProcessorContext, ProcessorSupplier};
@@ -163,10 +163,12 @@ pub(crate) trait PartitionOf<T>: Send + Sync {
     fn partition(&self, item: &T) -> u32;
     /// Moves up to `max` items from the front of `items`, in order, each into
     /// `targets[owners[partition(item)]]`; stops at the first item whose target is full,
-    /// which stays at the front. Returns how many moved.
+    /// which stays at the front with everything behind it. Returns how many moved.
     ///
-    /// Cost per item: the partition function, a table read and a conveyor send (one slot
-    /// write and one release store); nothing is buffered in between.
+    /// Cost per item: the partition function, a table read, a move out of `items` and a
+    /// move into its target's ring; per call, an acquire load and a release store per
+    /// target. With more than four targets, or when a consumer is behind, a release store
+    /// per item instead (see [`route_run`]).
     fn route_from(
         &self,
         items: &mut VecDeque<T>,
@@ -189,20 +191,9 @@ impl<T, F: Fn(&T) -> u32 + Send + Sync> PartitionOf<T> for F {
         owners: &[u32],
         targets: &mut [Sender<T>],
     ) -> usize {
-        let mut moved = 0;
-        while moved < max {
-            let Some(item) = items.pop_front() else {
-                break;
-            };
-            let target = &mut targets[owners[self(&item) as usize] as usize];
-            if let Err(item) = target.try_send(item) {
-                // Later items stay behind it, whatever their targets: order per target.
-                items.push_front(item);
-                break;
-            }
-            moved += 1;
-        }
-        moved
+        route_run(targets, items, max, |item| {
+            owners[self(item) as usize] as usize
+        })
     }
 }
 

@@ -19,7 +19,8 @@
 //!
 //! Cost per offered item: one branch on the batch limit, the routing decision (a counter for
 //! round-robin, a key hash for partitioned edges) and one conveyor push. No allocation, lock or
-//! syscall. A broadcast clones the item once per extra target.
+//! syscall. A broadcast clones the item once per extra target. [`OutPort::offer_from`] moves a
+//! whole run for less: one release store per target and call instead of one per item.
 
 use std::any::{Any, type_name};
 use std::collections::VecDeque;
@@ -137,9 +138,9 @@ impl<T: Item> OutPort<T> {
     /// Offers items from the front of `items` until one is refused or `items` is empty;
     /// returns how many were taken. Same routing and limits as [`offer`](Self::offer), but
     /// cheaper per item: a round-robin port fills one target at a time with a whole run (one
-    /// release store per run); a partitioned port moves each item straight into its
-    /// target's conveyor in one loop with the partition function inlined (its order kept
-    /// per target).
+    /// release store per run); a partitioned port moves each item straight into its place in
+    /// its target's ring in one loop with the partition function inlined (its order kept per
+    /// target, one release store per target and call).
     pub fn offer_from(&mut self, items: &mut VecDeque<T>) -> usize {
         if matches!(self.route, Route::Partitioned(_)) && self.targets.len() > 1 {
             return self.offer_partitioned_from(items);
@@ -179,11 +180,13 @@ impl<T: Item> OutPort<T> {
     }
 
     /// [`offer_from`](Self::offer_from) for a partitioned port with several targets: one
-    /// pass over the front of the queue, each item moved straight into its target's
-    /// conveyor (one virtual call of the partition function per call, inlined in the loop),
-    /// stopping at the first item whose target is full, which stays at the front with
-    /// everything behind it. A call to a port whose consumers are behind thus routes one
-    /// item, not a batch it would have to route again.
+    /// pass over the front of the queue (one virtual call of the partition function per
+    /// call, inlined in the loop), each item moved straight into its place in its target's
+    /// ring, each target's run made visible with one release store (up to four targets,
+    /// each with room for 32 items; otherwise one conveyor send per item). It stops at the
+    /// batch limit or at the first item whose target is full, which stays at the front with
+    /// everything behind it: a call to a port whose consumers are behind looks at one item,
+    /// not a batch it would have to route again.
     fn offer_partitioned_from(&mut self, items: &mut VecDeque<T>) -> usize {
         let Route::Partitioned(route) = &self.route else {
             unreachable!("called for partitioned ports only")
@@ -196,6 +199,10 @@ impl<T: Item> OutPort<T> {
         self.accepted_total += taken as u64;
         if !items.is_empty() {
             self.refused_total += 1;
+            if self.accepted_in_call < self.batch_limit {
+                // Stopped at a full target, not at the limit: backpressure.
+                self.blocked_total += 1;
+            }
         }
         taken
     }
@@ -511,6 +518,8 @@ impl<T> TestDrain<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conveyor::Signal;
+    use proptest::prelude::*;
 
     fn port(
         targets: usize,
@@ -520,6 +529,14 @@ mod tests {
     ) -> (OutPort<u32>, Vec<Receiver<u32>>) {
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..targets).map(|_| conveyor::channel(cap)).unzip();
         (OutPort::new(txs, route, limit), rxs)
+    }
+
+    /// Routes even numbers to `owners[0]` and odd ones to `owners[1]`.
+    fn parity_route(owners: [u32; 2]) -> Route<u32> {
+        Route::Partitioned(PartitionRoute {
+            partition_of: Arc::new(|x: &u32| *x % 2),
+            owners: Arc::from(owners),
+        })
     }
 
     #[test]
@@ -578,15 +595,7 @@ mod tests {
 
     #[test]
     fn partitioned_routes_by_key() {
-        let (mut p, mut rxs) = port(
-            2,
-            8,
-            Route::Partitioned(PartitionRoute {
-                partition_of: Arc::new(|x: &u32| *x % 2),
-                owners: Arc::from([0, 1]),
-            }),
-            100,
-        );
+        let (mut p, mut rxs) = port(2, 8, parity_route([0, 1]), 100);
         for i in 0..4 {
             p.offer(i).unwrap();
         }
@@ -596,12 +605,7 @@ mod tests {
 
     #[test]
     fn a_partitioned_run_keeps_order_per_target_and_stops_at_a_full_one() {
-        let route = || {
-            Route::Partitioned(PartitionRoute {
-                partition_of: Arc::new(|x: &u32| *x % 2),
-                owners: Arc::from([0, 1]),
-            })
-        };
+        let route = || parity_route([0, 1]);
         // Each target holds 2 items: the run stops at 4, the third item for target 0.
         let (mut p, mut rxs) = port(2, 2, route(), 100);
         let mut items: VecDeque<u32> = (0..8).collect();
@@ -651,6 +655,166 @@ mod tests {
         assert_eq!(p.offer_from(&mut items), 2, "4 to target 0, 5 to target 1");
         assert_eq!(items.front(), Some(&6));
         assert_eq!(p.refused_total, 4);
+    }
+
+    #[test]
+    fn a_partitioned_port_counts_a_full_target_as_blocked_and_the_limit_not() {
+        let route = || parity_route([0, 1]);
+        let (mut p, _rxs) = port(2, 2, route(), 100);
+        let mut items: VecDeque<u32> = (0..8).collect();
+        assert_eq!(p.offer_from(&mut items), 4);
+        assert_eq!((p.refused_total, p.blocked_total), (1, 1));
+        let (mut p, _rxs) = port(2, 64, route(), 3);
+        let mut items: VecDeque<u32> = (0..8).collect();
+        assert_eq!(p.offer_from(&mut items), 3);
+        assert_eq!((p.refused_total, p.blocked_total), (1, 0));
+        // Everything taken: nothing refused.
+        let (mut p, _rxs) = port(2, 64, route(), 100);
+        let mut items: VecDeque<u32> = (0..8).collect();
+        assert_eq!(p.offer_from(&mut items), 8);
+        assert_eq!((p.refused_total, p.blocked_total), (0, 0));
+    }
+
+    #[test]
+    fn a_partitioned_run_and_the_markers_after_it_arrive_in_order() {
+        let (mut p, mut rxs) = port(2, 8, parity_route([1, 0]), 100);
+        let mut items: VecDeque<u32> = (0..5).collect();
+        assert_eq!(p.offer_from(&mut items), 5);
+        assert!(p.offer_watermark(Watermark(3)));
+        items.extend([5, 6]);
+        assert_eq!(p.offer_from(&mut items), 2);
+        assert!(p.offer_done());
+        let got = |rx: &mut Receiver<u32>| std::iter::from_fn(|| rx.try_recv()).collect::<Vec<_>>();
+        use Message::{Done, Item, Watermark as Wm};
+        assert_eq!(
+            got(&mut rxs[0]),
+            [Item(1), Item(3), Wm(Watermark(3)), Item(5), Done]
+        );
+        assert_eq!(
+            got(&mut rxs[1]),
+            [Item(0), Item(2), Item(4), Wm(Watermark(3)), Item(6), Done]
+        );
+    }
+
+    /// One step of the partitioned port's model test.
+    #[derive(Debug, Clone)]
+    enum PortOp {
+        /// New items, each a sequence number times 8 plus its partition (0..7).
+        Produce(Vec<u32>),
+        /// `offer_from` in a new call (`true`) or in the same call as the last one.
+        Offer(bool),
+        /// The consumer of a target drains up to this many items.
+        Drain(usize, usize),
+        Watermark,
+    }
+
+    proptest! {
+        /// Against a model of each target's queue: a partitioned `offer_from` takes the
+        /// longest prefix whose items all fit their targets within the batch limit, each
+        /// consumer gets its items in order with the watermarks where they were sent, and
+        /// the counters say what happened.
+        #[test]
+        fn partitioned_offer_from_matches_a_model(
+            capacities in proptest::collection::vec(1usize..80, 2..7),
+            owners in proptest::collection::vec(0u32..8, 7),
+            limit in 1usize..60,
+            ops in proptest::collection::vec(
+                prop_oneof![
+                    proptest::collection::vec(0u32..7, 0..60).prop_map(PortOp::Produce),
+                    any::<bool>().prop_map(PortOp::Offer),
+                    (0usize..8, 0usize..80).prop_map(|(t, k)| PortOp::Drain(t, k)),
+                    Just(PortOp::Watermark),
+                ],
+                1..100,
+            ),
+        ) {
+            let n = capacities.len();
+            let owners: Vec<u32> = owners.iter().map(|o| o % n as u32).collect();
+            let (txs, mut rxs): (Vec<_>, Vec<_>) =
+                capacities.iter().map(|&c| conveyor::channel::<u32>(c)).unzip();
+            let capacities: Vec<usize> = txs.iter().map(Sender::capacity).collect();
+            let route = Route::Partitioned(PartitionRoute {
+                partition_of: Arc::new(|x: &u32| *x % 8),
+                owners: Arc::from(owners.clone()),
+            });
+            let mut p = OutPort::new(txs, route, limit);
+            let mut queued: Vec<VecDeque<Message<u32>>> = vec![VecDeque::new(); n];
+            let mut items = VecDeque::new();
+            let mut next = 0u32;
+            let (mut in_call, mut accepted, mut refused, mut blocked) = (0usize, 0u64, 0u64, 0u64);
+            let mut wm = 0;
+            for op in ops {
+                match op {
+                    PortOp::Produce(partitions) => {
+                        for partition in partitions {
+                            items.push_back(next * 8 + partition);
+                            next += 1;
+                        }
+                    }
+                    PortOp::Offer(new_call) => {
+                        if new_call {
+                            ErasedPort::begin_call(&mut p);
+                            in_call = 0;
+                        }
+                        let mut expected = 0;
+                        let mut left = items.clone();
+                        while let Some(&item) = left.front() {
+                            let target = owners[(item % 8) as usize] as usize;
+                            if in_call == limit || queued[target].len() == capacities[target] {
+                                break;
+                            }
+                            queued[target].push_back(Message::Item(item));
+                            left.pop_front();
+                            in_call += 1;
+                            expected += 1;
+                        }
+                        prop_assert_eq!(p.offer_from(&mut items), expected);
+                        prop_assert_eq!(&items, &left);
+                        accepted += expected as u64;
+                        if !items.is_empty() {
+                            refused += 1;
+                            if in_call < limit {
+                                blocked += 1;
+                            }
+                        }
+                        prop_assert_eq!(
+                            (p.accepted_total, p.refused_total, p.blocked_total),
+                            (accepted, refused, blocked)
+                        );
+                    }
+                    PortOp::Drain(target, k) => {
+                        let target = target % n;
+                        let mut out = VecDeque::new();
+                        let d = rxs[target].drain_into(&mut out, k);
+                        let mut expected = Vec::new();
+                        let mut signal = None;
+                        while expected.len() < k {
+                            match queued[target].pop_front() {
+                                Some(Message::Item(item)) => expected.push(item),
+                                Some(Message::Watermark(w)) => {
+                                    signal = Some(Signal::Watermark(w));
+                                    break;
+                                }
+                                Some(other) => prop_assert!(false, "unexpected {:?}", other),
+                                None => break,
+                            }
+                        }
+                        prop_assert_eq!(Vec::from(out), expected);
+                        prop_assert_eq!(d.signal, signal);
+                    }
+                    PortOp::Watermark => {
+                        wm += 1;
+                        let fits = (0..n).all(|t| queued[t].len() < capacities[t]);
+                        prop_assert_eq!(p.offer_watermark(Watermark(wm)), fits);
+                        if fits {
+                            for q in &mut queued {
+                                q.push_back(Message::Watermark(Watermark(wm)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
