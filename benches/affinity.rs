@@ -22,9 +22,9 @@
 //!    - the same hand loop over one `weir::maps::Store` (the table a map's partitions use),
 //!      prefetching each lookup's bucket 16 items ahead as `map_using_map` does: what a hand
 //!      loop gains from the same trick;
-//!    - the same lookups routed by hand (271 partition tables, each looked up by one of the 2
-//!      threads, batches over a channel, prefetching as `map_using_map` does): the floor for
-//!      any engine that routes;
+//!    - the same lookups routed by hand (271 partition tables, each looked up only by the one
+//!      of the 2 threads that owns it, batches over a channel, prefetching as `map_using_map`
+//!      does): the engine's work, owner-only access included, written by hand;
 //!    - `DashMap::get` on 2 threads.
 //!
 //! Every run's totals are checked against the hand loop's. The variants of a part run
@@ -429,6 +429,7 @@ fn lookups(items: u64, keys: u64, runs: usize) {
         &[
             ("hand loop", &hand),
             ("hand loop, prefetching", &hand_prefetch),
+            ("hand-written routing", &routed),
             ("DashMap", &dash),
         ],
     );
