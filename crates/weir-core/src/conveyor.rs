@@ -208,8 +208,9 @@ type SlotCursor<'a, T> = (
 ///
 /// With up to four targets, each with room for 32 items or the whole run, the items are
 /// written straight into one write chunk per target (an acquire load per target and call,
-/// only when the room last seen would not take the whole run): per item the routing function, a move out of `items` and a move into its slot;
-/// per call and target, one placeholder write per slot of its chunk and one release store.
+/// only when the room last seen would not take the whole run): per item the routing
+/// function, a move out of `items` and a move into its slot; per call and target, one
+/// placeholder write per slot of its chunk and one release store.
 /// A chunk holds at most twice the free slots of the fullest target (plus a few), so a run
 /// cut short by a consumer that is behind prepares few slots for nothing; should a chunk run
 /// out while its target still has room (keys skewed towards it), the rest of the run goes
