@@ -5,7 +5,8 @@
 //! steady publish rate. Needs RabbitMQ and PostgreSQL on loopback.
 //!
 //! `cargo bench -p weir-flow --bench stateless` (`WEIR_BENCH_MESSAGES`, default 20,000;
-//! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 1;
+//! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 1, and with more than
+//! one the median of the rounds' ratios;
 //! `WEIR_BENCH_HAND=0` skips the hand loop, so that a profile of the process holds only the
 //! engine's work besides publishing; `WEIR_BENCH_CONCURRENCY=1` or `4` runs only that one;
 //! `WEIR_BENCH_THREADS=1` adds, per run, each thread's CPU and context switches per message).
@@ -474,6 +475,7 @@ fn main() {
         .map_or(vec![1, 4], |c| vec![c]);
     for concurrency in concurrencies {
         let s = Setup::new(&format!("c{concurrency}"));
+        let mut ratios = Vec::new();
         for round in 0..rounds {
             let (hand, hand_cpu) = if hand_loop {
                 rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
@@ -491,6 +493,9 @@ fn main() {
                 "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {engine_rate:.0} msgs/s, hand loop {hand:.0} msgs/s, ratio {:.2}; CPU s per 1000 msgs (this process): engine {engine_cpu:.3}, hand loop {hand_cpu:.3}; engine's mean PostgreSQL batch {batch:.0}",
                 engine_rate / hand
             );
+            if hand_loop {
+                ratios.push(engine_rate / hand);
+            }
             if concurrency == 1 && round + 1 == rounds {
                 // Latency at a steady 1,000 msgs/s, with the engine running and idle before.
                 let m = 3_000u64;
@@ -506,5 +511,25 @@ fn main() {
             }
             engine.stop().unwrap();
         }
+        if rounds > 1 && !ratios.is_empty() {
+            ratios.sort_by(f64::total_cmp);
+            println!(
+                "concurrency {concurrency}: median ratio {:.2} over {} rounds (lowest {:.2}, highest {:.2})",
+                median(&ratios),
+                ratios.len(),
+                ratios[0],
+                ratios[ratios.len() - 1]
+            );
+        }
+    }
+}
+
+/// The median of `sorted` (not empty, in order).
+fn median(sorted: &[f64]) -> f64 {
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
     }
 }

@@ -17,12 +17,47 @@ pub use smol_str::SmolStr;
 /// inline, longer ones are shared by reference count, so that copy is one allocation for
 /// the entries plus a reference count per long string, not two allocations per entry.
 ///
+/// A copy remembers the map it was made from and the first few names changed since (see
+/// [`Attributes::changes_since`]): the provenance store writes a processor's change as
+/// that, without comparing the two maps entry by entry. (The source cannot change in place
+/// meanwhile: `Arc::get_mut` refuses while the copy's weak handle to it lives.)
+///
 /// The entries are one sorted vector: a lookup is a binary search, a change that adds or
 /// removes a name moves the entries after it (flow files carry tens of attributes, where
 /// this beats a tree). It serializes exactly as a `BTreeMap<String, String>` does (a map
 /// in name order), so journals and provenance stores are unchanged by it.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct Attributes(Arc<Vec<(SmolStr, SmolStr)>>);
+pub struct Attributes(Arc<Entries>);
+
+/// The shared part of [`Attributes`].
+#[derive(Default)]
+struct Entries {
+    list: Vec<(SmolStr, SmolStr)>,
+    /// Set when these entries are a copy of shared ones.
+    copied: Option<Copied>,
+}
+
+impl PartialEq for Entries {
+    fn eq(&self, other: &Entries) -> bool {
+        self.list == other.list
+    }
+}
+
+impl Eq for Entries {}
+
+/// Names changed since a copy that are remembered; past this many, none are.
+pub(crate) const REMEMBERED_CHANGES: usize = 2;
+
+/// Where a copy of shared entries came from, and what changed since.
+struct Copied {
+    /// The entries copied. A weak handle keeps their allocation, so its address is not
+    /// reused while this lives, and keeps them from changing in place; it keeps nothing else.
+    source: std::sync::Weak<Entries>,
+    /// The names set or removed since the copy, each once: `changes` of them, or more than
+    /// fit when `changes` exceeds [`REMEMBERED_CHANGES`].
+    names: [SmolStr; REMEMBERED_CHANGES],
+    changes: usize,
+}
 
 impl Attributes {
     /// No attributes.
@@ -32,38 +67,74 @@ impl Attributes {
 
     /// No attributes, with room for `capacity` before the first reallocation.
     pub fn with_capacity(capacity: usize) -> Attributes {
-        Attributes(Arc::new(Vec::with_capacity(capacity)))
+        Attributes::of(Vec::with_capacity(capacity))
+    }
+
+    fn of(list: Vec<(SmolStr, SmolStr)>) -> Attributes {
+        Attributes(Arc::new(Entries { list, copied: None }))
     }
 
     /// The attributes `entries` (when a name comes twice, the last value wins). Entries
     /// already in name order are taken as they are, with the vector's spare room.
     pub(crate) fn from_entries(entries: Vec<(SmolStr, SmolStr)>) -> Attributes {
-        Attributes(Arc::new(sorted(entries)))
+        Attributes::of(sorted(entries))
     }
 
     fn find(&self, name: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(k, _)| k.as_str().cmp(name))
+        self.0.list.binary_search_by(|(k, _)| k.as_str().cmp(name))
     }
 
-    /// The entries, for changes: copied first when they are shared, with room for `extra`
-    /// more (so that an insert right after the copy does not grow the vector again).
-    fn entries_mut(&mut self, extra: usize) -> &mut Vec<(SmolStr, SmolStr)> {
+    /// The entries, for a change to `name` (`None`: changes beyond telling): copied first
+    /// when they are shared, with room for `extra` more (so that an insert right after the
+    /// copy does not grow the vector again), and the change remembered on a copy.
+    fn entries_mut(&mut self, name: Option<&str>, extra: usize) -> &mut Vec<(SmolStr, SmolStr)> {
         if Arc::get_mut(&mut self.0).is_none() {
-            let mut copy = Vec::with_capacity(self.0.len() + extra);
-            copy.extend(self.0.iter().cloned());
-            self.0 = Arc::new(copy);
+            let mut list = Vec::with_capacity(self.0.list.len() + extra);
+            list.extend(self.0.list.iter().cloned());
+            let copied = Copied {
+                source: Arc::downgrade(&self.0),
+                names: Default::default(),
+                changes: 0,
+            };
+            self.0 = Arc::new(Entries {
+                list,
+                copied: Some(copied),
+            });
         }
-        Arc::get_mut(&mut self.0).expect("the entries were just made unique")
+        let entries = Arc::get_mut(&mut self.0).expect("the entries were just made unique");
+        if let Some(c) = &mut entries.copied {
+            let known = &c.names[..c.changes.min(REMEMBERED_CHANGES)];
+            match name {
+                Some(n) if c.changes <= REMEMBERED_CHANGES && known.iter().any(|k| k == n) => {}
+                Some(n) if c.changes < REMEMBERED_CHANGES => {
+                    c.names[c.changes] = SmolStr::new(n);
+                    c.changes += 1;
+                }
+                _ => c.changes = REMEMBERED_CHANGES + 1,
+            }
+        }
+        &mut entries.list
+    }
+
+    /// When these attributes are a copy of `base` changed since only by setting or removing
+    /// a few names: those names (the rest is as in `base`). `None` otherwise: not a copy of
+    /// `base`, or changed too much to tell.
+    pub(crate) fn changes_since(&self, base: &Attributes) -> Option<&[SmolStr]> {
+        let c = self.0.copied.as_ref()?;
+        // `base` is alive and `source` keeps its allocation: equal addresses are one map.
+        (std::sync::Weak::as_ptr(&c.source) == Arc::as_ptr(&base.0)
+            && c.changes <= REMEMBERED_CHANGES)
+            .then(|| &c.names[..c.changes])
     }
 
     /// The value of `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.find(name).ok().map(|i| self.0[i].1.as_str())
+        self.find(name).ok().map(|i| self.0.list[i].1.as_str())
     }
 
     /// The value of `name` as held: cloning it shares a long value instead of copying it.
     pub fn get_shared(&self, name: &str) -> Option<&SmolStr> {
-        self.find(name).ok().map(|i| &self.0[i].1)
+        self.find(name).ok().map(|i| &self.0.list[i].1)
     }
 
     /// True when `name` is set.
@@ -73,28 +144,28 @@ impl Attributes {
 
     /// The number of attributes.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.list.len()
     }
 
     /// True when there are no attributes.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.list.is_empty()
     }
 
     /// Names and values as held, in name order: comparing two maps' entries can tell a
     /// shared long text by its address before reading it.
     pub(crate) fn entries(&self) -> &[(SmolStr, SmolStr)] {
-        &self.0
+        &self.0.list
     }
 
     /// Names and values, in name order.
     pub fn iter(&self) -> Iter<'_> {
-        Iter(self.0.iter())
+        Iter(self.0.list.iter())
     }
 
     /// Names, in order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
-        self.0.iter().map(|(k, _)| k.as_str())
+        self.0.list.iter().map(|(k, _)| k.as_str())
     }
 
     /// Sets `name` to `value`; returns the previous value. Copies the attributes first when
@@ -102,10 +173,14 @@ impl Attributes {
     pub fn insert(&mut self, name: &str, value: impl Into<SmolStr>) -> Option<SmolStr> {
         let value = value.into();
         match self.find(name) {
-            Ok(i) if self.0[i].1 == value => Some(value),
-            Ok(i) => Some(std::mem::replace(&mut self.entries_mut(0)[i].1, value)),
+            Ok(i) if self.0.list[i].1 == value => Some(value),
+            Ok(i) => Some(std::mem::replace(
+                &mut self.entries_mut(Some(name), 0)[i].1,
+                value,
+            )),
             Err(i) => {
-                self.entries_mut(1).insert(i, (SmolStr::new(name), value));
+                self.entries_mut(Some(name), 1)
+                    .insert(i, (SmolStr::new(name), value));
                 None
             }
         }
@@ -116,7 +191,8 @@ impl Attributes {
         match self.find(name) {
             Ok(_) => false,
             Err(i) => {
-                self.entries_mut(1).insert(i, (SmolStr::new(name), value()));
+                self.entries_mut(Some(name), 1)
+                    .insert(i, (SmolStr::new(name), value()));
                 true
             }
         }
@@ -126,13 +202,13 @@ impl Attributes {
     /// shared and hold `name`.
     pub fn remove(&mut self, name: &str) -> Option<SmolStr> {
         let i = self.find(name).ok()?;
-        Some(self.entries_mut(0).remove(i).1)
+        Some(self.entries_mut(Some(name), 0).remove(i).1)
     }
 
     /// Keeps only the attributes for which `keep` is true.
     pub fn retain(&mut self, mut keep: impl FnMut(&str, &str) -> bool) {
         if self.iter().any(|(k, v)| !keep(k, v)) {
-            self.entries_mut(0).retain(|(k, v)| keep(k, v));
+            self.entries_mut(None, 0).retain(|(k, v)| keep(k, v));
         }
     }
 
@@ -213,11 +289,11 @@ impl std::fmt::Debug for Attributes {
 impl From<BTreeMap<String, String>> for Attributes {
     fn from(map: BTreeMap<String, String>) -> Attributes {
         // Already sorted and unique.
-        Attributes(Arc::new(
+        Attributes::of(
             map.into_iter()
                 .map(|(k, v)| (SmolStr::from(k), SmolStr::from(v)))
                 .collect(),
-        ))
+        )
     }
 }
 
@@ -225,7 +301,7 @@ impl<K: Into<SmolStr>, V: Into<SmolStr>> FromIterator<(K, V)> for Attributes {
     /// As a map would: when a name comes twice, the last value wins.
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Attributes {
         let entries = iter.into_iter().map(|(k, v)| (k.into(), v.into()));
-        Attributes(Arc::new(sorted(entries.collect())))
+        Attributes::of(sorted(entries.collect()))
     }
 }
 
@@ -285,7 +361,7 @@ impl<'de> Deserialize<'de> for Attributes {
                 while let Some(entry) = access.next_entry::<SmolStr, SmolStr>()? {
                     entries.push(entry);
                 }
-                Ok(Attributes(Arc::new(sorted(entries))))
+                Ok(Attributes::of(sorted(entries)))
             }
         }
         deserializer.deserialize_map(Entries)
@@ -379,6 +455,43 @@ pub enum KeyPart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_remembers_its_source_and_the_names_changed_since() {
+        let base: Attributes = [("a", "1"), ("b", "2"), ("c", "3")].into_iter().collect();
+        // Unshared: changed in place, nothing to remember.
+        let mut fresh = base.clone();
+        drop(base);
+        fresh.insert("d", "4");
+        let base = fresh;
+        assert!(base.changes_since(&Attributes::new()).is_none());
+        let mut copy = base.clone();
+        copy.insert("b", "20");
+        copy.insert("b", "21");
+        copy.remove("c");
+        assert_eq!(
+            copy.changes_since(&base)
+                .map(|n| n.iter().map(SmolStr::as_str).collect::<Vec<_>>()),
+            Some(vec!["b", "c"])
+        );
+        // Setting a name to the value it has changes nothing.
+        copy.insert("a", "1");
+        assert_eq!(copy.changes_since(&base).map(<[SmolStr]>::len), Some(2));
+        // Not a copy of this map, or changed past what is remembered: nothing to tell.
+        let other: Attributes = [("a", "1")].into_iter().collect();
+        assert!(copy.changes_since(&other).is_none());
+        copy.insert("e", "5");
+        assert!(copy.changes_since(&base).is_none());
+        let mut kept = base.clone();
+        kept.retain(|k, _| k != "a");
+        assert!(kept.changes_since(&base).is_none());
+        // The source cannot change in place while the copy remembers it.
+        let mut source = base;
+        let before = source.as_ptr();
+        source.insert("z", "26");
+        assert_ne!(source.as_ptr(), before);
+        assert_eq!(copy.get("z"), None);
+    }
 
     fn attrs(pairs: &[(&str, &str)]) -> Attributes {
         pairs.iter().copied().collect()
