@@ -17,9 +17,11 @@
 //! events through a group name its uuid once, and its map is stored in full once and then as
 //! the attribute or two each processor changed. A chunk is decoded as a whole, so these
 //! references never leave it. Retention removes events oldest chunk first; a chunk it only
-//! partly removes is written again with the events left. Insertion runs on the store's own
-//! writer thread, off the commit path; queries, lineage and [`sync`] wait for the events
-//! handed over before them, so a reader always sees what was committed before it asked.
+//! partly removes is written again with the events left. The committing thread encodes its
+//! events (or, for a serial pipeline's only thread, hands them over as they are, see
+//! [`EncodeOn`]); the store's own writer thread writes them, off the commit path. Queries,
+//! lineage and [`sync`] wait for the events handed over before them, so a reader always
+//! sees what was committed before it asked.
 //!
 //! Event ids are `transaction id << 20 | index`. The events of a frame replayed at recovery
 //! are written again in a chunk of their own; readers drop repeated ids. Retention by age and
@@ -218,7 +220,7 @@ pub struct Lineage {
 pub struct ProvenanceRepository {
     store: Store,
     /// Batches of events for the writer thread, several per hand-over; `None` once dropped.
-    writer: Option<crossbeam_channel::Sender<Vec<Part>>>,
+    writer: Option<crossbeam_channel::Sender<HandOver>>,
     progress: Arc<WriterProgress>,
     thread: Option<JoinHandle<()>>,
     max_age: Duration,
@@ -274,6 +276,27 @@ struct WriterProgress {
 /// Hand-overs waiting for the writer at most before `insert` waits: bounds the memory of
 /// events not yet indexed when the store falls behind.
 const WRITER_QUEUE: usize = 256;
+
+/// Committed events on their way to the writer thread.
+enum HandOver {
+    /// As made: the writer encodes them.
+    Events(Vec<Vec<ProvenanceEvent>>),
+    /// Encoded by the thread that made them.
+    Parts(Vec<Part>),
+}
+
+/// Which thread encodes the events of an [`insert_batches`](ProvenanceRepository::insert_batches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncodeOn {
+    /// The calling thread: the events are in its cache and it frees them where they were
+    /// made. About a third of the CPU time of encoding them on the writer; the choice for
+    /// commits that come from several threads at once.
+    Caller,
+    /// The writer thread, unless hand-overs are already waiting for it (then the caller):
+    /// for a caller on the critical path of a serial pipeline (a stateless group's only
+    /// copy), whose next transaction waits for it, while another core is mostly idle.
+    Writer,
+}
 
 impl std::fmt::Debug for ProvenanceRepository {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -508,39 +531,53 @@ impl ProvenanceRepository {
             keyspace,
         };
         store.check_format(&meta)?;
-        let (writer, hand_overs) = crossbeam_channel::bounded::<Vec<Part>>(WRITER_QUEUE);
+        let (writer, hand_overs) = crossbeam_channel::bounded::<HandOver>(WRITER_QUEUE);
         let progress = Arc::new(WriterProgress::default());
         let thread = {
             let (store, progress) = (store.clone(), Arc::clone(&progress));
             std::thread::Builder::new()
                 .name("weir-provenance".into())
                 .spawn(move || {
-                    let mut pending = Vec::new();
-                    for parts in &hand_overs {
+                    let (mut parts, mut events) = (Vec::new(), Vec::new());
+                    let take = |hand_over: HandOver,
+                                parts: &mut Vec<Part>,
+                                events: &mut Vec<Vec<ProvenanceEvent>>| match hand_over {
+                        HandOver::Parts(p) => parts.extend(p),
+                        HandOver::Events(e) => events.extend(e),
+                    };
+                    for first in &hand_overs {
                         // Whatever else is already waiting goes in the same store batch:
                         // one journal write and one span for all of it.
-                        pending.extend(parts);
+                        take(first, &mut parts, &mut events);
                         let mut received = 1;
                         while received < WRITER_QUEUE {
                             match hand_overs.try_recv() {
                                 Ok(more) => {
-                                    pending.extend(more);
+                                    take(more, &mut parts, &mut events);
                                     received += 1;
                                 }
                                 Err(_) => break,
                             }
                         }
-                        if let Err(e) = store.write(&pending) {
+                        let mut raw: Vec<&ProvenanceEvent> = events.iter().flatten().collect();
+                        let stored = encode_parts(&mut raw).and_then(|encoded| {
+                            drop(raw);
+                            parts.extend(encoded);
+                            store.write(&parts)
+                        });
+                        if let Err(e) = stored {
                             tracing::warn!(
                                 "provenance: {} events not indexed (the journal keeps them until the next checkpoint): {e}",
-                                pending.iter().map(|p: &Part| p.events).sum::<u64>()
+                                parts.iter().map(|p: &Part| p.events).sum::<u64>()
+                                    + events.iter().map(|b| b.len() as u64).sum::<u64>()
                             );
                         }
                         let mut counts = progress.counts.lock().unwrap_or_else(|e| e.into_inner());
                         counts.1 += received as u64;
                         progress.written.notify_all();
                         drop(counts);
-                        pending.clear();
+                        parts.clear();
+                        events.clear();
                     }
                 })
                 .map_err(|e| ProvenanceError::Writer(e.to_string()))?
@@ -557,13 +594,12 @@ impl ProvenanceRepository {
 
     /// Encodes committed events here, on the thread that made them (they are still in its
     /// cache, and it frees them where they were allocated), and hands them to the writer
-    /// thread, which only stores them (idempotent: an event id is read once however often it
-    /// is written). Returns once they are handed over, unless the writer is far behind; a
+    /// thread, which stores them (idempotent: an event id is read once however often it is
+    /// written). Returns once they are handed over, unless the writer is far behind; a
     /// failure to store them is logged by the writer (the journal still holds the events).
     ///
     /// Cost: about 1.5 K instructions per event of a stateless transaction (see
-    /// [`chunk`]). Encoding on the writer thread instead cost it about three times the CPU
-    /// time per event, reading and freeing memory made on other cores.
+    /// [`chunk`]).
     ///
     /// # Errors
     /// [`ProvenanceError::Writer`] if the writer thread is gone; [`ProvenanceError::Chunk`]
@@ -572,35 +608,42 @@ impl ProvenanceRepository {
         if events.is_empty() {
             return Ok(());
         }
-        self.insert_batches(vec![events])
+        self.insert_batches(vec![events], EncodeOn::Caller)
     }
 
     /// [`insert`](Self::insert) for several batches at once (a stateless transaction's
-    /// sessions' events): one encoding and one hand-over.
+    /// sessions' events): one hand-over, and no copy of the events into one vector, encoded
+    /// as `encode_on` says.
     ///
     /// # Errors
     /// As [`insert`](Self::insert).
     pub fn insert_batches(
         &self,
         batches: Vec<Vec<ProvenanceEvent>>,
+        encode_on: EncodeOn,
     ) -> Result<(), ProvenanceError> {
-        let mut events: Vec<&ProvenanceEvent> = batches.iter().flatten().collect();
-        if events.is_empty() {
+        if batches.iter().all(Vec::is_empty) {
             return Ok(());
         }
         let Some(writer) = &self.writer else {
             return Err(ProvenanceError::Writer("the store is closed".into()));
         };
-        let parts = encode_parts(&mut events)?;
-        drop(events);
-        drop(batches);
+        let hand_over = if encode_on == EncodeOn::Caller || !writer.is_empty() {
+            let mut events: Vec<&ProvenanceEvent> = batches.iter().flatten().collect();
+            let parts = encode_parts(&mut events)?;
+            drop(events);
+            drop(batches);
+            HandOver::Parts(parts)
+        } else {
+            HandOver::Events(batches)
+        };
         self.progress
             .counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .0 += 1;
         writer
-            .send(parts)
+            .send(hand_over)
             .map_err(|_| ProvenanceError::Writer("the writer thread ended".into()))
     }
 
@@ -963,11 +1006,12 @@ mod tests {
     }
 
     #[test]
-    fn events_of_both_id_classes_in_many_hand_overs_read_back_each_once() {
+    fn events_of_both_id_classes_encoded_on_either_thread_read_back_each_once() {
         let dir = tempfile::tempdir().unwrap();
         let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
         // Journal ids and ids of events recorded without a frame, in batches of several flow
-        // files, some named again in later batches: writes of several parts each.
+        // files, some named again in later batches, encoded by the caller or the writer:
+        // writes of several parts each.
         let mut ids = Vec::new();
         for b in 0..300u64 {
             let first = if b % 3 == 0 {
@@ -979,7 +1023,14 @@ mod tests {
                 .map(|i| event(first + i, &format!("ff-{}", (b + i) % 50)))
                 .collect();
             store
-                .insert_batches(vec![batch, vec![event(first + 3, "ff-x")]])
+                .insert_batches(
+                    vec![batch, vec![event(first + 3, "ff-x")]],
+                    if b % 2 == 0 {
+                        EncodeOn::Caller
+                    } else {
+                        EncodeOn::Writer
+                    },
+                )
                 .unwrap();
             ids.extend(first..first + 4);
         }
