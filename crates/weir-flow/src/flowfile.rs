@@ -18,7 +18,7 @@ pub use smol_str::SmolStr;
 /// the entries plus a reference count per long string, not two allocations per entry.
 ///
 /// A copy remembers the map it was made from and the first few names changed since (see
-/// [`Attributes::changes_since`]): the provenance store writes a processor's change as
+/// `Attributes::changes_since`): the provenance store writes a processor's change as
 /// that, without comparing the two maps entry by entry. (The source cannot change in place
 /// meanwhile: `Arc::get_mut` refuses while the copy's weak handle to it lives.)
 ///

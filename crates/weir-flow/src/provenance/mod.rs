@@ -13,7 +13,7 @@
 //! inserts were the costliest part of writing events. A query reads the chunks its index
 //! entries or spans name and filters their events.
 //!
-//! A chunk holds each text and each attribute map once (see [`chunk`]): a flow file's six
+//! A chunk holds each text and each attribute map once (see `provenance/chunk.rs`): a flow file's six
 //! events through a group name its uuid once, and its map is stored in full once and then as
 //! the attribute or two each processor changed. A chunk is decoded as a whole, so these
 //! references never leave it. Retention removes events oldest chunk first; a chunk it only
@@ -32,7 +32,7 @@
 //! entry per event, index entries by flow file and spans) is converted when opened, a chunk
 //! of events per store batch so that an interrupted conversion resumes. Format 4's chunks
 //! (a list of events, each map in full or naming a later event's) are read where they are
-//! (see [`legacy`]); one of an unknown format is refused.
+//! (see `provenance/legacy.rs`); one of an unknown format is refused.
 //!
 //! [`sync`]: ProvenanceRepository::sync
 
@@ -254,7 +254,7 @@ struct Span {
 /// by component, and share their attribute maps; 3 since a flow file's index entry lists its
 /// events of a write and an event may store its attributes as changes from a later event's;
 /// 4 since the events of a write are one chunk; 5 since a chunk holds each text and map once
-/// (see [`chunk`]). Stores of formats 1 to 3 are converted when opened; format 4's chunks are
+/// (see `provenance/chunk.rs`). Stores of formats 1 to 3 are converted when opened; format 4's chunks are
 /// read where they are, and new ones are written in format 5.
 const FORMAT: u8 = 5;
 /// The events partition of format 1 (every event with its attributes).
@@ -599,7 +599,7 @@ impl ProvenanceRepository {
     /// failure to store them is logged by the writer (the journal still holds the events).
     ///
     /// Cost: about 1.5 K instructions per event of a stateless transaction (see
-    /// [`chunk`]).
+    /// `provenance/chunk.rs`).
     ///
     /// # Errors
     /// [`ProvenanceError::Writer`] if the writer thread is gone; [`ProvenanceError::Chunk`]
