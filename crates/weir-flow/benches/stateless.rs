@@ -5,8 +5,9 @@
 //! steady publish rate. Needs RabbitMQ and PostgreSQL on loopback.
 //!
 //! `cargo bench -p weir-flow --bench stateless` (`WEIR_BENCH_MESSAGES`, default 20,000;
-//! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 1, and with more than
-//! one the median of the rounds' ratios;
+//! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 7, and with more than
+//! one the median of the rounds' ratios: on this shared machine one round's ratio moves by
+//! ±0.2 from the next, so the median is the figure;
 //! `WEIR_BENCH_HAND=0` skips the hand loop, so that a profile of the process holds only the
 //! engine's work besides publishing; `WEIR_BENCH_CONCURRENCY=1` or `4` runs only that one;
 //! `WEIR_BENCH_THREADS=1` adds, per run, each thread's CPU and context switches per message).
@@ -465,7 +466,7 @@ fn main() {
     let rounds: usize = std::env::var("WEIR_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+        .unwrap_or(7)
         .max(1);
     let hand_loop = std::env::var("WEIR_BENCH_HAND").map_or(true, |v| v != "0");
     // `WEIR_BENCH_CONCURRENCY=1` (or `4`) runs one of the two, for profiles.
