@@ -370,10 +370,22 @@ struct Live {
     _channel: Channel,
     consumer: lapin::Consumer,
     outstanding: Arc<Outstanding>,
+    /// The last message's exchange and routing key: the next mostly has the same, and then
+    /// shares the text instead of copying it (a long key is an allocation each).
+    last_exchange: SmolStr,
+    last_routing_key: SmolStr,
+}
+
+/// `text` as a shared string: `last` again when it holds the same text.
+fn shared_text(last: &mut SmolStr, text: &str) -> SmolStr {
+    if last.as_str() != text {
+        *last = SmolStr::new(text);
+    }
+    last.clone()
 }
 
 impl Live {
-    fn message(&self, d: lapin::message::Delivery) -> AmqpMessage {
+    fn message(&mut self, d: lapin::message::Delivery) -> AmqpMessage {
         let mut headers = Vec::new();
         let p = &d.properties;
         for (k, v) in [
@@ -392,8 +404,8 @@ impl Live {
         self.outstanding.tags().insert(d.delivery_tag);
         AmqpMessage {
             body: d.data,
-            exchange: SmolStr::new(d.exchange.as_str()),
-            routing_key: SmolStr::new(d.routing_key.as_str()),
+            exchange: shared_text(&mut self.last_exchange, d.exchange.as_str()),
+            routing_key: shared_text(&mut self.last_routing_key, d.routing_key.as_str()),
             redelivered: d.redelivered,
             delivery_tag: d.delivery_tag,
             headers,
@@ -470,15 +482,16 @@ impl AmqpConsumer {
         let Some(live) = slot.as_mut() else {
             return Vec::new();
         };
-        let mut out = Vec::new();
         let first = match tokio::time::timeout_at(deadline, live.consumer.next()).await {
-            Err(_) => return out,
+            Err(_) => return Vec::new(),
             Ok(Some(Ok(d))) => d,
             Ok(end) => {
                 self.break_off(&mut slot, end);
-                return out;
+                return Vec::new();
             }
         };
+        // Room for a full batch at once: growing a vector of messages copies them.
+        let mut out = Vec::with_capacity(max.clamp(1, 1024));
         out.push(live.message(first));
         while out.len() < max.max(1) {
             match futures::FutureExt::now_or_never(live.consumer.next()) {
@@ -585,6 +598,8 @@ async fn connect_consumer(
         _channel: channel,
         consumer,
         outstanding: Arc::new(Outstanding::default()),
+        last_exchange: SmolStr::default(),
+        last_routing_key: SmolStr::default(),
     })
 }
 

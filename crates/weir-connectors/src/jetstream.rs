@@ -224,7 +224,11 @@ impl JetStreamConsumer {
         let deadline = tokio::time::Instant::now() + wait;
         while out.is_empty() {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some((g, m))) if g == self.generation.load(Ordering::SeqCst) => out.push(m),
+                Ok(Some((g, m))) if g == self.generation.load(Ordering::SeqCst) => {
+                    // Room for a full batch at once: growing it copies the messages.
+                    out.reserve(max.clamp(1, 1024));
+                    out.push(m);
+                }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => return out,
             }

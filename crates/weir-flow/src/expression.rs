@@ -200,7 +200,16 @@ impl Template {
                 other => other.to_string(),
             });
         }
-        let mut out = String::new();
+        // Room for the literal text and a short value per expression, at once.
+        let room = self
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Text(t) => t.len(),
+                Part::Expr(_) => 16,
+            })
+            .sum();
+        let mut out = String::with_capacity(room);
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),

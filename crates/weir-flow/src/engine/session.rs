@@ -285,6 +285,13 @@ impl Session {
         }
     }
 
+    /// Makes room for `flowfiles` more flow files and an event each, at once: a source about
+    /// to create a batch spares the session's vectors growing (and copying) step by step.
+    pub fn reserve(&mut self, flowfiles: usize) {
+        self.records.reserve(flowfiles);
+        self.events.reserve(flowfiles);
+    }
+
     /// Creates an empty flow file with the core attributes (CREATE, unless a RECEIVE or
     /// FETCH is reported for it).
     pub fn create(&mut self) -> FlowFileRef {

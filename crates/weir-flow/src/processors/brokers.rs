@@ -125,6 +125,7 @@ impl Processor for ConsumeAmqp {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
+        session.reserve(messages.len());
         for m in &messages {
             // In name order, so that the new map is built in order.
             let fixed = [
@@ -290,6 +291,7 @@ impl Processor for ConsumeJetStream {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
+        session.reserve(messages.len());
         for m in &messages {
             let ff = session.create_with_attributes(
                 [
