@@ -9,7 +9,9 @@
 //! one the median of the rounds' ratios: on this shared machine one round's ratio moves by
 //! ±0.2 from the next, so the median is the figure;
 //! `WEIR_BENCH_HAND=0` skips the hand loop, so that a profile of the process holds only the
-//! engine's work besides publishing; `WEIR_BENCH_CONCURRENCY=1` or `4` runs only that one;
+//! engine's work besides publishing; `WEIR_BENCH_LATENCY=0` skips the latency run, whose
+//! transactions of one or two messages would weigh in such a profile;
+//! `WEIR_BENCH_CONCURRENCY=1` or `4` runs only that one;
 //! `WEIR_BENCH_THREADS=1` adds, per run, each thread's CPU and context switches per message).
 //! Each line gives this process's CPU seconds per 1,000 messages beside the rates: the
 //! machine is shared.
@@ -469,6 +471,7 @@ fn main() {
         .unwrap_or(7)
         .max(1);
     let hand_loop = std::env::var("WEIR_BENCH_HAND").map_or(true, |v| v != "0");
+    let latency = std::env::var("WEIR_BENCH_LATENCY").map_or(true, |v| v != "0");
     // `WEIR_BENCH_CONCURRENCY=1` (or `4`) runs one of the two, for profiles.
     let concurrencies: Vec<usize> = std::env::var("WEIR_BENCH_CONCURRENCY")
         .ok()
@@ -497,7 +500,7 @@ fn main() {
             if hand_loop {
                 ratios.push(engine_rate / hand);
             }
-            if concurrency == 1 && round + 1 == rounds {
+            if latency && concurrency == 1 && round + 1 == rounds {
                 // Latency at a steady 1,000 msgs/s, with the engine running and idle before.
                 let m = 3_000u64;
                 s.publish(n..n + m, 1_000);
