@@ -12,17 +12,23 @@ pub use smol_str::SmolStr;
 ///
 /// Cloning copies a reference count, not the attributes: a session's record of what it
 /// took, the flow file it sends on and every provenance event about it share them. The
-/// first change to shared attributes copies them once; later changes through the same
+/// first change to shared attributes makes a new map; later changes through the same
 /// handle are in place. Names and values are [`SmolStr`]s: up to 23 bytes they are held
-/// inline, longer ones are shared by reference count, so that copy is one allocation for
-/// the entries plus a reference count per long string, not two allocations per entry.
+/// inline, longer ones are shared by reference count.
 ///
-/// A copy remembers the map it was made from and the first few names changed since (see
+/// A change to a shared map of eight entries or more does not copy them: the new
+/// map *overlays* the shared one (it holds it and the few entries set since, which stand
+/// in front of it), so a processor that sets one attribute of a flow file whose last
+/// version a provenance event holds pays for one entry, not for all. An overlay of an
+/// overlay holds the same flat map, so a lookup searches at most two sorted lists;
+/// past eight entries set, and on any removal, an overlay is made flat.
+///
+/// A new map remembers the map it was made from and the first few names changed since (see
 /// `Attributes::changes_since`): the provenance store writes a processor's change as
 /// that, without comparing the two maps entry by entry. (The source cannot change in place
 /// meanwhile: `Arc::get_mut` refuses while the copy's weak handle to it lives.)
 ///
-/// The entries are one sorted vector: a lookup is a binary search, a change that adds or
+/// The entries are sorted vectors: a lookup is a binary search, a change that adds or
 /// removes a name moves the entries after it (flow files carry tens of attributes, where
 /// this beats a tree). It serializes exactly as a `BTreeMap<String, String>` does (a map
 /// in name order), so journals and provenance stores are unchanged by it.
@@ -32,14 +38,67 @@ pub struct Attributes(Arc<Entries>);
 /// The shared part of [`Attributes`].
 #[derive(Default)]
 struct Entries {
+    /// Every entry when `base` is `None`; otherwise the entries set since `base` was
+    /// overlaid, which stand in front of its entries of the same names.
     list: Vec<(SmolStr, SmolStr)>,
-    /// Set when these entries are a copy of shared ones.
+    /// The flat map these entries overlay (never an overlay itself).
+    base: Option<Arc<Entries>>,
+    /// How many names of `list` `base` does not hold.
+    added: usize,
+    /// Set when this map was made by a change to a shared one.
     copied: Option<Copied>,
+}
+
+impl Entries {
+    fn flat(list: Vec<(SmolStr, SmolStr)>) -> Entries {
+        Entries {
+            list,
+            ..Entries::default()
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Option<&SmolStr> {
+        match self.list.binary_search_by(|(k, _)| k.as_str().cmp(name)) {
+            Ok(i) => Some(&self.list[i].1),
+            Err(_) => self.base.as_ref()?.lookup(name),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.base
+            .as_ref()
+            .map_or(self.list.len(), |b| b.list.len() + self.added)
+    }
+
+    fn held(&self) -> Held<'_> {
+        let base: &[(SmolStr, SmolStr)] = self.base.as_ref().map_or(&[], |b| &b.list);
+        Held {
+            over: self.list.iter(),
+            base: base.iter(),
+            left: self.len(),
+        }
+    }
+
+    /// Every entry, cloned, with room for `extra` more.
+    fn merged(&self, extra: usize) -> Vec<(SmolStr, SmolStr)> {
+        let mut list = Vec::with_capacity(self.len() + extra);
+        list.extend(self.held().cloned());
+        list
+    }
+
+    /// Folds an overlay into one flat list.
+    fn flatten(&mut self) {
+        if self.base.is_some() {
+            self.list = self.merged(1);
+            self.base = None;
+            self.added = 0;
+        }
+    }
 }
 
 impl PartialEq for Entries {
     fn eq(&self, other: &Entries) -> bool {
-        self.list == other.list
+        self.len() == other.len() && self.held().eq(other.held())
     }
 }
 
@@ -48,10 +107,17 @@ impl Eq for Entries {}
 /// Names changed since a copy that are remembered; past this many, none are.
 pub(crate) const REMEMBERED_CHANGES: usize = 2;
 
-/// Where a copy of shared entries came from, and what changed since.
+/// The fewest entries of a shared map that a change overlays instead of copying: below,
+/// a copy costs about what an overlay's extra lookups do.
+const OVERLAY_FROM: usize = 8;
+
+/// The most entries an overlay holds before a change makes it flat.
+const OVERLAY_MOST: usize = 8;
+
+/// Where a map made by a change to a shared one came from, and what changed since.
 struct Copied {
-    /// The entries copied. A weak handle keeps their allocation, so its address is not
-    /// reused while this lives, and keeps them from changing in place; it keeps nothing else.
+    /// The map changed. A weak handle keeps its allocation, so its address is not reused
+    /// while this lives, and keeps it from changing in place; it keeps nothing else.
     source: std::sync::Weak<Entries>,
     /// The names set or removed since the copy, each once: `changes` of them, or more than
     /// fit when `changes` exceeds [`REMEMBERED_CHANGES`].
@@ -71,7 +137,7 @@ impl Attributes {
     }
 
     fn of(list: Vec<(SmolStr, SmolStr)>) -> Attributes {
-        Attributes(Arc::new(Entries { list, copied: None }))
+        Attributes(Arc::new(Entries::flat(list)))
     }
 
     /// The attributes `entries` (when a name comes twice, the last value wins). Entries
@@ -80,28 +146,47 @@ impl Attributes {
         Attributes::of(sorted(entries))
     }
 
-    fn find(&self, name: &str) -> Result<usize, usize> {
-        self.0.list.binary_search_by(|(k, _)| k.as_str().cmp(name))
-    }
-
-    /// The entries, for a change to `name` (`None`: changes beyond telling): copied first
-    /// when they are shared, with room for `extra` more (so that an insert right after the
-    /// copy does not grow the vector again), and the change remembered on a copy.
-    fn entries_mut(&mut self, name: Option<&str>, extra: usize) -> &mut Vec<(SmolStr, SmolStr)> {
+    /// The entries, for a change to `name` (`None`: changes beyond telling): a new map
+    /// first when they are shared (an overlay unless `flat` or `name` is `None`), and the
+    /// change remembered on a new map.
+    fn entries_mut(&mut self, name: Option<&str>, flat: bool) -> &mut Entries {
+        let flat = flat || name.is_none();
         if Arc::get_mut(&mut self.0).is_none() {
-            let mut list = Vec::with_capacity(self.0.list.len() + extra);
-            list.extend(self.0.list.iter().cloned());
-            let copied = Copied {
-                source: Arc::downgrade(&self.0),
+            let shared = &self.0;
+            let copied = Some(Copied {
+                source: Arc::downgrade(shared),
                 names: Default::default(),
                 changes: 0,
-            };
-            self.0 = Arc::new(Entries {
-                list,
-                copied: Some(copied),
             });
+            let entries = match &shared.base {
+                None if !flat && shared.list.len() >= OVERLAY_FROM => Entries {
+                    list: Vec::with_capacity(2),
+                    base: Some(Arc::clone(shared)),
+                    added: 0,
+                    copied,
+                },
+                Some(base) if !flat && shared.list.len() < OVERLAY_MOST => {
+                    let mut list = Vec::with_capacity(shared.list.len() + 1);
+                    list.extend(shared.list.iter().cloned());
+                    Entries {
+                        list,
+                        base: Some(Arc::clone(base)),
+                        added: shared.added,
+                        copied,
+                    }
+                }
+                _ => Entries {
+                    list: shared.merged(1),
+                    copied,
+                    ..Entries::default()
+                },
+            };
+            self.0 = Arc::new(entries);
         }
         let entries = Arc::get_mut(&mut self.0).expect("the entries were just made unique");
+        if flat {
+            entries.flatten();
+        }
         if let Some(c) = &mut entries.copied {
             let known = &c.names[..c.changes.min(REMEMBERED_CHANGES)];
             match name {
@@ -113,7 +198,7 @@ impl Attributes {
                 _ => c.changes = REMEMBERED_CHANGES + 1,
             }
         }
-        &mut entries.list
+        entries
     }
 
     /// When these attributes are a copy of `base` changed since only by setting or removing
@@ -129,86 +214,121 @@ impl Attributes {
 
     /// The value of `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.find(name).ok().map(|i| self.0.list[i].1.as_str())
+        self.0.lookup(name).map(SmolStr::as_str)
     }
 
     /// The value of `name` as held: cloning it shares a long value instead of copying it.
     pub fn get_shared(&self, name: &str) -> Option<&SmolStr> {
-        self.find(name).ok().map(|i| &self.0.list[i].1)
+        self.0.lookup(name)
     }
 
     /// True when `name` is set.
     pub fn contains_key(&self, name: &str) -> bool {
-        self.find(name).is_ok()
+        self.0.lookup(name).is_some()
     }
 
     /// The number of attributes.
     pub fn len(&self) -> usize {
-        self.0.list.len()
+        self.0.len()
     }
 
     /// True when there are no attributes.
     pub fn is_empty(&self) -> bool {
-        self.0.list.is_empty()
+        self.len() == 0
     }
 
     /// Names and values as held, in name order: comparing two maps' entries can tell a
     /// shared long text by its address before reading it.
-    pub(crate) fn entries(&self) -> &[(SmolStr, SmolStr)] {
-        &self.0.list
+    pub(crate) fn entries(&self) -> Held<'_> {
+        self.0.held()
+    }
+
+    /// The entry of the last name, without walking the entries.
+    pub(crate) fn last_entry(&self) -> Option<&(SmolStr, SmolStr)> {
+        let over = self.0.list.last();
+        match (over, self.0.base.as_ref().and_then(|b| b.list.last())) {
+            (Some(o), Some(b)) if b.0.as_str() > o.0.as_str() => Some(b),
+            (None, b) => b,
+            (o, _) => o,
+        }
     }
 
     /// Names and values, in name order.
     pub fn iter(&self) -> Iter<'_> {
-        Iter(self.0.list.iter())
+        Iter(self.0.held())
     }
 
     /// Names, in order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
-        self.0.list.iter().map(|(k, _)| k.as_str())
+        self.iter().map(|(k, _)| k)
     }
 
-    /// Sets `name` to `value`; returns the previous value. Copies the attributes first when
-    /// they are shared, unless `name` already has this value.
+    /// Sets `name` to `value`; returns the previous value. Makes a new map first when they
+    /// are shared, unless `name` already has this value.
     pub fn insert(&mut self, name: &str, value: impl Into<SmolStr>) -> Option<SmolStr> {
         let value = value.into();
-        match self.find(name) {
-            Ok(i) if self.0.list[i].1 == value => Some(value),
-            Ok(i) => Some(std::mem::replace(
-                &mut self.entries_mut(Some(name), 0)[i].1,
-                value,
-            )),
+        // One search of each list: a lookup costs a few hundred instructions and every
+        // processor that changes a flow file comes here.
+        let own = self.0.list.binary_search_by(|(k, _)| k.as_str().cmp(name));
+        let current = match own {
+            Ok(i) => Some(&self.0.list[i].1),
+            Err(_) => self.0.base.as_ref().and_then(|b| b.lookup(name)),
+        };
+        if current == Some(&value) {
+            return Some(value);
+        }
+        let previous = current.cloned();
+        let was_flat = self.0.base.is_none();
+        let e = self.entries_mut(Some(name), false);
+        // A flat map made from a flat one holds its entries where they were; an overlay's
+        // few, or a map just made flat, are searched again.
+        let at = if was_flat && e.base.is_none() {
+            own
+        } else {
+            e.list.binary_search_by(|(k, _)| k.as_str().cmp(name))
+        };
+        match at {
+            Ok(i) => e.list[i].1 = value,
             Err(i) => {
-                self.entries_mut(Some(name), 1)
-                    .insert(i, (SmolStr::new(name), value));
-                None
+                if e.base.is_some() && previous.is_none() {
+                    e.added += 1;
+                }
+                e.list.insert(i, (SmolStr::new(name), value));
+                if e.base.is_some() && e.list.len() > OVERLAY_MOST {
+                    e.flatten();
+                }
             }
         }
+        previous
     }
 
     /// Sets `name` to `value` unless it is set already; returns whether it set it.
     pub fn insert_if_absent(&mut self, name: &str, value: impl FnOnce() -> SmolStr) -> bool {
-        match self.find(name) {
-            Ok(_) => false,
-            Err(i) => {
-                self.entries_mut(Some(name), 1)
-                    .insert(i, (SmolStr::new(name), value()));
-                true
-            }
+        if self.contains_key(name) {
+            return false;
         }
+        self.insert(name, value());
+        true
     }
 
-    /// Removes `name`; returns its value. Copies the attributes first only when they are
-    /// shared and hold `name`.
+    /// Removes `name`; returns its value. Makes a new map first only when they are shared
+    /// and hold `name`.
     pub fn remove(&mut self, name: &str) -> Option<SmolStr> {
-        let i = self.find(name).ok()?;
-        Some(self.entries_mut(Some(name), 0).remove(i).1)
+        self.0.lookup(name)?;
+        let e = self.entries_mut(Some(name), true);
+        let i = e
+            .list
+            .binary_search_by(|(k, _)| k.as_str().cmp(name))
+            .expect("a flat map holds every name");
+        Some(e.list.remove(i).1)
     }
 
     /// Keeps only the attributes for which `keep` is true.
     pub fn retain(&mut self, mut keep: impl FnMut(&str, &str) -> bool) {
         if self.iter().any(|(k, v)| !keep(k, v)) {
-            self.entries_mut(None, 0).retain(|(k, v)| keep(k, v));
+            self.entries_mut(None, true)
+                .list
+                .retain(|(k, v)| keep(k, v));
         }
     }
 
@@ -232,9 +352,67 @@ impl Attributes {
     }
 }
 
+/// The entries of a map as held, in name order: an overlay's merged with its base's,
+/// without allocating. From both ends, and it knows its length.
+#[derive(Debug, Clone)]
+pub(crate) struct Held<'a> {
+    over: std::slice::Iter<'a, (SmolStr, SmolStr)>,
+    base: std::slice::Iter<'a, (SmolStr, SmolStr)>,
+    left: usize,
+}
+
+impl<'a> Iterator for Held<'a> {
+    type Item = &'a (SmolStr, SmolStr);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let (Some(o), Some(b)) = (self.over.as_slice().first(), self.base.as_slice().first())
+        else {
+            return self.over.next().or_else(|| self.base.next());
+        };
+        match o.0.as_str().cmp(b.0.as_str()) {
+            std::cmp::Ordering::Less => self.over.next(),
+            std::cmp::Ordering::Equal => {
+                self.base.next();
+                self.over.next()
+            }
+            std::cmp::Ordering::Greater => self.base.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl DoubleEndedIterator for Held<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let (Some(o), Some(b)) = (self.over.as_slice().last(), self.base.as_slice().last()) else {
+            return self.over.next_back().or_else(|| self.base.next_back());
+        };
+        match o.0.as_str().cmp(b.0.as_str()) {
+            std::cmp::Ordering::Greater => self.over.next_back(),
+            std::cmp::Ordering::Equal => {
+                self.base.next_back();
+                self.over.next_back()
+            }
+            std::cmp::Ordering::Less => self.base.next_back(),
+        }
+    }
+}
+
+impl ExactSizeIterator for Held<'_> {}
+
 /// The iterator of [`Attributes::iter`]: names and values in name order.
 #[derive(Debug, Clone)]
-pub struct Iter<'a>(std::slice::Iter<'a, (SmolStr, SmolStr)>);
+pub struct Iter<'a>(Held<'a>);
 
 impl<'a> Iterator for Iter<'a> {
     type Item = (&'a str, &'a str);
@@ -419,7 +597,7 @@ impl FlowFile {
     /// `uuid` mostly comes last (names sort before it unless they start with `v` to `z`, or
     /// with `u` and a letter before the second `u`), so the last entry is tried first.
     fn uuid_held(&self) -> Option<&SmolStr> {
-        match self.attributes.entries().last() {
+        match self.attributes.last_entry() {
             Some((name, value)) if name == "uuid" => Some(value),
             _ => self.attributes.get_shared("uuid"),
         }
@@ -593,5 +771,128 @@ mod tests {
         assert_eq!(read.iter().collect::<Vec<_>>(), [("a", "2"), ("z", "3")]);
         assert!(serde_json::from_str::<Attributes>(r#"["not", "a map"]"#).is_err());
         assert!(serde_json::from_str::<Attributes>(r#"{"a": 1}"#).is_err());
+    }
+
+    /// A change to a map, for the model test.
+    #[derive(Debug, Clone)]
+    enum Change {
+        Set(u8, u8),
+        Remove(u8),
+        Keep(u8),
+        /// Keep a clone of the map as it is now, so that the next change makes a new one.
+        Share,
+        /// Go on from a kept clone instead.
+        Resume(usize),
+    }
+
+    fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (0u8..24, 0u8..4).prop_map(|(k, v)| Change::Set(k, v)),
+            1 => (0u8..24).prop_map(Change::Remove),
+            1 => (1u8..6).prop_map(Change::Keep),
+            4 => Just(Change::Share),
+            1 => (0usize..8).prop_map(Change::Resume),
+        ]
+    }
+
+    fn name(k: u8) -> String {
+        format!("name-{k:02}")
+    }
+
+    fn value(v: u8) -> String {
+        // Some long enough to be shared by reference count.
+        format!(
+            "{v}{}",
+            if v.is_multiple_of(2) {
+                ""
+            } else {
+                " and a tail past twenty-three bytes"
+            }
+        )
+    }
+
+    proptest::proptest! {
+        /// Any chain of changes, to maps shared or not (flat, overlaid, overlays of
+        /// overlays, flattened again), reads as a `BTreeMap` changed the same way does: by
+        /// name, in order from both ends, by length and by equality; and every map kept
+        /// along the way still reads as it did when it was kept.
+        #[test]
+        fn any_chain_of_changes_reads_as_a_map(
+            start in proptest::collection::btree_map(0u8..24, 0u8..4, 0..16),
+            changes in proptest::collection::vec(change(), 0..60),
+        ) {
+            let mut model: BTreeMap<String, String> =
+                start.iter().map(|(k, v)| (name(*k), value(*v))).collect();
+            let mut map = Attributes::from(model.clone());
+            let mut kept: Vec<(Attributes, BTreeMap<String, String>)> = Vec::new();
+            for c in changes {
+                match c {
+                    Change::Set(k, v) => {
+                        let before = model.insert(name(k), value(v));
+                        let got = map.insert(&name(k), value(v));
+                        proptest::prop_assert_eq!(got.as_deref(), before.as_deref());
+                    }
+                    Change::Remove(k) => {
+                        let before = model.remove(&name(k));
+                        let got = map.remove(&name(k));
+                        proptest::prop_assert_eq!(got.as_deref(), before.as_deref());
+                    }
+                    Change::Keep(m) => {
+                        model.retain(|k, _| k.len() % usize::from(m) != 0 || k.ends_with('0'));
+                        map.retain(|k, _| k.len() % usize::from(m) != 0 || k.ends_with('0'));
+                    }
+                    Change::Share => kept.push((map.clone(), model.clone())),
+                    Change::Resume(i) => {
+                        if let Some((m, mm)) = kept.get(i % kept.len().max(1)) {
+                            map = m.clone();
+                            model = mm.clone();
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(map.len(), model.len());
+                let forward: Vec<(&str, &str)> = map.iter().collect();
+                let expected: Vec<(&str, &str)> =
+                    model.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                proptest::prop_assert_eq!(&forward, &expected);
+                let mut backward: Vec<(&str, &str)> = map.iter().rev().collect();
+                backward.reverse();
+                proptest::prop_assert_eq!(&backward, &expected);
+                for k in 0..24 {
+                    proptest::prop_assert_eq!(map.get(&name(k)), model.get(&name(k)).map(String::as_str));
+                }
+                proptest::prop_assert_eq!(&map, &Attributes::from(model.clone()));
+            }
+            for (m, mm) in &kept {
+                proptest::prop_assert_eq!(m.to_map(), mm.clone());
+            }
+        }
+    }
+
+    #[test]
+    fn a_change_to_a_large_shared_map_overlays_it_and_is_remembered() {
+        let base: Attributes = (0..12).map(|i| (format!("k{i:02}"), "v")).collect();
+        let mut copy = base.clone();
+        copy.insert("k03", "changed");
+        copy.insert("new", "x");
+        assert_eq!(copy.len(), 13);
+        assert_eq!(copy.get("k03"), Some("changed"));
+        assert_eq!(base.get("k03"), Some("v"));
+        assert_eq!(
+            copy.changes_since(&base)
+                .map(|n| n.iter().map(SmolStr::as_str).collect::<Vec<_>>()),
+            Some(vec!["k03", "new"])
+        );
+        // An overlay of the overlay still reads through to the first map.
+        let mut again = copy.clone();
+        again.insert("k11", "last");
+        assert_eq!(again.changes_since(&copy).map(<[SmolStr]>::len), Some(1));
+        assert_eq!(again.get("k03"), Some("changed"));
+        assert_eq!(again.iter().next_back(), Some(("new", "x")));
+        assert_eq!(again.keys().next(), Some("k00"));
+        // A removal makes it flat again, and equal maps are equal however they are held.
+        again.remove("new");
+        let flat: Attributes = again.iter().collect();
+        assert_eq!(again, flat);
     }
 }

@@ -212,52 +212,54 @@ fn write_changes<'a>(
     texts: &mut Texts<'a>,
     out: &mut Out<'_>,
 ) -> bool {
-    let (m, b) = (map.entries(), base.entries());
+    let (mut m, mut b) = (map.entries().peekable(), base.entries().peekable());
     // Beyond this many changes the map goes in full.
-    let most = m.len() / 2;
+    let most = map.len() / 2;
     let (mut set, mut removed) = (Vec::new(), Vec::new());
-    let (mut i, mut j) = (0, 0);
     // Both maps are in name order, mostly with the same names and values. (`SmolStr`'s `==`
     // compares a short text where it is held and a long one by address first.)
-    while i < m.len() && j < b.len() && set.len() + removed.len() <= most {
-        let ((mk, mv), (bk, bv)) = (&m[i], &b[j]);
+    while set.len() + removed.len() <= most {
+        let (Some((mk, mv)), Some((bk, bv))) = (m.peek(), b.peek()) else {
+            break;
+        };
         if mk == bk {
             if mv != bv {
-                set.push(i);
+                set.push(m.next().expect("peeked"));
+            } else {
+                m.next();
             }
-            i += 1;
-            j += 1;
+            b.next();
         } else if mk.as_str() < bk.as_str() {
-            set.push(i);
-            i += 1;
+            set.push(m.next().expect("peeked"));
         } else {
-            removed.push(j);
-            j += 1;
+            removed.push(&b.next().expect("peeked").0);
         }
     }
-    if set.len() + removed.len() + (m.len() - i) + (b.len() - j) > most {
+    if set.len() + removed.len() + m.len() + b.len() > most {
         return false;
     }
-    set.extend(i..m.len());
-    removed.extend(j..b.len());
+    set.extend(m);
+    removed.extend(b.map(|(k, _)| k));
     out.u64(CHANGED);
     out.u64(base_number);
     out.u64(set.len() as u64);
-    for i in set {
-        let (k, v) = &m[i];
+    for (k, v) in set {
         out.u64(texts.text(k));
         out.u64(texts.text(v));
     }
     out.u64(removed.len() as u64);
-    for j in removed {
-        out.u64(texts.text(&b[j].0));
+    for k in removed {
+        out.u64(texts.text(k));
     }
     true
 }
 
-/// True when two maps' entries have the same names, in the same order.
-fn same_names(a: &[(SmolStr, SmolStr)], b: &[(SmolStr, SmolStr)]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|((ka, _), (kb, _))| ka == kb)
+/// True when two maps have the same names, in the same order.
+fn same_names(a: &Attributes, b: &Attributes) -> bool {
+    a.len() == b.len()
+        && a.entries()
+            .zip(b.entries())
+            .all(|((ka, _), (kb, _))| ka == kb)
 }
 
 /// Writes a CHANGED record turning map number `base_number` into `map`, a copy of it
@@ -270,20 +272,20 @@ fn write_named_changes<'a>(
     texts: &mut Texts<'a>,
     out: &mut Out<'_>,
 ) {
-    let entries = map.entries();
-    // Where each name is held now, if it is.
+    // Each name's value now, if it is set.
     let mut held = [None; crate::flowfile::REMEMBERED_CHANGES];
     for (h, name) in held.iter_mut().zip(names) {
-        *h = entries.binary_search_by(|(k, _)| k.as_str().cmp(name)).ok();
+        *h = map.get_shared(name);
     }
     let held = &held[..names.len()];
     out.u64(CHANGED);
     out.u64(base_number);
     out.u64(held.iter().flatten().count() as u64);
-    for &i in held.iter().flatten() {
-        let (k, v) = &entries[i];
-        out.u64(texts.text(k));
-        out.u64(texts.text(v));
+    for (name, value) in names.iter().zip(held) {
+        if let Some(v) = value {
+            out.u64(texts.text(name));
+            out.u64(texts.text(v));
+        }
     }
     out.u64(held.iter().filter(|h| h.is_none()).count() as u64);
     for (name, _) in names.iter().zip(held).filter(|(_, h)| h.is_none()) {
@@ -385,10 +387,10 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
                 if !changed {
                     let entries = e.attributes.entries();
                     match last_full {
-                        Some((shape, shape_map)) if same_names(entries, shape_map.entries()) => {
+                        Some((shape, shape_map)) if same_names(&e.attributes, shape_map) => {
                             out.u64(LIKE);
                             out.u64(shape);
-                            for ((_, v), (_, shape_v)) in entries.iter().zip(shape_map.entries()) {
+                            for ((_, v), (_, shape_v)) in entries.zip(shape_map.entries()) {
                                 out.u64(if v == shape_v { SAME } else { texts.text(v) });
                             }
                         }
