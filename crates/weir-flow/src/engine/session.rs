@@ -96,6 +96,8 @@ pub type CompletionHook = Box<dyn FnOnce(Completion) + Send>;
 pub struct Session {
     shared: Arc<Shared>,
     component: usize,
+    /// The component's name, made once for the session's events instead of once per event.
+    component_name: SmolStr,
     /// Set when the session works inside a stateless group's transaction: queues inside the
     /// group and new content are in memory, and the commit is the transaction's.
     transaction: Option<Arc<Transaction>>,
@@ -155,6 +157,7 @@ fn now_ms() -> i64 {
 impl Session {
     pub(crate) fn new(shared: Arc<Shared>, component: usize) -> Session {
         Session {
+            component_name: SmolStr::new(&shared.flow.processors[component].name),
             shared,
             component,
             transaction: None,
@@ -528,8 +531,8 @@ impl Session {
             event_type,
             time_ms: now_ms(),
             flowfile: ff.shared_uuid(),
-            component: SmolStr::new(&c.name),
-            component_type: SmolStr::new(c.type_name()),
+            component: self.component_name.clone(),
+            component_type: SmolStr::new_static(c.type_name()),
             attributes: ff.attributes.clone(),
             size: ff.size(),
             parents: vec![],
