@@ -35,12 +35,15 @@ pub use smol_str::SmolStr;
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Attributes(Arc<Entries>);
 
+/// A map's own entries: an overlay's few are held in its allocation, not in one of their own.
+type List = smallvec::SmallVec<[(SmolStr, SmolStr); 2]>;
+
 /// The shared part of [`Attributes`].
 #[derive(Default)]
 struct Entries {
     /// Every entry when `base` is `None`; otherwise the entries set since `base` was
     /// overlaid, which stand in front of its entries of the same names.
-    list: Vec<(SmolStr, SmolStr)>,
+    list: List,
     /// The flat map these entries overlay (never an overlay itself).
     base: Option<Arc<Entries>>,
     /// How many names of `list` `base` does not hold.
@@ -52,7 +55,7 @@ struct Entries {
 impl Entries {
     fn flat(list: Vec<(SmolStr, SmolStr)>) -> Entries {
         Entries {
-            list,
+            list: List::from_vec(list),
             ..Entries::default()
         }
     }
@@ -89,7 +92,7 @@ impl Entries {
     /// Folds an overlay into one flat list.
     fn flatten(&mut self) {
         if self.base.is_some() {
-            self.list = self.merged(1);
+            self.list = List::from_vec(self.merged(1));
             self.base = None;
             self.added = 0;
         }
@@ -160,23 +163,19 @@ impl Attributes {
             });
             let entries = match &shared.base {
                 None if !flat && shared.list.len() >= OVERLAY_FROM => Entries {
-                    list: Vec::with_capacity(2),
+                    list: List::new(),
                     base: Some(Arc::clone(shared)),
                     added: 0,
                     copied,
                 },
-                Some(base) if !flat && shared.list.len() < OVERLAY_MOST => {
-                    let mut list = Vec::with_capacity(shared.list.len() + 1);
-                    list.extend(shared.list.iter().cloned());
-                    Entries {
-                        list,
-                        base: Some(Arc::clone(base)),
-                        added: shared.added,
-                        copied,
-                    }
-                }
+                Some(base) if !flat && shared.list.len() < OVERLAY_MOST => Entries {
+                    list: shared.list.iter().cloned().collect(),
+                    base: Some(Arc::clone(base)),
+                    added: shared.added,
+                    copied,
+                },
                 _ => Entries {
-                    list: shared.merged(1),
+                    list: List::from_vec(shared.merged(1)),
                     copied,
                     ..Entries::default()
                 },
