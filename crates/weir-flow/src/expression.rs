@@ -10,12 +10,14 @@
 //!     ("filename".to_string(), "a".to_string()),
 //!     ("fragment.index".to_string(), "1".to_string()),
 //! ]);
-//! assert_eq!(t.evaluate(&|k| attrs.get(k).cloned()).unwrap(), "out-A-2.txt");
+//! assert_eq!(t.evaluate(&|k| attrs.get(k).map(String::as_str)).unwrap(), "out-A-2.txt");
 //! ```
 //!
 //! A template is parsed once (a bad one is a validation error) and evaluated per flow file; an
 //! evaluation that fails (`toNumber` of a word) is an [`EvalError`], which processors route to
-//! `failure`.
+//! `failure`. Evaluation borrows what it can: an attribute's value is read where the flow file
+//! holds it, and a function that takes part of a text (`substringAfter`, `trim`) returns that
+//! part of it, so `${attr}` or `${attr:substringAfter('.')}` allocates nothing.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -61,20 +63,21 @@ enum Arg {
     Expr(Expr),
 }
 
-/// A value while an expression is evaluated.
+/// A value while an expression is evaluated; text is borrowed from the attributes or the
+/// template where it can be.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub enum Value<'a> {
     /// No such attribute.
     Null,
     /// Text.
-    Text(String),
+    Text(Cow<'a, str>),
     /// A number (whole numbers print without a fraction).
     Number(f64),
     /// A boolean.
     Bool(bool),
 }
 
-impl fmt::Display for Value {
+impl fmt::Display for Value<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Value::Null => Ok(()),
@@ -188,17 +191,30 @@ impl Template {
     }
 
     /// Evaluates the template against one flow file's attributes, given by `lookup`.
+    /// Borrowed when the result is one attribute's value or part of it, or the template's
+    /// own text; allocated otherwise.
     ///
     /// # Errors
     /// [`EvalError`] when a function cannot apply (a number expected, a bad index).
-    pub fn evaluate(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, EvalError> {
-        // A template that is one expression (`${attr:fn()}`, the usual property) is its
-        // value's text as made, not copied into a new string.
-        if let [Part::Expr(e)] = self.parts.as_slice() {
-            return Ok(match eval_expr(e, lookup)? {
-                Value::Text(t) => t,
-                other => other.to_string(),
-            });
+    pub fn evaluate<'r, 'a: 'r>(
+        &'r self,
+        lookup: &dyn Fn(&str) -> Option<&'a str>,
+    ) -> Result<Cow<'r, str>, EvalError> {
+        // Values borrowed from the attributes are held no longer than the template.
+        self.evaluate_in(&|k| -> Option<&'r str> { lookup(k) })
+    }
+
+    fn evaluate_in<'r>(
+        &'r self,
+        lookup: &dyn Fn(&str) -> Option<&'r str>,
+    ) -> Result<Cow<'r, str>, EvalError> {
+        match self.parts.as_slice() {
+            // One expression (`${attr:fn()}`, the usual property) is its value's text as
+            // made, not copied into a new string.
+            [Part::Expr(e)] => return Ok(into_text(eval_expr(e, lookup)?)),
+            [Part::Text(t)] => return Ok(Cow::Borrowed(t)),
+            [] => return Ok(Cow::Borrowed("")),
+            _ => {}
         }
         // Room for the literal text and a short value per expression, at once.
         let room = self
@@ -222,7 +238,7 @@ impl Template {
                 },
             }
         }
-        Ok(out)
+        Ok(Cow::Owned(out))
     }
 
     /// Evaluates the template as a boolean (RouteOnAttribute's rules): `true` when the result
@@ -230,10 +246,12 @@ impl Template {
     ///
     /// # Errors
     /// As [`Template::evaluate`].
-    pub fn evaluate_bool(
-        &self,
-        lookup: &dyn Fn(&str) -> Option<String>,
+    pub fn evaluate_bool<'r, 'a: 'r>(
+        &'r self,
+        lookup: &dyn Fn(&str) -> Option<&'a str>,
     ) -> Result<bool, EvalError> {
+        let lookup = |k: &str| -> Option<&'r str> { lookup(k) };
+        let lookup: &dyn Fn(&str) -> Option<&'r str> = &lookup;
         let is_true = |t: &str| t.trim().eq_ignore_ascii_case("true");
         // One expression (`${x:equals('y')}`, the usual rule) is judged by its value: a
         // boolean as it is, without writing it out as text first.
@@ -244,7 +262,7 @@ impl Template {
                 other => is_true(&other.to_string()),
             });
         }
-        Ok(is_true(&self.evaluate(lookup)?))
+        Ok(is_true(&self.evaluate_in(lookup)?))
     }
 }
 
@@ -427,9 +445,12 @@ impl Parser {
     }
 }
 
-fn eval_expr(e: &Expr, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Value, EvalError> {
+fn eval_expr<'a>(
+    e: &'a Expr,
+    lookup: &dyn Fn(&str) -> Option<&'a str>,
+) -> Result<Value<'a>, EvalError> {
     let mut value = match &e.subject {
-        Subject::Attribute(name) => lookup(name).map_or(Value::Null, Value::Text),
+        Subject::Attribute(name) => lookup(name).map_or(Value::Null, |v| Value::Text(v.into())),
         Subject::Function(call) => free_function(call, lookup)?,
     };
     for call in &e.chain {
@@ -443,11 +464,31 @@ fn eval_expr(e: &Expr, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Value,
 fn arg_text<'a>(
     call: &'a Call,
     i: usize,
-    lookup: &dyn Fn(&str) -> Option<String>,
+    lookup: &dyn Fn(&str) -> Option<&'a str>,
 ) -> Result<Cow<'a, str>, EvalError> {
     match &call.args[i] {
         Arg::Literal(s) => Ok(Cow::Borrowed(s)),
-        Arg::Expr(e) => Ok(Cow::Owned(eval_expr(e, lookup)?.to_string())),
+        Arg::Expr(e) => Ok(into_text(eval_expr(e, lookup)?)),
+    }
+}
+
+/// A value as text: text as it is, anything else written out.
+fn into_text(v: Value<'_>) -> Cow<'_, str> {
+    match v {
+        Value::Text(t) => t,
+        other => Cow::Owned(other.to_string()),
+    }
+}
+
+/// Part `range` of `text`: borrowed from what `text` borrows, or cut from the string it owns.
+fn part(text: Cow<'_, str>, range: std::ops::Range<usize>) -> Cow<'_, str> {
+    match text {
+        Cow::Borrowed(t) => Cow::Borrowed(&t[range]),
+        Cow::Owned(mut t) => {
+            t.truncate(range.end);
+            t.drain(..range.start);
+            Cow::Owned(t)
+        }
     }
 }
 
@@ -457,26 +498,30 @@ fn number(text: &str, what: &str) -> Result<f64, EvalError> {
         .map_err(|_| EvalError(format!("{what}: `{text}` is not a number")))
 }
 
-fn free_function(call: &Call, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Value, EvalError> {
+fn free_function<'a>(
+    call: &'a Call,
+    lookup: &dyn Fn(&str) -> Option<&'a str>,
+) -> Result<Value<'a>, EvalError> {
     Ok(match call.name.as_str() {
         "now" => Value::Number(chrono::Utc::now().timestamp_millis() as f64),
-        "UUID" => Value::Text(uuid::Uuid::new_v4().to_string()),
-        "literal" => Value::Text(arg_text(call, 0, lookup)?.into_owned()),
+        "UUID" => Value::Text(uuid::Uuid::new_v4().to_string().into()),
+        "literal" => Value::Text(arg_text(call, 0, lookup)?),
         "hostname" => Value::Text(
             std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_string())
                 .or_else(|_| std::env::var("HOSTNAME"))
-                .unwrap_or_else(|_| "localhost".to_string()),
+                .unwrap_or_else(|_| "localhost".to_string())
+                .into(),
         ),
         other => return Err(EvalError(format!("unknown function `{other}`"))),
     })
 }
 
-fn apply(
-    value: Value,
-    call: &Call,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<Value, EvalError> {
+fn apply<'a>(
+    value: Value<'a>,
+    call: &'a Call,
+    lookup: &dyn Fn(&str) -> Option<&'a str>,
+) -> Result<Value<'a>, EvalError> {
     // Text is borrowed, not copied, when the value is text already.
     let text = || -> Cow<'_, str> {
         match &value {
@@ -508,9 +553,14 @@ fn apply(
         },
     };
     Ok(match call.name.as_str() {
-        "toUpper" => Value::Text(text().to_uppercase()),
-        "toLower" => Value::Text(text().to_lowercase()),
-        "trim" => Value::Text(text().trim().to_string()),
+        "toUpper" => Value::Text(text().to_uppercase().into()),
+        "toLower" => Value::Text(text().to_lowercase().into()),
+        "trim" => {
+            let t = into_text(value);
+            let start = t.len() - t.trim_start().len();
+            let end = t.trim_end().len().max(start);
+            Value::Text(part(t, start..end))
+        }
         "length" => Value::Number(text().chars().count() as f64),
         "substring" => {
             let chars: Vec<char> = text().chars().collect();
@@ -526,25 +576,30 @@ fn apply(
                     chars.len()
                 )));
             }
-            Value::Text(chars[start..end].iter().collect())
+            Value::Text(chars[start..end].iter().collect::<String>().into())
         }
         "substringBefore" => {
-            let t = text();
             let s = arg(0)?;
-            Value::Text(t.find(&*s).map_or(t.to_string(), |i| t[..i].to_string()))
+            let t = into_text(value);
+            let end = t.find(&*s).unwrap_or(t.len());
+            Value::Text(part(t, 0..end))
         }
         "substringAfter" => {
-            let t = text();
             let s = arg(0)?;
-            Value::Text(
-                t.find(&*s)
-                    .map_or(t.to_string(), |i| t[i + s.len()..].to_string()),
-            )
+            let t = into_text(value);
+            let start = t.find(&*s).map_or(0, |i| i + s.len());
+            let end = t.len();
+            Value::Text(part(t, start..end))
         }
-        "append" => Value::Text(text().into_owned() + &arg(0)?),
-        "prepend" => Value::Text(arg(0)?.into_owned() + &*text()),
-        "replace" => Value::Text(text().replace(&*arg(0)?, &arg(1)?)),
-        "replaceAll" => Value::Text(regex(0)?.replace_all(&text(), &*arg(1)?).into_owned()),
+        "append" => Value::Text((text().into_owned() + &arg(0)?).into()),
+        "prepend" => Value::Text((arg(0)?.into_owned() + &*text()).into()),
+        "replace" => Value::Text(text().replace(&*arg(0)?, &arg(1)?).into()),
+        "replaceAll" => Value::Text(
+            regex(0)?
+                .replace_all(&text(), &*arg(1)?)
+                .into_owned()
+                .into(),
+        ),
         "equals" => Value::Bool(text() == arg(0)?),
         "equalsIgnoreCase" => Value::Bool(text().eq_ignore_ascii_case(&arg(0)?)),
         "contains" => Value::Bool(text().contains(&*arg(0)?)),
@@ -586,8 +641,8 @@ fn apply(
         "ge" => Value::Bool(num(&value)? >= number(&arg(0)?, "ge")?),
         "lt" => Value::Bool(num(&value)? < number(&arg(0)?, "lt")?),
         "le" => Value::Bool(num(&value)? <= number(&arg(0)?, "le")?),
-        "and" => Value::Bool(boolean(&value)? && boolean(&Value::Text(arg(0)?.into_owned()))?),
-        "or" => Value::Bool(boolean(&value)? || boolean(&Value::Text(arg(0)?.into_owned()))?),
+        "and" => Value::Bool(boolean(&value)? && boolean(&Value::Text(arg(0)?))?),
+        "or" => Value::Bool(boolean(&value)? || boolean(&Value::Text(arg(0)?))?),
         "not" => Value::Bool(!boolean(&value)?),
         other => return Err(EvalError(format!("unknown function `{other}`"))),
     })
@@ -609,7 +664,8 @@ mod tests {
         let map = map(attrs);
         Template::parse(t)
             .unwrap()
-            .evaluate(&|k| map.get(k).cloned())
+            .evaluate(&|k| map.get(k).map(String::as_str))
+            .map(Cow::into_owned)
     }
 
     #[test]
@@ -650,7 +706,7 @@ mod tests {
         let rule = |t: &str| {
             Template::parse(t)
                 .unwrap()
-                .evaluate_bool(&|k| attrs.get(k).cloned())
+                .evaluate_bool(&|k| attrs.get(k).map(String::as_str))
         };
         assert!(rule("${p:equals('even')}").unwrap());
         assert!(!rule("${p:equals('odd')}").unwrap());
@@ -661,6 +717,43 @@ mod tests {
         assert!(rule(" ${p:startsWith('ev')} ").unwrap());
         assert!(!rule("${p:equals('even')}x").unwrap());
         assert!(rule("${p:toNumber()}").is_err());
+    }
+
+    #[test]
+    fn an_attribute_or_a_part_of_it_is_borrowed_not_copied() {
+        let attrs = map(&[("key", "queue.even"), ("pad", "  x y  "), ("blank", "   ")]);
+        let lookup = |k: &str| attrs.get(k).map(String::as_str);
+        let borrowed = |t: &str| {
+            let t = Template::parse(t).unwrap();
+            matches!(t.evaluate(&lookup).unwrap(), Cow::Borrowed(_))
+        };
+        for t in [
+            "${key}",
+            "${key:substringAfter('.')}",
+            "${key:substringBefore('.')}",
+            "${pad:trim()}",
+            "plain text",
+            "",
+        ] {
+            assert!(borrowed(t), "{t} was copied");
+        }
+        assert!(!borrowed("${key:toUpper()}"));
+        // A part of made text is cut from it, with the same result as from borrowed text.
+        let eval = |t: &str| {
+            Template::parse(t)
+                .unwrap()
+                .evaluate(&lookup)
+                .unwrap()
+                .into_owned()
+        };
+        assert_eq!(eval("${key:toUpper():substringAfter('.')}"), "EVEN");
+        assert_eq!(eval("${key:toUpper():substringBefore('.')}"), "QUEUE");
+        assert_eq!(eval("${key:substringAfter('none')}"), "queue.even");
+        assert_eq!(eval("${key:substringBefore('none')}"), "queue.even");
+        assert_eq!(eval("${pad:toUpper():trim()}"), "X Y");
+        assert_eq!(eval("${blank:trim()}"), "");
+        assert_eq!(eval("${blank:append('!'):trim()}"), "!");
+        assert_eq!(eval("${key:substringAfter('.'):substringAfter('v')}"), "en");
     }
 
     #[test]

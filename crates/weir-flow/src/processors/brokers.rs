@@ -8,6 +8,7 @@
 //! properties and appear in no log line and no attribute. A broker or database that cannot
 //! be reached shows as a warning and an idle (yielding) processor, never as a crash.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -188,8 +189,8 @@ impl Processor for PublishAmqp {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
             let (exchange, key) = match (
-                eval(&self.exchange, session, ff),
-                eval(&self.routing_key, session, ff),
+                eval(&self.exchange, session, ff).map(Cow::into_owned),
+                eval(&self.routing_key, session, ff).map(Cow::into_owned),
             ) {
                 (Ok(e), Ok(k)) => (e, k),
                 _ => {
@@ -352,7 +353,7 @@ impl Processor for PublishJetStream {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
-            let Ok(subject) = eval(&self.subject, session, ff) else {
+            let Ok(subject) = eval(&self.subject, session, ff).map(Cow::into_owned) else {
                 session.transfer(ff, "failure")?;
                 continue;
             };

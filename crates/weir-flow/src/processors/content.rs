@@ -1,6 +1,7 @@
 //! Content processors: GenerateFlowFile, SplitText, MergeContent, ReplaceText,
 //! CompressContent, CryptographicHashContent.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::sync::Mutex;
@@ -84,6 +85,7 @@ impl Processor for GenerateFlowFile {
             let data = match &self.custom {
                 Some(t) => eval(t, session, ff)
                     .map_err(|e| ProcessError::Other(e.to_string()))?
+                    .into_owned()
                     .into_bytes(),
                 None if self.unique => random_content(self.size, self.binary),
                 None => self.fixed.clone(),
@@ -91,6 +93,7 @@ impl Processor for GenerateFlowFile {
             session.write(ff, &data)?;
             for (k, t) in &self.attributes {
                 let v = eval(t, session, ff).map_err(|e| ProcessError::Other(e.to_string()))?;
+                let v = crate::flowfile::SmolStr::new(v);
                 session.put_attribute(ff, k, v);
             }
             session.transfer(ff, "success")?;
@@ -319,8 +322,9 @@ impl Processor for ReplaceText {
         let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
         for &ff in &ffs {
             let (search, replacement) = match (
+                // The search text mostly is the property's own: borrowed, not copied.
                 eval(&self.search, session, ff),
-                eval(&self.replacement, session, ff),
+                eval(&self.replacement, session, ff).map(Cow::into_owned),
             ) {
                 (Ok(s), Ok(r)) => (s, r),
                 _ => {
@@ -331,7 +335,7 @@ impl Processor for ReplaceText {
             let regex = if self.strategy == Replace::Regex {
                 if compiled.as_ref().is_none_or(|(text, _)| *text != search) {
                     match Regex::new(&search) {
-                        Ok(r) => *compiled = Some((search.clone(), r)),
+                        Ok(r) => *compiled = Some((search.to_string(), r)),
                         Err(_) => {
                             session.transfer(ff, "failure")?;
                             continue;

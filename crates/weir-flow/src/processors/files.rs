@@ -171,7 +171,7 @@ impl Processor for PutFile {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(100)?;
         for &ff in &ffs {
-            let Ok(dir) = eval(&self.dir, session, ff) else {
+            let Ok(dir) = eval(&self.dir, session, ff).map(std::borrow::Cow::into_owned) else {
                 session.penalize(ff);
                 session.transfer(ff, "failure")?;
                 continue;

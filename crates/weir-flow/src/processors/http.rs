@@ -163,7 +163,7 @@ impl Processor for InvokeHttp {
         let Some(ff) = session.get()? else {
             return Ok(Trigger::Idle);
         };
-        let Ok(url) = eval(&self.url, session, ff) else {
+        let Ok(url) = eval(&self.url, session, ff).map(std::borrow::Cow::into_owned) else {
             session.transfer(ff, "Failure")?;
             return Ok(Trigger::Worked);
         };

@@ -137,12 +137,13 @@ pub(crate) mod props {
     }
 }
 
-/// Evaluates `t` against the attributes of `ff` in `session`.
-pub(crate) fn eval(
-    t: &crate::expression::Template,
-    session: &Session,
+/// Evaluates `t` against the attributes of `ff` in `session`, borrowing from them where it
+/// can (see [`Template::evaluate`](crate::expression::Template::evaluate)).
+pub(crate) fn eval<'a>(
+    t: &'a crate::expression::Template,
+    session: &'a Session,
     ff: crate::engine::FlowFileRef,
-) -> Result<String, crate::expression::EvalError> {
+) -> Result<std::borrow::Cow<'a, str>, crate::expression::EvalError> {
     let f = session.flowfile(ff);
-    t.evaluate(&|k| f.attributes.get(k).map(str::to_string))
+    t.evaluate(&|k| f.attributes.get(k))
 }

@@ -64,7 +64,8 @@ impl Processor for UpdateAttribute {
             let mut failed = None;
             for (name, t) in &self.rules {
                 match eval(t, session, ff) {
-                    Ok(v) => values.push((name, v)),
+                    // Made a name's value now: the text may borrow the flow file's map.
+                    Ok(v) => values.push((name, SmolStr::new(v))),
                     Err(e) => failed = Some(e),
                 }
             }
@@ -116,9 +117,7 @@ impl Processor for RouteOnAttribute {
             let mut matched: Vec<&str> = Vec::new();
             for (name, t) in &self.routes {
                 let f = session.flowfile(ff);
-                let yes = t
-                    .evaluate_bool(&|k| f.attributes.get(k).map(str::to_string))
-                    .unwrap_or(false);
+                let yes = t.evaluate_bool(&|k| f.attributes.get(k)).unwrap_or(false);
                 if yes {
                     matched.push(name);
                 }
