@@ -381,20 +381,22 @@ impl Session {
         }
     }
 
-    /// Reads the whole content.
+    /// Reads the whole content. Content a stateless transaction holds in memory is shared,
+    /// not copied (a reference count); content from the repository is read into a new
+    /// buffer.
     ///
     /// # Errors
     /// The content repository's I/O error.
-    pub fn read(&self, ff: FlowFileRef) -> Result<Vec<u8>, SessionError> {
+    pub fn read(&self, ff: FlowFileRef) -> Result<bytes::Bytes, SessionError> {
         match &self.records[ff.0].flowfile.claim {
-            None => Ok(Vec::new()),
+            None => Ok(bytes::Bytes::new()),
             Some(c) if Transaction::is_memory_claim(c) => match &self.transaction {
                 Some(t) => Ok(t.read(c)),
                 None => Err(SessionError::Content(io::Error::other(
                     "in-memory content outside a stateless transaction",
                 ))),
             },
-            Some(c) => Ok(self.shared.repo.content().read(c)?),
+            Some(c) => Ok(self.shared.repo.content().read(c)?.into()),
         }
     }
 

@@ -354,7 +354,7 @@ impl Processor for ReplaceText {
                 continue;
             }
             let data = session.read(ff)?;
-            let Ok(text) = String::from_utf8(data) else {
+            let Ok(text) = std::str::from_utf8(&data) else {
                 session.transfer(ff, "failure")?;
                 continue;
             };
@@ -366,7 +366,7 @@ impl Processor for ReplaceText {
                     })
                     .collect::<String>()
             } else {
-                self.apply(&text, &search, regex, &replacement)
+                self.apply(text, &search, regex, &replacement)
             };
             session.write(ff, out.as_bytes())?;
             session.transfer(ff, "success")?;

@@ -173,7 +173,7 @@ impl Processor for InvokeHttp {
         ) {
             session.read(ff)?
         } else {
-            Vec::new()
+            bytes::Bytes::new()
         };
         let request = self
             .client

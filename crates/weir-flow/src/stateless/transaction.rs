@@ -48,7 +48,7 @@ struct State {
     /// By connection index (Fx hashing: the keys are ours, and SipHash showed in profiles of
     /// this path, looked up several times per flow file).
     queues: FxHashMap<usize, VecDeque<FlowFile>>,
-    content: Vec<Arc<[u8]>>,
+    content: Vec<bytes::Bytes>,
     events: Vec<Vec<ProvenanceEvent>>,
     always: Vec<ProvenanceEvent>,
     taken: Vec<(u32, FlowFile)>,
@@ -116,7 +116,7 @@ impl Transaction {
     /// Stores `data` in memory and returns its claim.
     pub(crate) fn write(&self, data: &[u8]) -> ContentClaim {
         let mut st = self.lock();
-        st.content.push(Arc::from(data));
+        st.content.push(bytes::Bytes::copy_from_slice(data));
         ContentClaim {
             file: MEMORY | (st.content.len() as u64 - 1),
             offset: 0,
@@ -125,11 +125,11 @@ impl Transaction {
     }
 
     /// The content of an in-memory claim.
-    pub(crate) fn read(&self, c: &ContentClaim) -> Vec<u8> {
+    pub(crate) fn read(&self, c: &ContentClaim) -> bytes::Bytes {
         let st = self.lock();
         st.content
             .get((c.file & !MEMORY) as usize)
-            .map(|d| d.to_vec())
+            .cloned()
             .unwrap_or_default()
     }
 

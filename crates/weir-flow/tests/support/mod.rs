@@ -265,7 +265,7 @@ impl Processor for Recorder {
             let f = session.flowfile(ff);
             seen.push(Recorded {
                 attributes: f.attributes.to_map(),
-                content: session.read(ff)?,
+                content: session.read(ff)?.to_vec(),
                 entry_date: f.entry_date,
             });
             session.transfer(ff, "success")?;
