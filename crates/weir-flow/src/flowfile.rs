@@ -61,7 +61,7 @@ impl Entries {
     }
 
     fn lookup(&self, name: &str) -> Option<&SmolStr> {
-        match self.list.binary_search_by(|(k, _)| k.as_str().cmp(name)) {
+        match position(&self.list, name) {
             Ok(i) => Some(&self.list[i].1),
             Err(_) => self.base.as_ref()?.lookup(name),
         }
@@ -82,17 +82,17 @@ impl Entries {
         }
     }
 
-    /// Every entry, cloned, with room for `extra` more.
-    fn merged(&self, extra: usize) -> Vec<(SmolStr, SmolStr)> {
-        let mut list = Vec::with_capacity(self.len() + extra);
+    /// Every entry, cloned, as one flat list with room for the change about to be made.
+    fn merged(&self) -> List {
+        let mut list = Vec::with_capacity(self.len() + 1);
         list.extend(self.held().cloned());
-        list
+        List::from_vec(list)
     }
 
     /// Folds an overlay into one flat list.
     fn flatten(&mut self) {
         if self.base.is_some() {
-            self.list = List::from_vec(self.merged(1));
+            self.list = self.merged();
             self.base = None;
             self.added = 0;
         }
@@ -106,6 +106,11 @@ impl PartialEq for Entries {
 }
 
 impl Eq for Entries {}
+
+/// Where `name` is in `list` (sorted by name), or where it would go.
+fn position(list: &[(SmolStr, SmolStr)], name: &str) -> Result<usize, usize> {
+    list.binary_search_by(|(k, _)| k.as_str().cmp(name))
+}
 
 /// Names changed since a copy that are remembered; past this many, none are.
 pub(crate) const REMEMBERED_CHANGES: usize = 2;
@@ -175,7 +180,7 @@ impl Attributes {
                     copied,
                 },
                 _ => Entries {
-                    list: List::from_vec(shared.merged(1)),
+                    list: shared.merged(),
                     copied,
                     ..Entries::default()
                 },
@@ -268,7 +273,7 @@ impl Attributes {
         let value = value.into();
         // One search of each list: a lookup costs a few hundred instructions and every
         // processor that changes a flow file comes here.
-        let own = self.0.list.binary_search_by(|(k, _)| k.as_str().cmp(name));
+        let own = position(&self.0.list, name);
         let current = match own {
             Ok(i) => Some(&self.0.list[i].1),
             Err(_) => self.0.base.as_ref().and_then(|b| b.lookup(name)),
@@ -284,7 +289,7 @@ impl Attributes {
         let at = if was_flat && e.base.is_none() {
             own
         } else {
-            e.list.binary_search_by(|(k, _)| k.as_str().cmp(name))
+            position(&e.list, name)
         };
         match at {
             Ok(i) => e.list[i].1 = value,
@@ -315,10 +320,7 @@ impl Attributes {
     pub fn remove(&mut self, name: &str) -> Option<SmolStr> {
         self.0.lookup(name)?;
         let e = self.entries_mut(Some(name), true);
-        let i = e
-            .list
-            .binary_search_by(|(k, _)| k.as_str().cmp(name))
-            .expect("a flat map holds every name");
+        let i = position(&e.list, name).expect("a flat map holds every name");
         Some(e.list.remove(i).1)
     }
 
