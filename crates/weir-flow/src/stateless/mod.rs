@@ -481,9 +481,9 @@ fn direct_event_ids(events: &mut [ProvenanceEvent]) {
 
 /// Records `batches` of events, made in no journal frame, in one hand-over to the store.
 ///
-/// A group's only copy leaves their encoding to the provenance writer: its next transaction
-/// waits for nothing else, and the writer's core is otherwise mostly idle (measured: about
-/// 6% more messages/s at concurrency 1). Several copies encode their own, where the events
+/// A group's only copy leaves their encoding to the provenance writer, so that its next
+/// transaction does not wait for it (measured: about 6% more messages/s at concurrency 1;
+/// the writer's work still takes CPU from the brokers and the database on the other core). Several copies encode their own, where the events
 /// are in cache: the copies keep the cores busy, and encoding on the writer cost about three
 /// times the CPU time (about 9% more messages/s at concurrency 4).
 fn record_events(shared: &Shared, plan: &GroupPlan, mut batches: Vec<Vec<ProvenanceEvent>>) {
