@@ -6,12 +6,13 @@
 //! a *chunk* at a time: the events of one write (the batches handed over since the last one),
 //! in id order, are one value of the `chunks` partition, keyed by their first and last id.
 //! Beside it go one *span* (its earliest and latest time, the components in it and how many
-//! events it holds, for queries by time and component) and, per flow file named in it (as the
-//! flow file, a parent or a child), one index entry `uuid, chunk key` (lineage needs every
-//! event of a uuid). A write of a stateless transaction's hundred flow files, six events
-//! each, is so about a hundred store entries instead of seven hundred: the store's memtable
-//! inserts were the costliest part of writing events. A query reads the chunks its index
-//! entries or spans name and filters their events.
+//! events it holds, for queries by time and component) and one list of the flow files named
+//! in it (as the flow file, a parent or a child; lineage needs every event of a uuid), which
+//! the writer folds into the index by flow file (see `provenance/flowfile_index.rs`). A write
+//! of a stateless transaction's hundred flow files, six events each, is so three store
+//! entries instead of seven hundred: the store's memtable inserts were the costliest part of
+//! writing events. A query reads the chunks its index entries or spans name and filters
+//! their events.
 //!
 //! A chunk holds each text and each attribute map once (see `provenance/chunk.rs`): a flow file's six
 //! events through a group name its uuid once, and its map is stored in full once and then as
@@ -32,7 +33,8 @@
 //! entry per event, index entries by flow file and spans) is converted when opened, a chunk
 //! of events per store batch so that an interrupted conversion resumes. Format 4's chunks
 //! (a list of events, each map in full or naming a later event's) are read where they are
-//! (see `provenance/legacy.rs`); one of an unknown format is refused.
+//! (see `provenance/legacy.rs`), and so are format 5's index entries (one per flow file and
+//! chunk); one of an unknown format is refused.
 //!
 //! [`sync`]: ProvenanceRepository::sync
 
@@ -49,9 +51,11 @@ use serde::{Deserialize, Serialize};
 use crate::flowfile::SmolStr;
 
 mod chunk;
+mod flowfile_index;
 mod legacy;
 
 use chunk::Part;
+use flowfile_index::{FlowFileIndex, Unfolded};
 
 use legacy::decode_format_3;
 
@@ -234,8 +238,14 @@ struct Store {
     /// Key: [`chunk_key`]; value: the chunk's events in id order, each a [`StoredEventRef`]
     /// (read as a `Vec<StoredEvent>`).
     chunks: PartitionHandle,
-    /// Key: [`index_key`] (a uuid and the key of a chunk naming it); value empty.
+    /// Which chunks name a flow file (see `provenance/flowfile_index.rs`).
+    index: FlowFileIndex,
+    /// Format 5's index by flow file, key [`index_key`] (a uuid and the key of a chunk naming
+    /// it), value empty: read and cleaned by retention while a store of that format still
+    /// has entries in it when opened, never written.
     by_flowfile: PartitionHandle,
+    /// True when `by_flowfile` had entries when the store was opened.
+    legacy_index: bool,
     /// Key: a chunk's key; value: its [`Span`].
     spans: PartitionHandle,
 }
@@ -254,9 +264,11 @@ struct Span {
 /// by component, and share their attribute maps; 3 since a flow file's index entry lists its
 /// events of a write and an event may store its attributes as changes from a later event's;
 /// 4 since the events of a write are one chunk; 5 since a chunk holds each text and map once
-/// (see `provenance/chunk.rs`). Stores of formats 1 to 3 are converted when opened; format 4's chunks are
-/// read where they are, and new ones are written in format 5.
-const FORMAT: u8 = 5;
+/// (see `provenance/chunk.rs`); 6 since the index by flow file is a list per chunk folded into
+/// runs (see `provenance/flowfile_index.rs`). Stores of formats 1 to 3 are converted when
+/// opened; format 4's chunks and format 5's index entries are read where they are, and new
+/// ones are written in format 5's chunks and format 6's index.
+const FORMAT: u8 = 6;
 /// The events partition of format 1 (every event with its attributes).
 const FORMAT_1_EVENTS: &str = "events";
 /// The events partition of formats 2 and 3 (attributes maybe held by another event).
@@ -305,6 +317,14 @@ impl std::fmt::Debug for ProvenanceRepository {
     }
 }
 
+/// What the look-ups of one query or lineage have read: chunks decoded, and the index's
+/// unfolded lists.
+#[derive(Default)]
+struct Lookups {
+    chunks: FxHashMap<ChunkKey, Vec<ProvenanceEvent>>,
+    unfolded: Unfolded,
+}
+
 /// A chunk's key: its first and last event id, big-endian, so chunks sort by first id.
 type ChunkKey = [u8; 16];
 
@@ -320,19 +340,13 @@ fn first_of(key: &[u8]) -> u64 {
     u64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
 }
 
-/// The index key naming chunk `chunk` for flow file `uuid` (uuids hold no zero byte).
+/// Format 5's index key naming chunk `chunk` for flow file `uuid` (uuids hold no zero byte).
 fn index_key(uuid: &str, chunk: &ChunkKey) -> Vec<u8> {
     let mut k = Vec::with_capacity(uuid.len() + 17);
-    index_key_into(&mut k, uuid.as_bytes(), chunk);
+    k.extend_from_slice(uuid.as_bytes());
+    k.push(0);
+    k.extend_from_slice(chunk);
     k
-}
-
-/// [`index_key`] into `key`, replacing what it held.
-fn index_key_into(key: &mut Vec<u8>, uuid: &[u8], chunk: &ChunkKey) {
-    key.clear();
-    key.extend_from_slice(uuid);
-    key.push(0);
-    key.extend_from_slice(chunk);
 }
 
 /// The uuids an event names: its flow file, its parents and its children.
@@ -360,10 +374,23 @@ fn encode_parts(events: &mut Vec<&ProvenanceEvent>) -> Result<Vec<Part>, Provena
 }
 
 impl Store {
-    /// Inserts `parts` in one store batch (see [`Store::add`]).
-    fn write(&self, parts: &[Part]) -> Result<(), ProvenanceError> {
+    /// Inserts `parts` in one store batch (see [`Store::add`]), first folding the index's
+    /// unfolded lists into run `next_run` (and counting it) once `unfolded`, the entries in
+    /// them, which it counts, has reached [`flowfile_index::FOLD_AT`].
+    fn write(
+        &self,
+        parts: &[Part],
+        unfolded: &mut usize,
+        next_run: &mut u64,
+    ) -> Result<(), ProvenanceError> {
         let mut batch = self.keyspace.batch();
-        self.add(&mut batch, parts)?;
+        if *unfolded >= flowfile_index::FOLD_AT {
+            // In the same batch: a list is folded exactly when it is removed.
+            self.index.fold(&mut batch, *next_run)?;
+            *next_run += 1;
+            *unfolded = 0;
+        }
+        *unfolded += self.add(&mut batch, parts)?;
         batch.commit()?;
         // The journal holds these events until the next checkpoint; handing them to the OS
         // is enough until then.
@@ -372,9 +399,11 @@ impl Store {
     }
 
     /// Adds `parts` to `batch`: per id class a chunk, its parts one after another, with its
-    /// span and an index entry per uuid it names.
-    fn add(&self, batch: &mut fjall::Batch, parts: &[Part]) -> Result<(), ProvenanceError> {
-        let (mut index, mut value) = (Vec::new(), Vec::new());
+    /// span and its list of the flow files it names. Returns the number of index entries
+    /// added (flow files named, per chunk).
+    fn add(&self, batch: &mut fjall::Batch, parts: &[Part]) -> Result<usize, ProvenanceError> {
+        let mut value = Vec::new();
+        let mut entries = 0;
         for direct in [false, true] {
             let class: Vec<&Part> = parts
                 .iter()
@@ -400,12 +429,11 @@ impl Store {
             batch.insert(&self.chunks, key, bytes);
             // A flow file named by several parts gets one index entry.
             let mut named: FxHashSet<&[u8]> = FxHashSet::default();
-            for uuid in class.iter().flat_map(|p| p.uuids()) {
-                if class.len() == 1 || named.insert(uuid) {
-                    index_key_into(&mut index, uuid, &key);
-                    batch.insert(&self.by_flowfile, index.as_slice(), []);
-                }
-            }
+            let uuids = class
+                .iter()
+                .flat_map(|p| p.uuids())
+                .filter(|uuid| class.len() == 1 || named.insert(uuid));
+            entries += self.index.add(batch, &key, uuids);
             let mut span = Span {
                 min_time_ms: i64::MAX,
                 max_time_ms: i64::MIN,
@@ -424,7 +452,7 @@ impl Store {
             }
             batch.insert(&self.spans, key, postcard::to_allocvec(&span)?);
         }
-        Ok(())
+        Ok(entries)
     }
 
     /// [`Store::add`] for events not yet encoded.
@@ -434,16 +462,22 @@ impl Store {
         events: &[&ProvenanceEvent],
     ) -> Result<(), ProvenanceError> {
         let parts = encode_parts(&mut events.to_vec())?;
-        self.add(batch, &parts)
+        self.add(batch, &parts).map(drop)
     }
 
-    /// Removes the chunk `key` holding `events`, with its span and index entries.
+    /// Removes the chunk `key` holding `events`, with its span and its unfolded list (a
+    /// run's entries naming it are skipped until the run goes, see
+    /// [`FlowFileIndex::remove_runs_before`]), and format 5's index entries if the store had
+    /// any.
     fn remove(&self, batch: &mut fjall::Batch, key: &ChunkKey, events: &[ProvenanceEvent]) {
         batch.remove(&self.chunks, *key);
         batch.remove(&self.spans, *key);
-        let uuids: FxHashSet<&str> = events.iter().flat_map(uuids_of).collect();
-        for uuid in uuids {
-            batch.remove(&self.by_flowfile, index_key(uuid, key));
+        self.index.remove(batch, key);
+        if self.legacy_index {
+            let uuids: FxHashSet<&str> = events.iter().flat_map(uuids_of).collect();
+            for uuid in uuids {
+                batch.remove(&self.by_flowfile, index_key(uuid, key));
+            }
         }
     }
 
@@ -524,13 +558,21 @@ impl ProvenanceRepository {
         let keyspace = Config::new(dir).open()?;
         let opts = PartitionCreateOptions::default;
         let meta = keyspace.open_partition("meta", opts())?;
+        let by_flowfile = keyspace.open_partition("chunk_index", opts())?;
         let store = Store {
             chunks: keyspace.open_partition("chunks", opts())?,
-            by_flowfile: keyspace.open_partition("chunk_index", opts())?,
+            index: FlowFileIndex {
+                unfolded: keyspace.open_partition("chunk_flowfiles", opts())?,
+                runs: keyspace.open_partition("flowfile_runs", opts())?,
+                run_ends: keyspace.open_partition("flowfile_run_ends", opts())?,
+            },
+            legacy_index: !by_flowfile.is_empty()?,
+            by_flowfile,
             spans: keyspace.open_partition("chunk_spans", opts())?,
             keyspace,
         };
         store.check_format(&meta)?;
+        let (mut unfolded, mut next_run) = (store.index.unfolded_len()?, store.index.next_run()?);
         let (writer, hand_overs) = crossbeam_channel::bounded::<HandOver>(WRITER_QUEUE);
         let progress = Arc::new(WriterProgress::default());
         let thread = {
@@ -563,7 +605,7 @@ impl ProvenanceRepository {
                         let stored = encode_parts(&mut raw).and_then(|encoded| {
                             drop(raw);
                             parts.extend(encoded);
-                            store.write(&parts)
+                            store.write(&parts, &mut unfolded, &mut next_run)
                         });
                         if let Err(e) = stored {
                             tracing::warn!(
@@ -671,28 +713,37 @@ impl ProvenanceRepository {
         Ok(())
     }
 
-    /// The keys of the chunks naming flow file `uuid`, in order.
-    fn chunks_of(&self, uuid: &str) -> Result<Vec<ChunkKey>, ProvenanceError> {
-        let mut p = uuid.as_bytes().to_vec();
-        p.push(0);
+    /// The keys of the chunks that may name flow file `uuid`, in order, each once.
+    fn chunks_of(
+        &self,
+        uuid: &str,
+        unfolded: &mut Unfolded,
+    ) -> Result<Vec<ChunkKey>, ProvenanceError> {
         let mut keys = Vec::new();
-        for kv in self.store.by_flowfile.prefix(p) {
-            let (k, _) = kv?;
-            keys.push(k[k.len() - 16..].try_into().expect("16 bytes"));
+        self.store.index.chunks_of(uuid, unfolded, &mut keys)?;
+        if self.store.legacy_index {
+            let mut p = uuid.as_bytes().to_vec();
+            p.push(0);
+            for kv in self.store.by_flowfile.prefix(p) {
+                let (k, _) = kv?;
+                keys.push(k[k.len() - 16..].try_into().expect("16 bytes"));
+            }
         }
+        keys.sort_unstable();
+        keys.dedup();
         Ok(keys)
     }
 
     /// The events naming flow file `uuid` (as the flow file, a parent or a child), by id,
-    /// each once; decoded chunks are kept in `cache` for the next call.
+    /// each once; what it reads is kept in `cache` for the next call.
     fn events_of(
         &self,
         uuid: &str,
-        cache: &mut FxHashMap<ChunkKey, Vec<ProvenanceEvent>>,
+        cache: &mut Lookups,
     ) -> Result<BTreeMap<u64, ProvenanceEvent>, ProvenanceError> {
         let mut out = BTreeMap::new();
-        for key in self.chunks_of(uuid)? {
-            let events = match cache.entry(key) {
+        for key in self.chunks_of(uuid, &mut cache.unfolded)? {
+            let events = match cache.chunks.entry(key) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
                     let Some(events) = self.store.chunk(&key)? else {
@@ -732,7 +783,7 @@ impl ProvenanceRepository {
         };
         if let Some(ff) = &query.flowfile {
             return Ok(self
-                .events_of(ff, &mut FxHashMap::default())?
+                .events_of(ff, &mut Lookups::default())?
                 .into_values()
                 .filter(keep)
                 .take(limit)
@@ -788,7 +839,7 @@ impl ProvenanceRepository {
         let mut todo = VecDeque::from([flowfile.to_string()]);
         let (mut parents, mut children) = (BTreeSet::new(), BTreeSet::new());
         // Related flow files mostly share chunks (a fork's children are written with it).
-        let mut cache = FxHashMap::default();
+        let mut cache = Lookups::default();
         while let Some(ff) = todo.pop_front() {
             if !seen.insert(ff.clone()) || seen.len() > MAX_FLOWFILES {
                 continue;
@@ -852,9 +903,14 @@ impl ProvenanceRepository {
         let mut size: u64 = self.store.keyspace.disk_space();
         let mut removed = 0;
         let mut batch = self.store.keyspace.batch();
+        // The first id of the last chunk read: every chunk with a smaller one is removed (a
+        // run naming this one, or one of the same first id, is left for a later call).
+        // Chunks written while this runs come after every chunk it reads.
+        let mut kept = 0;
         for kv in self.store.chunks.iter() {
             let (k, v) = kv?;
             let key: ChunkKey = k.as_ref().try_into().expect("16 bytes");
+            kept = first_of(&key);
             let events = decode_chunk(&v)?;
             // Each event's share of the chunk, and of the store's per-entry overhead.
             let share = v.len() as u64 / events.len().max(1) as u64 + 64;
@@ -878,6 +934,9 @@ impl ProvenanceRepository {
                 self.store.add_events(&mut batch, &left)?;
                 break;
             }
+        }
+        if removed > 0 {
+            self.store.index.remove_runs_before(&mut batch, kept)?;
         }
         batch.commit()?;
         Ok(removed)
@@ -921,6 +980,7 @@ impl Drop for ProvenanceRepository {
 mod tests {
     use super::*;
     use legacy::StoredAttributes;
+    use proptest::prelude::*;
 
     /// A ROUTE event of `flowfile` by "route" at time 1000 + `id`, with `attributes`.
     pub(super) fn event_with(
@@ -1159,6 +1219,194 @@ mod tests {
         );
     }
 
+    /// Folds the index's unfolded lists into run `run` while the writer is idle. Tests use
+    /// runs from 2^40 on, which the writer (counting from the last run) never reaches in a
+    /// test.
+    fn fold(store: &ProvenanceRepository, run: u64) -> usize {
+        store.flush();
+        let mut batch = store.store.keyspace.batch();
+        let folded = store.store.index.fold(&mut batch, (1 << 40) + run).unwrap();
+        batch.commit().unwrap();
+        folded
+    }
+
+    /// The ids of flow file `ff`'s events, by a query and by its lineage.
+    fn ids_of(store: &ProvenanceRepository, ff: &str) -> (Vec<u64>, Vec<u64>) {
+        let q = Query {
+            flowfile: Some(ff.into()),
+            ..Query::default()
+        };
+        (
+            ids(&store.query(&q, usize::MAX).unwrap()),
+            ids(&store.lineage(ff).unwrap().events),
+        )
+    }
+
+    #[test]
+    fn the_writer_folds_lists_into_a_run_and_look_ups_read_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let per_write = 4096;
+        let writes = flowfile_index::FOLD_AT / per_write + 1;
+        {
+            let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+            for w in 0..writes {
+                let events = (0..per_write)
+                    .map(|i| {
+                        let id = (w * per_write + i) as u64;
+                        event(id, &format!("ff-{id}"))
+                    })
+                    .collect();
+                store.insert(events).unwrap();
+            }
+            store.flush();
+            // The write after the one that reached FOLD_AT folded every list before its own.
+            assert_eq!(store.store.index.run_ends.len().unwrap(), 1);
+            assert_eq!(store.store.index.unfolded_len().unwrap(), per_write);
+            assert!(store.store.index.runs.len().unwrap() > 1000);
+            // One more write stays in its list.
+            store.insert(vec![event(1 << 30, "ff-0")]).unwrap();
+            assert_eq!(ids_of(&store, "ff-0").0, [0, 1 << 30]);
+        }
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        let last = (writes * per_write - 1) as u64;
+        for id in [0, 1, 4095, 4096, last] {
+            let (query, lineage) = ids_of(&store, &format!("ff-{id}"));
+            assert_eq!(query, if id == 0 { vec![0, 1 << 30] } else { vec![id] });
+            assert_eq!(lineage, query);
+        }
+        assert_eq!(ids_of(&store, "ff-none").0, Vec::<u64>::new());
+        assert_eq!(store.store.index.next_run().unwrap(), 1);
+    }
+
+    #[test]
+    fn retention_removes_a_run_once_its_chunks_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProvenanceRepository::open(dir.path(), Duration::ZERO, u64::MAX).unwrap();
+        store
+            .insert((0..10).map(|i| event(i, "ff-a")).collect())
+            .unwrap();
+        assert_eq!(fold(&store, 0), 1);
+        store
+            .insert((10..20).map(|i| event(i, "ff-a")).collect())
+            .unwrap();
+        assert_eq!(fold(&store, 1), 1);
+        store
+            .insert((20..30).map(|i| event(i, "ff-a")).collect())
+            .unwrap();
+        // Times are 1000 + id: a cutoff at 1015 takes the first chunk and half the second.
+        assert_eq!(store.enforce_retention(1_015).unwrap(), 15);
+        assert_eq!(ids_of(&store, "ff-a").0, (15..30).collect::<Vec<_>>());
+        // The first run names only the removed chunk; the second is kept, as the chunk it
+        // names was only partly removed (written again, with a list of its own).
+        assert_eq!(store.store.index.run_ends.len().unwrap(), 1);
+        assert_eq!(store.enforce_retention(1_030).unwrap(), 15);
+        assert_eq!(ids_of(&store, "ff-a").0, Vec::<u64>::new());
+        assert_eq!(store.store.index.unfolded_len().unwrap(), 0);
+        assert!(store.store.index.runs.is_empty().unwrap());
+    }
+
+    #[test]
+    fn a_store_of_format_5_is_looked_up_by_its_index_entries_and_cleaned_by_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // A format-5 store: the chunk as now, an index entry per flow file and chunk.
+            let store = ProvenanceRepository::open(dir.path(), Duration::ZERO, u64::MAX).unwrap();
+            store
+                .insert((0..6).map(|i| event(i, "ff-old")).collect())
+                .unwrap();
+            store.flush();
+            let key = chunk_key(0, 5);
+            store.store.index.unfolded.remove(key).unwrap();
+            store
+                .store
+                .by_flowfile
+                .insert(index_key("ff-old", &key), [])
+                .unwrap();
+            let meta = store
+                .store
+                .keyspace
+                .open_partition("meta", PartitionCreateOptions::default())
+                .unwrap();
+            meta.insert("format", [5]).unwrap();
+            store.store.keyspace.persist(PersistMode::SyncAll).unwrap();
+        }
+        let store = ProvenanceRepository::open(dir.path(), Duration::ZERO, u64::MAX).unwrap();
+        assert!(store.store.legacy_index);
+        store.insert(vec![event(6, "ff-old")]).unwrap();
+        assert_eq!(ids_of(&store, "ff-old").0, (0..7).collect::<Vec<_>>());
+        assert_eq!(store.enforce_retention(1_003).unwrap(), 3);
+        assert_eq!(ids_of(&store, "ff-old").0, (3..7).collect::<Vec<_>>());
+        assert_eq!(store.enforce_retention(1_010).unwrap(), 4);
+        assert!(store.store.by_flowfile.is_empty().unwrap());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Writes of a few flow files' events, folds and retention in any order: a query by
+        /// flow file returns exactly its events not yet removed, as the store is and once
+        /// opened again.
+        #[test]
+        fn a_flow_files_events_are_found_through_any_folds_and_retention(
+            steps in proptest::collection::vec(
+                prop_oneof![
+                    proptest::collection::vec(0..5usize, 1..12).prop_map(Step::Write),
+                    Just(Step::Fold),
+                    (0..8u64).prop_map(Step::Retain),
+                ],
+                1..16,
+            )
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut store = ProvenanceRepository::open(dir.path(), Duration::ZERO, u64::MAX).unwrap();
+            let (mut next_id, mut cutoff, mut runs) = (0u64, 0u64, 0u64);
+            let mut model: Vec<(u64, usize)> = Vec::new();
+            for (i, step) in steps.iter().enumerate() {
+                match step {
+                    Step::Write(ffs) => {
+                        let events = ffs.iter().map(|&ff| {
+                            model.push((next_id, ff));
+                            next_id += 1;
+                            event(next_id - 1, &format!("ff-{ff}"))
+                        }).collect();
+                        store.insert(events).unwrap();
+                    }
+                    Step::Fold => {
+                        fold(&store, runs);
+                        runs += 1;
+                    }
+                    Step::Retain(more) => {
+                        cutoff = (cutoff + more).min(next_id);
+                        store.enforce_retention(1_000 + cutoff as i64).unwrap();
+                        model.retain(|&(id, _)| id >= cutoff);
+                    }
+                }
+                if i == steps.len() / 2 {
+                    drop(store);
+                    store = ProvenanceRepository::open(dir.path(), Duration::ZERO, u64::MAX).unwrap();
+                }
+                for ff in 0..5 {
+                    let want: Vec<u64> =
+                        model.iter().filter(|m| m.1 == ff).map(|m| m.0).collect();
+                    let (query, lineage) = ids_of(&store, &format!("ff-{ff}"));
+                    prop_assert_eq!(&query, &want);
+                    prop_assert_eq!(&lineage, &want);
+                }
+            }
+        }
+    }
+
+    /// A step of the property above.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// Events of these flow files, one each, in one write.
+        Write(Vec<usize>),
+        /// The unfolded lists folded into a run.
+        Fold,
+        /// Retention's cutoff moved on by this many ids.
+        Retain(u64),
+    }
+
     /// An index key of formats 1 to 3: a uuid (or component), a zero byte and an event id.
     fn old_index_key(prefix: &str, id: u64) -> Vec<u8> {
         let mut k = prefix.as_bytes().to_vec();
@@ -1211,7 +1459,7 @@ mod tests {
     }
 
     #[test]
-    fn a_write_is_one_chunk_with_one_index_entry_per_flow_file() {
+    fn a_write_is_one_chunk_with_one_list_of_its_flow_files() {
         let dir = tempfile::tempdir().unwrap();
         let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
         // Six events of "ff-a" and two of "ff-b", interleaved, in one write.
@@ -1221,12 +1469,14 @@ mod tests {
         store.insert(events).unwrap();
         assert_eq!(store.len().unwrap(), 8);
         assert_eq!(store.store.chunks.len().unwrap(), 1);
-        assert_eq!(store.store.by_flowfile.len().unwrap(), 2);
+        assert_eq!(store.store.index.unfolded_len().unwrap(), 2);
+        assert_eq!(store.store.index.unfolded.len().unwrap(), 1);
+        assert!(store.store.by_flowfile.is_empty().unwrap());
         assert_eq!(
             ids(&store.lineage("ff-a").unwrap().events),
             [0, 1, 2, 4, 5, 6]
         );
-        // A second write of ff-a: a second chunk, found by its own index entry.
+        // A second write of ff-a: a second chunk, found by its own list.
         store.insert(vec![event(20, "ff-a")]).unwrap();
         let q = Query {
             flowfile: Some("ff-a".into()),
@@ -1409,7 +1659,7 @@ mod tests {
             .keyspace
             .open_partition("meta", PartitionCreateOptions::default())
             .unwrap();
-        assert_eq!(meta.get("format").unwrap().as_deref(), Some(&[5][..]));
+        assert_eq!(meta.get("format").unwrap().as_deref(), Some(&[FORMAT][..]));
     }
 
     #[test]
