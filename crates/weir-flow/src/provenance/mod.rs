@@ -19,8 +19,9 @@
 //! the attribute or two each processor changed. A chunk is decoded as a whole, so these
 //! references never leave it. Retention removes events oldest chunk first; a chunk it only
 //! partly removes is written again with the events left. The committing thread encodes its
-//! events (or, for a serial pipeline's only thread, hands them over as they are, see
-//! [`EncodeOn`]); the store's own writer thread writes them, off the commit path. Queries,
+//! events (they are in its cache, and it frees them where they were made: about a third of
+//! the CPU time of encoding them on another thread); the store's own writer thread writes
+//! them, off the commit path. Queries,
 //! lineage and [`sync`] wait for the events handed over before them, so a reader always
 //! sees what was committed before it asked.
 //!
@@ -289,26 +290,8 @@ struct WriterProgress {
 /// events not yet indexed when the store falls behind.
 const WRITER_QUEUE: usize = 256;
 
-/// Committed events on their way to the writer thread.
-enum HandOver {
-    /// As made: the writer encodes them.
-    Events(Vec<Vec<ProvenanceEvent>>),
-    /// Encoded by the thread that made them.
-    Parts(Vec<Part>),
-}
-
-/// Which thread encodes the events of an [`insert_batches`](ProvenanceRepository::insert_batches).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EncodeOn {
-    /// The calling thread: the events are in its cache and it frees them where they were
-    /// made. About a third of the CPU time of encoding them on the writer; the choice for
-    /// commits that come from several threads at once.
-    Caller,
-    /// The writer thread, unless hand-overs are already waiting for it (then the caller):
-    /// for a caller on the critical path of a serial pipeline (a stateless group's only
-    /// copy), whose next transaction waits for it, while another core is mostly idle.
-    Writer,
-}
+/// Committed events on their way to the writer thread, encoded by the thread that made them.
+type HandOver = Vec<Part>;
 
 impl std::fmt::Debug for ProvenanceRepository {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -580,38 +563,25 @@ impl ProvenanceRepository {
             std::thread::Builder::new()
                 .name("weir-provenance".into())
                 .spawn(move || {
-                    let (mut parts, mut events) = (Vec::new(), Vec::new());
-                    let take = |hand_over: HandOver,
-                                parts: &mut Vec<Part>,
-                                events: &mut Vec<Vec<ProvenanceEvent>>| match hand_over {
-                        HandOver::Parts(p) => parts.extend(p),
-                        HandOver::Events(e) => events.extend(e),
-                    };
+                    let mut parts = Vec::new();
                     for first in &hand_overs {
                         // Whatever else is already waiting goes in the same store batch:
                         // one journal write and one span for all of it.
-                        take(first, &mut parts, &mut events);
+                        parts.extend(first);
                         let mut received = 1;
                         while received < WRITER_QUEUE {
                             match hand_overs.try_recv() {
                                 Ok(more) => {
-                                    take(more, &mut parts, &mut events);
+                                    parts.extend(more);
                                     received += 1;
                                 }
                                 Err(_) => break,
                             }
                         }
-                        let mut raw: Vec<&ProvenanceEvent> = events.iter().flatten().collect();
-                        let stored = encode_parts(&mut raw).and_then(|encoded| {
-                            drop(raw);
-                            parts.extend(encoded);
-                            store.write(&parts, &mut unfolded, &mut next_run)
-                        });
-                        if let Err(e) = stored {
+                        if let Err(e) = store.write(&parts, &mut unfolded, &mut next_run) {
                             tracing::warn!(
                                 "provenance: {} events not indexed (the journal keeps them until the next checkpoint): {e}",
                                 parts.iter().map(|p: &Part| p.events).sum::<u64>()
-                                    + events.iter().map(|b| b.len() as u64).sum::<u64>()
                             );
                         }
                         let mut counts = progress.counts.lock().unwrap_or_else(|e| e.into_inner());
@@ -619,7 +589,6 @@ impl ProvenanceRepository {
                         progress.written.notify_all();
                         drop(counts);
                         parts.clear();
-                        events.clear();
                     }
                 })
                 .map_err(|e| ProvenanceError::Writer(e.to_string()))?
@@ -650,19 +619,17 @@ impl ProvenanceRepository {
         if events.is_empty() {
             return Ok(());
         }
-        self.insert_batches(vec![events], EncodeOn::Caller)
+        self.insert_batches(vec![events])
     }
 
     /// [`insert`](Self::insert) for several batches at once (a stateless transaction's
-    /// sessions' events): one hand-over, and no copy of the events into one vector, encoded
-    /// as `encode_on` says.
+    /// sessions' events): one hand-over, and no copy of the events into one vector.
     ///
     /// # Errors
     /// As [`insert`](Self::insert).
     pub fn insert_batches(
         &self,
         batches: Vec<Vec<ProvenanceEvent>>,
-        encode_on: EncodeOn,
     ) -> Result<(), ProvenanceError> {
         if batches.iter().all(Vec::is_empty) {
             return Ok(());
@@ -670,15 +637,10 @@ impl ProvenanceRepository {
         let Some(writer) = &self.writer else {
             return Err(ProvenanceError::Writer("the store is closed".into()));
         };
-        let hand_over = if encode_on == EncodeOn::Caller || !writer.is_empty() {
-            let mut events: Vec<&ProvenanceEvent> = batches.iter().flatten().collect();
-            let parts = encode_parts(&mut events)?;
-            drop(events);
-            drop(batches);
-            HandOver::Parts(parts)
-        } else {
-            HandOver::Events(batches)
-        };
+        let mut events: Vec<&ProvenanceEvent> = batches.iter().flatten().collect();
+        let hand_over = encode_parts(&mut events)?;
+        drop(events);
+        drop(batches);
         self.progress
             .counts
             .lock()
@@ -1070,8 +1032,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
         // Journal ids and ids of events recorded without a frame, in batches of several flow
-        // files, some named again in later batches, encoded by the caller or the writer:
-        // writes of several parts each.
+        // files, some named again in later batches: writes of several parts each.
         let mut ids = Vec::new();
         for b in 0..300u64 {
             let first = if b % 3 == 0 {
@@ -1083,14 +1044,7 @@ mod tests {
                 .map(|i| event(first + i, &format!("ff-{}", (b + i) % 50)))
                 .collect();
             store
-                .insert_batches(
-                    vec![batch, vec![event(first + 3, "ff-x")]],
-                    if b % 2 == 0 {
-                        EncodeOn::Caller
-                    } else {
-                        EncodeOn::Writer
-                    },
-                )
+                .insert_batches(vec![batch, vec![event(first + 3, "ff-x")]])
                 .unwrap();
             ids.extend(first..first + 4);
         }
