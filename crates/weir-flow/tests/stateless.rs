@@ -499,6 +499,54 @@ fn send_provenance_survives_a_rollback() {
 }
 
 #[test]
+fn events_encoded_while_the_database_works_are_dropped_on_a_rollback() {
+    if !services::available(
+        "events_encoded_while_the_database_works_are_dropped_on_a_rollback",
+        &[AMQP, POSTGRES],
+    ) {
+        return;
+    }
+    let f = Fixture::new("weir_ahead");
+    f.publish(0..20);
+    // Message 0 loses its key on its first delivery: PutDatabaseRecord fails it while it
+    // writes the others of its transaction (waiting on the database, the transaction's
+    // events so far are encoded), and the failure port rolls the transaction back.
+    let middle = r#"
+      - name: strip
+        type: ReplaceText
+        properties:
+          Search Value: '"id":0,'
+          Replacement Value: >-
+            ${'amqp$redelivered':replace('false', ''):replace('true', '"id":0,')}
+          Evaluation Mode: Entire text
+        auto_terminate: [failure]
+"#;
+    let flow = flow(
+        &f,
+        "",
+        middle,
+        "      - { from: consume, relationships: [success], to: strip }\n      - { from: strip, relationships: [success], to: put }",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::start(flow, dir.path()).unwrap();
+    assert!(wait_for(Duration::from_secs(30), || f.rows().len() == 20));
+    engine.wait_until_idle(Duration::from_millis(300));
+    engine.stop().unwrap();
+    let rows = f.rows();
+    assert!(rows.iter().enumerate().all(|(i, r)| r.0 == i as i64));
+    assert_eq!(f.ready(), 0);
+    // Only the committed attempts' events: one RECEIVE and one change per message, never
+    // one of a rolled-back attempt, nor one twice (encoded ahead and again at commit).
+    assert_eq!(provenance(dir.path(), "consume", EventType::RECEIVE), 20);
+    assert_eq!(
+        provenance(dir.path(), "strip", EventType::CONTENT_MODIFIED),
+        20
+    );
+    // Every message's committed SEND, plus those of the rows the rolled-back attempt wrote.
+    assert!(provenance(dir.path(), "put", EventType::SEND) >= 20);
+}
+
+#[test]
 fn copies_keep_separate_state() {
     if !services::available("copies_keep_separate_state", &[AMQP, POSTGRES]) {
         return;

@@ -358,6 +358,34 @@ impl Session {
         &self.records[ff.0].flowfile
     }
 
+    /// Waits on `runtime` for `work`, a processor's requests to an outside service (a
+    /// database batch, a publish), and returns its result.
+    ///
+    /// Inside a stateless transaction, once `work` has been polled (its requests are on
+    /// their way) and is not done, the transaction's provenance events so far are encoded
+    /// while the service works (see `Transaction::encode_ahead`): work the transaction's
+    /// commit would otherwise do on the copy's serial path. Outside one, this is
+    /// `runtime.block_on(work)`.
+    pub fn wait<F: std::future::Future>(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        work: F,
+    ) -> F::Output {
+        let Some(txn) = &self.transaction else {
+            return runtime.block_on(work);
+        };
+        runtime.block_on(async {
+            let mut work = std::pin::pin!(work);
+            let first =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx))).await;
+            if let std::task::Poll::Ready(done) = first {
+                return done;
+            }
+            txn.encode_ahead();
+            work.await
+        })
+    }
+
     /// An attribute's value.
     pub fn attribute(&self, ff: FlowFileRef, name: &str) -> Option<&str> {
         self.records[ff.0].flowfile.attribute(name)

@@ -447,9 +447,9 @@ impl Processor for PutDatabaseRecord {
             }
         }
         let writer = Arc::clone(&self.writer);
-        let outcomes = self
-            .runtime
-            .block_on(async move { writer.lock().await.write_batch(&items).await });
+        let outcomes = session.wait(&self.runtime, async move {
+            writer.lock().await.write_batch(&items).await
+        });
         let mut retry = None;
         for (ff, outcome) in sent.into_iter().zip(outcomes) {
             match outcome {

@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 
 use crate::engine::{Completion, CompletionHook, Shared};
 use crate::flowfile::{ContentClaim, FlowFile};
-use crate::provenance::{EventType, ProvenanceEvent};
+use crate::provenance::{Encoded, EventType, ProvenanceEvent, ProvenanceRepository};
 
 /// Claim files with this bit are the transaction's memory, not the content repository.
 const MEMORY: u64 = 1 << 63;
@@ -36,6 +36,10 @@ pub(crate) struct Parts {
     /// The committed sessions' events, a batch per session (as handed over: moving every
     /// event into one vector copied them once per session that grew it).
     pub(crate) events: Vec<Vec<ProvenanceEvent>>,
+    /// The first `encoded_batches` of `events`, encoded ahead (with their ids set) by
+    /// [`Transaction::encode_ahead`].
+    pub(crate) encoded: Vec<Encoded>,
+    pub(crate) encoded_batches: usize,
     /// SEND and REMOTE_INVOCATION events of sessions that rolled back.
     pub(crate) always: Vec<ProvenanceEvent>,
     pub(crate) taken: Vec<(u32, FlowFile)>,
@@ -50,6 +54,8 @@ struct State {
     queues: FxHashMap<usize, VecDeque<FlowFile>>,
     content: Vec<bytes::Bytes>,
     events: Vec<Vec<ProvenanceEvent>>,
+    encoded: Vec<Encoded>,
+    encoded_batches: usize,
     always: Vec<ProvenanceEvent>,
     taken: Vec<(u32, FlowFile)>,
     outputs: Vec<(usize, FlowFile)>,
@@ -217,11 +223,33 @@ impl Transaction {
         }
     }
 
+    /// Encodes the provenance events of the sessions committed so far that are not yet
+    /// encoded, giving them their ids: work a processor's wait on an outside service can
+    /// hide (see `Session::wait`). The events stay, for a rollback to pick the ones it
+    /// records; a commit hands over what was encoded and encodes only the rest.
+    pub(crate) fn encode_ahead(&self) {
+        let mut st = self.lock();
+        let from = st.encoded_batches;
+        if from == st.events.len() {
+            return;
+        }
+        for batch in &mut st.events[from..] {
+            super::direct_event_ids(batch);
+        }
+        // A failure is left to the commit, which encodes these again and reports it.
+        if let Ok(encoded) = ProvenanceRepository::encode(&st.events[from..]) {
+            st.encoded.push(encoded);
+            st.encoded_batches = st.events.len();
+        }
+    }
+
     /// Everything the transaction holds, for its commit or rollback.
     pub(crate) fn take_parts(&self) -> Parts {
         let mut st = self.lock();
         Parts {
             events: std::mem::take(&mut st.events),
+            encoded: std::mem::take(&mut st.encoded),
+            encoded_batches: std::mem::take(&mut st.encoded_batches),
             always: std::mem::take(&mut st.always),
             taken: std::mem::take(&mut st.taken),
             outputs: std::mem::take(&mut st.outputs),
