@@ -54,10 +54,19 @@ fn run_key(bucket: u16, run: u64) -> [u8; 10] {
     k
 }
 
-/// The hashes of an unfolded list, or of a damaged one as far as it is whole.
+/// The hashes of an unfolded list, or of a damaged one as far as it is whole (a look-up
+/// then misses only the flow files of the damaged end; a fold warns).
 fn hashes(list: &[u8]) -> impl Iterator<Item = u64> + '_ {
     list.chunks_exact(8)
         .map(|h| u64::from_le_bytes(h.try_into().expect("8 bytes")))
+}
+
+/// A big-endian number stored as `what` (a run's number or end).
+fn number_of(bytes: &[u8], what: &str) -> Result<u64, ProvenanceError> {
+    bytes
+        .try_into()
+        .map(u64::from_be_bytes)
+        .map_err(|_| ProvenanceError::Chunk(format!("{what} of {} bytes", bytes.len())))
 }
 
 /// A chunk key as stored in a key or a run entry.
@@ -114,11 +123,7 @@ impl FlowFileIndex {
     /// The number the next run takes.
     pub(super) fn next_run(&self) -> Result<u64, ProvenanceError> {
         Ok(match self.run_ends.last_key_value()? {
-            Some((k, _)) => {
-                u64::from_be_bytes(k.as_ref().try_into().map_err(|_| {
-                    ProvenanceError::Chunk(format!("a run number of {} bytes", k.len()))
-                })?) + 1
-            }
+            Some((k, _)) => number_of(&k, "a run number")? + 1,
             None => 0,
         })
     }
@@ -133,10 +138,27 @@ impl FlowFileIndex {
         let mut max_first = None;
         for kv in self.unfolded.iter() {
             let (k, v) = kv?;
-            let key = chunk_key_of(&k)?;
+            batch.remove(&self.unfolded, k.clone());
+            // A damaged list is folded as far as it is whole (or not at all), with a
+            // warning: failing the fold would fail every write after it.
+            let Ok(key) = chunk_key_of(&k) else {
+                tracing::warn!(
+                    "provenance index: a flow-file list under a key of {} bytes, dropped",
+                    k.len()
+                );
+                continue;
+            };
+            if v.len() % 8 != 0 {
+                tracing::warn!(
+                    "provenance index: the flow-file list of chunk {}..{} has {} bytes, its last {} dropped",
+                    first_of(&key),
+                    u64::from_be_bytes(key[8..].try_into().expect("8 bytes")),
+                    v.len(),
+                    v.len() % 8
+                );
+            }
             entries.extend(hashes(&v).map(|h| (h, key)));
             max_first = max_first.max(Some(first_of(&key)));
-            batch.remove(&self.unfolded, k);
         }
         let Some(max_first) = max_first else {
             return Ok(0);
@@ -169,16 +191,10 @@ impl FlowFileIndex {
     ) -> Result<(), ProvenanceError> {
         for kv in self.run_ends.iter() {
             let (k, v) = kv?;
-            let end =
-                u64::from_be_bytes(v.as_ref().try_into().map_err(|_| {
-                    ProvenanceError::Chunk(format!("a run end of {} bytes", v.len()))
-                })?);
-            if end >= kept {
+            if number_of(&v, "a run end")? >= kept {
                 continue;
             }
-            let run = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| {
-                ProvenanceError::Chunk(format!("a run number of {} bytes", k.len()))
-            })?);
+            let run = number_of(&k, "a run number")?;
             for b in 0..BUCKETS {
                 batch.remove(&self.runs, run_key(b, run));
             }

@@ -1262,6 +1262,40 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_run_is_an_error_naming_it_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        store.insert(vec![event(0, "ff-a")]).unwrap();
+        fold(&store, 0);
+        // ff-a's bucket of run 2^40 cut short by a byte.
+        let (k, v) = store.store.index.runs.first_key_value().unwrap().unwrap();
+        store.store.index.runs.insert(k, &v[..v.len() - 1]).unwrap();
+        let q = Query {
+            flowfile: Some("ff-a".into()),
+            ..Query::default()
+        };
+        let e = store.query(&q, 10).unwrap_err().to_string();
+        assert!(e.contains("a run's bucket of 23 bytes"), "{e}");
+        assert!(store.lineage("ff-a").is_err());
+    }
+
+    #[test]
+    fn a_damaged_list_is_folded_as_far_as_it_is_whole_and_writes_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        store.insert(vec![event(0, "ff-a")]).unwrap();
+        store.flush();
+        let unfolded = &store.store.index.unfolded;
+        let (k, v) = unfolded.first_key_value().unwrap().unwrap();
+        unfolded.insert(k, [&v[..], &[1, 2, 3]].concat()).unwrap();
+        unfolded.insert(b"short key", [0; 8]).unwrap();
+        assert_eq!(fold(&store, 0), 1);
+        assert!(store.store.index.unfolded.is_empty().unwrap());
+        store.insert(vec![event(1, "ff-a")]).unwrap();
+        assert_eq!(ids_of(&store, "ff-a"), (vec![0, 1], vec![0, 1]));
+    }
+
+    #[test]
     fn retention_removes_a_run_once_its_chunks_are_gone() {
         let dir = tempfile::tempdir().unwrap();
         let store = ProvenanceRepository::open(dir.path(), Duration::ZERO, u64::MAX).unwrap();
