@@ -220,23 +220,12 @@ impl FlowFileIndex {
                     v.len()
                 )));
             }
-            let entry_hash = |i: usize| {
-                u64::from_le_bytes(v[i * ENTRY..i * ENTRY + 8].try_into().expect("8 bytes"))
-            };
-            let n = v.len() / ENTRY;
+            let (entries, _) = v.as_chunks::<ENTRY>();
+            let hash = |e: &[u8; ENTRY]| u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
             // The first entry of the hash, then every one after it with the same hash.
-            let (mut lo, mut hi) = (0, n);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if entry_hash(mid) < h {
-                    lo = mid + 1
-                } else {
-                    hi = mid
-                }
-            }
-            while lo < n && entry_hash(lo) == h {
-                out.push(chunk_key_of(&v[lo * ENTRY + 8..(lo + 1) * ENTRY])?);
-                lo += 1;
+            let first = entries.partition_point(|e| hash(e) < h);
+            for e in entries[first..].iter().take_while(|e| hash(e) == h) {
+                out.push(e[8..].try_into().expect("16 bytes"));
             }
         }
         let lists = match &mut unfolded.0 {

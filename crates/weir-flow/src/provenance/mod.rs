@@ -657,10 +657,7 @@ impl ProvenanceRepository {
             return Err(ProvenanceError::Writer("the store is closed".into()));
         };
         let mut hand_over: Vec<Part> = encoded.into_iter().flat_map(|e| e.0).collect();
-        if batches.iter().any(|b| !b.is_empty()) {
-            let mut events: Vec<&ProvenanceEvent> = batches.iter().flatten().collect();
-            hand_over.extend(encode_parts(&mut events)?);
-        }
+        hand_over.extend(Self::encode(&batches)?.0);
         drop(batches);
         self.progress
             .counts
