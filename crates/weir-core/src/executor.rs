@@ -372,7 +372,7 @@ impl Executor {
                         shared.fail(e.into());
                     }
                 }) {
-                Ok(handle) => job.add_blocking_thread(handle),
+                Ok(handle) => job.set_coordinator_thread(handle),
                 Err(e) => job.fail(Error::Thread(e)),
             }
         }
@@ -418,6 +418,9 @@ impl Executor {
 
 /// Starts a failed job again from its last complete snapshot, on the executor it ran on.
 pub(crate) fn restart(job: &Arc<JobShared>) {
+    // The failed attempt's coordinator may still be publishing or pruning a snapshot: the
+    // new attempt restores from, and numbers its snapshots after, what it leaves.
+    job.join_coordinator();
     if job.cancelled_by_user() {
         job.fail_to_restart(Error::Cancelled);
         return;

@@ -210,6 +210,9 @@ pub(crate) struct JobShared {
     finished: Condvar,
     metrics: Vec<Arc<InstanceMetrics>>,
     blocking_threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The current attempt's snapshot coordinator thread: a restart waits for it to end, so
+    /// that two attempts never write or prune the snapshot store at once.
+    coordinator_thread: Mutex<Option<JoinHandle<()>>>,
     topology: Arc<Topology>,
     started: Instant,
     started_at: SystemTime,
@@ -243,6 +246,7 @@ impl JobShared {
             finished: Condvar::new(),
             metrics,
             blocking_threads: Mutex::new(Vec::new()),
+            coordinator_thread: Mutex::new(None),
             topology: Arc::new(topology),
             started: Instant::now(),
             started_at: SystemTime::now(),
@@ -482,6 +486,33 @@ impl JobShared {
         self.restarter.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Keeps the attempt's snapshot coordinator thread, for [`join_coordinator`].
+    ///
+    /// [`join_coordinator`]: Self::join_coordinator
+    pub(crate) fn set_coordinator_thread(&self, handle: JoinHandle<()>) {
+        let old = self
+            .coordinator_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(handle);
+        if let Some(old) = old {
+            self.add_blocking_thread(old);
+        }
+    }
+
+    /// Waits for the last attempt's snapshot coordinator (told to stop when its tasklets
+    /// ended) to finish what it was writing.
+    pub(crate) fn join_coordinator(&self) {
+        let handle = self
+            .coordinator_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+
     pub(crate) fn add_blocking_thread(&self, handle: JoinHandle<()>) {
         self.blocking_threads
             .lock()
@@ -694,6 +725,7 @@ impl Job {
         for t in threads {
             let _ = t.join();
         }
+        self.monitor.shared.join_coordinator();
         match status {
             JobStatus::Completed => Ok(()),
             JobStatus::Cancelled => Err(Error::Cancelled),
