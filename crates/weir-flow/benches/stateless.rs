@@ -10,7 +10,8 @@
 //! left out of both sides and shown apart, with the rate from the start.
 //!
 //! `cargo bench -p weir-flow --bench stateless` (`WEIR_BENCH_MESSAGES`, default 20,000;
-//! `WEIR_BENCH_ROUNDS` alternating hand-loop and engine runs, default 7, and with more than
+//! `WEIR_BENCH_ROUNDS` rounds of a hand-loop and an engine run, which goes first alternating
+//! from round to round, default 7, and with more than
 //! one the median of the rounds' ratios: on this shared machine one round's ratio moves by
 //! ±0.2 from the next, so the median is the figure;
 //! `WEIR_BENCH_HAND=0` skips the hand loop, so that a profile of the process holds only the
@@ -534,18 +535,47 @@ fn main() {
         let s = Setup::new(&format!("c{concurrency}"));
         let (mut ratios, mut wall_ratios) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            let hand = if hand_loop {
+            let run_hand_round = || {
+                if !hand_loop {
+                    return Run::NONE;
+                }
                 rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
                     .unwrap();
                 s.publish(0..n, 0);
                 run_hand(&s, concurrency, n as i64)
-            } else {
-                Run::NONE
             };
-            rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
-                .unwrap();
-            s.publish(0..n, 0);
-            let (run, batch, engine) = run_engine(&s, concurrency, n as i64);
+            // The engine's run, then (in the last round at concurrency 1) the latency at a
+            // steady 1,000 msgs/s with the engine running and idle before; then it stops, so
+            // that it takes nothing from a hand-loop run after it.
+            let run_engine_round = || {
+                rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
+                    .unwrap();
+                s.publish(0..n, 0);
+                let (run, batch, engine) = run_engine(&s, concurrency, n as i64);
+                if latency && concurrency == 1 && round + 1 == rounds {
+                    let m = 3_000u64;
+                    s.publish(n..n + m, 1_000);
+                    s.wait_rows((n + m) as i64);
+                    let lat = s.latencies(n as i64);
+                    println!(
+                        "publish→row latency at 1000 msgs/s, concurrency 1: p50 {:.1} ms, p99 {:.1} ms ({} rows)",
+                        pct(&lat, 0.50),
+                        pct(&lat, 0.99),
+                        lat.len()
+                    );
+                }
+                engine.stop().unwrap();
+                (run, batch)
+            };
+            // Which side goes first alternates too: the one that follows runs on servers the
+            // other has just loaded (the broker writing out its queue, the table's pages).
+            let (hand, (run, batch)) = if round % 2 == 0 {
+                let hand = run_hand_round();
+                (hand, run_engine_round())
+            } else {
+                let engine = run_engine_round();
+                (run_hand_round(), engine)
+            };
             println!(
                 "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {:.0} msgs/s, hand loop {:.0} msgs/s, ratio {:.2} (first to last row); from the start {:.0} and {:.0} msgs/s, ratio {:.2}, first row after {:.0} and {:.0} ms; CPU s per 1000 msgs (this process): engine {:.3}, hand loop {:.3}; engine's mean PostgreSQL batch {batch:.0}",
                 run.steady,
@@ -563,20 +593,6 @@ fn main() {
                 ratios.push(run.steady / hand.steady);
                 wall_ratios.push(run.wall / hand.wall);
             }
-            if latency && concurrency == 1 && round + 1 == rounds {
-                // Latency at a steady 1,000 msgs/s, with the engine running and idle before.
-                let m = 3_000u64;
-                s.publish(n..n + m, 1_000);
-                s.wait_rows((n + m) as i64);
-                let lat = s.latencies(n as i64);
-                println!(
-                    "publish→row latency at 1000 msgs/s, concurrency 1: p50 {:.1} ms, p99 {:.1} ms ({} rows)",
-                    pct(&lat, 0.50),
-                    pct(&lat, 0.99),
-                    lat.len()
-                );
-            }
-            engine.stop().unwrap();
         }
         if rounds > 1 && !ratios.is_empty() {
             ratios.sort_by(f64::total_cmp);
