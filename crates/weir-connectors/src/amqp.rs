@@ -25,7 +25,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -370,6 +370,10 @@ struct Live {
     _channel: Channel,
     consumer: lapin::Consumer,
     outstanding: Arc<Outstanding>,
+    /// Messages read ahead by [`AmqpConsumer::read_ahead`], handed out first by the next
+    /// [`AmqpConsumer::next_batch`]. They go with the connection: when it breaks, the broker
+    /// requeues them with the rest.
+    ready: VecDeque<AmqpMessage>,
     /// The last message's exchange and routing key: the next mostly has the same, and then
     /// shares the text instead of copying it (a long key is an allocation each).
     last_exchange: SmolStr,
@@ -482,17 +486,21 @@ impl AmqpConsumer {
         let Some(live) = slot.as_mut() else {
             return Vec::new();
         };
-        let first = match tokio::time::timeout_at(deadline, live.consumer.next()).await {
-            Err(_) => return Vec::new(),
-            Ok(Some(Ok(d))) => d,
-            Ok(end) => {
-                self.break_off(&mut slot, end);
-                return Vec::new();
-            }
-        };
         // Room for a full batch at once: growing a vector of messages copies them.
         let mut out = Vec::with_capacity(max.clamp(1, 1024));
-        out.push(live.message(first));
+        let ahead = live.ready.len().min(max.max(1));
+        out.extend(live.ready.drain(..ahead));
+        if out.is_empty() {
+            let first = match tokio::time::timeout_at(deadline, live.consumer.next()).await {
+                Err(_) => return Vec::new(),
+                Ok(Some(Ok(d))) => d,
+                Ok(end) => {
+                    self.break_off(&mut slot, end);
+                    return Vec::new();
+                }
+            };
+            out.push(live.message(first));
+        }
         while out.len() < max.max(1) {
             match futures::FutureExt::now_or_never(live.consumer.next()) {
                 None => break,
@@ -504,6 +512,39 @@ impl AmqpConsumer {
             }
         }
         out
+    }
+
+    /// Takes the messages the client has already received, up to `max` held ahead in all,
+    /// so that the next [`next_batch`](Self::next_batch) hands them out at once: a caller
+    /// with a moment to spare (a stateless transaction waiting on its database) does the
+    /// work of receiving them then. Never waits: it does nothing while a batch is being
+    /// taken or before a connection is made. The messages are unacknowledged as before, and
+    /// only the next batch settles them.
+    pub fn read_ahead(&self, max: usize) {
+        let Ok(mut slot) = self.live.try_lock() else {
+            return;
+        };
+        let Some(live) = slot.as_mut() else {
+            return;
+        };
+        while live.ready.len() < max {
+            match futures::FutureExt::now_or_never(live.consumer.next()) {
+                None => break,
+                Some(Some(Ok(d))) => {
+                    let m = live.message(d);
+                    live.ready.push_back(m);
+                }
+                Some(end) => {
+                    self.break_off(&mut slot, end);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// How many messages [`read_ahead`](Self::read_ahead) holds for the next batch.
+    pub async fn held_ahead(&self) -> usize {
+        self.live.lock().await.as_ref().map_or(0, |l| l.ready.len())
     }
 
     /// The channel ended (`end` is its last item): drop the connection, report it and have
@@ -598,6 +639,7 @@ async fn connect_consumer(
         _channel: channel,
         consumer,
         outstanding: Arc::new(Outstanding::default()),
+        ready: VecDeque::new(),
         last_exchange: SmolStr::default(),
         last_routing_key: SmolStr::default(),
     })

@@ -94,6 +94,66 @@ async fn amqp_publish_confirms_and_nack_redelivers_until_acked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_messages_read_ahead_come_first_in_order_each_once() {
+    if !services::available(
+        "amqp_messages_read_ahead_come_first_in_order_each_once",
+        &[AMQP],
+    ) {
+        return;
+    }
+    let (queue, _conn, ch) = new_queue().await;
+    let publisher = AmqpPublisher::new(amqp());
+    publish_numbered(&publisher, &queue, 0..10).await;
+    let consumer = AmqpConsumer::start(&tokio::runtime::Handle::current(), amqp(), &queue, 20);
+    let first = consumer.next_batch(1, Duration::from_secs(5)).await;
+    assert_eq!(first.len(), 1);
+    // The rest arrive in the client's buffer in their own time: read ahead until three are
+    // held (never more than asked for).
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while consumer.held_ahead().await < 3 {
+            consumer.read_ahead(3);
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the broker delivers the queued messages");
+    consumer.read_ahead(3);
+    assert_eq!(consumer.held_ahead().await, 3);
+    let mut got = first;
+    let two = consumer.next_batch(2, Duration::from_secs(5)).await;
+    assert_eq!(two.len(), 2);
+    assert_eq!(consumer.held_ahead().await, 1);
+    got.extend(two);
+    while got.len() < 10 {
+        got.extend(consumer.next_batch(10, Duration::from_secs(5)).await);
+    }
+    let bodies: Vec<Vec<u8>> = got.iter().map(|m| m.body.clone()).collect();
+    let expected: Vec<Vec<u8>> = (0..10).map(|i| format!("m{i}").into_bytes()).collect();
+    assert_eq!(bodies, expected);
+    assert!(got.iter().all(|m| !m.redelivered));
+    AmqpMessage::ack_all(got).await.unwrap();
+    assert!(
+        consumer
+            .next_batch(10, Duration::from_millis(300))
+            .await
+            .is_empty()
+    );
+    drop(consumer);
+    // Nothing is left unacknowledged: a new consumer finds the queue empty.
+    let again = AmqpConsumer::start(&tokio::runtime::Handle::current(), amqp(), &queue, 20);
+    assert!(
+        again
+            .next_batch(10, Duration::from_millis(500))
+            .await
+            .is_empty()
+    );
+    drop(again);
+    ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqp_batch_acks_never_cover_a_message_waiting_for_its_requeue() {
     if !services::available(
         "amqp_batch_acks_never_cover_a_message_waiting_for_its_requeue",

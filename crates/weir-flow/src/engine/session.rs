@@ -362,9 +362,10 @@ impl Session {
     /// database batch, a publish), and returns its result.
     ///
     /// Inside a stateless transaction, once `work` has been polled (its requests are on
-    /// their way) and is not done, the transaction's provenance events so far are encoded
-    /// while the service works (see `Transaction::encode_ahead`): work the transaction's
-    /// commit would otherwise do on the copy's serial path. Outside one, this is
+    /// their way) and is not done, the group's sources ready their next trigger and the
+    /// transaction's provenance events so far are encoded while the service works (see
+    /// `Transaction::work_ahead`): work the next trigger and the commit would otherwise do
+    /// on the copy's serial path. Outside one, this is
     /// `runtime.block_on(work)`.
     pub fn wait<F: std::future::Future>(
         &self,
@@ -381,7 +382,7 @@ impl Session {
             if let std::task::Poll::Ready(done) = first {
                 return done;
             }
-            txn.encode_ahead();
+            txn.work_ahead();
             work.await
         })
     }

@@ -115,6 +115,12 @@ impl Processor for ConsumeAmqp {
         Ok(())
     }
 
+    fn work_ahead(&self) {
+        if let Some(consumer) = self.consumer.get() {
+            consumer.read_ahead(self.batch);
+        }
+    }
+
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let Some(consumer) = self.consumer.get() else {
             return Ok(Trigger::Idle);

@@ -62,6 +62,13 @@ pub trait Processor: Send + Sync {
     /// [`ProcessError`]; the session rolls back, penalized.
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError>;
 
+    /// Readies the next trigger while a stateless transaction this processor is a source of
+    /// waits on an outside service (see `Session::wait`): on the copy's thread, touching no
+    /// session or flow file (ConsumeAMQP takes the messages its client has received). What
+    /// it readies enters a transaction only at a later trigger. A panic here is caught and
+    /// logged. Default: nothing.
+    fn work_ahead(&self) {}
+
     /// False for processors that are driven by events rather than by the scheduler.
     fn schedulable(&self) -> bool {
         true

@@ -396,8 +396,6 @@ fn trigger_once(
 
 /// Runs one transaction of a copy to its end (on the copy's thread).
 fn run_transaction(shared: &Arc<Shared>, plan: &GroupPlan, procs: &CopyProcessors) -> Outcome {
-    let txn = Arc::new(Transaction::new(Arc::clone(&plan.internal)));
-    let deadline = Instant::now() + plan.timeout;
     let processor = |c: usize| {
         procs
             .iter()
@@ -405,6 +403,9 @@ fn run_transaction(shared: &Arc<Shared>, plan: &GroupPlan, procs: &CopyProcessor
             .map(|(_, p)| Arc::clone(p))
             .expect("every component of the group has a processor")
     };
+    let sources = plan.sources.iter().map(|&s| processor(s)).collect();
+    let txn = Arc::new(Transaction::new(Arc::clone(&plan.internal), sources));
+    let deadline = Instant::now() + plan.timeout;
     let trigger_sources = |txn: &Arc<Transaction>| -> Result<bool, String> {
         let mut any = false;
         for &s in &plan.sources {

@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap;
 
 use crate::engine::{Completion, CompletionHook, Shared};
 use crate::flowfile::{ContentClaim, FlowFile};
+use crate::processors::Processor;
 use crate::provenance::{Encoded, EventType, ProvenanceEvent, ProvenanceRepository};
 
 /// Claim files with this bit are the transaction's memory, not the content repository.
@@ -69,6 +70,8 @@ struct State {
 /// A stateless transaction. See the [module docs](super).
 pub(crate) struct Transaction {
     internal: Arc<Vec<bool>>,
+    /// The copy's sources, readied while a processor waits (see [`Transaction::work_ahead`]).
+    sources: Vec<Arc<dyn Processor>>,
     state: Mutex<State>,
 }
 
@@ -78,9 +81,10 @@ pub(crate) fn recorded_on_rollback(e: &ProvenanceEvent) -> bool {
 }
 
 impl Transaction {
-    pub(crate) fn new(internal: Arc<Vec<bool>>) -> Transaction {
+    pub(crate) fn new(internal: Arc<Vec<bool>>, sources: Vec<Arc<dyn Processor>>) -> Transaction {
         Transaction {
             internal,
+            sources,
             state: Mutex::new(State::default()),
         }
     }
@@ -223,6 +227,23 @@ impl Transaction {
         }
     }
 
+    /// Work a processor's wait on an outside service can hide (see `Session::wait`): the
+    /// sources ready their next trigger ([`Processor::work_ahead`]), then the committed
+    /// sessions' events are encoded ([`Transaction::encode_ahead`]).
+    pub(crate) fn work_ahead(&self) {
+        for source in &self.sources {
+            if let Err(panic) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.work_ahead()))
+            {
+                tracing::warn!(
+                    "a source's work ahead panicked: {}",
+                    crate::engine::panic_text(&*panic)
+                );
+            }
+        }
+        self.encode_ahead();
+    }
+
     /// Encodes the provenance events of the sessions committed so far that are not yet
     /// encoded, giving them their ids: work a processor's wait on an outside service can
     /// hide (see `Session::wait`). The events stay, for a rollback to pick the ones it
@@ -255,5 +276,45 @@ impl Transaction {
             outputs: std::mem::take(&mut st.outputs),
             completions: std::mem::take(&mut st.completions),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::processors::{ProcessError, Trigger};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A source whose work ahead panics on its first call and counts the others.
+    struct Flaky(AtomicUsize);
+
+    impl Processor for Flaky {
+        fn trigger(&self, _session: &mut crate::engine::Session) -> Result<Trigger, ProcessError> {
+            Ok(Trigger::Idle)
+        }
+
+        fn work_ahead(&self) {
+            if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("work ahead failed");
+            }
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_sources_work_ahead_is_caught_and_the_others_still_run() {
+        let (first, second) = (
+            Arc::new(Flaky(AtomicUsize::new(0))),
+            Arc::new(Flaky(AtomicUsize::new(1))),
+        );
+        let sources: Vec<Arc<dyn Processor>> = vec![
+            Arc::clone(&first) as Arc<dyn Processor>,
+            Arc::clone(&second) as Arc<dyn Processor>,
+        ];
+        let txn = Transaction::new(Arc::new(Vec::new()), sources);
+        txn.work_ahead();
+        txn.work_ahead();
+        assert_eq!(first.0.load(Ordering::SeqCst), 2);
+        assert_eq!(second.0.load(Ordering::SeqCst), 3);
+        assert!(txn.is_untouched());
     }
 }
