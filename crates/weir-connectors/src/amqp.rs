@@ -388,7 +388,32 @@ fn shared_text(last: &mut SmolStr, text: &str) -> SmolStr {
     last.clone()
 }
 
+/// Why a channel ended, from its last item: an error, or none when the broker cancelled.
+fn channel_end(end: Option<Result<lapin::message::Delivery, lapin::Error>>) -> String {
+    match end {
+        Some(Err(e)) => format!("amqp channel: {e}"),
+        _ => "the broker cancelled the consumer".to_string(),
+    }
+}
+
 impl Live {
+    /// Hands `put` up to `room` of the messages the client has already received, without
+    /// waiting. `Err` with why when the channel ended.
+    fn take_received(
+        &mut self,
+        room: usize,
+        mut put: impl FnMut(AmqpMessage),
+    ) -> Result<(), String> {
+        for _ in 0..room {
+            match futures::FutureExt::now_or_never(self.consumer.next()) {
+                None => break,
+                Some(Some(Ok(d))) => put(self.message(d)),
+                Some(end) => return Err(channel_end(end)),
+            }
+        }
+        Ok(())
+    }
+
     fn message(&mut self, d: lapin::message::Delivery) -> AmqpMessage {
         let mut headers = Vec::new();
         let p = &d.properties;
@@ -495,21 +520,16 @@ impl AmqpConsumer {
                 Err(_) => return Vec::new(),
                 Ok(Some(Ok(d))) => d,
                 Ok(end) => {
-                    self.break_off(&mut slot, end);
+                    self.break_off(&mut slot, channel_end(end));
                     return Vec::new();
                 }
             };
             out.push(live.message(first));
         }
-        while out.len() < max.max(1) {
-            match futures::FutureExt::now_or_never(live.consumer.next()) {
-                None => break,
-                Some(Some(Ok(d))) => out.push(live.message(d)),
-                Some(end) => {
-                    self.break_off(&mut slot, end);
-                    return Vec::new();
-                }
-            }
+        let room = max.max(1) - out.len();
+        if let Err(why) = live.take_received(room, |m| out.push(m)) {
+            self.break_off(&mut slot, why);
+            return Vec::new();
         }
         out
     }
@@ -527,18 +547,12 @@ impl AmqpConsumer {
         let Some(live) = slot.as_mut() else {
             return;
         };
-        while live.ready.len() < max {
-            match futures::FutureExt::now_or_never(live.consumer.next()) {
-                None => break,
-                Some(Some(Ok(d))) => {
-                    let m = live.message(d);
-                    live.ready.push_back(m);
-                }
-                Some(end) => {
-                    self.break_off(&mut slot, end);
-                    return;
-                }
-            }
+        let mut ready = std::mem::take(&mut live.ready);
+        let room = max.saturating_sub(ready.len());
+        let taken = live.take_received(room, |m| ready.push_back(m));
+        live.ready = ready;
+        if let Err(why) = taken {
+            self.break_off(&mut slot, why);
         }
     }
 
@@ -547,18 +561,10 @@ impl AmqpConsumer {
         self.live.lock().await.as_ref().map_or(0, |l| l.ready.len())
     }
 
-    /// The channel ended (`end` is its last item): drop the connection, report it and have
-    /// the background task connect again.
-    fn break_off(
-        &self,
-        slot: &mut Option<Live>,
-        end: Option<Result<lapin::message::Delivery, lapin::Error>>,
-    ) {
+    /// The channel ended (`error` says why): drop the connection, report it and have the
+    /// background task connect again.
+    fn break_off(&self, slot: &mut Option<Live>, error: String) {
         *slot = None;
-        let error = match end {
-            Some(Err(e)) => format!("amqp channel: {e}"),
-            _ => "the broker cancelled the consumer".to_string(),
-        };
         tracing::warn!("ConsumeAMQP: {error}; connecting again");
         self.health.down(error);
         self.broken.notify_one();

@@ -240,6 +240,19 @@ type Started = (Vec<tokio::task::JoinHandle<()>>, Vec<Arc<dyn Processor>>);
 /// One copy's processors, by component index.
 type CopyProcessors = Vec<(usize, Arc<dyn Processor>)>;
 
+/// A copy's source processors, in the plan's order: every transaction of the copy holds
+/// them (see [`Transaction::work_ahead`]).
+type CopySources = Arc<[Arc<dyn Processor>]>;
+
+/// Component `c`'s processor in `procs`.
+fn processor_of(procs: &CopyProcessors, c: usize) -> Arc<dyn Processor> {
+    procs
+        .iter()
+        .find(|(i, _)| *i == c)
+        .map(|(_, p)| Arc::clone(p))
+        .expect("every component of the group has a processor")
+}
+
 /// Builds and starts every copy of every stateless group: one task per copy on `runtime`'s
 /// blocking pool, for the copy's life.
 /// Returns the tasks and every processor instance (to stop them with the flow).
@@ -293,6 +306,11 @@ fn run_copy(
     runtime: tokio::runtime::Handle,
 ) {
     let waker = plan.sources.first().map(|&s| &shared.wakers[s]);
+    let sources: CopySources = plan
+        .sources
+        .iter()
+        .map(|&s| processor_of(&procs, s))
+        .collect();
     let mut next_tick = tokio::time::Instant::now();
     loop {
         if shared.stopping() {
@@ -312,8 +330,9 @@ fn run_copy(
         shared.running_triggers.fetch_add(1, Ordering::SeqCst);
         // A panic outside the processors (they are caught per trigger) ends this transaction
         // only, as a rollback would; the copy carries on.
-        let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| run_transaction(&shared, &plan, &procs)));
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            run_transaction(&shared, &plan, &procs, &sources)
+        }));
         shared.running_triggers.fetch_sub(1, Ordering::SeqCst);
         let rest = match outcome {
             Ok(Outcome::Committed) => Duration::ZERO,
@@ -395,16 +414,17 @@ fn trigger_once(
 }
 
 /// Runs one transaction of a copy to its end (on the copy's thread).
-fn run_transaction(shared: &Arc<Shared>, plan: &GroupPlan, procs: &CopyProcessors) -> Outcome {
-    let processor = |c: usize| {
-        procs
-            .iter()
-            .find(|(i, _)| *i == c)
-            .map(|(_, p)| Arc::clone(p))
-            .expect("every component of the group has a processor")
-    };
-    let sources = plan.sources.iter().map(|&s| processor(s)).collect();
-    let txn = Arc::new(Transaction::new(Arc::clone(&plan.internal), sources));
+fn run_transaction(
+    shared: &Arc<Shared>,
+    plan: &GroupPlan,
+    procs: &CopyProcessors,
+    sources: &CopySources,
+) -> Outcome {
+    let processor = |c: usize| processor_of(procs, c);
+    let txn = Arc::new(Transaction::new(
+        Arc::clone(&plan.internal),
+        Arc::clone(sources),
+    ));
     let deadline = Instant::now() + plan.timeout;
     let trigger_sources = |txn: &Arc<Transaction>| -> Result<bool, String> {
         let mut any = false;

@@ -71,7 +71,7 @@ struct State {
 pub(crate) struct Transaction {
     internal: Arc<Vec<bool>>,
     /// The copy's sources, readied while a processor waits (see [`Transaction::work_ahead`]).
-    sources: Vec<Arc<dyn Processor>>,
+    sources: Arc<[Arc<dyn Processor>]>,
     state: Mutex<State>,
 }
 
@@ -81,7 +81,7 @@ pub(crate) fn recorded_on_rollback(e: &ProvenanceEvent) -> bool {
 }
 
 impl Transaction {
-    pub(crate) fn new(internal: Arc<Vec<bool>>, sources: Vec<Arc<dyn Processor>>) -> Transaction {
+    pub(crate) fn new(internal: Arc<Vec<bool>>, sources: Arc<[Arc<dyn Processor>]>) -> Transaction {
         Transaction {
             internal,
             sources,
@@ -231,7 +231,7 @@ impl Transaction {
     /// sources ready their next trigger ([`Processor::work_ahead`]), then the committed
     /// sessions' events are encoded ([`Transaction::encode_ahead`]).
     pub(crate) fn work_ahead(&self) {
-        for source in &self.sources {
+        for source in self.sources.iter() {
             if let Err(panic) =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.work_ahead()))
             {
@@ -306,10 +306,10 @@ mod tests {
             Arc::new(Flaky(AtomicUsize::new(0))),
             Arc::new(Flaky(AtomicUsize::new(1))),
         );
-        let sources: Vec<Arc<dyn Processor>> = vec![
+        let sources: Arc<[Arc<dyn Processor>]> = Arc::new([
             Arc::clone(&first) as Arc<dyn Processor>,
             Arc::clone(&second) as Arc<dyn Processor>,
-        ];
+        ]);
         let txn = Transaction::new(Arc::new(Vec::new()), sources);
         txn.work_ahead();
         txn.work_ahead();
