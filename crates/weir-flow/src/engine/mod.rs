@@ -104,7 +104,8 @@ impl Default for ComponentStats {
 pub(crate) struct Shared {
     pub(crate) flow: Flow,
     pub(crate) repo: FlowFileRepository,
-    pub(crate) provenance: ProvenanceRepository,
+    /// Shared with the stateless copies' provenance backlogs, which outlive no engine.
+    pub(crate) provenance: Arc<ProvenanceRepository>,
     pub(crate) queues: Vec<Queue>,
     pub(crate) incoming: Vec<Vec<usize>>,
     pub(crate) outgoing: Vec<Vec<usize>>,
@@ -339,7 +340,7 @@ impl Engine {
         }
         let shared = Arc::new(Shared {
             repo,
-            provenance,
+            provenance: Arc::new(provenance),
             queues,
             incoming,
             outgoing,

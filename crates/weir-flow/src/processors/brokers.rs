@@ -125,9 +125,9 @@ impl Processor for ConsumeAmqp {
         let Some(consumer) = self.consumer.get() else {
             return Ok(Trigger::Idle);
         };
-        let messages = self
-            .runtime
-            .block_on(consumer.next_batch(self.batch, POLL_WAIT));
+        // Through the session: in a stateless group, a wait for the broker is time the copy
+        // spends on what its last commit left (see `Session::wait`).
+        let messages = session.wait(&self.runtime, consumer.next_batch(self.batch, POLL_WAIT));
         if messages.is_empty() {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
@@ -291,9 +291,9 @@ impl Processor for ConsumeJetStream {
         let Some(consumer) = self.consumer.get() else {
             return Ok(Trigger::Idle);
         };
-        let messages = self
-            .runtime
-            .block_on(consumer.next_batch(self.batch, POLL_WAIT));
+        // Through the session: in a stateless group, a wait for the broker is time the copy
+        // spends on what its last commit left (see `Session::wait`).
+        let messages = session.wait(&self.runtime, consumer.next_batch(self.batch, POLL_WAIT));
         if messages.is_empty() {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);

@@ -29,7 +29,10 @@
 //! - **Commit.** When every queue is empty, the transaction commits: flow files that leave
 //!   the group through output ports into traditional connections, and the inputs taken from
 //!   them, are written in one journal frame; provenance events, held until now, are
-//!   recorded; then the sources' completion hooks run, and broker sources acknowledge.
+//!   recorded; then the sources' completion hooks run, and broker sources acknowledge. A
+//!   commit without a journal frame leaves its events to the copy's provenance backlog,
+//!   recorded by the copy's next wait or commit, or before it rests (see `backlog.rs`): the
+//!   acknowledgements do not wait for the encoding.
 //! - **Rollback.** A flow file reaching an output port marked `failure: true`, a processor
 //!   that fails or panics, or the group's timeout rolls back everything: flow files in flight
 //!   are dropped, sources are told to give their data back (AMQP requeues, JetStream naks),
@@ -48,6 +51,7 @@
 //! time-outs (connection and read time-outs of the connectors) before the transaction rolls
 //! back.
 
+mod backlog;
 mod transaction;
 
 use std::collections::BTreeSet;
@@ -62,6 +66,7 @@ use crate::engine::{Completion, EngineError, Session, SessionFactory, Shared};
 use crate::processors::Processor;
 use crate::provenance::ProvenanceEvent;
 use crate::repository::journal::{Op, Txn};
+use backlog::ProvenanceBacklog;
 pub(crate) use transaction::{Absorbed, Transaction};
 
 /// Processor types that send data out of the flow: a group with more than one of them is
@@ -311,12 +316,15 @@ fn run_copy(
         .iter()
         .map(|&s| processor_of(&procs, s))
         .collect();
+    // Dropped (and so recorded) when the copy ends, however it ends.
+    let backlog = Arc::new(ProvenanceBacklog::new(Arc::clone(&shared.provenance)));
     let mut next_tick = tokio::time::Instant::now();
     loop {
         if shared.stopping() {
             return;
         }
         if !plan.period.is_zero() {
+            backlog.record();
             runtime.block_on(tokio::time::sleep_until(next_tick));
             next_tick = tokio::time::Instant::now() + plan.period;
         }
@@ -324,6 +332,7 @@ fn run_copy(
             return;
         }
         if shared.repo.poisoned().is_some() {
+            backlog.record();
             runtime.block_on(tokio::time::sleep(IDLE_WAIT));
             continue;
         }
@@ -331,7 +340,7 @@ fn run_copy(
         // A panic outside the processors (they are caught per trigger) ends this transaction
         // only, as a rollback would; the copy carries on.
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run_transaction(&shared, &plan, &procs, &sources)
+            run_transaction(&shared, &plan, &procs, &sources, &backlog)
         }));
         shared.running_triggers.fetch_sub(1, Ordering::SeqCst);
         let rest = match outcome {
@@ -341,6 +350,7 @@ fn run_copy(
             Ok(Outcome::RolledBack) | Err(_) => plan.yield_duration,
         };
         if !rest.is_zero() {
+            backlog.record();
             match waker {
                 Some(w) => {
                     let _ = runtime.block_on(tokio::time::timeout(rest, w.notified()));
@@ -419,11 +429,13 @@ fn run_transaction(
     plan: &GroupPlan,
     procs: &CopyProcessors,
     sources: &CopySources,
+    backlog: &Arc<ProvenanceBacklog>,
 ) -> Outcome {
     let processor = |c: usize| processor_of(procs, c);
     let txn = Arc::new(Transaction::new(
         Arc::clone(&plan.internal),
         Arc::clone(sources),
+        Arc::clone(backlog),
     ));
     let deadline = Instant::now() + plan.timeout;
     let trigger_sources = |txn: &Arc<Transaction>| -> Result<bool, String> {
@@ -500,36 +512,15 @@ pub(super) fn direct_event_ids(events: &mut [ProvenanceEvent]) {
     }
 }
 
-/// Records `batches` of events, made in no journal frame, with those `encoded` ahead (see
-/// [`Transaction::encode_ahead`]), in one hand-over to the store.
-///
-/// The copy encodes them itself, where they are in cache: encoding them on the provenance
-/// writer instead cost about three times the CPU time, which the brokers and the database
-/// on the other core then lack (measured: 0.027–0.031 against 0.033–0.044 CPU seconds per
-/// 1,000 messages at concurrency 1, and about 9% more messages/s at concurrency 4).
-fn record_events(
-    shared: &Shared,
-    encoded: Vec<crate::provenance::Encoded>,
-    mut batches: Vec<Vec<ProvenanceEvent>>,
-) {
-    batches.retain(|b| !b.is_empty());
-    for batch in &mut batches {
-        direct_event_ids(batch);
-    }
-    if let Err(e) = shared.provenance.insert_batches(encoded, batches) {
-        tracing::warn!("provenance insert failed: {e}");
-    }
-}
-
 fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Outcome {
     let parts = txn.take_parts();
     let mut events = parts.events;
     events.push(parts.always);
     if parts.taken.is_empty() && parts.outputs.is_empty() {
+        // The batches encoded ahead go as they were encoded; the rest is encoded, and all
+        // are freed, while the copy next waits.
         let rest = events.split_off(parts.encoded_batches);
-        // The batches encoded ahead go as they were encoded; they are freed here.
-        drop(events);
-        record_events(shared, parts.encoded, rest);
+        txn.backlog().hold(parts.encoded, rest, events);
     } else {
         // The journal frame holds the events as one list (with the frame's ids: what was
         // encoded ahead, with ids of its own, is not used).
@@ -664,7 +655,7 @@ fn rollback(
 fn rollback_parts(
     shared: &Arc<Shared>,
     plan: &GroupPlan,
-    _txn: &Arc<Transaction>,
+    txn: &Arc<Transaction>,
     reason: Reason,
     taken: Vec<(u32, crate::flowfile::FlowFile)>,
     completions: Vec<crate::engine::CompletionHook>,
@@ -700,7 +691,7 @@ fn rollback_parts(
         }
     };
     // The data left already: SEND and REMOTE_INVOCATION stay recorded.
-    record_events(shared, Vec::new(), vec![always]);
+    txn.backlog().record_now(vec![always]);
     let penalty = penalize.then_some(plan.penalty);
     for hook in completions {
         hook(Completion::RolledBack { penalty });

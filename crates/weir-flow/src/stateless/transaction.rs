@@ -13,6 +13,8 @@ use crate::flowfile::{ContentClaim, FlowFile};
 use crate::processors::Processor;
 use crate::provenance::{Encoded, EventType, ProvenanceEvent, ProvenanceRepository};
 
+use super::ProvenanceBacklog;
+
 /// Claim files with this bit are the transaction's memory, not the content repository.
 const MEMORY: u64 = 1 << 63;
 
@@ -72,6 +74,8 @@ pub(crate) struct Transaction {
     internal: Arc<Vec<bool>>,
     /// The copy's sources, readied while a processor waits (see [`Transaction::work_ahead`]).
     sources: Arc<[Arc<dyn Processor>]>,
+    /// What the copy's last commit left to record (see [`Transaction::work_ahead`]).
+    backlog: Arc<ProvenanceBacklog>,
     state: Mutex<State>,
 }
 
@@ -81,12 +85,22 @@ pub(crate) fn recorded_on_rollback(e: &ProvenanceEvent) -> bool {
 }
 
 impl Transaction {
-    pub(crate) fn new(internal: Arc<Vec<bool>>, sources: Arc<[Arc<dyn Processor>]>) -> Transaction {
+    pub(crate) fn new(
+        internal: Arc<Vec<bool>>,
+        sources: Arc<[Arc<dyn Processor>]>,
+        backlog: Arc<ProvenanceBacklog>,
+    ) -> Transaction {
         Transaction {
             internal,
             sources,
+            backlog,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// The copy's provenance backlog, where a commit leaves its events.
+    pub(crate) fn backlog(&self) -> &ProvenanceBacklog {
+        &self.backlog
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -228,7 +242,8 @@ impl Transaction {
     }
 
     /// Work a processor's wait on an outside service can hide (see `Session::wait`): the
-    /// sources ready their next trigger ([`Processor::work_ahead`]), then the committed
+    /// sources ready their next trigger ([`Processor::work_ahead`]), the copy's last commit's
+    /// events are recorded ([`ProvenanceBacklog::record`]), then this transaction's committed
     /// sessions' events are encoded ([`Transaction::encode_ahead`]).
     pub(crate) fn work_ahead(&self) {
         for source in self.sources.iter() {
@@ -241,6 +256,7 @@ impl Transaction {
                 );
             }
         }
+        self.backlog.record();
         self.encode_ahead();
     }
 
@@ -284,6 +300,7 @@ mod tests {
     use super::*;
     use crate::processors::{ProcessError, Trigger};
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     /// A source whose work ahead panics on its first call and counts the others.
     struct Flaky(AtomicUsize);
@@ -310,7 +327,10 @@ mod tests {
             Arc::clone(&first) as Arc<dyn Processor>,
             Arc::clone(&second) as Arc<dyn Processor>,
         ]);
-        let txn = Transaction::new(Arc::new(Vec::new()), sources);
+        let dir = tempfile::tempdir().unwrap();
+        let provenance = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        let backlog = Arc::new(ProvenanceBacklog::new(Arc::new(provenance)));
+        let txn = Transaction::new(Arc::new(Vec::new()), sources, backlog);
         txn.work_ahead();
         txn.work_ahead();
         assert_eq!(first.0.load(Ordering::SeqCst), 2);
