@@ -104,7 +104,7 @@ impl Default for ComponentStats {
 pub(crate) struct Shared {
     pub(crate) flow: Flow,
     pub(crate) repo: FlowFileRepository,
-    /// Shared with the stateless copies' provenance backlogs, which outlive no engine.
+    /// Held as well by each stateless copy's provenance backlog, until the copy ends.
     pub(crate) provenance: Arc<ProvenanceRepository>,
     pub(crate) queues: Vec<Queue>,
     pub(crate) incoming: Vec<Vec<usize>>,

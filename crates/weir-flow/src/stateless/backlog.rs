@@ -55,8 +55,8 @@ impl ProvenanceBacklog {
         }
     }
 
-    fn take(&self) -> Held {
-        std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()))
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Holds a commit's events for later: those `encoded` ahead (made from `spent`, freed
@@ -65,16 +65,19 @@ impl ProvenanceBacklog {
     pub(crate) fn hold(
         &self,
         encoded: Vec<Encoded>,
-        mut batches: Vec<Vec<ProvenanceEvent>>,
+        batches: Vec<Vec<ProvenanceEvent>>,
         spent: Vec<Vec<ProvenanceEvent>>,
     ) {
-        self.record();
-        batches.retain(|b| !b.is_empty());
-        *self.held.lock().unwrap_or_else(|p| p.into_inner()) = Held {
-            encoded,
-            batches,
-            spent,
-        };
+        let earlier = std::mem::replace(
+            &mut *self.held(),
+            Held {
+                encoded,
+                batches,
+                spent,
+            },
+        );
+        // The new events get their ids only when recorded, so the earlier ones stay first.
+        self.record_held(earlier);
     }
 
     /// Records `batches` now, after what the backlog holds (a rollback's SEND events).
@@ -87,7 +90,11 @@ impl ProvenanceBacklog {
     /// hands everything to the provenance writer and frees the events. Cost: the encoding
     /// (about 1.5 K instructions per event) and the frees.
     pub(crate) fn record(&self) {
-        let held = self.take();
+        let held = std::mem::take(&mut *self.held());
+        self.record_held(held);
+    }
+
+    fn record_held(&self, held: Held) {
         if held.is_empty() {
             return;
         }
