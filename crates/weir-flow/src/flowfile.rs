@@ -35,8 +35,9 @@ pub use smol_str::SmolStr;
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Attributes(Arc<Entries>);
 
-/// A map's own entries: an overlay's few are held in its allocation, not in one of their own.
-type List = smallvec::SmallVec<[(SmolStr, SmolStr); 2]>;
+/// A map's own entries: an overlay's few (up to four: the changes of a few processors) are
+/// held in its allocation, not in one of their own.
+type List = smallvec::SmallVec<[(SmolStr, SmolStr); 4]>;
 
 /// The shared part of [`Attributes`].
 #[derive(Default)]
@@ -109,7 +110,17 @@ impl Eq for Entries {}
 
 /// Where `name` is in `list` (sorted by name), or where it would go.
 fn position(list: &[(SmolStr, SmolStr)], name: &str) -> Result<usize, usize> {
-    list.binary_search_by(|(k, _)| k.as_str().cmp(name))
+    list.binary_search_by(|(k, _)| name_order(k, name))
+}
+
+/// The order of two names, as `str`'s: by their first bytes when they differ (most steps of
+/// a search end there, without a call to compare the rest), else by all their bytes.
+#[inline]
+fn name_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.as_bytes().first(), b.as_bytes().first()) {
+        (Some(x), Some(y)) if x != y => x.cmp(y),
+        _ => a.cmp(b),
+    }
 }
 
 /// Names changed since a copy that are remembered; past this many, none are.
@@ -157,7 +168,7 @@ impl Attributes {
     /// The entries, for a change to `name` (`None`: changes beyond telling): a new map
     /// first when they are shared (an overlay unless `flat` or `name` is `None`), and the
     /// change remembered on a new map.
-    fn entries_mut(&mut self, name: Option<&str>, flat: bool) -> &mut Entries {
+    fn entries_mut(&mut self, name: Option<&SmolStr>, flat: bool) -> &mut Entries {
         let flat = flat || name.is_none();
         if Arc::get_mut(&mut self.0).is_none() {
             let shared = &self.0;
@@ -196,7 +207,7 @@ impl Attributes {
             match name {
                 Some(n) if c.changes <= REMEMBERED_CHANGES && known.iter().any(|k| k == n) => {}
                 Some(n) if c.changes < REMEMBERED_CHANGES => {
-                    c.names[c.changes] = SmolStr::new(n);
+                    c.names[c.changes] = n.clone();
                     c.changes += 1;
                 }
                 _ => c.changes = REMEMBERED_CHANGES + 1,
@@ -283,13 +294,17 @@ impl Attributes {
         }
         let previous = current.cloned();
         let was_flat = self.0.base.is_none();
-        let e = self.entries_mut(Some(name), false);
-        // A flat map made from a flat one holds its entries where they were; an overlay's
-        // few, or a map just made flat, are searched again.
-        let at = if was_flat && e.base.is_none() {
-            own
-        } else {
-            position(&e.list, name)
+        // Made once: a long name is then shared by the entry and the remembered change.
+        let name = SmolStr::new(name);
+        let e = self.entries_mut(Some(&name), false);
+        // The first search still holds where a map kept its kind: its own list is the one
+        // searched, or a copy of it in the same order (a flat map made flat, an overlay
+        // made an overlay). A new overlay on a flat map starts empty; an overlay just made
+        // flat is searched again.
+        let at = match (was_flat, e.base.is_none()) {
+            (true, true) | (false, false) => own,
+            (true, false) if e.list.is_empty() => Err(0),
+            _ => position(&e.list, &name),
         };
         match at {
             Ok(i) => e.list[i].1 = value,
@@ -297,7 +312,7 @@ impl Attributes {
                 if e.base.is_some() && previous.is_none() {
                     e.added += 1;
                 }
-                e.list.insert(i, (SmolStr::new(name), value));
+                e.list.insert(i, (name, value));
                 if e.base.is_some() && e.list.len() > OVERLAY_MOST {
                     e.flatten();
                 }
@@ -319,7 +334,7 @@ impl Attributes {
     /// and hold `name`.
     pub fn remove(&mut self, name: &str) -> Option<SmolStr> {
         self.0.lookup(name)?;
-        let e = self.entries_mut(Some(name), true);
+        let e = self.entries_mut(Some(&SmolStr::new(name)), true);
         let i = position(&e.list, name).expect("a flat map holds every name");
         Some(e.list.remove(i).1)
     }
@@ -814,6 +829,12 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Names order as `str`s do, whether their first bytes differ or not.
+        #[test]
+        fn names_order_as_texts_do(a in "[a-c$.]{0,4}", b in "[a-c$.]{0,4}") {
+            proptest::prop_assert_eq!(name_order(&a, &b), a.cmp(&b));
+        }
+
         /// Any chain of changes, to maps shared or not (flat, overlaid, overlays of
         /// overlays, flattened again), reads as a `BTreeMap` changed the same way does: by
         /// name, in order from both ends, by length and by equality; and every map kept

@@ -437,10 +437,39 @@ impl Session {
         let claim = if data.is_empty() {
             None
         } else if let Some(t) = &self.transaction {
-            Some(t.write(data))
+            Some(t.write(bytes::Bytes::copy_from_slice(data)))
         } else {
             Some(self.shared.repo.content().write(data)?)
         };
+        self.set_claim(ff, claim, data.len());
+        Ok(())
+    }
+
+    /// As [`Session::write`], taking the content: a stateless transaction holds it as it
+    /// is (no copy, no allocation); the content repository writes it as `write` does.
+    ///
+    /// # Errors
+    /// The content repository's I/O error.
+    pub fn write_owned(
+        &mut self,
+        ff: FlowFileRef,
+        data: impl Into<bytes::Bytes>,
+    ) -> Result<(), SessionError> {
+        let data = data.into();
+        let len = data.len();
+        let claim = if len == 0 {
+            None
+        } else if let Some(t) = &self.transaction {
+            Some(t.write(data))
+        } else {
+            Some(self.shared.repo.content().write(&data)?)
+        };
+        self.set_claim(ff, claim, len);
+        Ok(())
+    }
+
+    /// Gives `ff` the content `claim` of `len` bytes, just written.
+    fn set_claim(&mut self, ff: FlowFileRef, claim: Option<ContentClaim>, len: usize) {
         if let Some(c) = claim
             && self.transaction.is_none()
         {
@@ -448,11 +477,8 @@ impl Session {
         }
         let r = &mut self.records[ff.0];
         r.flowfile.claim = claim;
-        r.flowfile
-            .attributes
-            .insert("fileSize", int_value(data.len()));
+        r.flowfile.attributes.insert("fileSize", int_value(len));
         r.content_changed = true;
-        Ok(())
     }
 
     /// Replaces the content with the rest of `source`, copied in the kernel into the

@@ -127,13 +127,13 @@ impl Processor for ConsumeAmqp {
         };
         // Through the session: in a stateless group, a wait for the broker is time the copy
         // spends on what its last commit left (see `Session::wait`).
-        let messages = session.wait(&self.runtime, consumer.next_batch(self.batch, POLL_WAIT));
+        let mut messages = session.wait(&self.runtime, consumer.next_batch(self.batch, POLL_WAIT));
         if messages.is_empty() {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
         session.reserve(messages.len());
-        for m in &messages {
+        for m in &mut messages {
             // In name order, so that the new map is built in order.
             let fixed = [
                 ("amqp$deliveryTag", int_value(m.delivery_tag)),
@@ -150,7 +150,8 @@ impl Processor for ConsumeAmqp {
                 .iter()
                 .map(|(k, v)| (SmolStr::from(format!("amqp${k}")), SmolStr::new(v)));
             let ff = session.create_with_attributes(fixed.into_iter().chain(headers));
-            session.write(ff, &m.body)?;
+            // Taken, not copied: settling a message needs only its tag.
+            session.write_owned(ff, std::mem::take(&mut m.body))?;
             session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
             session.transfer(ff, "success")?;
         }
@@ -293,13 +294,13 @@ impl Processor for ConsumeJetStream {
         };
         // Through the session: in a stateless group, a wait for the broker is time the copy
         // spends on what its last commit left (see `Session::wait`).
-        let messages = session.wait(&self.runtime, consumer.next_batch(self.batch, POLL_WAIT));
+        let mut messages = session.wait(&self.runtime, consumer.next_batch(self.batch, POLL_WAIT));
         if messages.is_empty() {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
         session.reserve(messages.len());
-        for m in &messages {
+        for m in &mut messages {
             let ff = session.create_with_attributes(
                 [
                     ("jetstream.delivered", int_value(m.delivered)),
@@ -308,7 +309,8 @@ impl Processor for ConsumeJetStream {
                 ]
                 .map(|(k, v)| (SmolStr::new_static(k), v)),
             );
-            session.write(ff, &m.body)?;
+            // Taken, not copied: settling a message needs only its tag.
+            session.write_owned(ff, std::mem::take(&mut m.body))?;
             session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
             session.transfer(ff, "success")?;
         }

@@ -368,7 +368,7 @@ impl Processor for ReplaceText {
             } else {
                 self.apply(text, &search, regex, &replacement)
             };
-            session.write(ff, out.as_bytes())?;
+            session.write_owned(ff, out.into_bytes())?;
             session.transfer(ff, "success")?;
         }
         Ok(Trigger::worked_if(!ffs.is_empty()))

@@ -216,14 +216,13 @@ fn write_changes<'a>(
     // Beyond this many changes the map goes in full.
     let most = map.len() / 2;
     let (mut set, mut removed) = (Vec::new(), Vec::new());
-    // Both maps are in name order, mostly with the same names and values. (`SmolStr`'s `==`
-    // compares a short text where it is held and a long one by address first.)
+    // Both maps are in name order, mostly with the same names and values.
     while set.len() + removed.len() <= most {
         let (Some((mk, mv)), Some((bk, bv))) = (m.peek(), b.peek()) else {
             break;
         };
-        if mk == bk {
-            if mv != bv {
+        if same_text(mk, bk) {
+            if !same_text(mv, bv) {
                 set.push(m.next().expect("peeked"));
             } else {
                 m.next();
@@ -254,12 +253,13 @@ fn write_changes<'a>(
     true
 }
 
-/// True when two maps have the same names, in the same order.
+/// True when two maps have the same names, in the same order. (A source's names are mostly
+/// static texts, one address each: found equal without comparing their bytes.)
 fn same_names(a: &Attributes, b: &Attributes) -> bool {
     a.len() == b.len()
         && a.entries()
             .zip(b.entries())
-            .all(|((ka, _), (kb, _))| ka == kb)
+            .all(|((ka, _), (kb, _))| same_text(ka, kb))
 }
 
 /// Writes a CHANGED record turning map number `base_number` into `map`, a copy of it
@@ -391,7 +391,11 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
                             out.u64(LIKE);
                             out.u64(shape);
                             for ((_, v), (_, shape_v)) in entries.zip(shape_map.entries()) {
-                                out.u64(if v == shape_v { SAME } else { texts.text(v) });
+                                out.u64(if same_text(v, shape_v) {
+                                    SAME
+                                } else {
+                                    texts.text(v)
+                                });
                             }
                         }
                         _ => {

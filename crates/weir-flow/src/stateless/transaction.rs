@@ -137,14 +137,15 @@ impl Transaction {
             .any(|q| st.queues.get(q).is_some_and(|v| !v.is_empty()))
     }
 
-    /// Stores `data` in memory and returns its claim.
-    pub(crate) fn write(&self, data: &[u8]) -> ContentClaim {
+    /// Holds `data` in memory and returns its claim.
+    pub(crate) fn write(&self, data: bytes::Bytes) -> ContentClaim {
+        let len = data.len() as u64;
         let mut st = self.lock();
-        st.content.push(bytes::Bytes::copy_from_slice(data));
+        st.content.push(data);
         ContentClaim {
             file: MEMORY | (st.content.len() as u64 - 1),
             offset: 0,
-            len: data.len() as u64,
+            len,
         }
     }
 
