@@ -19,8 +19,9 @@
 //! transactions of one or two messages would weigh in such a profile;
 //! `WEIR_BENCH_CONCURRENCY=1` or `4` runs only that one;
 //! `WEIR_BENCH_THREADS=1` adds, per run, each thread's CPU and context switches per message).
-//! Each line gives this process's CPU seconds per 1,000 messages beside the rates: the
-//! machine is shared.
+//! Each line gives this process's CPU seconds per 1,000 messages beside the rates, and the
+//! servers' (RabbitMQ's `beam.smp`, every `postgres` process) over the same span where
+//! `/proc` shows them: the machine is shared, and the broker takes most of it.
 
 use std::time::{Duration, Instant};
 
@@ -307,6 +308,36 @@ fn cpu_seconds() -> f64 {
     cpu_time::ProcessTime::now().as_duration().as_secs_f64()
 }
 
+/// The CPU seconds every process named `comm` has used so far, its reaped children's
+/// included (a PostgreSQL backend that ended meanwhile counts in its postmaster's): `None`
+/// where `/proc` shows none. `/proc` counts in USER_HZ, 100 per second on Linux.
+fn server_cpu_seconds(comm: &str) -> Option<f64> {
+    let mut ticks = None;
+    for p in std::fs::read_dir("/proc").ok()?.flatten() {
+        let path = p.path();
+        if std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim_end() == comm)
+            && let Ok(stat) = std::fs::read_to_string(path.join("stat"))
+            // The fields after the command, which may hold spaces, in parentheses.
+            && let Some((_, rest)) = stat.rsplit_once(')')
+        {
+            let fields: Vec<u64> = rest
+                .split_whitespace()
+                .skip(11)
+                .take(4)
+                .filter_map(|f| f.parse().ok())
+                .collect();
+            *ticks.get_or_insert(0) += fields.iter().sum::<u64>();
+        }
+    }
+    ticks.map(|t| t as f64 / 100.0)
+}
+
+/// The servers' CPU seconds so far: RabbitMQ's and PostgreSQL's (NaN where not seen).
+fn servers_cpu_seconds() -> (f64, f64) {
+    let seconds = |comm| server_cpu_seconds(comm).unwrap_or(f64::NAN);
+    (seconds("beam.smp"), seconds("postgres"))
+}
+
 /// One thread's CPU time (clock ticks) and context switches (voluntary, involuntary).
 #[derive(Debug, Clone, Copy, Default)]
 struct ThreadCounts {
@@ -435,18 +466,27 @@ struct Run {
     first_row_ms: f64,
     /// This process's CPU seconds per 1,000 messages, start to last row.
     cpu: f64,
+    /// RabbitMQ's and PostgreSQL's CPU seconds per 1,000 messages over the same span.
+    servers: (f64, f64),
 }
 
 impl Run {
-    fn measured(s: &Setup, n: i64, start: Instant, start_us: i64, cpu: f64) -> Run {
+    /// The run that started at `start` with `cpu` and `servers` (the CPU seconds then) and
+    /// has written its `n` rows.
+    fn measured(s: &Setup, n: i64, start: (Instant, i64), cpu: f64, servers: (f64, f64)) -> Run {
+        let (start, start_us) = start;
         let wall = n as f64 / start.elapsed().as_secs_f64();
-        let cpu = (cpu_seconds() - cpu) * 1000.0 / n as f64;
+        let per_1000 = |seconds: f64| seconds * 1000.0 / n as f64;
+        let cpu = per_1000(cpu_seconds() - cpu);
+        let now = servers_cpu_seconds();
+        let servers = (per_1000(now.0 - servers.0), per_1000(now.1 - servers.1));
         let (to_first, span) = s.row_span(start_us);
         Run {
             steady: (n - 1) as f64 / span * 1e6,
             wall,
             first_row_ms: to_first / 1e3,
             cpu,
+            servers,
         }
     }
 
@@ -455,6 +495,7 @@ impl Run {
         wall: f64::NAN,
         first_row_ms: f64::NAN,
         cpu: f64::NAN,
+        servers: (f64::NAN, f64::NAN),
     };
 }
 
@@ -462,9 +503,8 @@ impl Run {
 fn run_hand(s: &Setup, workers: usize, n: i64) -> Run {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let threads = thread_counts();
-    let cpu = cpu_seconds();
-    let start = Instant::now();
-    let start_us = now_us();
+    let (cpu, servers) = (cpu_seconds(), servers_cpu_seconds());
+    let start = (Instant::now(), now_us());
     let tasks: Vec<_> = (0..workers)
         .map(|_| {
             rt().spawn(hand_worker(
@@ -475,7 +515,7 @@ fn run_hand(s: &Setup, workers: usize, n: i64) -> Run {
         })
         .collect();
     s.wait_rows(n);
-    let run = Run::measured(s, n, start, start_us, cpu);
+    let run = Run::measured(s, n, start, cpu, servers);
     report_threads("hand loop", &threads, n);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for t in tasks {
@@ -490,12 +530,11 @@ fn run_hand(s: &Setup, workers: usize, n: i64) -> Run {
 fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (Run, f64, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let threads = thread_counts();
-    let cpu = cpu_seconds();
-    let start = Instant::now();
-    let start_us = now_us();
+    let (cpu, servers) = (cpu_seconds(), servers_cpu_seconds());
+    let start = (Instant::now(), now_us());
     let engine = Engine::start(flow(s, concurrency), dir.path()).unwrap();
     s.wait_rows(n);
-    let run = Run::measured(s, n, start, start_us, cpu);
+    let run = Run::measured(s, n, start, cpu, servers);
     report_threads("engine", &threads, n);
     std::mem::forget(dir);
     let put = engine
@@ -577,7 +616,7 @@ fn main() {
                 (run_hand_round(), engine)
             };
             println!(
-                "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {:.0} msgs/s, hand loop {:.0} msgs/s, ratio {:.2} (first to last row); from the start {:.0} and {:.0} msgs/s, ratio {:.2}, first row after {:.0} and {:.0} ms; CPU s per 1000 msgs (this process): engine {:.3}, hand loop {:.3}; engine's mean PostgreSQL batch {batch:.0}",
+                "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {:.0} msgs/s, hand loop {:.0} msgs/s, ratio {:.2} (first to last row); from the start {:.0} and {:.0} msgs/s, ratio {:.2}, first row after {:.0} and {:.0} ms; CPU s per 1000 msgs (this process): engine {:.3}, hand loop {:.3}; engine's mean PostgreSQL batch {batch:.0}; CPU s per 1000 msgs, RabbitMQ: engine's run {:.3}, hand loop's {:.3}, PostgreSQL: {:.3} and {:.3}",
                 run.steady,
                 hand.steady,
                 run.steady / hand.steady,
@@ -588,6 +627,10 @@ fn main() {
                 hand.first_row_ms,
                 run.cpu,
                 hand.cpu,
+                run.servers.0,
+                hand.servers.0,
+                run.servers.1,
+                hand.servers.1,
             );
             if hand_loop {
                 ratios.push(run.steady / hand.steady);
