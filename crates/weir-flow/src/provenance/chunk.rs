@@ -42,7 +42,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use varint_rs::{VarintReader, VarintWriter};
 
 use super::{EventType, ProvenanceError, ProvenanceEvent};
-use crate::flowfile::{Attributes, SmolStr};
+use crate::flowfile::{Attributes, SmolStr, same_name};
 
 /// The first bytes of a format-5 chunk and of each of its parts. A format-4 chunk starts with
 /// its number of events, never zero, so the two are told apart by the first byte.
@@ -124,12 +124,6 @@ impl Part {
     }
 }
 
-/// True when `a` and `b` are the same text: at once when they are held at one address (a
-/// value shared between two maps), else by their bytes.
-fn same_text(a: &str, b: &str) -> bool {
-    a.len() == b.len() && (a.as_ptr() == b.as_ptr() || a == b)
-}
-
 /// Texts at most this long are listed where they come: a `SmolStr` holds them inline, so
 /// each copy has its own address and finding one again would mean hashing its bytes.
 const INLINE: usize = 23;
@@ -195,7 +189,7 @@ struct Field<'a>(Option<&'a str>);
 
 impl<'a> Field<'a> {
     fn text(&mut self, text: &'a str, texts: &mut Texts<'a>) -> TextRef {
-        if self.0.is_some_and(|last| same_text(last, text)) {
+        if self.0.is_some_and(|last| same_name(last, text)) {
             return SAME;
         }
         self.0 = Some(text);
@@ -221,8 +215,8 @@ fn write_changes<'a>(
         let (Some((mk, mv)), Some((bk, bv))) = (m.peek(), b.peek()) else {
             break;
         };
-        if same_text(mk, bk) {
-            if !same_text(mv, bv) {
+        if same_name(mk, bk) {
+            if !same_name(mv, bv) {
                 set.push(m.next().expect("peeked"));
             } else {
                 m.next();
@@ -251,15 +245,6 @@ fn write_changes<'a>(
         out.u64(texts.text(k));
     }
     true
-}
-
-/// True when two maps have the same names, in the same order. (A source's names are mostly
-/// static texts, one address each: found equal without comparing their bytes.)
-fn same_names(a: &Attributes, b: &Attributes) -> bool {
-    a.len() == b.len()
-        && a.entries()
-            .zip(b.entries())
-            .all(|((ka, _), (kb, _))| same_text(ka, kb))
 }
 
 /// Writes a CHANGED record turning map number `base_number` into `map`, a copy of it
@@ -359,7 +344,7 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
     let mut last_flowfile_ref = NONE;
     for &e in events {
         let flowfile: &'a str = &e.flowfile;
-        let same_flowfile = last_flowfile.is_some_and(|last| same_text(last, flowfile));
+        let same_flowfile = last_flowfile.is_some_and(|last| same_name(last, flowfile));
         let flowfile_ref = if same_flowfile {
             last_flowfile_ref
         } else {
@@ -387,11 +372,11 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
                 if !changed {
                     let entries = e.attributes.entries();
                     match last_full {
-                        Some((shape, shape_map)) if same_names(&e.attributes, shape_map) => {
+                        Some((shape, shape_map)) if e.attributes.same_names(shape_map) => {
                             out.u64(LIKE);
                             out.u64(shape);
                             for ((_, v), (_, shape_v)) in entries.zip(shape_map.entries()) {
-                                out.u64(if same_text(v, shape_v) {
+                                out.u64(if same_name(v, shape_v) {
                                     SAME
                                 } else {
                                     texts.text(v)
