@@ -509,8 +509,8 @@ fn events_encoded_while_the_database_works_are_dropped_on_a_rollback() {
     let f = Fixture::new("weir_ahead");
     f.publish(0..20);
     // Message 0 loses its key on its first delivery: PutDatabaseRecord fails it while it
-    // writes the others of its transaction (waiting on the database, the transaction's
-    // events so far are encoded), and the failure port rolls the transaction back.
+    // writes the others of its transaction (waiting on the database, the copy records the
+    // last transaction's events), and the failure port rolls the transaction back.
     let middle = r#"
       - name: strip
         type: ReplaceText
@@ -536,7 +536,7 @@ fn events_encoded_while_the_database_works_are_dropped_on_a_rollback() {
     assert!(rows.iter().enumerate().all(|(i, r)| r.0 == i as i64));
     assert_eq!(f.ready(), 0);
     // Only the committed attempts' events: one RECEIVE and one change per message, never
-    // one of a rolled-back attempt, nor one twice (encoded ahead and again at commit).
+    // one of a rolled-back attempt, nor one twice.
     assert_eq!(provenance(dir.path(), "consume", EventType::RECEIVE), 20);
     assert_eq!(
         provenance(dir.path(), "strip", EventType::CONTENT_MODIFIED),

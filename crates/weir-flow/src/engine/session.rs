@@ -362,11 +362,10 @@ impl Session {
     /// database batch, a publish), and returns its result.
     ///
     /// Inside a stateless transaction, once `work` has been polled (its requests are on
-    /// their way) and is not done, the group's sources ready their next trigger, the copy's
-    /// last commit's provenance events are recorded and this transaction's so far are
-    /// encoded while the service works (see `Transaction::work_ahead`): work the next
-    /// trigger and the commits would otherwise do on the copy's serial path. Outside one,
-    /// this is `runtime.block_on(work)`.
+    /// their way) and is not done, the group's sources ready their next trigger and the
+    /// copy's last commit's provenance events are recorded while the service works (see
+    /// `Transaction::work_ahead`): work the next trigger and the commits would otherwise do
+    /// on the copy's serial path. Outside one, this is `runtime.block_on(work)`.
     pub fn wait<F: std::future::Future>(
         &self,
         runtime: &tokio::runtime::Handle,

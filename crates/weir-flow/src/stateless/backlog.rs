@@ -3,11 +3,10 @@
 //!
 //! A commit that writes no journal frame (nothing came from or leaves into a traditional
 //! connection) records its events best effort: the provenance writer stores them
-//! asynchronously, and a failure is logged. Encoding the events made after the last wait
-//! (the database's SEND, say) and freeing them all cost the commit about a fifth of the
-//! copy's time per message, during which the copy's next transaction could not start. So
-//! the commit [`hold`](ProvenanceBacklog::hold)s them, its completion hooks acknowledge at
-//! once, and they are recorded by the first of:
+//! asynchronously, and a failure is logged. Encoding the events and freeing them cost about
+//! a third of the copy's time per message, during which the copy's next transaction could
+//! not start. So the commit [`hold`](ProvenanceBacklog::hold)s them, its completion hooks
+//! acknowledge at once, and they are recorded by the first of:
 //!
 //! - the next transaction's first wait on an outside service (a database batch, a broker
 //!   with nothing ready), through `Transaction::work_ahead`;
@@ -16,34 +15,20 @@
 //! - the copy resting (an idle trigger, a rollback, a schedule) or ending, including by a
 //!   panic: dropping the backlog records what it holds.
 //!
+//! A transaction's events are recorded together, in one write: each flow file's maps after
+//! its first are written as the few changes from the one before.
 //! Events keep their order: ids are given when they are recorded, the backlog's before any
 //! later transaction's.
 
 use std::sync::{Arc, Mutex};
 
-use crate::provenance::{Encoded, ProvenanceEvent, ProvenanceRepository};
+use crate::provenance::{ProvenanceEvent, ProvenanceRepository};
 
-/// What one commit left to record.
-#[derive(Default)]
-struct Held {
-    /// Events encoded ahead, with their ids.
-    encoded: Vec<Encoded>,
-    /// Events still to encode (and give ids).
-    batches: Vec<Vec<ProvenanceEvent>>,
-    /// The events `encoded` was made from: only to free.
-    spent: Vec<Vec<ProvenanceEvent>>,
-}
-
-impl Held {
-    fn is_empty(&self) -> bool {
-        self.encoded.is_empty() && self.batches.is_empty() && self.spent.is_empty()
-    }
-}
-
-/// A copy's events committed and not yet recorded. See the [module docs](self).
+/// A copy's events committed and not yet recorded, a batch per session. See the
+/// [module docs](self).
 pub(crate) struct ProvenanceBacklog {
     provenance: Arc<ProvenanceRepository>,
-    held: Mutex<Held>,
+    held: Mutex<Vec<Vec<ProvenanceEvent>>>,
 }
 
 impl ProvenanceBacklog {
@@ -51,55 +36,34 @@ impl ProvenanceBacklog {
     pub(crate) fn new(provenance: Arc<ProvenanceRepository>) -> ProvenanceBacklog {
         ProvenanceBacklog {
             provenance,
-            held: Mutex::new(Held::default()),
+            held: Mutex::new(Vec::new()),
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+    fn held(&self) -> std::sync::MutexGuard<'_, Vec<Vec<ProvenanceEvent>>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Holds a commit's events for later: those `encoded` ahead (made from `spent`, freed
-    /// when recorded) and the `batches` still to encode. Records what an earlier commit
-    /// left first, so that one transaction's events are held at most.
-    pub(crate) fn hold(
-        &self,
-        encoded: Vec<Encoded>,
-        batches: Vec<Vec<ProvenanceEvent>>,
-        spent: Vec<Vec<ProvenanceEvent>>,
-    ) {
-        let earlier = std::mem::replace(
-            &mut *self.held(),
-            Held {
-                encoded,
-                batches,
-                spent,
-            },
-        );
+    /// Holds a commit's events, a batch per session, for later. Records what an earlier
+    /// commit left first, so that one transaction's events are held at most.
+    pub(crate) fn hold(&self, batches: Vec<Vec<ProvenanceEvent>>) {
+        let earlier = std::mem::replace(&mut *self.held(), batches);
         // The new events get their ids only when recorded, so the earlier ones stay first.
-        self.record_held(earlier);
+        record_events(&self.provenance, earlier);
     }
 
     /// Records `batches` now, after what the backlog holds (a rollback's SEND events).
     pub(crate) fn record_now(&self, batches: Vec<Vec<ProvenanceEvent>>) {
         self.record();
-        record_events(&self.provenance, Vec::new(), batches);
+        record_events(&self.provenance, batches);
     }
 
-    /// Records what the backlog holds, if anything: encodes the events still to encode,
-    /// hands everything to the provenance writer and frees the events. Cost: the encoding
-    /// (about 1.5 K instructions per event) and the frees.
+    /// Records what the backlog holds, if anything: gives the events their ids, encodes
+    /// them, hands them to the provenance writer in one write and frees them. Cost: the
+    /// encoding (about 1.6 K instructions per event) and the frees.
     pub(crate) fn record(&self) {
         let held = std::mem::take(&mut *self.held());
-        self.record_held(held);
-    }
-
-    fn record_held(&self, held: Held) {
-        if held.is_empty() {
-            return;
-        }
-        record_events(&self.provenance, held.encoded, held.batches);
-        drop(held.spent);
+        record_events(&self.provenance, held);
     }
 }
 
@@ -109,23 +73,21 @@ impl Drop for ProvenanceBacklog {
     }
 }
 
-/// Records `batches` of events, made in no journal frame, with those `encoded` ahead (see
-/// `Transaction::encode_ahead`), in one hand-over to the store.
+/// Records `batches` of events, made in no journal frame, in one hand-over to the store.
 ///
 /// The copy encodes them itself, where they are in cache: encoding them on the provenance
 /// writer instead cost about three times the CPU time, which the brokers and the database
 /// on the other core then lack (measured: 0.027–0.031 against 0.033–0.044 CPU seconds per
 /// 1,000 messages at concurrency 1, and about 9% more messages/s at concurrency 4).
-fn record_events(
-    provenance: &ProvenanceRepository,
-    encoded: Vec<Encoded>,
-    mut batches: Vec<Vec<ProvenanceEvent>>,
-) {
+fn record_events(provenance: &ProvenanceRepository, mut batches: Vec<Vec<ProvenanceEvent>>) {
     batches.retain(|b| !b.is_empty());
+    if batches.is_empty() {
+        return;
+    }
     for batch in &mut batches {
         super::direct_event_ids(batch);
     }
-    if let Err(e) = provenance.insert_batches(encoded, batches) {
+    if let Err(e) = provenance.insert_batches(batches) {
         tracing::warn!("provenance insert failed: {e}");
     }
 }
@@ -160,25 +122,13 @@ mod tests {
             .collect()
     }
 
-    /// Encoded ahead as a transaction's wait does: ids given, then encoded.
-    fn encoded_ahead(mut events: Vec<ProvenanceEvent>) -> (Encoded, Vec<ProvenanceEvent>) {
-        super::super::direct_event_ids(&mut events);
-        let batches = vec![events];
-        let encoded = ProvenanceRepository::encode(&batches).unwrap();
-        (encoded, batches.into_iter().flatten().collect())
-    }
-
     #[test]
     fn held_events_are_stored_only_when_recorded_and_then_each_once() {
         let dir = tempfile::tempdir().unwrap();
         let provenance = store(dir.path());
         let backlog = ProvenanceBacklog::new(Arc::clone(&provenance));
-        let (encoded, spent) = encoded_ahead(sends("ahead", 3));
-        backlog.hold(
-            vec![encoded],
-            vec![sends("rest", 2), Vec::new()],
-            vec![spent],
-        );
+        // Three sessions' batches, one of them empty.
+        backlog.hold(vec![sends("first", 3), sends("second", 2), Vec::new()]);
         assert_eq!(provenance.len().unwrap(), 0, "held, not yet recorded");
         backlog.record();
         assert_eq!(provenance.len().unwrap(), 5);
@@ -191,12 +141,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let provenance = store(dir.path());
         let backlog = ProvenanceBacklog::new(Arc::clone(&provenance));
-        backlog.hold(Vec::new(), vec![sends("first", 4)], Vec::new());
-        backlog.hold(Vec::new(), vec![sends("second", 2)], Vec::new());
+        backlog.hold(vec![sends("first", 4)]);
+        backlog.hold(vec![sends("second", 2)]);
         assert_eq!(provenance.len().unwrap(), 4, "one transaction held at most");
         backlog.record_now(vec![sends("rolled-back", 1)]);
         assert_eq!(provenance.len().unwrap(), 7);
-        backlog.hold(Vec::new(), vec![sends("last", 3)], Vec::new());
+        backlog.hold(vec![sends("last", 3)]);
         drop(backlog);
         assert_eq!(provenance.len().unwrap(), 10);
         let ids: Vec<u64> = provenance

@@ -517,14 +517,10 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
     let mut events = parts.events;
     events.push(parts.always);
     if parts.taken.is_empty() && parts.outputs.is_empty() {
-        // The batches encoded ahead go as they were encoded; the rest is encoded, and all
-        // are freed, while the copy next waits.
-        let rest = events.split_off(parts.encoded_batches);
-        txn.backlog().hold(parts.encoded, rest, events);
+        // Encoded, handed over and freed while the copy next waits.
+        txn.backlog().hold(events);
     } else {
-        // The journal frame holds the events as one list (with the frame's ids: what was
-        // encoded ahead, with ids of its own, is not used).
-        drop(parts.encoded);
+        // The journal frame holds the events as one list, with the frame's ids.
         let events: Vec<ProvenanceEvent> = events.into_iter().flatten().collect();
         // Flow files leave the group into traditional connections, or inputs came from
         // them: one journal frame for all, as a session commit would.

@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 use crate::engine::{Completion, CompletionHook, Shared};
 use crate::flowfile::{ContentClaim, FlowFile};
 use crate::processors::Processor;
-use crate::provenance::{Encoded, EventType, ProvenanceEvent, ProvenanceRepository};
+use crate::provenance::{EventType, ProvenanceEvent};
 
 use super::ProvenanceBacklog;
 
@@ -39,10 +39,6 @@ pub(crate) struct Parts {
     /// The committed sessions' events, a batch per session (as handed over: moving every
     /// event into one vector copied them once per session that grew it).
     pub(crate) events: Vec<Vec<ProvenanceEvent>>,
-    /// The first `encoded_batches` of `events`, encoded ahead (with their ids set) by
-    /// [`Transaction::encode_ahead`].
-    pub(crate) encoded: Vec<Encoded>,
-    pub(crate) encoded_batches: usize,
     /// SEND and REMOTE_INVOCATION events of sessions that rolled back.
     pub(crate) always: Vec<ProvenanceEvent>,
     pub(crate) taken: Vec<(u32, FlowFile)>,
@@ -57,8 +53,6 @@ struct State {
     queues: FxHashMap<usize, VecDeque<FlowFile>>,
     content: Vec<bytes::Bytes>,
     events: Vec<Vec<ProvenanceEvent>>,
-    encoded: Vec<Encoded>,
-    encoded_batches: usize,
     always: Vec<ProvenanceEvent>,
     taken: Vec<(u32, FlowFile)>,
     outputs: Vec<(usize, FlowFile)>,
@@ -243,9 +237,10 @@ impl Transaction {
     }
 
     /// Work a processor's wait on an outside service can hide (see `Session::wait`): the
-    /// sources ready their next trigger ([`Processor::work_ahead`]), the copy's last commit's
-    /// events are recorded ([`ProvenanceBacklog::record`]), then this transaction's committed
-    /// sessions' events are encoded ([`Transaction::encode_ahead`]).
+    /// sources ready their next trigger ([`Processor::work_ahead`]), and the copy's last
+    /// commit's events are recorded ([`ProvenanceBacklog::record`]). This transaction's own
+    /// wait for a later one: recorded together, a flow file's events are written as changes
+    /// to one another (split between two writes, its first in the second is written in full).
     pub(crate) fn work_ahead(&self) {
         for source in self.sources.iter() {
             if let Err(panic) =
@@ -258,27 +253,6 @@ impl Transaction {
             }
         }
         self.backlog.record();
-        self.encode_ahead();
-    }
-
-    /// Encodes the provenance events of the sessions committed so far that are not yet
-    /// encoded, giving them their ids: work a processor's wait on an outside service can
-    /// hide (see `Session::wait`). The events stay, for a rollback to pick the ones it
-    /// records; a commit hands over what was encoded and encodes only the rest.
-    pub(crate) fn encode_ahead(&self) {
-        let mut st = self.lock();
-        let from = st.encoded_batches;
-        if from == st.events.len() {
-            return;
-        }
-        for batch in &mut st.events[from..] {
-            super::direct_event_ids(batch);
-        }
-        // A failure is left to the commit, which encodes these again and reports it.
-        if let Ok(encoded) = ProvenanceRepository::encode(&st.events[from..]) {
-            st.encoded.push(encoded);
-            st.encoded_batches = st.events.len();
-        }
     }
 
     /// Everything the transaction holds, for its commit or rollback.
@@ -286,8 +260,6 @@ impl Transaction {
         let mut st = self.lock();
         Parts {
             events: std::mem::take(&mut st.events),
-            encoded: std::mem::take(&mut st.encoded),
-            encoded_batches: std::mem::take(&mut st.encoded_batches),
             always: std::mem::take(&mut st.always),
             taken: std::mem::take(&mut st.taken),
             outputs: std::mem::take(&mut st.outputs),
@@ -300,6 +272,7 @@ impl Transaction {
 mod tests {
     use super::*;
     use crate::processors::{ProcessError, Trigger};
+    use crate::provenance::ProvenanceRepository;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
