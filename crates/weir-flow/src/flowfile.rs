@@ -120,7 +120,7 @@ fn position(list: &[(SmolStr, SmolStr)], name: &str) -> Result<usize, usize> {
 fn name_order(a: &str, b: &str) -> std::cmp::Ordering {
     match (a.as_bytes().first(), b.as_bytes().first()) {
         (Some(x), Some(y)) if x != y => x.cmp(y),
-        _ if same_name(a, b) => std::cmp::Ordering::Equal,
+        _ if same_text(a, b) => std::cmp::Ordering::Equal,
         _ => a.cmp(b),
     }
 }
@@ -128,13 +128,13 @@ fn name_order(a: &str, b: &str) -> std::cmp::Ordering {
 /// True when `a` and `b` are the same text: at once when they are held at one address,
 /// else by their bytes.
 #[inline]
-pub(crate) fn same_name(a: &str, b: &str) -> bool {
+pub(crate) fn same_text(a: &str, b: &str) -> bool {
     a.len() == b.len() && (a.as_ptr() == b.as_ptr() || a == b)
 }
 
 /// True when two lists have the same names, in the same order.
 fn same_names(a: &[(SmolStr, SmolStr)], b: &[(SmolStr, SmolStr)]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_name(&x.0, &y.0))
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_text(&x.0, &y.0))
 }
 
 /// Names changed since a copy that are remembered; past this many, none are.
@@ -289,7 +289,7 @@ impl Attributes {
         {
             return true;
         }
-        a.held().zip(b.held()).all(|(x, y)| same_name(&x.0, &y.0))
+        a.held().zip(b.held()).all(|(x, y)| same_text(&x.0, &y.0))
     }
 
     /// The entry of the last name, without walking the entries.

@@ -433,10 +433,12 @@ impl Session {
     /// # Errors
     /// The content repository's I/O error.
     pub fn write(&mut self, ff: FlowFileRef, data: &[u8]) -> Result<(), SessionError> {
+        if self.transaction.is_some() {
+            // Held in memory: one copy into a buffer of its own.
+            return self.write_owned(ff, bytes::Bytes::copy_from_slice(data));
+        }
         let claim = if data.is_empty() {
             None
-        } else if let Some(t) = &self.transaction {
-            Some(t.write(bytes::Bytes::copy_from_slice(data)))
         } else {
             Some(self.shared.repo.content().write(data)?)
         };

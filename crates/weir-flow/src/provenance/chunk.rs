@@ -42,7 +42,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use varint_rs::{VarintReader, VarintWriter};
 
 use super::{EventType, ProvenanceError, ProvenanceEvent};
-use crate::flowfile::{Attributes, SmolStr, same_name};
+use crate::flowfile::{Attributes, SmolStr, same_text};
 
 /// The first bytes of a format-5 chunk and of each of its parts. A format-4 chunk starts with
 /// its number of events, never zero, so the two are told apart by the first byte.
@@ -189,7 +189,7 @@ struct Field<'a>(Option<&'a str>);
 
 impl<'a> Field<'a> {
     fn text(&mut self, text: &'a str, texts: &mut Texts<'a>) -> TextRef {
-        if self.0.is_some_and(|last| same_name(last, text)) {
+        if self.0.is_some_and(|last| same_text(last, text)) {
             return SAME;
         }
         self.0 = Some(text);
@@ -215,8 +215,8 @@ fn write_changes<'a>(
         let (Some((mk, mv)), Some((bk, bv))) = (m.peek(), b.peek()) else {
             break;
         };
-        if same_name(mk, bk) {
-            if !same_name(mv, bv) {
+        if same_text(mk, bk) {
+            if !same_text(mv, bv) {
                 set.push(m.next().expect("peeked"));
             } else {
                 m.next();
@@ -344,7 +344,7 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
     let mut last_flowfile_ref = NONE;
     for &e in events {
         let flowfile: &'a str = &e.flowfile;
-        let same_flowfile = last_flowfile.is_some_and(|last| same_name(last, flowfile));
+        let same_flowfile = last_flowfile.is_some_and(|last| same_text(last, flowfile));
         let flowfile_ref = if same_flowfile {
             last_flowfile_ref
         } else {
@@ -376,7 +376,7 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
                             out.u64(LIKE);
                             out.u64(shape);
                             for ((_, v), (_, shape_v)) in entries.zip(shape_map.entries()) {
-                                out.u64(if same_name(v, shape_v) {
+                                out.u64(if same_text(v, shape_v) {
                                     SAME
                                 } else {
                                     texts.text(v)

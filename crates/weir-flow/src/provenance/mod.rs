@@ -641,7 +641,7 @@ impl ProvenanceRepository {
         };
         let mut events: Vec<&ProvenanceEvent> = batches.iter().flatten().collect();
         let hand_over = encode_parts(&mut events)?;
-        drop(events);
+        // Freed here, where they were made, before the hand-over.
         drop(batches);
         self.progress
             .counts

@@ -239,8 +239,9 @@ impl Transaction {
     /// Work a processor's wait on an outside service can hide (see `Session::wait`): the
     /// sources ready their next trigger ([`Processor::work_ahead`]), and the copy's last
     /// commit's events are recorded ([`ProvenanceBacklog::record`]). This transaction's own
-    /// wait for a later one: recorded together, a flow file's events are written as changes
-    /// to one another (split between two writes, its first in the second is written in full).
+    /// events wait for a later one, so that they are recorded together: a flow file's maps
+    /// are then written as changes to one another (split between two writes, its first map
+    /// in the second would be written in full).
     pub(crate) fn work_ahead(&self) {
         for source in self.sources.iter() {
             if let Err(panic) =
