@@ -283,6 +283,9 @@ impl Attributes {
         if a.len() != b.len() {
             return false;
         }
+        if a.base.is_none() && b.base.is_none() {
+            return same_names(&a.list, &b.list);
+        }
         if let (Some(ab), Some(bb)) = (&a.base, &b.base)
             && same_names(&a.list, &b.list)
             && (Arc::ptr_eq(ab, bb) || same_names(&ab.list, &bb.list))
@@ -290,6 +293,12 @@ impl Attributes {
             return true;
         }
         a.held().zip(b.held()).all(|(x, y)| same_text(&x.0, &y.0))
+    }
+
+    /// The entries when the map is flat (not an overlay): one sorted slice, cheaper to walk
+    /// than [`Attributes::entries`].
+    pub(crate) fn flat_entries(&self) -> Option<&[(SmolStr, SmolStr)]> {
+        self.0.base.is_none().then_some(&self.0.list[..])
     }
 
     /// The entry of the last name, without walking the entries.
@@ -313,15 +322,21 @@ impl Attributes {
     }
 
     /// Sets `name` to `value`; returns the previous value. Makes a new map first when they
-    /// are shared, unless `name` already has this value.
-    pub fn insert(&mut self, name: &str, value: impl Into<SmolStr>) -> Option<SmolStr> {
+    /// are shared, unless `name` already has this value. A name longer than 23 bytes given
+    /// as a `&str` is copied into an allocation of its own; given as a [`SmolStr`] (a
+    /// `SmolStr::new_static` constant, say) it is shared.
+    pub fn insert<N>(&mut self, name: N, value: impl Into<SmolStr>) -> Option<SmolStr>
+    where
+        N: AsRef<str> + Into<SmolStr>,
+    {
         let value = value.into();
+        let text = name.as_ref();
         // One search of each list: a lookup costs a few hundred instructions and every
         // processor that changes a flow file comes here.
-        let own = position(&self.0.list, name);
+        let own = position(&self.0.list, text);
         let current = match own {
             Ok(i) => Some(&self.0.list[i].1),
-            Err(_) => self.0.base.as_ref().and_then(|b| b.lookup(name)),
+            Err(_) => self.0.base.as_ref().and_then(|b| b.lookup(text)),
         };
         if current == Some(&value) {
             return Some(value);
@@ -329,7 +344,7 @@ impl Attributes {
         let previous = current.cloned();
         let was_flat = self.0.base.is_none();
         // Made once: a long name is then shared by the entry and the remembered change.
-        let name = SmolStr::new(name);
+        let name: SmolStr = name.into();
         let e = self.entries_mut(Some(&name), false);
         // The first search still holds where a map kept its kind: its own list is the one
         // searched, or a copy of it in the same order (a flat map made flat, an overlay

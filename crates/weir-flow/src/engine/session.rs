@@ -115,9 +115,9 @@ pub(crate) fn new_uuid() -> SmolStr {
     SmolStr::new(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf))
 }
 
-/// A new flow file's map: a source's `source_entries` and the core attributes, in name
-/// order at once (six inserts cost as much as the rest of creating it), with room for a
-/// source's few. The source's come first: they mostly sort before the core names
+/// A new flow file's map: a source's `source_entries` and the core attributes (`fileSize`
+/// the content's `size`), in name order at once (six inserts cost as much as the rest of
+/// creating it), with room for a source's few. The source's come first: they mostly sort before the core names
 /// (`amqp$...`), so the map is in order as built; a core name among them gives way to the core
 /// attribute, and of a source's entries with one name the last is kept.
 fn new_attributes(
@@ -125,6 +125,7 @@ fn new_attributes(
     uuid: SmolStr,
     now: i64,
     lineage: i64,
+    size: usize,
 ) -> Attributes {
     let mut entries = Vec::with_capacity(16);
     entries.extend(source_entries);
@@ -137,7 +138,14 @@ fn new_attributes(
     };
     entries.extend([
         (SmolStr::new_static("entryDate"), entry_date),
-        (SmolStr::new_static("fileSize"), SmolStr::new_static("0")),
+        (
+            SmolStr::new_static("fileSize"),
+            if size == 0 {
+                SmolStr::new_static("0")
+            } else {
+                int_value(size)
+            },
+        ),
         (SmolStr::new_static("filename"), uuid.clone()),
         (SmolStr::new_static("lineageStartDate"), lineage_start),
         (SmolStr::new_static("path"), SmolStr::new_static("./")),
@@ -254,22 +262,23 @@ impl Session {
     }
 
     fn fresh(&self, attributes: Attributes, lineage_start: Option<i64>) -> FlowFile {
-        self.fresh_with(attributes, lineage_start, [])
+        self.fresh_with(attributes, lineage_start, [], 0)
     }
 
     /// [`fresh`](Self::fresh); when `attributes` is empty, a source's own `source_entries`
-    /// join the core attributes in the same map.
+    /// join the core attributes in the same map, `fileSize` set to `size`.
     fn fresh_with(
         &self,
         mut attributes: Attributes,
         lineage_start: Option<i64>,
         source_entries: impl IntoIterator<Item = (SmolStr, SmolStr)>,
+        size: usize,
     ) -> FlowFile {
         let now = now_ms();
         let uuid = new_uuid();
         let lineage = lineage_start.unwrap_or(now);
         if attributes.is_empty() {
-            attributes = new_attributes(source_entries, uuid, now, lineage);
+            attributes = new_attributes(source_entries, uuid, now, lineage, size);
         } else {
             attributes.insert("uuid", uuid.clone());
             attributes.insert_if_absent("filename", || uuid);
@@ -303,17 +312,26 @@ impl Session {
     }
 
     /// [`create`](Self::create) with a source's own attributes (a message's routing key,
-    /// say) in the same map, built once: cheaper than a
-    /// [`put_attribute`](Self::put_attribute) each. An entry naming a core attribute
-    /// (`uuid`, `filename`, `path`, `entryDate`, `lineageStartDate`, `fileSize`) is ignored;
-    /// of entries with the same name the last is kept. Entries in name order that sort
-    /// before `entryDate` cost least.
-    pub fn create_with_attributes(
+    /// say) and its content, the map built once: cheaper than a
+    /// [`put_attribute`](Self::put_attribute) each and a [`write_owned`](Self::write_owned)
+    /// after. An entry naming a core attribute (`uuid`, `filename`, `path`, `entryDate`,
+    /// `lineageStartDate`, `fileSize`) is ignored; of entries with the same name the last
+    /// is kept. Entries in name order that sort before `entryDate` cost least. The content
+    /// is held as `write_owned` holds it.
+    ///
+    /// # Errors
+    /// The content repository's I/O error; then no flow file is created.
+    pub fn create_with_content(
         &mut self,
         attributes: impl IntoIterator<Item = (SmolStr, SmolStr)>,
-    ) -> FlowFileRef {
-        let ff = self.fresh_with(Attributes::new(), None, attributes);
-        self.push_new(ff, Origin::Created)
+        content: impl Into<bytes::Bytes>,
+    ) -> Result<FlowFileRef, SessionError> {
+        let content = content.into();
+        let size = content.len();
+        let claim = self.store(content)?;
+        let mut ff = self.fresh_with(Attributes::new(), None, attributes, size);
+        ff.claim = claim;
+        Ok(self.push_new(ff, Origin::Created))
     }
 
     /// Creates a child of `parent`: its attributes, a new uuid, an empty content (FORK).
@@ -391,9 +409,13 @@ impl Session {
         self.records[ff.0].flowfile.attribute(name)
     }
 
-    /// Sets an attribute (`uuid` cannot be changed).
-    pub fn put_attribute(&mut self, ff: FlowFileRef, name: &str, value: impl Into<SmolStr>) {
-        if name == "uuid" {
+    /// Sets an attribute (`uuid` cannot be changed). A long name given as a [`SmolStr`]
+    /// constant is shared, not copied (see [`Attributes::insert`]).
+    pub fn put_attribute<N>(&mut self, ff: FlowFileRef, name: N, value: impl Into<SmolStr>)
+    where
+        N: AsRef<str> + Into<SmolStr>,
+    {
+        if name.as_ref() == "uuid" {
             return;
         }
         let r = &mut self.records[ff.0];
@@ -440,7 +462,9 @@ impl Session {
         let claim = if data.is_empty() {
             None
         } else {
-            Some(self.shared.repo.content().write(data)?)
+            let c = self.shared.repo.content().write(data)?;
+            self.new_claims.push(c);
+            Some(c)
         };
         self.set_claim(ff, claim, data.len());
         Ok(())
@@ -458,24 +482,29 @@ impl Session {
     ) -> Result<(), SessionError> {
         let data = data.into();
         let len = data.len();
-        let claim = if len == 0 {
-            None
-        } else if let Some(t) = &self.transaction {
-            Some(t.write(data))
-        } else {
-            Some(self.shared.repo.content().write(&data)?)
-        };
+        let claim = self.store(data)?;
         self.set_claim(ff, claim, len);
         Ok(())
     }
 
-    /// Gives `ff` the content `claim` of `len` bytes, just written.
-    fn set_claim(&mut self, ff: FlowFileRef, claim: Option<ContentClaim>, len: usize) {
-        if let Some(c) = claim
-            && self.transaction.is_none()
-        {
-            self.new_claims.push(c);
+    /// Holds `data` as new content: in a stateless transaction's memory as it is, else
+    /// written to the content repository and remembered as this session's (a rollback
+    /// releases it). `None` for no bytes.
+    fn store(&mut self, data: bytes::Bytes) -> Result<Option<ContentClaim>, SessionError> {
+        if data.is_empty() {
+            return Ok(None);
         }
+        if let Some(t) = &self.transaction {
+            return Ok(Some(t.write(data)));
+        }
+        let c = self.shared.repo.content().write(&data)?;
+        self.new_claims.push(c);
+        Ok(Some(c))
+    }
+
+    /// Gives `ff` the content `claim` of `len` bytes, just written (and, when in the
+    /// repository, already among the session's new claims).
+    fn set_claim(&mut self, ff: FlowFileRef, claim: Option<ContentClaim>, len: usize) {
         let r = &mut self.records[ff.0];
         r.flowfile.claim = claim;
         r.flowfile.attributes.insert("fileSize", int_value(len));
@@ -1050,6 +1079,7 @@ mod tests {
             uuid.clone(),
             1_000,
             900,
+            0,
         );
         let names: Vec<&str> = map.keys().collect();
         assert_eq!(
@@ -1085,12 +1115,14 @@ mod tests {
             uuid.clone(),
             1_000,
             1_000,
+            42,
         );
         assert_eq!(map.get("uuid"), Some(uuid.as_str()));
         assert_eq!(map.get("filename"), Some(uuid.as_str()));
         assert_eq!(map.get("zeta"), Some("2"));
         assert_eq!(map.get("jetstream.subject"), Some("a"));
         assert_eq!(map.get("lineageStartDate"), Some("1000"));
+        assert_eq!(map.get("fileSize"), Some("42"));
         assert_eq!(map.len(), 8);
         let names: Vec<&str> = map.keys().collect();
         assert!(names.is_sorted(), "{names:?}");

@@ -278,6 +278,22 @@ fn write_named_changes<'a>(
     }
 }
 
+/// Writes the values of a LIKE record: per entry of the map, beside the shape's entry of the
+/// same name, [`SAME`] or the map's value.
+fn write_like<'a>(
+    pairs: impl Iterator<Item = (&'a (SmolStr, SmolStr), &'a (SmolStr, SmolStr))>,
+    texts: &mut Texts<'a>,
+    out: &mut Out<'_>,
+) {
+    for ((_, v), (_, shape_v)) in pairs {
+        out.u64(if same_text(v, shape_v) {
+            SAME
+        } else {
+            texts.text(v)
+        });
+    }
+}
+
 /// Encodes `events` (in id order, no id twice, at least one) as one part.
 ///
 /// # Errors
@@ -375,12 +391,17 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
                         Some((shape, shape_map)) if e.attributes.same_names(shape_map) => {
                             out.u64(LIKE);
                             out.u64(shape);
-                            for ((_, v), (_, shape_v)) in entries.zip(shape_map.entries()) {
-                                out.u64(if same_text(v, shape_v) {
-                                    SAME
-                                } else {
-                                    texts.text(v)
-                                });
+                            // Two flat maps (a source's new flow files) side by side as
+                            // slices: cheaper than merging each with its (empty) base.
+                            match (e.attributes.flat_entries(), shape_map.flat_entries()) {
+                                (Some(m), Some(shape)) => {
+                                    write_like(m.iter().zip(shape), &mut texts, &mut out)
+                                }
+                                _ => write_like(
+                                    entries.zip(shape_map.entries()),
+                                    &mut texts,
+                                    &mut out,
+                                ),
                             }
                         }
                         _ => {
@@ -658,7 +679,7 @@ fn decode_part(
                     .ok_or_else(|| damaged(format!("map {} changes map {base}", maps.len())))?;
                 for _ in 0..body.count()? {
                     let (k, v) = (listed(body.u64()?)?, listed(body.u64()?)?);
-                    map.insert(&k, v);
+                    map.insert(k, v);
                 }
                 for _ in 0..body.count()? {
                     map.remove(&listed(body.u64()?)?);
