@@ -18,7 +18,8 @@
 //! engine's work besides publishing; `WEIR_BENCH_LATENCY=0` skips the latency run, whose
 //! transactions of one or two messages would weigh in such a profile;
 //! `WEIR_BENCH_CONCURRENCY=1` or `4` runs only that one;
-//! `WEIR_BENCH_THREADS=1` adds, per run, each thread's CPU and context switches per message).
+//! `WEIR_BENCH_THREADS=1` adds, per run, each thread's CPU (and of it the kernel's) and
+//! context switches per message).
 //! Each line gives this process's CPU seconds per 1,000 messages beside the rates, and the
 //! servers' (RabbitMQ's `beam.smp`, every `postgres` process) over the same span where
 //! `/proc` shows them: the machine is shared, and the broker takes most of it.
@@ -338,10 +339,12 @@ fn servers_cpu_seconds() -> (f64, f64) {
     (seconds("beam.smp"), seconds("postgres"))
 }
 
-/// One thread's CPU time (clock ticks) and context switches (voluntary, involuntary).
+/// One thread's CPU time (clock ticks, of which `system_ticks` in the kernel) and context
+/// switches (voluntary, involuntary).
 #[derive(Debug, Clone, Copy, Default)]
 struct ThreadCounts {
     ticks: u64,
+    system_ticks: u64,
     voluntary: u64,
     involuntary: u64,
 }
@@ -389,6 +392,7 @@ fn thread_counts() -> std::collections::BTreeMap<u64, (String, ThreadCounts)> {
                 name,
                 ThreadCounts {
                     ticks: tick(11) + tick(12),
+                    system_ticks: tick(12),
                     voluntary: switches("voluntary_ctxt_switches:"),
                     involuntary: switches("nonvoluntary_ctxt_switches:"),
                 },
@@ -420,12 +424,14 @@ fn report_threads(
                 .map(|(_, c)| *c)
                 .filter(|c| {
                     c.ticks <= now.ticks
+                        && c.system_ticks <= now.system_ticks
                         && c.voluntary <= now.voluntary
                         && c.involuntary <= now.involuntary
                 })
                 .unwrap_or_default();
             let c = ThreadCounts {
                 ticks: now.ticks - was.ticks,
+                system_ticks: now.system_ticks - was.system_ticks,
                 voluntary: now.voluntary - was.voluntary,
                 involuntary: now.involuntary - was.involuntary,
             };
@@ -438,18 +444,21 @@ fn report_threads(
     let mut total = ThreadCounts::default();
     for (tid, name, c) in &used {
         total.ticks += c.ticks;
+        total.system_ticks += c.system_ticks;
         total.voluntary += c.voluntary;
         total.involuntary += c.involuntary;
         println!(
-            "  {label}: thread {tid} {name}: CPU {:.1} µs/msg, switches {:.3} voluntary + {:.3} involuntary per msg",
+            "  {label}: thread {tid} {name}: CPU {:.1} µs/msg ({:.1} in the kernel), switches {:.3} voluntary + {:.3} involuntary per msg",
             per(c.ticks) * 1e6 / ticks_per_second,
+            per(c.system_ticks) * 1e6 / ticks_per_second,
             per(c.voluntary),
             per(c.involuntary)
         );
     }
     println!(
-        "  {label}: all threads: CPU {:.1} µs/msg, switches {:.3} voluntary + {:.3} involuntary per msg",
+        "  {label}: all threads: CPU {:.1} µs/msg ({:.1} in the kernel), switches {:.3} voluntary + {:.3} involuntary per msg",
         per(total.ticks) * 1e6 / ticks_per_second,
+        per(total.system_ticks) * 1e6 / ticks_per_second,
         per(total.voluntary),
         per(total.involuntary)
     );

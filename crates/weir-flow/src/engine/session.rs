@@ -863,13 +863,17 @@ impl Session {
 
     fn finish(mut self, plan: Plan) -> Result<Committed, SessionError> {
         if let Some(t) = self.transaction.take() {
+            // By reference: most originals come from the group's own queues and are not
+            // kept, and moving every record out to drop it costs a copy of each.
             let taken = self
                 .records
-                .drain(..)
+                .iter()
                 .filter(|r| r.destination != Destination::Returned)
-                .filter_map(|r| r.original)
+                .filter_map(|r| r.original.as_ref())
                 .filter(|(q, _)| !t.is_internal(*q as usize))
+                .cloned()
                 .collect();
+            self.records.clear();
             let expired = std::mem::take(&mut self.expired);
             t.absorb(
                 crate::stateless::Absorbed {
