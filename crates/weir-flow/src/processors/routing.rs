@@ -12,6 +12,9 @@ use crate::provenance::EventType;
 /// How many flow files one trigger of a per-flow-file processor takes.
 const BATCH: usize = 100;
 
+/// RouteOnAttribute's attribute of the relationship chosen.
+const ROUTE: SmolStr = SmolStr::new_static("RouteOnAttribute.Route");
+
 /// Ports and funnels: every flow file goes on to `success`.
 pub struct PassThrough;
 
@@ -25,7 +28,9 @@ impl Processor for PassThrough {
     }
 }
 
-fn dynamic_templates(c: &Component) -> Result<Vec<(String, Template)>, String> {
+/// A component's dynamic properties, each name with its value parsed. Names are held as
+/// [`SmolStr`]s: an attribute set by name shares it instead of copying it per flow file.
+fn dynamic_templates(c: &Component) -> Result<Vec<(SmolStr, Template)>, String> {
     let spec = match c.kind {
         crate::definition::ComponentKind::Processor(s) => s,
         crate::definition::ComponentKind::Port => return Ok(vec![]),
@@ -34,7 +39,7 @@ fn dynamic_templates(c: &Component) -> Result<Vec<(String, Template)>, String> {
     for (name, value) in &c.properties {
         if spec.property(name).is_none() && spec.dynamic != Dynamic::None {
             out.push((
-                name.clone(),
+                SmolStr::new(name),
                 Template::parse(value).map_err(|e| format!("{name}: {e}"))?,
             ));
         }
@@ -44,7 +49,7 @@ fn dynamic_templates(c: &Component) -> Result<Vec<(String, Template)>, String> {
 
 /// UpdateAttribute: each extra property sets the attribute of its name to its value.
 pub struct UpdateAttribute {
-    rules: Vec<(String, Template)>,
+    rules: Vec<(SmolStr, Template)>,
 }
 
 impl UpdateAttribute {
@@ -58,9 +63,10 @@ impl UpdateAttribute {
 impl Processor for UpdateAttribute {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
+        // One vector for the batch, emptied per flow file.
+        let mut values = Vec::with_capacity(self.rules.len());
         for &ff in &ffs {
             // Every value is computed from the attributes before the update, as in NiFi.
-            let mut values = Vec::with_capacity(self.rules.len());
             let mut failed = None;
             for (name, t) in &self.rules {
                 match eval(t, session, ff) {
@@ -74,8 +80,8 @@ impl Processor for UpdateAttribute {
                 // failure (rolled back and penalized).
                 return Err(ProcessError::Other(e.to_string()));
             }
-            for (name, v) in values {
-                session.put_attribute(ff, name, v);
+            for (name, v) in values.drain(..) {
+                session.put_attribute(ff, name.clone(), v);
             }
             session.transfer(ff, "success")?;
         }
@@ -92,7 +98,7 @@ enum Strategy {
 
 /// RouteOnAttribute: boolean expressions choose the relationship.
 pub struct RouteOnAttribute {
-    routes: Vec<(String, Template)>,
+    routes: Vec<(SmolStr, Template)>,
     strategy: Strategy,
 }
 
@@ -113,8 +119,10 @@ impl RouteOnAttribute {
 impl Processor for RouteOnAttribute {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
+        // One vector for the batch, emptied per flow file.
+        let mut matched: Vec<&str> = Vec::with_capacity(self.routes.len());
         for &ff in &ffs {
-            let mut matched: Vec<&str> = Vec::new();
+            matched.clear();
             for (name, t) in &self.routes {
                 let f = session.flowfile(ff);
                 let yes = t.evaluate_bool(&|k| f.attributes.get(k)).unwrap_or(false);
@@ -132,7 +140,7 @@ impl Processor for RouteOnAttribute {
                 Strategy::Any if !matched.is_empty() => "matched",
                 _ => "unmatched",
             });
-            session.put_attribute(ff, "RouteOnAttribute.Route", rel.clone());
+            session.put_attribute(ff, ROUTE, rel.clone());
             session.report(ff, EventType::ROUTE, None, Some(rel.clone()));
             session.transfer(ff, &rel)?;
         }
