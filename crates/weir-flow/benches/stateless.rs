@@ -231,12 +231,14 @@ groups:
 /// ready (up to BATCH), the same tag by routing key and the same text replacement, each
 /// message checked to be JSON and the batch sent as one JSON text (as the engine does: it
 /// checks each record and sends the records' text, the server parses the values), one
-/// UPSERT statement per batch in one transaction, then one `multiple` ack for the batch (as
+/// UPSERT statement per batch in one transaction (`BEGIN`, the statement and `COMMIT` in one
+/// round trip, as the engine sends them), then one `multiple` ack for the batch (as
 /// the engine does when nothing else of the channel is unsettled).
 async fn hand_worker(
     queue: String,
     table: String,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    batches: std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) {
     let (_conn, ch) = amqp().connect().await.unwrap();
     ch.basic_qos((BATCH * 4) as u16, BasicQosOptions::default())
@@ -289,9 +291,18 @@ async fn hand_worker(
             rows.push_str(&tagged);
         }
         rows.push(']');
-        pg.batch_execute("BEGIN").await.unwrap();
-        pg.execute(&stmt, &[&rows]).await.unwrap();
-        pg.batch_execute("COMMIT").await.unwrap();
+        // Pipelined, as the engine sends them: BEGIN, the statement and COMMIT go out
+        // before the first answer is awaited, one round trip.
+        let (begin, upsert, commit) = futures::future::join3(
+            pg.batch_execute("BEGIN"),
+            pg.execute(&stmt, &[&rows]),
+            pg.batch_execute("COMMIT"),
+        )
+        .await;
+        begin.unwrap();
+        upsert.unwrap();
+        commit.unwrap();
+        batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // One frame for the batch: this loop never gives a message back, so every tag up to
         // the batch's last is its own.
         batch
@@ -477,6 +488,8 @@ struct Run {
     cpu: f64,
     /// RabbitMQ's and PostgreSQL's CPU seconds per 1,000 messages over the same span.
     servers: (f64, f64),
+    /// Messages per PostgreSQL transaction, on average.
+    batch: f64,
 }
 
 impl Run {
@@ -496,6 +509,7 @@ impl Run {
             first_row_ms: to_first / 1e3,
             cpu,
             servers,
+            batch: f64::NAN,
         }
     }
 
@@ -505,12 +519,14 @@ impl Run {
         first_row_ms: f64::NAN,
         cpu: f64::NAN,
         servers: (f64::NAN, f64::NAN),
+        batch: f64::NAN,
     };
 }
 
 /// One run of the hand loop with `workers` workers over `n` messages already queued.
 fn run_hand(s: &Setup, workers: usize, n: i64) -> Run {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let batches = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let threads = thread_counts();
     let (cpu, servers) = (cpu_seconds(), servers_cpu_seconds());
     let start = (Instant::now(), now_us());
@@ -520,11 +536,13 @@ fn run_hand(s: &Setup, workers: usize, n: i64) -> Run {
                 s.queue.clone(),
                 s.table.clone(),
                 std::sync::Arc::clone(&stop),
+                std::sync::Arc::clone(&batches),
             ))
         })
         .collect();
     s.wait_rows(n);
-    let run = Run::measured(s, n, start, cpu, servers);
+    let mut run = Run::measured(s, n, start, cpu, servers);
+    run.batch = n as f64 / batches.load(std::sync::atomic::Ordering::Relaxed).max(1) as f64;
     report_threads("hand loop", &threads, n);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for t in tasks {
@@ -533,25 +551,24 @@ fn run_hand(s: &Setup, workers: usize, n: i64) -> Run {
     run
 }
 
-/// As [`run_hand`] for the engine, with the mean number of flow files per PostgreSQL batch
-/// and the running engine. Its CPU includes the provenance store's writer thread up to the
-/// last row.
-fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (Run, f64, Engine) {
+/// As [`run_hand`] for the engine, with the running engine. Its CPU includes the provenance
+/// store's writer thread up to the last row.
+fn run_engine(s: &Setup, concurrency: usize, n: i64) -> (Run, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let threads = thread_counts();
     let (cpu, servers) = (cpu_seconds(), servers_cpu_seconds());
     let start = (Instant::now(), now_us());
     let engine = Engine::start(flow(s, concurrency), dir.path()).unwrap();
     s.wait_rows(n);
-    let run = Run::measured(s, n, start, cpu, servers);
+    let mut run = Run::measured(s, n, start, cpu, servers);
     report_threads("engine", &threads, n);
     std::mem::forget(dir);
     let put = engine
         .monitor()
         .processor("put")
         .expect("the flow has `put`");
-    let batch = put.flowfiles_in as f64 / put.commits.max(1) as f64;
-    (run, batch, engine)
+    run.batch = put.flowfiles_in as f64 / put.commits.max(1) as f64;
+    (run, engine)
 }
 
 fn pct(v: &[i64], p: f64) -> f64 {
@@ -599,7 +616,7 @@ fn main() {
                 rt().block_on(s.pg.batch_execute(&format!("TRUNCATE {}", s.table)))
                     .unwrap();
                 s.publish(0..n, 0);
-                let (run, batch, engine) = run_engine(&s, concurrency, n as i64);
+                let (run, engine) = run_engine(&s, concurrency, n as i64);
                 if latency && concurrency == 1 && round + 1 == rounds {
                     let m = 3_000u64;
                     s.publish(n..n + m, 1_000);
@@ -613,11 +630,11 @@ fn main() {
                     );
                 }
                 engine.stop().unwrap();
-                (run, batch)
+                run
             };
             // Which side goes first alternates too: the one that follows runs on servers the
             // other has just loaded (the broker writing out its queue, the table's pages).
-            let (hand, (run, batch)) = if round % 2 == 0 {
+            let (hand, run) = if round % 2 == 0 {
                 let hand = run_hand_round();
                 (hand, run_engine_round())
             } else {
@@ -625,7 +642,7 @@ fn main() {
                 (run_hand_round(), engine)
             };
             println!(
-                "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {:.0} msgs/s, hand loop {:.0} msgs/s, ratio {:.2} (first to last row); from the start {:.0} and {:.0} msgs/s, ratio {:.2}, first row after {:.0} and {:.0} ms; CPU s per 1000 msgs (this process): engine {:.3}, hand loop {:.3}; engine's mean PostgreSQL batch {batch:.0}; CPU s per 1000 msgs, RabbitMQ: engine's run {:.3}, hand loop's {:.3}, PostgreSQL: {:.3} and {:.3}",
+                "stateless AMQP→3 processors→PostgreSQL, concurrency {concurrency}, {n} msgs: engine {:.0} msgs/s, hand loop {:.0} msgs/s, ratio {:.2} (first to last row); from the start {:.0} and {:.0} msgs/s, ratio {:.2}, first row after {:.0} and {:.0} ms; CPU s per 1000 msgs (this process): engine {:.3}, hand loop {:.3}; mean PostgreSQL batch: engine {:.0}, hand loop {:.0}; CPU s per 1000 msgs, RabbitMQ: engine's run {:.3}, hand loop's {:.3}, PostgreSQL: {:.3} and {:.3}",
                 run.steady,
                 hand.steady,
                 run.steady / hand.steady,
@@ -636,6 +653,8 @@ fn main() {
                 hand.first_row_ms,
                 run.cpu,
                 hand.cpu,
+                run.batch,
+                hand.batch,
                 run.servers.0,
                 hand.servers.0,
                 run.servers.1,
