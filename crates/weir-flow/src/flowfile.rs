@@ -902,7 +902,7 @@ mod tests {
                 match c {
                     Change::Set(k, v) => {
                         let before = model.insert(name(k), value(v));
-                        let got = map.insert(&name(k), value(v));
+                        let got = map.insert(name(k), value(v));
                         proptest::prop_assert_eq!(got.as_deref(), before.as_deref());
                     }
                     Change::Remove(k) => {

@@ -15,7 +15,7 @@ use weir_connectors::postgres::PgConfig;
 use weir_connectors::services::{self, AMQP, POSTGRES};
 use weir_flow::definition::Flow;
 use weir_flow::engine::Engine;
-use weir_flow::provenance::{EventType, ProvenanceRepository, Query};
+use weir_flow::provenance::{EventType, ProvenanceEvent, ProvenanceRepository, Query};
 
 const PG_URL: &str = "host=127.0.0.1 user=postgres dbname=test";
 
@@ -196,6 +196,10 @@ groups:
 }
 
 fn provenance(dir: &std::path::Path, component: &str, t: EventType) -> usize {
+    provenance_events(dir, component, t).len()
+}
+
+fn provenance_events(dir: &std::path::Path, component: &str, t: EventType) -> Vec<ProvenanceEvent> {
     let p = ProvenanceRepository::open(&dir.join("provenance"), Duration::from_secs(3600), 1 << 30)
         .unwrap();
     p.query(
@@ -207,7 +211,6 @@ fn provenance(dir: &std::path::Path, component: &str, t: EventType) -> usize {
         1_000_000,
     )
     .unwrap()
-    .len()
 }
 
 const TAG: &str = r#"
@@ -266,7 +269,17 @@ fn success_commits_the_rows_and_acks_every_message() {
     }
     // Acked: nothing comes back after the connection closed.
     assert!(wait_for(Duration::from_secs(5), || f.ready() == 0));
-    assert_eq!(provenance(dir.path(), "consume", EventType::RECEIVE), 200);
+    // Each message's flow file was made with its body: its `fileSize` is the body's length.
+    let received = provenance_events(dir.path(), "consume", EventType::RECEIVE);
+    assert_eq!(received.len(), 200);
+    for e in &received {
+        assert!(e.size > 0, "{e:?}");
+        assert_eq!(
+            e.attributes.get("fileSize"),
+            Some(e.size.to_string().as_str())
+        );
+        assert!(e.attributes.get("amqp$routingKey").is_some(), "{e:?}");
+    }
     assert_eq!(provenance(dir.path(), "put", EventType::SEND), 200);
 }
 

@@ -449,7 +449,7 @@ impl Processor for HashContent {
                 "SHA-512" => hex(&sha2::Sha512::digest(&data)),
                 _ => hex(&sha2::Sha256::digest(&data)),
             };
-            session.put_attribute(ff, &format!("content_{}", self.algorithm), digest);
+            session.put_attribute(ff, format!("content_{}", self.algorithm), digest);
             session.transfer(ff, "success")?;
         }
         Ok(Trigger::worked_if(!ffs.is_empty()))

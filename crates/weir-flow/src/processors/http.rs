@@ -56,7 +56,7 @@ async fn receive(
         session.write(ff, &body).map_err(|e| e.to_string())?;
         for (name, value) in &headers {
             if let Ok(v) = value.to_str() {
-                session.put_attribute(ff, &format!("http.headers.{name}"), v.to_string());
+                session.put_attribute(ff, format!("http.headers.{name}"), v.to_string());
             }
         }
         session.report(
