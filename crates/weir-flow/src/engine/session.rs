@@ -117,9 +117,10 @@ pub(crate) fn new_uuid() -> SmolStr {
 
 /// A new flow file's map: a source's `source_entries` and the core attributes (`fileSize`
 /// the content's `size`), in name order at once (six inserts cost as much as the rest of
-/// creating it), with room for a source's few. The source's come first: they mostly sort before the core names
-/// (`amqp$...`), so the map is in order as built; a core name among them gives way to the core
-/// attribute, and of a source's entries with one name the last is kept.
+/// creating it), with room for a source's few. The source's come first: they mostly sort
+/// before the core names (`amqp$...`), so the map is in order as built; a core name among
+/// them gives way to the core attribute, and of a source's entries with one name the last is
+/// kept.
 fn new_attributes(
     source_entries: impl IntoIterator<Item = (SmolStr, SmolStr)>,
     uuid: SmolStr,
@@ -138,14 +139,7 @@ fn new_attributes(
     };
     entries.extend([
         (SmolStr::new_static("entryDate"), entry_date),
-        (
-            SmolStr::new_static("fileSize"),
-            if size == 0 {
-                SmolStr::new_static("0")
-            } else {
-                int_value(size)
-            },
-        ),
+        (SmolStr::new_static("fileSize"), int_value(size)),
         (SmolStr::new_static("filename"), uuid.clone()),
         (SmolStr::new_static("lineageStartDate"), lineage_start),
         (SmolStr::new_static("path"), SmolStr::new_static("./")),
@@ -462,9 +456,7 @@ impl Session {
         let claim = if data.is_empty() {
             None
         } else {
-            let c = self.shared.repo.content().write(data)?;
-            self.new_claims.push(c);
-            Some(c)
+            Some(self.write_to_repository(data)?)
         };
         self.set_claim(ff, claim, data.len());
         Ok(())
@@ -497,9 +489,15 @@ impl Session {
         if let Some(t) = &self.transaction {
             return Ok(Some(t.write(data)));
         }
-        let c = self.shared.repo.content().write(&data)?;
+        self.write_to_repository(&data).map(Some)
+    }
+
+    /// Writes `data` to the content repository as one of this session's new claims (a
+    /// rollback releases it).
+    fn write_to_repository(&mut self, data: &[u8]) -> Result<ContentClaim, SessionError> {
+        let c = self.shared.repo.content().write(data)?;
         self.new_claims.push(c);
-        Ok(Some(c))
+        Ok(c)
     }
 
     /// Gives `ff` the content `claim` of `len` bytes, just written (and, when in the

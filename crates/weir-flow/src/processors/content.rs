@@ -14,6 +14,7 @@ use super::{ProcessError, Processor, Trigger, eval, props};
 use crate::definition::Component;
 use crate::engine::{FlowFileRef, Session};
 use crate::expression::Template;
+use crate::flowfile::SmolStr;
 
 const BATCH: usize = 100;
 
@@ -93,7 +94,7 @@ impl Processor for GenerateFlowFile {
             session.write(ff, &data)?;
             for (k, t) in &self.attributes {
                 let v = eval(t, session, ff).map_err(|e| ProcessError::Other(e.to_string()))?;
-                let v = crate::flowfile::SmolStr::new(v);
+                let v = SmolStr::new(v);
                 session.put_attribute(ff, k, v);
             }
             session.transfer(ff, "success")?;
@@ -424,18 +425,27 @@ impl Processor for CompressContent {
 /// CryptographicHashContent: writes `content_<algorithm>` as lowercase hex.
 pub struct HashContent {
     algorithm: String,
+    /// `content_<algorithm>`, made once.
+    attribute: SmolStr,
 }
 
 impl HashContent {
     pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let algorithm = props::text(c, "Hash Algorithm");
         Ok(HashContent {
-            algorithm: props::text(c, "Hash Algorithm"),
+            attribute: SmolStr::from(format!("content_{algorithm}")),
+            algorithm,
         })
     }
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        write!(out, "{b:02x}").expect("writing to a String cannot fail");
+    }
+    out
 }
 
 impl Processor for HashContent {
@@ -449,7 +459,7 @@ impl Processor for HashContent {
                 "SHA-512" => hex(&sha2::Sha512::digest(&data)),
                 _ => hex(&sha2::Sha256::digest(&data)),
             };
-            session.put_attribute(ff, format!("content_{}", self.algorithm), digest);
+            session.put_attribute(ff, self.attribute.clone(), digest);
             session.transfer(ff, "success")?;
         }
         Ok(Trigger::worked_if(!ffs.is_empty()))
