@@ -304,16 +304,46 @@ impl ReplaceText {
 
     fn apply(&self, text: &str, search: &str, regex: Option<&Regex>, replacement: &str) -> String {
         match self.strategy {
-            Replace::Regex => regex.map_or_else(
-                || text.to_string(),
-                |r| r.replace_all(text, replacement).into_owned(),
+            // Without `$` a regex's replacement is literal text (as `Regex::replace_all`
+            // reads it); with one, its groups are expanded.
+            Replace::Regex => match regex {
+                None => text.to_string(),
+                Some(r) if replacement.contains('$') => {
+                    r.replace_all(text, replacement).into_owned()
+                }
+                Some(r) => spliced(text, r.find_iter(text).map(|m| m.range()), replacement),
+            },
+            Replace::Literal => spliced(
+                text,
+                text.match_indices(search).map(|(at, m)| at..at + m.len()),
+                replacement,
             ),
-            Replace::Literal => text.replace(search, replacement),
             Replace::Prepend => format!("{replacement}{text}"),
             Replace::Append => format!("{text}{replacement}"),
             Replace::Always => replacement.to_string(),
         }
     }
+}
+
+/// `text` with each of `matches` (in order, not overlapping) replaced by `replacement`, in
+/// one allocation of the result's size: `str::replace` and `Regex::replace_all` start from
+/// the text's size and regrow (a copy of all written so far) when the result is longer.
+fn spliced(
+    text: &str,
+    matches: impl Iterator<Item = std::ops::Range<usize>>,
+    replacement: &str,
+) -> String {
+    let matches: smallvec::SmallVec<[std::ops::Range<usize>; 4]> = matches.collect();
+    let matched: usize = matches.iter().map(|m| m.len()).sum();
+    let mut out = String::with_capacity(text.len() - matched + matches.len() * replacement.len());
+    let mut last = 0;
+    for m in matches {
+        out.push_str(&text[last..m.start]);
+        out.push_str(replacement);
+        last = m.end;
+    }
+    out.push_str(&text[last..]);
+    out
 }
 
 impl Processor for ReplaceText {
@@ -463,5 +493,32 @@ impl Processor for HashContent {
             session.transfer(ff, "success")?;
         }
         Ok(Trigger::worked_if(!ffs.is_empty()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spliced;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Splicing matches reads as `str::replace` and `Regex::replace_all` do, empty
+        /// matches and multi-byte text included.
+        #[test]
+        fn spliced_text_is_what_replace_makes(
+            text in "[ab\u{e9} ]{0,12}",
+            search in "[ab\u{e9}]{0,2}",
+            replacement in "[xy\u{e9}]{0,3}",
+        ) {
+            let literal = spliced(
+                &text,
+                text.match_indices(search.as_str()).map(|(at, m)| at..at + m.len()),
+                &replacement,
+            );
+            prop_assert_eq!(literal, text.replace(search.as_str(), &replacement));
+            let re = regex::Regex::new(&format!("(?:{})*", regex::escape(&search))).unwrap();
+            let by_regex = spliced(&text, re.find_iter(&text).map(|m| m.range()), &replacement);
+            prop_assert_eq!(by_regex, re.replace_all(&text, replacement.as_str()).into_owned());
+        }
     }
 }
