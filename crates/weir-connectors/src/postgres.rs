@@ -16,10 +16,11 @@
 //!
 //! ```no_run
 //! # async fn demo() {
+//! use bytes::Bytes;
 //! use weir_connectors::postgres::{ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines};
 //! let config = PgConfig::new("host=127.0.0.1 user=postgres dbname=test", None, None);
 //! let mut writer = RecordWriter::new(config, "orders", StatementType::Upsert { keys: vec!["id".into()] });
-//! let records = parse_json_lines(b"{\"id\":1,\"total\":9.5}\n").unwrap();
+//! let records = parse_json_lines(&Bytes::from_static(b"{\"id\":1,\"total\":9.5}\n")).unwrap();
 //! let outcomes = writer.write_batch(&[records]).await;
 //! assert!(matches!(outcomes[0], ItemOutcome::Written(1)));
 //! # }
@@ -33,6 +34,7 @@ use std::future::Future;
 use std::ops::Range;
 use std::pin::Pin;
 
+use bytes::Bytes;
 use rustc_hash::FxHashMap;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -43,11 +45,13 @@ use tokio_postgres::{Client, NoTls, Statement};
 /// One record: a JSON object, kept as its text with where each member's value is in it.
 ///
 /// Parsing checks the whole text is one JSON object (strictly, as `serde_json` reads it)
-/// and costs two allocations (the text, the member list) plus one per member name longer
-/// than 23 bytes; the values are not decoded.
+/// and costs one allocation (the member list) plus one per member name longer than 23
+/// bytes; the values are not decoded, and the text is shared with the buffer it was parsed
+/// from ([`Record::parse_shared`]), not copied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    json: Box<str>,
+    /// The object's text, checked to be UTF-8 when parsed.
+    json: Bytes,
     /// Each member's name and its value's bytes in `json`, in the text's order (a name
     /// written twice is here twice; the last wins, as in PostgreSQL's `jsonb`).
     members: Vec<(SmolStr, Range<usize>)>,
@@ -97,14 +101,22 @@ impl<'de> Deserialize<'de> for Members<'de> {
 }
 
 impl Record {
-    /// Parses one JSON object (surrounding whitespace allowed).
+    /// Parses one JSON object (surrounding whitespace allowed), copying its text.
     ///
     /// # Errors
     /// What is wrong: not UTF-8, not JSON, or JSON but not an object.
     pub fn parse(text: &[u8]) -> Result<Record, String> {
-        let text = std::str::from_utf8(text)
-            .map_err(|e| e.to_string())?
-            .trim_matches(|c: char| c.is_ascii_whitespace());
+        Record::parse_shared(&Bytes::copy_from_slice(text))
+    }
+
+    /// [`Record::parse`], the record sharing `line`'s buffer (a reference count, no copy).
+    ///
+    /// # Errors
+    /// As [`Record::parse`].
+    pub fn parse_shared(line: &Bytes) -> Result<Record, String> {
+        let whole = std::str::from_utf8(line).map_err(|e| e.to_string())?;
+        let text = whole.trim_matches(|c: char| c.is_ascii_whitespace());
+        let at = text.as_ptr() as usize - whole.as_ptr() as usize;
         let Members(members) = serde_json::from_str::<Members>(text).map_err(|e| {
             if e.is_data() {
                 "not a JSON object".to_string()
@@ -121,14 +133,15 @@ impl Record {
             })
             .collect();
         Ok(Record {
-            json: text.into(),
+            json: line.slice(at..at + text.len()),
             members,
         })
     }
 
-    /// The object's JSON text.
+    /// The object's JSON text. Costs a check of the text as UTF-8 (held as bytes, shared
+    /// with what it was parsed from).
     pub fn json(&self) -> &str {
-        &self.json
+        checked(&self.json)
     }
 
     /// The JSON text of member `name`'s value (the last, if written twice).
@@ -137,7 +150,7 @@ impl Record {
             .iter()
             .rev()
             .find(|(n, _)| n == name)
-            .map(|(_, r)| &self.json[r.clone()])
+            .map(|(_, r)| checked(&self.json[r.clone()]))
     }
 
     /// The members' names, in the text's order (a name written twice comes twice).
@@ -146,9 +159,15 @@ impl Record {
     }
 }
 
+/// Bytes of a record's text, which were checked to be UTF-8 when it was parsed (a value's
+/// bytes are whole characters: JSON tokens start and end on ASCII bytes).
+fn checked(text: &[u8]) -> &str {
+    std::str::from_utf8(text).expect("a record's text was checked as UTF-8 when parsed")
+}
+
 /// JSON text already checked, sent as a `jsonb` parameter as it is.
 #[derive(Debug)]
-struct JsonbText<'a>(&'a str);
+struct JsonbText<'a>(&'a [u8]);
 
 impl ToSql for JsonbText<'_> {
     fn to_sql(
@@ -158,7 +177,7 @@ impl ToSql for JsonbText<'_> {
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         // jsonb's binary format: a version byte, then the text.
         out.extend_from_slice(&[1]);
-        out.extend_from_slice(self.0.as_bytes());
+        out.extend_from_slice(self.0);
         Ok(IsNull::No)
     }
 
@@ -170,17 +189,16 @@ impl ToSql for JsonbText<'_> {
 }
 
 /// The records as one JSON array's text.
-fn json_array(records: &[&Record]) -> String {
-    let mut out =
-        String::with_capacity(2 + records.iter().map(|r| r.json.len() + 1).sum::<usize>());
-    out.push('[');
+fn json_array(records: &[&Record]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + records.iter().map(|r| r.json.len() + 1).sum::<usize>());
+    out.push(b'[');
     for (i, r) in records.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str(&r.json);
+        out.extend_from_slice(&r.json);
     }
-    out.push(']');
+    out.push(b']');
     out
 }
 
@@ -286,17 +304,22 @@ pub struct RecordError {
     pub message: String,
 }
 
-/// Parses JSON Lines: one object per non-blank line.
+/// Parses JSON Lines: one object per non-blank line, each record sharing `content`'s
+/// buffer.
 ///
 /// # Errors
 /// [`RecordError`] naming the first bad line.
-pub fn parse_json_lines(content: &[u8]) -> Result<Vec<Record>, RecordError> {
+pub fn parse_json_lines(content: &Bytes) -> Result<Vec<Record>, RecordError> {
     let mut out = Vec::new();
+    let mut start = 0;
     for (i, line) in content.split(|b| *b == b'\n').enumerate() {
+        let at = start;
+        start += line.len() + 1;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        out.push(Record::parse(line).map_err(|message| RecordError {
+        let line = content.slice(at..at + line.len());
+        out.push(Record::parse_shared(&line).map_err(|message| RecordError {
             line: i + 1,
             message,
         })?);
@@ -606,7 +629,7 @@ impl RecordWriter {
             // first polled, in this order). A statement that fails aborts the transaction,
             // and the server then answers COMMIT by rolling back, so nothing of a failed
             // batch is written.
-            let texts: Vec<String> = merged.iter().map(|(_, rows)| json_array(rows)).collect();
+            let texts: Vec<Vec<u8>> = merged.iter().map(|(_, rows)| json_array(rows)).collect();
             let runs = texts
                 .iter()
                 .zip(&statements)
@@ -716,13 +739,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_line_is_its_own_record_trimmed_and_sharing_the_content() {
+        let content = Bytes::from_static(b"{\"a\":1}\r\n\n  {\"b\":[2, 3]} \n{\"c\":\"\xc3\xa9\"}");
+        let recs = parse_json_lines(&content).unwrap();
+        let texts: Vec<&str> = recs.iter().map(Record::json).collect();
+        assert_eq!(texts, ["{\"a\":1}", "{\"b\":[2, 3]}", "{\"c\":\"é\"}"]);
+        assert_eq!(recs[1].get("b"), Some("[2, 3]"));
+        assert_eq!(recs[2].get("c"), Some("\"é\""));
+        // Shared, not copied: each record's text lies in the content's buffer.
+        let span = content.as_ptr_range();
+        assert!(recs.iter().all(|r| span.contains(&r.json().as_ptr())));
+    }
+
+    #[test]
     fn json_lines_name_the_bad_line() {
         assert_eq!(
-            parse_json_lines(b"{\"a\":1}\n\n{\"a\":2}\n").unwrap().len(),
+            parse_json_lines(&Bytes::from_static(b"{\"a\":1}\n\n{\"a\":2}\n"))
+                .unwrap()
+                .len(),
             2
         );
-        assert_eq!(parse_json_lines(b"{\"a\":1}\n[1]\n").unwrap_err().line, 2);
-        assert_eq!(parse_json_lines(b"{\"a\":1}\n{oops\n").unwrap_err().line, 2);
+        assert_eq!(
+            parse_json_lines(&Bytes::from_static(b"{\"a\":1}\n[1]\n"))
+                .unwrap_err()
+                .line,
+            2
+        );
+        assert_eq!(
+            parse_json_lines(&Bytes::from_static(b"{\"a\":1}\n{oops\n"))
+                .unwrap_err()
+                .line,
+            2
+        );
     }
 
     #[test]
@@ -747,8 +795,7 @@ mod tests {
 
     #[test]
     fn the_last_record_of_each_key_wins_in_order() {
-        let recs = parse_json_lines(
-            b"{\"k\":1,\"v\":1}\n{\"k\":2,\"v\":2}\n{\"k\":1,\"v\":3}\n{\"v\":4}\n{\"k\":null,\"v\":5}\n",
+        let recs = parse_json_lines(&Bytes::from_static(b"{\"k\":1,\"v\":1}\n{\"k\":2,\"v\":2}\n{\"k\":1,\"v\":3}\n{\"v\":4}\n{\"k\":null,\"v\":5}\n"),
         )
         .unwrap();
         let keys = ["k".to_string()];
@@ -762,9 +809,9 @@ mod tests {
         // Distinct keys: every record, in order.
         assert_eq!(values(last_of_each_key(&recs[..2], &keys)), ["1", "2"]);
         // Two key columns: both must match.
-        let recs = parse_json_lines(
+        let recs = parse_json_lines(&Bytes::from_static(
             b"{\"a\":1,\"b\":1,\"v\":1}\n{\"a\":1,\"b\":2,\"v\":2}\n{\"a\":1,\"b\":1,\"v\":3}\n",
-        )
+        ))
         .unwrap();
         let keys = ["a".to_string(), "b".to_string()];
         assert_eq!(values(last_of_each_key(&recs, &keys)), ["2", "3"]);
@@ -772,8 +819,10 @@ mod tests {
 
     #[test]
     fn keys_written_two_ways_are_one_key() {
-        let recs =
-            parse_json_lines(b"{\"k\":\"a\",\"v\":1}\n{\"k\":\"\\u0061\",\"v\":2}\n").unwrap();
+        let recs = parse_json_lines(&Bytes::from_static(
+            b"{\"k\":\"a\",\"v\":1}\n{\"k\":\"\\u0061\",\"v\":2}\n",
+        ))
+        .unwrap();
         let keys = ["k".to_string()];
         assert_eq!(key_of(&recs[0], &keys), key_of(&recs[1], &keys));
         let last = last_of_each_key(&recs, &keys);
@@ -806,14 +855,14 @@ mod tests {
                 keys: vec!["id".into()],
             },
         );
-        let recs = parse_json_lines(
+        let recs = parse_json_lines(&Bytes::from_static(
             b"{\"id\":1,\"v\":\"a\"}\n{\"id\":2,\"v\":\"b\"}\n{\"id\":1,\"v\":\"c\"}\n",
-        )
+        ))
         .unwrap();
         let p = w.prepare_item(&recs).unwrap();
         assert_eq!(p.count, 2);
         assert_eq!(p.rows[1].get("v"), Some("\"c\""));
-        let bad = parse_json_lines(b"{\"v\":1}\n").unwrap();
+        let bad = parse_json_lines(&Bytes::from_static(b"{\"v\":1}\n")).unwrap();
         assert!(
             w.prepare_item(&bad)
                 .unwrap_err()

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpMessage, AmqpPublisher, Settlement};
@@ -354,16 +355,19 @@ async fn postgres_upsert_batch_isolates_bad_items() {
         },
     );
     let items = vec![
-        parse_json_lines(
+        parse_json_lines(&Bytes::from_static(
             b"{\"id\":1,\"name\":\"a\",\"score\":1.5,\"tags\":[1]}\n{\"id\":2,\"name\":\"b\"}\n",
-        )
+        ))
         .unwrap(),
         // A string where a number belongs: the server refuses it.
-        parse_json_lines(b"{\"id\":3,\"name\":\"c\",\"score\":\"high\"}\n").unwrap(),
+        parse_json_lines(&Bytes::from_static(
+            b"{\"id\":3,\"name\":\"c\",\"score\":\"high\"}\n",
+        ))
+        .unwrap(),
         // An upsert of an existing key updates it.
-        parse_json_lines(b"{\"id\":1,\"name\":\"a2\"}\n").unwrap(),
+        parse_json_lines(&Bytes::from_static(b"{\"id\":1,\"name\":\"a2\"}\n")).unwrap(),
         // NOT NULL violated.
-        parse_json_lines(b"{\"id\":4}\n").unwrap(),
+        parse_json_lines(&Bytes::from_static(b"{\"id\":4}\n")).unwrap(),
     ];
     let outcomes = writer.write_batch(&items).await;
     assert_eq!(outcomes[0], ItemOutcome::Written(2));
@@ -391,8 +395,8 @@ async fn postgres_upsert_batch_isolates_bad_items() {
     );
     let outcomes = insert
         .write_batch(&[
-            parse_json_lines(b"{\"id\":2,\"name\":\"dup\"}").unwrap(),
-            parse_json_lines(b"{\"id\":9,\"name\":\"new\"}").unwrap(),
+            parse_json_lines(&Bytes::from_static(b"{\"id\":2,\"name\":\"dup\"}")).unwrap(),
+            parse_json_lines(&Bytes::from_static(b"{\"id\":9,\"name\":\"new\"}")).unwrap(),
         ])
         .await;
     assert!(matches!(&outcomes[0], ItemOutcome::Bad(e) if e.contains("23505")));
@@ -401,8 +405,11 @@ async fn postgres_upsert_batch_isolates_bad_items() {
     // the first must not be committed either (else its retry alone would be a duplicate).
     let outcomes = insert
         .write_batch(&[
-            parse_json_lines(b"{\"id\":10,\"name\":\"first\"}").unwrap(),
-            parse_json_lines(b"{\"id\":11,\"name\":\"second\",\"score\":\"high\"}").unwrap(),
+            parse_json_lines(&Bytes::from_static(b"{\"id\":10,\"name\":\"first\"}")).unwrap(),
+            parse_json_lines(&Bytes::from_static(
+                b"{\"id\":11,\"name\":\"second\",\"score\":\"high\"}",
+            ))
+            .unwrap(),
         ])
         .await;
     assert_eq!(outcomes[0], ItemOutcome::Written(1), "{outcomes:?}");
@@ -428,7 +435,7 @@ async fn postgres_unreachable_is_retry_without_the_password() {
         StatementType::Insert,
     );
     let outcomes = writer
-        .write_batch(&[parse_json_lines(b"{\"id\":1}").unwrap()])
+        .write_batch(&[parse_json_lines(&Bytes::from_static(b"{\"id\":1}")).unwrap()])
         .await;
     assert!(
         matches!(&outcomes[0], ItemOutcome::Retry(e) if !e.contains("hunter2")),
@@ -459,7 +466,7 @@ async fn postgres_writer_replaces_a_connection_the_server_closed() {
         &table,
         StatementType::Insert,
     );
-    let write = |id: u32| parse_json_lines(format!("{{\"id\":{id}}}").as_bytes()).unwrap();
+    let write = |id: u32| parse_json_lines(&Bytes::from(format!("{{\"id\":{id}}}"))).unwrap();
     assert_eq!(
         writer.write_batch(&[write(1)]).await,
         [ItemOutcome::Written(1)]
