@@ -23,9 +23,9 @@ pub use smol_str::SmolStr;
 /// overlay holds the same flat map, so a lookup searches at most two sorted lists;
 /// past eight entries set, and on any removal, an overlay is made flat.
 ///
-/// A new map remembers the map it was made from and the first few names changed since (see
-/// `Attributes::changes_since`): the provenance store writes a processor's change as
-/// that, without comparing the two maps entry by entry. (The source cannot change in place
+/// A new map remembers the map it was made from and the first few names changed since, with
+/// their values (see `Attributes::changes_since`): the provenance store writes a
+/// processor's change as that, without comparing the two maps or looking a name up. (The source cannot change in place
 /// meanwhile: `Arc::get_mut` refuses while the copy's weak handle to it lives.)
 ///
 /// The entries are sorted vectors: a lookup is a binary search, a change that adds or
@@ -165,10 +165,12 @@ struct Copied {
     /// The map changed. A weak handle keeps its allocation, so its address is not reused
     /// while this lives, and keeps it from changing in place; it keeps nothing else.
     source: std::sync::Weak<Entries>,
-    /// The names set or removed since the copy, each once: `changes` of them, or more than
-    /// fit when `changes` exceeds [`REMEMBERED_CHANGES`].
-    names: [SmolStr; REMEMBERED_CHANGES],
-    changes: usize,
+    /// The names set or removed since the copy, each once, with its value now (`None`:
+    /// removed): `count` of them, or more than fit when `count` exceeds
+    /// [`REMEMBERED_CHANGES`]. The provenance store writes the change from them without a
+    /// look-up.
+    changes: [(SmolStr, Option<SmolStr>); REMEMBERED_CHANGES],
+    count: usize,
 }
 
 impl Attributes {
@@ -192,17 +194,22 @@ impl Attributes {
         Attributes::of(sorted(entries))
     }
 
-    /// The entries, for a change to `name` (`None`: changes beyond telling): a new map
-    /// first when they are shared (an overlay unless `flat` or `name` is `None`), and the
-    /// change remembered on a new map.
-    fn entries_mut(&mut self, name: Option<&SmolStr>, flat: bool) -> &mut Entries {
-        let flat = flat || name.is_none();
+    /// The entries, for `change`: a name and the value it is about to hold (`None`:
+    /// removed), or `None` for changes beyond telling. A new map first when they are shared
+    /// (an overlay unless `flat` or `change` is `None`), and the change remembered on a new
+    /// map.
+    fn entries_mut(
+        &mut self,
+        change: Option<(&SmolStr, Option<&SmolStr>)>,
+        flat: bool,
+    ) -> &mut Entries {
+        let flat = flat || change.is_none();
         if Arc::get_mut(&mut self.0).is_none() {
             let shared = &self.0;
             let copied = Some(Copied {
                 source: Arc::downgrade(shared),
-                names: Default::default(),
-                changes: 0,
+                changes: Default::default(),
+                count: 0,
             });
             let entries = match &shared.base {
                 None if !flat && shared.list.len() >= OVERLAY_FROM => Entries {
@@ -230,28 +237,33 @@ impl Attributes {
             entries.flatten();
         }
         if let Some(c) = &mut entries.copied {
-            let known = &c.names[..c.changes.min(REMEMBERED_CHANGES)];
-            match name {
-                Some(n) if c.changes <= REMEMBERED_CHANGES && known.iter().any(|k| k == n) => {}
-                Some(n) if c.changes < REMEMBERED_CHANGES => {
-                    c.names[c.changes] = n.clone();
-                    c.changes += 1;
+            let known = c.count.min(REMEMBERED_CHANGES);
+            match change {
+                Some((n, v)) if c.count <= REMEMBERED_CHANGES => {
+                    match c.changes[..known].iter_mut().find(|(k, _)| same_text(k, n)) {
+                        Some(slot) => slot.1 = v.cloned(),
+                        None if c.count < REMEMBERED_CHANGES => {
+                            c.changes[c.count] = (n.clone(), v.cloned());
+                            c.count += 1;
+                        }
+                        None => c.count = REMEMBERED_CHANGES + 1,
+                    }
                 }
-                _ => c.changes = REMEMBERED_CHANGES + 1,
+                _ => c.count = REMEMBERED_CHANGES + 1,
             }
         }
         entries
     }
 
     /// When these attributes are a copy of `base` changed since only by setting or removing
-    /// a few names: those names (the rest is as in `base`). `None` otherwise: not a copy of
-    /// `base`, or changed too much to tell.
-    pub(crate) fn changes_since(&self, base: &Attributes) -> Option<&[SmolStr]> {
+    /// a few names: those names, each with its value now (`None`: removed; the rest is as
+    /// in `base`). `None` otherwise: not a copy of `base`, or changed too much to tell.
+    pub(crate) fn changes_since(&self, base: &Attributes) -> Option<&[(SmolStr, Option<SmolStr>)]> {
         let c = self.0.copied.as_ref()?;
         // `base` is alive and `source` keeps its allocation: equal addresses are one map.
         (std::sync::Weak::as_ptr(&c.source) == Arc::as_ptr(&base.0)
-            && c.changes <= REMEMBERED_CHANGES)
-            .then(|| &c.names[..c.changes])
+            && c.count <= REMEMBERED_CHANGES)
+            .then(|| &c.changes[..c.count])
     }
 
     /// The value of `name`.
@@ -358,7 +370,7 @@ impl Attributes {
         let was_flat = self.0.base.is_none();
         // Made once: a long name is then shared by the entry and the remembered change.
         let name: SmolStr = name.into();
-        let e = self.entries_mut(Some(&name), false);
+        let e = self.entries_mut(Some((&name, Some(&value))), false);
         // The first search still holds where a map kept its kind: its own list is the one
         // searched, or a copy of it in the same order (a flat map made flat, an overlay
         // made an overlay). A new overlay on a flat map starts empty; an overlay just made
@@ -396,7 +408,7 @@ impl Attributes {
     /// and hold `name`.
     pub fn remove(&mut self, name: &str) -> Option<SmolStr> {
         self.0.lookup(name)?;
-        let e = self.entries_mut(Some(&SmolStr::new(name)), true);
+        let e = self.entries_mut(Some((&SmolStr::new(name), None)), true);
         let i = position(&e.list, name).expect("a flat map holds every name");
         Some(e.list.remove(i).1)
     }
@@ -712,6 +724,18 @@ pub enum KeyPart {
 mod tests {
     use super::*;
 
+    /// The changes `map` remembers since `base`, as texts.
+    fn changes<'a>(
+        map: &'a Attributes,
+        base: &Attributes,
+    ) -> Option<Vec<(&'a str, Option<&'a str>)>> {
+        map.changes_since(base).map(|c| {
+            c.iter()
+                .map(|(k, v)| (k.as_str(), v.as_ref().map(SmolStr::as_str)))
+                .collect()
+        })
+    }
+
     #[test]
     fn a_copy_remembers_its_source_and_the_names_changed_since() {
         let base: Attributes = [("a", "1"), ("b", "2"), ("c", "3")].into_iter().collect();
@@ -726,13 +750,17 @@ mod tests {
         copy.insert("b", "21");
         copy.remove("c");
         assert_eq!(
-            copy.changes_since(&base)
-                .map(|n| n.iter().map(SmolStr::as_str).collect::<Vec<_>>()),
-            Some(vec!["b", "c"])
+            changes(&copy, &base),
+            Some(vec![("b", Some("21")), ("c", None)])
         );
         // Setting a name to the value it has changes nothing.
         copy.insert("a", "1");
-        assert_eq!(copy.changes_since(&base).map(<[SmolStr]>::len), Some(2));
+        assert_eq!(copy.changes_since(&base).map(<[_]>::len), Some(2));
+        // A name removed and set again holds its value again.
+        let mut back = base.clone();
+        back.remove("a");
+        back.insert("a", "9");
+        assert_eq!(changes(&back, &base), Some(vec![("a", Some("9"))]));
         // Not a copy of this map, or changed past what is remembered: nothing to tell.
         let other: Attributes = [("a", "1")].into_iter().collect();
         assert!(copy.changes_since(&other).is_none());
@@ -973,14 +1001,13 @@ mod tests {
         assert_eq!(copy.get("k03"), Some("changed"));
         assert_eq!(base.get("k03"), Some("v"));
         assert_eq!(
-            copy.changes_since(&base)
-                .map(|n| n.iter().map(SmolStr::as_str).collect::<Vec<_>>()),
-            Some(vec!["k03", "new"])
+            changes(&copy, &base),
+            Some(vec![("k03", Some("changed")), ("new", Some("x"))])
         );
         // An overlay of the overlay still reads through to the first map.
         let mut again = copy.clone();
         again.insert("k11", "last");
-        assert_eq!(again.changes_since(&copy).map(<[SmolStr]>::len), Some(1));
+        assert_eq!(changes(&again, &copy), Some(vec![("k11", Some("last"))]));
         assert_eq!(again.get("k03"), Some("changed"));
         assert_eq!(again.iter().next_back(), Some(("new", "x")));
         assert_eq!(again.keys().next(), Some("k00"));

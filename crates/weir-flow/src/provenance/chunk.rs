@@ -29,9 +29,9 @@
 //! each is written once.
 //!
 //! Cost: per event a look-up by address for its flow file and one for its map and a dozen
-//! varints; per distinct map the names a processor changed, which a copied map remembers
-//! (see [`Attributes::changes_since`]), else an entry-by-entry comparison with the flow
-//! file's previous map.
+//! varints; per distinct map the names a processor changed and their values, which a
+//! copied map remembers (see [`Attributes::changes_since`]), else an entry-by-entry
+//! comparison with the flow file's previous map.
 //! No text is hashed by its bytes except a long one at an address not seen before. Decoding
 //! allocates each long text once (then shared by every event and map naming it) and checks
 //! every length and reference: a damaged chunk is an error, never a panic.
@@ -247,33 +247,26 @@ fn write_changes<'a>(
     true
 }
 
-/// Writes a CHANGED record turning map number `base_number` into `map`, a copy of it
-/// changed since only in `names` (see [`Attributes::changes_since`]): a name `map` holds is
-/// set, one it does not is removed.
+/// Writes a CHANGED record turning map number `base_number` into a copy of it changed
+/// since only by `changes`, the names with their values now (`None`: removed), as the copy
+/// remembers them (see [`Attributes::changes_since`]).
 fn write_named_changes<'a>(
-    map: &'a Attributes,
-    names: &'a [SmolStr],
+    changes: &'a [(SmolStr, Option<SmolStr>)],
     base_number: u64,
     texts: &mut Texts<'a>,
     out: &mut Out<'_>,
 ) {
-    // Each name's value now, if it is set.
-    let mut held = [None; crate::flowfile::REMEMBERED_CHANGES];
-    for (h, name) in held.iter_mut().zip(names) {
-        *h = map.get_shared(name);
-    }
-    let held = &held[..names.len()];
     out.u64(CHANGED);
     out.u64(base_number);
-    out.u64(held.iter().flatten().count() as u64);
-    for (name, value) in names.iter().zip(held) {
+    out.u64(changes.iter().filter(|(_, v)| v.is_some()).count() as u64);
+    for (name, value) in changes {
         if let Some(v) = value {
             out.u64(texts.text(name));
             out.u64(texts.text(v));
         }
     }
-    out.u64(held.iter().filter(|h| h.is_none()).count() as u64);
-    for (name, _) in names.iter().zip(held).filter(|(_, h)| h.is_none()) {
+    out.u64(changes.iter().filter(|(_, v)| v.is_none()).count() as u64);
+    for (name, _) in changes.iter().filter(|(_, v)| v.is_none()) {
         out.u64(texts.text(name));
     }
 }
@@ -378,8 +371,8 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
                 let changed = base.is_some_and(|b| {
                     let base_map = maps[b as usize];
                     match e.attributes.changes_since(base_map) {
-                        Some(names) => {
-                            write_named_changes(&e.attributes, names, b, &mut texts, &mut out);
+                        Some(changes) => {
+                            write_named_changes(changes, b, &mut texts, &mut out);
                             true
                         }
                         None => write_changes(&e.attributes, base_map, b, &mut texts, &mut out),
