@@ -299,9 +299,10 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
         by_identity: FxHashMap::with_capacity_and_hasher(n, Default::default()),
         by_text: FxHashMap::with_capacity_and_hasher(n, Default::default()),
     };
-    // Distinct maps by address (events holding one map share it), numbered as written.
-    let mut map_number: FxHashMap<*const (), u64> =
-        FxHashMap::with_capacity_and_hasher(n, Default::default());
+    // The maps written, by number. An event's map is written unless it is its flow file's
+    // latest (the events of one session about a flow file, its DROP after its SEND): a map
+    // met again otherwise (a CLONE event's, under its parent) is written again, which reads
+    // back the same, and spares a look-up by address for every event.
     let mut maps: Vec<&'a Attributes> = Vec::with_capacity(n);
     // The last map written in full (or like another), the shape for the next.
     let mut last_full: Option<(u64, &'a Attributes)> = None;
@@ -364,8 +365,8 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
         } else {
             latest_map_short.get(flowfile).copied()
         };
-        let map = match map_number.get(&e.attributes.as_ptr()) {
-            Some(&m) => m,
+        let map = match base.filter(|&b| maps[b as usize].ptr_eq(&e.attributes)) {
+            Some(m) => m,
             None => {
                 let m = maps.len() as u64;
                 let changed = base.is_some_and(|b| {
@@ -409,7 +410,6 @@ pub(super) fn encode<'a>(events: &[&'a ProvenanceEvent]) -> Result<Part, Provena
                     last_full = Some((m, &e.attributes));
                 }
                 maps.push(&e.attributes);
-                map_number.insert(e.attributes.as_ptr(), m);
                 m
             }
         };
