@@ -502,6 +502,30 @@ impl Session {
         }
     }
 
+    /// Runs `f` on the whole content, borrowed. Unlike [`Session::read`], content a stateless
+    /// transaction holds is not shared (a shared copy of a buffer made from a `Vec` costs an
+    /// allocation at its first share): a processor that makes new content from the old one
+    /// sees it for nothing. Content from the repository is read into a buffer for `f`.
+    ///
+    /// # Errors
+    /// The content repository's I/O error.
+    pub fn read_with<R>(
+        &self,
+        ff: FlowFileRef,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, SessionError> {
+        match &self.records[ff.0].flowfile.claim {
+            None => Ok(f(&[])),
+            Some(c) if Transaction::is_memory_claim(c) => match &self.transaction {
+                Some(t) => Ok(t.read_with(c, f)),
+                None => Err(SessionError::Content(io::Error::other(
+                    "in-memory content outside a stateless transaction",
+                ))),
+            },
+            Some(c) => Ok(f(&self.shared.repo.content().read(c)?)),
+        }
+    }
+
     /// Replaces the content (a new claim; the old one is untouched).
     ///
     /// # Errors

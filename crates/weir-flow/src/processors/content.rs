@@ -1,7 +1,6 @@
 //! Content processors: GenerateFlowFile, SplitText, MergeContent, ReplaceText,
 //! CompressContent, CryptographicHashContent.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::sync::Mutex;
@@ -243,7 +242,7 @@ impl Processor for MergeContent {
                     if i > 0 {
                         data.extend_from_slice(&self.demarcator);
                     }
-                    data.extend_from_slice(&session.read(f)?);
+                    session.read_with(f, |d| data.extend_from_slice(d))?;
                 }
                 let merged = session.create_joined(group);
                 session.write(merged, &data)?;
@@ -351,13 +350,17 @@ impl Processor for ReplaceText {
         let ffs = session.get_batch(BATCH)?;
         // Each copy of a group has its own instance: the lock is never contended.
         let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        // One buffer for every flow file's replacement text.
+        let mut replacement = String::new();
         for &ff in &ffs {
-            let (search, replacement) = match (
-                // The search text mostly is the property's own: borrowed, not copied.
-                eval(&self.search, session, ff),
-                eval(&self.replacement, session, ff).map(Cow::into_owned),
-            ) {
-                (Ok(s), Ok(r)) => (s, r),
+            replacement.clear();
+            let attributes = &session.flowfile(ff).attributes;
+            let replaced = self
+                .replacement
+                .evaluate_into(&|k| attributes.get(k), &mut replacement);
+            // The search text mostly is the property's own: borrowed, not copied.
+            let search = match (eval(&self.search, session, ff), replaced) {
+                (Ok(s), Ok(())) => s,
                 _ => {
                     session.transfer(ff, "failure")?;
                     continue;
@@ -384,20 +387,24 @@ impl Processor for ReplaceText {
                 session.transfer(ff, "success")?;
                 continue;
             }
-            let data = session.read(ff)?;
-            let Ok(text) = std::str::from_utf8(&data) else {
+            // The old content is only looked at: borrowed, not shared.
+            let out = session.read_with(ff, |data| {
+                let text = std::str::from_utf8(data).ok()?;
+                Some(if self.line_by_line {
+                    text.split_inclusive('\n')
+                        .map(|line| {
+                            let (body, nl) =
+                                line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+                            self.apply(body, &search, regex, &replacement) + nl
+                        })
+                        .collect::<String>()
+                } else {
+                    self.apply(text, &search, regex, &replacement)
+                })
+            })?;
+            let Some(out) = out else {
                 session.transfer(ff, "failure")?;
                 continue;
-            };
-            let out = if self.line_by_line {
-                text.split_inclusive('\n')
-                    .map(|line| {
-                        let (body, nl) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
-                        self.apply(body, &search, regex, &replacement) + nl
-                    })
-                    .collect::<String>()
-            } else {
-                self.apply(text, &search, regex, &replacement)
             };
             session.write_owned(ff, out.into_bytes())?;
             session.transfer(ff, "success")?;
@@ -423,17 +430,18 @@ impl Processor for CompressContent {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
-            let data = session.read(ff)?;
-            let out = if self.compress {
-                let mut e =
-                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-                e.write_all(&data).and_then(|()| e.finish())
-            } else {
-                let mut out = Vec::new();
-                flate2::read::GzDecoder::new(&data[..])
-                    .read_to_end(&mut out)
-                    .map(|_| out)
-            };
+            let out = session.read_with(ff, |data| {
+                if self.compress {
+                    let mut e =
+                        flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                    e.write_all(data).and_then(|()| e.finish())
+                } else {
+                    let mut out = Vec::new();
+                    flate2::read::GzDecoder::new(data)
+                        .read_to_end(&mut out)
+                        .map(|_| out)
+                }
+            })?;
             match out {
                 Ok(out) => {
                     session.write(ff, &out)?;
@@ -482,13 +490,12 @@ impl Processor for HashContent {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
-            let data = session.read(ff)?;
-            let digest = match self.algorithm.as_str() {
-                "SHA-224" => hex(&sha2::Sha224::digest(&data)),
-                "SHA-384" => hex(&sha2::Sha384::digest(&data)),
-                "SHA-512" => hex(&sha2::Sha512::digest(&data)),
-                _ => hex(&sha2::Sha256::digest(&data)),
-            };
+            let digest = session.read_with(ff, |data| match self.algorithm.as_str() {
+                "SHA-224" => hex(&sha2::Sha224::digest(data)),
+                "SHA-384" => hex(&sha2::Sha384::digest(data)),
+                "SHA-512" => hex(&sha2::Sha512::digest(data)),
+                _ => hex(&sha2::Sha256::digest(data)),
+            })?;
             session.put_attribute(ff, self.attribute.clone(), digest);
             session.transfer(ff, "success")?;
         }

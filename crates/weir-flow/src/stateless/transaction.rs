@@ -152,6 +152,14 @@ impl Transaction {
             .unwrap_or_default()
     }
 
+    /// Runs `f` on the content of an in-memory claim, borrowed (empty when there is none).
+    pub(crate) fn read_with<R>(&self, c: &ContentClaim, f: impl FnOnce(&[u8]) -> R) -> R {
+        let st = self.lock();
+        f(st.content
+            .get((c.file & !MEMORY) as usize)
+            .map_or(&[][..], |b| &b[..]))
+    }
+
     /// Takes in a committed session: its flow files move on in memory (or wait for the
     /// transaction's commit when they leave the group); its events wait for the commit.
     pub(crate) fn absorb(&self, a: Absorbed, shared: &Shared) {
