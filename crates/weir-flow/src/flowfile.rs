@@ -194,6 +194,28 @@ impl Attributes {
         Attributes::of(sorted(entries))
     }
 
+    /// [`from_entries`](Attributes::from_entries) of `entries` and then `tail`, whose
+    /// names are in order and distinct (a flow file's core attributes): when `entries` are
+    /// in order and end before `tail` begins, the map is taken as built, `tail` unchecked.
+    pub(crate) fn from_entries_then(
+        mut entries: Vec<(SmolStr, SmolStr)>,
+        tail: impl IntoIterator<Item = (SmolStr, SmolStr)>,
+    ) -> Attributes {
+        let head = entries.len();
+        entries.extend(tail);
+        debug_assert!(
+            entries[head..].is_sorted_by(|a, b| name_order(&a.0, &b.0).is_lt()),
+            "the tail is in order"
+        );
+        let joined = head == 0
+            || head == entries.len()
+            || name_order(&entries[head - 1].0, &entries[head].0).is_lt();
+        if joined && entries[..head].is_sorted_by(|a, b| name_order(&a.0, &b.0).is_lt()) {
+            return Attributes::of(entries);
+        }
+        Attributes::from_entries(entries)
+    }
+
     /// The entries, for `change`: a name and the value it is about to hold (`None`:
     /// removed), or `None` for changes beyond telling. A new map first when they are shared
     /// (an overlay unless `flat` or `change` is `None`), and the change remembered on a new
@@ -919,6 +941,22 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A map built from entries and an ordered tail reads as one built from them all:
+        /// head in order or not, before the tail or among it, names repeated.
+        #[test]
+        fn entries_then_an_ordered_tail_read_as_all_the_entries(
+            head in proptest::collection::vec(("[a-o]{1,2}", "[0-9]"), 0..6),
+        ) {
+            let entry = |(k, v): &(String, String)| (SmolStr::new(k), SmolStr::new(v));
+            let head: Vec<(SmolStr, SmolStr)> = head.iter().map(entry).collect();
+            let tail = [("m", "t1"), ("n", "t2"), ("p", "t3")]
+                .map(|(k, v)| (SmolStr::new(k), SmolStr::new(v)));
+            let all: Vec<(SmolStr, SmolStr)> = head.iter().cloned().chain(tail.clone()).collect();
+            let built = Attributes::from_entries_then(head, tail);
+            proptest::prop_assert_eq!(built.to_map(), Attributes::from_entries(all.clone()).to_map());
+            proptest::prop_assert_eq!(built.len(), Attributes::from_entries(all).len());
+        }
+
         /// Names order, and texts are equal, as `str`s do: short or long, differing in
         /// the first bytes, past them or nowhere, one the start of the other.
         #[test]

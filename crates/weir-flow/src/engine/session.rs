@@ -138,15 +138,17 @@ fn new_attributes(
     } else {
         int_value(lineage)
     };
-    entries.extend([
-        (SmolStr::new_static("entryDate"), entry_date),
-        (SmolStr::new_static("fileSize"), int_value(size)),
-        (SmolStr::new_static("filename"), uuid.clone()),
-        (SmolStr::new_static("lineageStartDate"), lineage_start),
-        (SmolStr::new_static("path"), SmolStr::new_static("./")),
-        (SmolStr::new_static("uuid"), uuid),
-    ]);
-    Attributes::from_entries(entries)
+    Attributes::from_entries_then(
+        entries,
+        [
+            (SmolStr::new_static("entryDate"), entry_date),
+            (SmolStr::new_static("fileSize"), int_value(size)),
+            (SmolStr::new_static("filename"), uuid.clone()),
+            (SmolStr::new_static("lineageStartDate"), lineage_start),
+            (SmolStr::new_static("path"), SmolStr::new_static("./")),
+            (SmolStr::new_static("uuid"), uuid),
+        ],
+    )
 }
 
 /// Milliseconds since the epoch. Straight from the system clock: going through a calendar
