@@ -15,6 +15,9 @@
 //! - the copy resting (an idle trigger, a rollback, a schedule) or ending, including by a
 //!   panic: dropping the backlog records what it holds.
 //!
+//! The commit's in-memory content, which nothing reads after it, is freed at the same time
+//! (a few buffers per flow file).
+//!
 //! A transaction's events are recorded together, in one write: each flow file's maps after
 //! its first are written as the few changes from the one before.
 //! Events keep their order: ids are given when they are recorded, the backlog's before any
@@ -24,11 +27,19 @@ use std::sync::{Arc, Mutex};
 
 use crate::provenance::{ProvenanceEvent, ProvenanceRepository};
 
-/// A copy's events committed and not yet recorded, a batch per session. See the
-/// [module docs](self).
+/// A copy's events committed and not yet recorded, a batch per session, and the content
+/// its last commit left to free. See the [module docs](self).
 pub(crate) struct ProvenanceBacklog {
     provenance: Arc<ProvenanceRepository>,
-    held: Mutex<Vec<Vec<ProvenanceEvent>>>,
+    held: Mutex<Held>,
+}
+
+/// What one commit left: its events, and its in-memory content (freeing a transaction's
+/// buffers, a few per flow file, is work its commit need not wait for either).
+#[derive(Default)]
+struct Held {
+    events: Vec<Vec<ProvenanceEvent>>,
+    content: Vec<bytes::Bytes>,
 }
 
 impl ProvenanceBacklog {
@@ -36,20 +47,27 @@ impl ProvenanceBacklog {
     pub(crate) fn new(provenance: Arc<ProvenanceRepository>) -> ProvenanceBacklog {
         ProvenanceBacklog {
             provenance,
-            held: Mutex::new(Vec::new()),
+            held: Mutex::new(Held::default()),
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, Vec<Vec<ProvenanceEvent>>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Holds a commit's events, a batch per session, for later. Records what an earlier
-    /// commit left first, so that one transaction's events are held at most.
-    pub(crate) fn hold(&self, batches: Vec<Vec<ProvenanceEvent>>) {
-        let earlier = std::mem::replace(&mut *self.held(), batches);
+    /// Holds a commit's events, a batch per session, and its content, no longer read, for
+    /// later. Records (and frees) what an earlier commit left first, so that one
+    /// transaction's are held at most.
+    pub(crate) fn hold(&self, batches: Vec<Vec<ProvenanceEvent>>, content: Vec<bytes::Bytes>) {
+        let earlier = std::mem::replace(
+            &mut *self.held(),
+            Held {
+                events: batches,
+                content,
+            },
+        );
         // The new events get their ids only when recorded, so the earlier ones stay first.
-        record_events(&self.provenance, earlier);
+        record_events(&self.provenance, earlier.events);
     }
 
     /// Records `batches` now, after what the backlog holds (a rollback's SEND events).
@@ -63,7 +81,8 @@ impl ProvenanceBacklog {
     /// encoding (about 1.6 K instructions per event) and the frees.
     pub(crate) fn record(&self) {
         let held = std::mem::take(&mut *self.held());
-        record_events(&self.provenance, held);
+        record_events(&self.provenance, held.events);
+        drop(held.content);
     }
 }
 
@@ -128,10 +147,19 @@ mod tests {
         let provenance = store(dir.path());
         let backlog = ProvenanceBacklog::new(Arc::clone(&provenance));
         // Three sessions' batches, one of them empty.
-        backlog.hold(vec![sends("first", 3), sends("second", 2), Vec::new()]);
+        let content = bytes::Bytes::from(b"a transaction's content".to_vec());
+        backlog.hold(
+            vec![sends("first", 3), sends("second", 2), Vec::new()],
+            vec![content.clone()],
+        );
         assert_eq!(provenance.len().unwrap(), 0, "held, not yet recorded");
+        assert!(!content.is_unique(), "the content is held too");
         backlog.record();
         assert_eq!(provenance.len().unwrap(), 5);
+        assert!(
+            content.is_unique(),
+            "and freed when the events are recorded"
+        );
         backlog.record();
         assert_eq!(provenance.len().unwrap(), 5, "recorded once");
     }
@@ -141,12 +169,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let provenance = store(dir.path());
         let backlog = ProvenanceBacklog::new(Arc::clone(&provenance));
-        backlog.hold(vec![sends("first", 4)]);
-        backlog.hold(vec![sends("second", 2)]);
+        backlog.hold(vec![sends("first", 4)], Vec::new());
+        backlog.hold(vec![sends("second", 2)], Vec::new());
         assert_eq!(provenance.len().unwrap(), 4, "one transaction held at most");
         backlog.record_now(vec![sends("rolled-back", 1)]);
         assert_eq!(provenance.len().unwrap(), 7);
-        backlog.hold(vec![sends("last", 3)]);
+        backlog.hold(vec![sends("last", 3)], Vec::new());
         drop(backlog);
         assert_eq!(provenance.len().unwrap(), 10);
         let ids: Vec<u64> = provenance

@@ -517,8 +517,9 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
     let mut events = parts.events;
     events.push(parts.always);
     if parts.taken.is_empty() && parts.outputs.is_empty() {
-        // Encoded, handed over and freed while the copy next waits.
-        txn.backlog().hold(events);
+        // Encoded, handed over and freed while the copy next waits, and the content freed
+        // then too: nothing reads it after the commit.
+        txn.backlog().hold(events, txn.take_content());
     } else {
         // The journal frame holds the events as one list, with the frame's ids.
         let events: Vec<ProvenanceEvent> = events.into_iter().flatten().collect();

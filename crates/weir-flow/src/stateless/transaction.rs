@@ -264,6 +264,11 @@ impl Transaction {
         self.backlog.record();
     }
 
+    /// The content the transaction holds in memory, taken (its claims read as empty after).
+    pub(crate) fn take_content(&self) -> Vec<bytes::Bytes> {
+        std::mem::take(&mut self.lock().content)
+    }
+
     /// Everything the transaction holds, for its commit or rollback.
     pub(crate) fn take_parts(&self) -> Parts {
         let mut st = self.lock();
