@@ -12,8 +12,9 @@
 //! `cargo bench -p weir-flow --bench stateless` (`WEIR_BENCH_MESSAGES`, default 20,000;
 //! `WEIR_BENCH_ROUNDS` rounds of a hand-loop and an engine run, which goes first alternating
 //! from round to round, default 7, and with more than
-//! one the median of the rounds' ratios: on this shared machine one round's ratio moves by
-//! ±0.2 from the next, so the median is the figure;
+//! one the median of the rounds' ratios and the ratio of the two sides' median rates: on
+//! this shared machine one round's ratio moves by ±0.2 from the next, so the medians are the
+//! figures;
 //! `WEIR_BENCH_HAND=0` skips the hand loop, so that a profile of the process holds only the
 //! engine's work besides publishing; `WEIR_BENCH_LATENCY=0` skips the latency run, whose
 //! transactions of one or two messages would weigh in such a profile;
@@ -599,6 +600,9 @@ fn main() {
     for concurrency in concurrencies {
         let s = Setup::new(&format!("c{concurrency}"));
         let (mut ratios, mut wall_ratios) = (Vec::new(), Vec::new());
+        // Each side's steady rate per round: the rates move with the machine from round to
+        // round, so the ratio of their medians is shown beside the median of the ratios.
+        let (mut engine_rates, mut hand_rates) = (Vec::new(), Vec::new());
         for round in 0..rounds {
             let run_hand_round = || {
                 if !hand_loop {
@@ -663,17 +667,29 @@ fn main() {
             if hand_loop {
                 ratios.push(run.steady / hand.steady);
                 wall_ratios.push(run.wall / hand.wall);
+                engine_rates.push(run.steady);
+                hand_rates.push(hand.steady);
             }
         }
         if rounds > 1 && !ratios.is_empty() {
-            ratios.sort_by(f64::total_cmp);
-            wall_ratios.sort_by(f64::total_cmp);
+            for v in [
+                &mut ratios,
+                &mut wall_ratios,
+                &mut engine_rates,
+                &mut hand_rates,
+            ] {
+                v.sort_by(f64::total_cmp);
+            }
+            let (engine_rate, hand_rate) = (median(&engine_rates), median(&hand_rates));
             println!(
-                "concurrency {concurrency}: median ratio {:.2} over {} rounds (lowest {:.2}, highest {:.2}); from the start, median {:.2}",
+                "concurrency {concurrency}: median ratio {:.2} over {} rounds (lowest {:.2}, highest {:.2}); median rates: engine {:.0} msgs/s, hand loop {:.0} msgs/s, ratio {:.2}; from the start, median {:.2}",
                 median(&ratios),
                 ratios.len(),
                 ratios[0],
                 ratios[ratios.len() - 1],
+                engine_rate,
+                hand_rate,
+                engine_rate / hand_rate,
                 median(&wall_ratios)
             );
         }
