@@ -142,8 +142,15 @@ impl VarintWriter for Out<'_> {
 }
 
 impl Out<'_> {
+    /// Most numbers written are under 128 (references, counts, deltas): one byte, pushed
+    /// without the general loop.
+    #[inline]
     fn u64(&mut self, v: u64) {
-        let Ok(()) = self.write_u64_varint(v);
+        if v < 0x80 {
+            self.0.push(v as u8);
+        } else {
+            let Ok(()) = self.write_u64_varint(v);
+        }
     }
 
     fn i64(&mut self, v: i64) {
