@@ -228,31 +228,35 @@ impl Attributes {
         let flat = flat || change.is_none();
         if Arc::get_mut(&mut self.0).is_none() {
             let shared = &self.0;
-            let copied = Some(Copied {
-                source: Arc::downgrade(shared),
-                changes: Default::default(),
-                count: 0,
-            });
-            let entries = match &shared.base {
-                None if !flat && shared.list.len() >= OVERLAY_FROM => Entries {
+            let copied = || {
+                Some(Copied {
+                    source: Arc::downgrade(shared),
+                    changes: Default::default(),
+                    count: 0,
+                })
+            };
+            // Built in each arm's `Arc::new`: the entries are a few hundred bytes, and each
+            // move of them on the way into the allocation is a copy.
+            self.0 = match &shared.base {
+                None if !flat && shared.list.len() >= OVERLAY_FROM => Arc::new(Entries {
                     list: List::new(),
                     base: Some(Arc::clone(shared)),
                     added: 0,
-                    copied,
-                },
-                Some(base) if !flat && shared.list.len() < OVERLAY_MOST => Entries {
+                    copied: copied(),
+                }),
+                Some(base) if !flat && shared.list.len() < OVERLAY_MOST => Arc::new(Entries {
                     list: shared.list.iter().cloned().collect(),
                     base: Some(Arc::clone(base)),
                     added: shared.added,
-                    copied,
-                },
-                _ => Entries {
+                    copied: copied(),
+                }),
+                _ => Arc::new(Entries {
                     list: shared.merged(),
-                    copied,
-                    ..Entries::default()
-                },
+                    base: None,
+                    added: 0,
+                    copied: copied(),
+                }),
             };
-            self.0 = Arc::new(entries);
         }
         let entries = Arc::get_mut(&mut self.0).expect("the entries were just made unique");
         if flat {
