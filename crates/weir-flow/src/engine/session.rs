@@ -494,20 +494,25 @@ impl Session {
     pub fn read(&self, ff: FlowFileRef) -> Result<bytes::Bytes, SessionError> {
         match &self.records[ff.0].flowfile.claim {
             None => Ok(bytes::Bytes::new()),
-            Some(c) if Transaction::is_memory_claim(c) => match &self.transaction {
-                Some(t) => Ok(t.read(c)),
-                None => Err(SessionError::Content(io::Error::other(
-                    "in-memory content outside a stateless transaction",
-                ))),
-            },
+            Some(c) if Transaction::is_memory_claim(c) => Ok(self.memory()?.read(c)),
             Some(c) => Ok(self.shared.repo.content().read(c)?.into()),
         }
+    }
+
+    /// The transaction holding this session's in-memory content.
+    fn memory(&self) -> Result<&Transaction, SessionError> {
+        self.transaction.as_deref().ok_or_else(|| {
+            SessionError::Content(io::Error::other(
+                "in-memory content outside a stateless transaction",
+            ))
+        })
     }
 
     /// Runs `f` on the whole content, borrowed. Unlike [`Session::read`], content a stateless
     /// transaction holds is not shared (a shared copy of a buffer made from a `Vec` costs an
     /// allocation at its first share): a processor that makes new content from the old one
-    /// sees it for nothing. Content from the repository is read into a buffer for `f`.
+    /// sees it for nothing (while `f` runs, the transaction's state is locked). Content from
+    /// the repository is read into a buffer for `f`.
     ///
     /// # Errors
     /// The content repository's I/O error.
@@ -518,12 +523,9 @@ impl Session {
     ) -> Result<R, SessionError> {
         match &self.records[ff.0].flowfile.claim {
             None => Ok(f(&[])),
-            Some(c) if Transaction::is_memory_claim(c) => match &self.transaction {
-                Some(t) => Ok(t.read_with(c, f)),
-                None => Err(SessionError::Content(io::Error::other(
-                    "in-memory content outside a stateless transaction",
-                ))),
-            },
+            Some(c) if Transaction::is_memory_claim(c) => {
+                Ok(self.memory()?.read_with(c, |b| f(b.map_or(&[], |b| b))))
+            }
             Some(c) => Ok(f(&self.shared.repo.content().read(c)?)),
         }
     }

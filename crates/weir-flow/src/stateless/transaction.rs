@@ -143,21 +143,19 @@ impl Transaction {
         }
     }
 
-    /// The content of an in-memory claim.
+    /// The content of an in-memory claim, shared (empty when there is none).
     pub(crate) fn read(&self, c: &ContentClaim) -> bytes::Bytes {
-        let st = self.lock();
-        st.content
-            .get((c.file & !MEMORY) as usize)
-            .cloned()
-            .unwrap_or_default()
+        self.read_with(c, |b| b.cloned().unwrap_or_default())
     }
 
-    /// Runs `f` on the content of an in-memory claim, borrowed (empty when there is none).
-    pub(crate) fn read_with<R>(&self, c: &ContentClaim, f: impl FnOnce(&[u8]) -> R) -> R {
-        let st = self.lock();
-        f(st.content
-            .get((c.file & !MEMORY) as usize)
-            .map_or(&[][..], |b| &b[..]))
+    /// Runs `f` on the content of an in-memory claim, borrowed (`None` when there is none),
+    /// with the transaction's state locked.
+    pub(crate) fn read_with<R>(
+        &self,
+        c: &ContentClaim,
+        f: impl FnOnce(Option<&bytes::Bytes>) -> R,
+    ) -> R {
+        f(self.lock().content.get((c.file & !MEMORY) as usize))
     }
 
     /// Takes in a committed session: its flow files move on in memory (or wait for the
