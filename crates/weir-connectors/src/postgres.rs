@@ -106,15 +106,15 @@ impl Record {
     /// # Errors
     /// What is wrong: not UTF-8, not JSON, or JSON but not an object.
     pub fn parse(text: &[u8]) -> Result<Record, String> {
-        Record::parse_shared(&Bytes::copy_from_slice(text))
+        Record::parse_shared(Bytes::copy_from_slice(text))
     }
 
-    /// [`Record::parse`], the record sharing `line`'s buffer (a reference count, no copy).
+    /// [`Record::parse`], the record keeping `line`'s buffer (shared, not copied).
     ///
     /// # Errors
     /// As [`Record::parse`].
-    pub fn parse_shared(line: &Bytes) -> Result<Record, String> {
-        let whole = std::str::from_utf8(line).map_err(|e| e.to_string())?;
+    pub fn parse_shared(mut line: Bytes) -> Result<Record, String> {
+        let whole = std::str::from_utf8(&line).map_err(|e| e.to_string())?;
         let text = whole.trim_matches(|c: char| c.is_ascii_whitespace());
         let at = text.as_ptr() as usize - whole.as_ptr() as usize;
         let Members(members) = serde_json::from_str::<Members>(text).map_err(|e| {
@@ -132,8 +132,11 @@ impl Record {
                 (name, start..start + value.get().len())
             })
             .collect();
+        // Trimmed in place: no second share of the buffer.
+        line.truncate(at + text.len());
+        bytes::Buf::advance(&mut line, at);
         Ok(Record {
-            json: line.slice(at..at + text.len()),
+            json: line,
             members,
         })
     }
@@ -319,7 +322,7 @@ pub fn parse_json_lines(content: &Bytes) -> Result<Vec<Record>, RecordError> {
             continue;
         }
         let line = content.slice(at..at + line.len());
-        out.push(Record::parse_shared(&line).map_err(|message| RecordError {
+        out.push(Record::parse_shared(line).map_err(|message| RecordError {
             line: i + 1,
             message,
         })?);

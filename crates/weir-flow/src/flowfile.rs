@@ -25,8 +25,9 @@ pub use smol_str::SmolStr;
 ///
 /// A new map remembers the map it was made from and the first few names changed since, with
 /// their values (see `Attributes::changes_since`): the provenance store writes a
-/// processor's change as that, without comparing the two maps or looking a name up. (The source cannot change in place
-/// meanwhile: `Arc::get_mut` refuses while the copy's weak handle to it lives.)
+/// processor's change as that, without comparing the two maps or looking a name up. (The
+/// source cannot change in place meanwhile: `Arc::get_mut` refuses while the copy's weak
+/// handle to it lives.)
 ///
 /// The entries are sorted vectors: a lookup is a binary search, a change that adds or
 /// removes a name moves the entries after it (flow files carry tens of attributes, where

@@ -28,8 +28,8 @@
 //! flow file's map mostly changes by an attribute or two from one processor to the next:
 //! each is written once.
 //!
-//! Cost: per event a look-up by address for its flow file and one for its map and a dozen
-//! varints; per distinct map the names a processor changed and their values, which a
+//! Cost: per event a look-up by address for its flow file, a pointer comparison of its map
+//! with the flow file's latest and a dozen varints; per distinct map the names a processor changed and their values, which a
 //! copied map remembers (see [`Attributes::changes_since`]), else an entry-by-entry
 //! comparison with the flow file's previous map.
 //! No text is hashed by its bytes except a long one at an address not seen before. Decoding
