@@ -374,18 +374,39 @@ struct Live {
     /// [`AmqpConsumer::next_batch`]. They go with the connection: when it breaks, the broker
     /// requeues them with the rest.
     ready: VecDeque<AmqpMessage>,
-    /// The last message's exchange and routing key: the next mostly has the same, and then
-    /// shares the text instead of copying it (a long key is an allocation each).
-    last_exchange: SmolStr,
-    last_routing_key: SmolStr,
+    /// The exchanges and routing keys of the last messages: the next mostly has one of
+    /// them, and then shares the text instead of copying it (a long key is an allocation
+    /// each).
+    exchanges: RecentTexts,
+    routing_keys: RecentTexts,
 }
 
-/// `text` as a shared string: `last` again when it holds the same text.
-fn shared_text(last: &mut SmolStr, text: &str) -> SmolStr {
-    if last.as_str() != text {
-        *last = SmolStr::new(text);
+/// The last few distinct texts seen, to share instead of copy: a queue bound to a topic
+/// exchange mostly receives a handful of routing keys, often in turn (`orders.eu`,
+/// `orders.us`, ...), which one remembered text would miss every time.
+///
+/// A look-up compares `text` with at most [`RecentTexts::KEPT`] texts (lengths first); a
+/// text not among them replaces the one held longest.
+#[derive(Debug, Default)]
+struct RecentTexts {
+    texts: [SmolStr; RecentTexts::KEPT],
+    /// Where the next new text goes.
+    next: usize,
+}
+
+impl RecentTexts {
+    const KEPT: usize = 4;
+
+    /// `text` as a shared string: one held already when it has the same text.
+    fn shared(&mut self, text: &str) -> SmolStr {
+        if let Some(held) = self.texts.iter().find(|t| t.as_str() == text) {
+            return held.clone();
+        }
+        let made = SmolStr::new(text);
+        self.texts[self.next] = made.clone();
+        self.next = (self.next + 1) % Self::KEPT;
+        made
     }
-    last.clone()
 }
 
 /// Why a channel ended, from its last item: an error, or none when the broker cancelled.
@@ -404,17 +425,22 @@ impl Live {
         room: usize,
         mut put: impl FnMut(AmqpMessage),
     ) -> Result<(), String> {
+        // One lock for the batch's tags, not one per message.
+        let outstanding = Arc::clone(&self.outstanding);
+        let mut tags = outstanding.tags();
         for _ in 0..room {
             match futures::FutureExt::now_or_never(self.consumer.next()) {
                 None => break,
-                Some(Some(Ok(d))) => put(self.message(d)),
+                Some(Some(Ok(d))) => put(self.message(d, &mut tags)),
                 Some(end) => return Err(channel_end(end)),
             }
         }
         Ok(())
     }
 
-    fn message(&mut self, d: lapin::message::Delivery) -> AmqpMessage {
+    /// The delivery as a message, its tag added to `tags` (the channel's outstanding ones,
+    /// locked by the caller).
+    fn message(&mut self, d: lapin::message::Delivery, tags: &mut BTreeSet<u64>) -> AmqpMessage {
         let mut headers = Vec::new();
         let p = &d.properties;
         for (k, v) in [
@@ -430,11 +456,11 @@ impl Live {
                 headers.push((k.to_string(), v.to_string()));
             }
         }
-        self.outstanding.tags().insert(d.delivery_tag);
+        tags.insert(d.delivery_tag);
         AmqpMessage {
             body: d.data,
-            exchange: shared_text(&mut self.last_exchange, d.exchange.as_str()),
-            routing_key: shared_text(&mut self.last_routing_key, d.routing_key.as_str()),
+            exchange: self.exchanges.shared(d.exchange.as_str()),
+            routing_key: self.routing_keys.shared(d.routing_key.as_str()),
             redelivered: d.redelivered,
             delivery_tag: d.delivery_tag,
             headers,
@@ -524,7 +550,8 @@ impl AmqpConsumer {
                     return Vec::new();
                 }
             };
-            out.push(live.message(first));
+            let outstanding = Arc::clone(&live.outstanding);
+            out.push(live.message(first, &mut outstanding.tags()));
         }
         let room = max.max(1) - out.len();
         if let Err(why) = live.take_received(room, |m| out.push(m)) {
@@ -646,8 +673,8 @@ async fn connect_consumer(
         consumer,
         outstanding: Arc::new(Outstanding::default()),
         ready: VecDeque::new(),
-        last_exchange: SmolStr::default(),
-        last_routing_key: SmolStr::default(),
+        exchanges: RecentTexts::default(),
+        routing_keys: RecentTexts::default(),
     })
 }
 
@@ -749,5 +776,24 @@ mod tests {
         assert_eq!(AmqpConfig::new("h", "/", "u", "p").unwrap().port, 5672);
         assert!(AmqpConfig::new("h:x", "/", "u", "p").is_err());
         assert!(AmqpConfig::new(":1", "/", "u", "p").is_err());
+    }
+
+    #[test]
+    fn recent_texts_share_keys_that_come_in_turn_and_forget_the_oldest() {
+        let mut recent = RecentTexts::default();
+        let long = |k: &str| format!("a.routing.key.longer.than.inline.{k}");
+        let (even, odd) = (recent.shared(&long("even")), recent.shared(&long("odd")));
+        // Keys in turn: each comes back as the text already held, not a copy.
+        for _ in 0..3 {
+            assert_eq!(recent.shared(&long("even")).as_ptr(), even.as_ptr());
+            assert_eq!(recent.shared(&long("odd")).as_ptr(), odd.as_ptr());
+        }
+        // Four more keys push both out; the text is still right, in a new copy.
+        for k in ["a", "b", "c", "d"] {
+            assert_eq!(recent.shared(&long(k)), long(k));
+        }
+        let again = recent.shared(&long("even"));
+        assert_eq!(again, long("even"));
+        assert_ne!(again.as_ptr(), even.as_ptr());
     }
 }
