@@ -27,7 +27,6 @@
 //! ```
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
 
 use std::future::Future;
@@ -313,19 +312,23 @@ pub struct RecordError {
 /// # Errors
 /// [`RecordError`] naming the first bad line.
 pub fn parse_json_lines(content: &Bytes) -> Result<Vec<Record>, RecordError> {
-    let mut out = Vec::new();
+    // The usual content is one record (a message per flow file): room for it at once.
+    let mut out = Vec::with_capacity(1);
     let mut start = 0;
-    for (i, line) in content.split(|b| *b == b'\n').enumerate() {
+    // Ends of lines found with `memchr`, not byte by byte: this runs on every flow file.
+    let ends = memchr::memchr_iter(b'\n', content).chain(std::iter::once(content.len()));
+    for (i, end) in ends.enumerate() {
         let at = start;
-        start += line.len() + 1;
-        if line.iter().all(u8::is_ascii_whitespace) {
+        start = end + 1;
+        if content[at..end].iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let line = content.slice(at..at + line.len());
-        out.push(Record::parse_shared(line).map_err(|message| RecordError {
-            line: i + 1,
-            message,
-        })?);
+        out.push(
+            Record::parse_shared(content.slice(at..end)).map_err(|message| RecordError {
+                line: i + 1,
+                message,
+            })?,
+        );
     }
     Ok(out)
 }
@@ -365,10 +368,72 @@ impl fmt::Debug for RecordWriter {
 /// the server as one JSON array, serialized once, never copied).
 #[derive(Debug)]
 struct Prepared<'a> {
-    /// Sorted, borrowed from the records.
-    columns: Vec<&'a str>,
-    rows: Vec<&'a Record>,
+    /// Its column set, by place in the batch's [`Shapes`].
+    shape: usize,
+    rows: Rows<'a>,
     count: u64,
+}
+
+/// An item's records to write: all of them (the usual case, nothing to allocate), or those
+/// left after an UPSERT's later records of a key replaced earlier ones.
+#[derive(Debug)]
+enum Rows<'a> {
+    All(&'a [Record]),
+    Kept(Vec<&'a Record>),
+}
+
+impl<'a> Rows<'a> {
+    fn iter(&self) -> impl Iterator<Item = &'a Record> + '_ {
+        let (all, kept): (&'a [Record], &[&'a Record]) = match self {
+            Rows::All(all) => (all, &[]),
+            Rows::Kept(kept) => (&[], kept),
+        };
+        all.iter().chain(kept.iter().copied())
+    }
+}
+
+/// The column sets of a batch's items, each once (sorted names, borrowed from the records),
+/// in the order first met: a statement per set.
+///
+/// The records of a batch mostly have the same members in the same order: an item whose
+/// records all name the members of the last item's first record, in its order, has that
+/// item's set, told by comparing names, with no set built, sorted or looked up.
+#[derive(Debug, Default)]
+struct Shapes<'a> {
+    sets: Vec<Vec<&'a str>>,
+    /// The first record of the last item placed, and its set.
+    last: Option<(&'a Record, usize)>,
+}
+
+impl<'a> Shapes<'a> {
+    /// The set of `records`' columns (`None` when they have none).
+    fn place(&mut self, records: &'a [Record]) -> Option<usize> {
+        let first = records.first()?;
+        let uniform = records[1..].iter().all(|r| r.columns().eq(first.columns()));
+        if uniform
+            && let Some((last, shape)) = self.last
+            && first.columns().eq(last.columns())
+        {
+            return Some(shape);
+        }
+        let mut columns: Vec<&str> = records.iter().flat_map(Record::columns).collect();
+        columns.sort_unstable();
+        columns.dedup();
+        if columns.is_empty() {
+            return None;
+        }
+        let shape = match self.sets.iter().position(|s| *s == columns) {
+            Some(shape) => shape,
+            None => {
+                self.sets.push(columns);
+                self.sets.len() - 1
+            }
+        };
+        if uniform {
+            self.last = Some((first, shape));
+        }
+        Some(shape)
+    }
 }
 
 /// The value of a record's key columns, to find records of the same key: borrowed from the
@@ -424,38 +489,43 @@ impl RecordWriter {
         self.connection.is_some() && self.client.as_ref().is_some_and(|c| !c.is_closed())
     }
 
-    fn prepare_item<'a>(&self, records: &'a [Record]) -> Result<Prepared<'a>, String> {
-        let mut columns: Vec<&str> = records.iter().flat_map(Record::columns).collect();
-        columns.sort_unstable();
-        columns.dedup();
-        if columns.is_empty() {
-            return Ok(Prepared {
-                columns: vec![],
-                rows: vec![],
-                count: 0,
-            });
-        }
-        let rows: Vec<&Record> = match &self.statement {
-            StatementType::Insert => records.iter().collect(),
-            StatementType::Upsert { keys } => {
-                for (i, r) in records.iter().enumerate() {
-                    if let Some(k) = keys.iter().find(|k| r.get(k).is_none_or(|v| v == "null")) {
-                        return Err(format!("record {}: no value for key column `{k}`", i + 1));
-                    }
-                }
-                // One record (a message per flow file) has no earlier record to replace.
-                if records.len() == 1 {
-                    records.iter().collect()
-                } else {
-                    last_of_each_key(records.iter(), keys)
+    /// The item of `records`, its column set placed in `shapes`: `None` when it has nothing
+    /// to write.
+    ///
+    /// # Errors
+    /// What is wrong with a record (an UPSERT's record without a key value).
+    fn prepare_item<'a>(
+        &self,
+        records: &'a [Record],
+        shapes: &mut Shapes<'a>,
+    ) -> Result<Option<Prepared<'a>>, String> {
+        let Some(shape) = shapes.place(records) else {
+            return Ok(None);
+        };
+        if let StatementType::Upsert { keys } = &self.statement {
+            for (i, r) in records.iter().enumerate() {
+                if let Some(k) = keys.iter().find(|k| r.get(k).is_none_or(|v| v == "null")) {
+                    return Err(format!("record {}: no value for key column `{k}`", i + 1));
                 }
             }
+        }
+        let rows = match &self.statement {
+            StatementType::Upsert { keys } if records.len() > 1 => {
+                let kept = last_of_each_key(records, keys);
+                if kept.len() == records.len() {
+                    Rows::All(records)
+                } else {
+                    Rows::Kept(kept)
+                }
+            }
+            // One record (a message per flow file) has no earlier record to replace.
+            _ => Rows::All(records),
         };
-        Ok(Prepared {
-            columns,
-            count: rows.len() as u64,
-            rows,
-        })
+        let count = match &rows {
+            Rows::All(all) => all.len(),
+            Rows::Kept(kept) => kept.len(),
+        } as u64;
+        Ok(Some(Prepared { shape, rows, count }))
     }
 
     fn sql(&self, columns: &[&str]) -> String {
@@ -491,16 +561,17 @@ impl RecordWriter {
     /// never returns early: every item gets an outcome.
     pub async fn write_batch(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
         let mut outcomes: Vec<Option<ItemOutcome>> = vec![None; items.len()];
-        let mut good: Vec<(usize, Prepared)> = Vec::new();
+        let mut good: Vec<(usize, Prepared)> = Vec::with_capacity(items.len());
+        let mut shapes = Shapes::default();
         for (i, records) in items.iter().enumerate() {
-            match self.prepare_item(records) {
-                Ok(p) if p.count == 0 => outcomes[i] = Some(ItemOutcome::Written(0)),
-                Ok(p) => good.push((i, p)),
+            match self.prepare_item(records, &mut shapes) {
+                Ok(None) => outcomes[i] = Some(ItemOutcome::Written(0)),
+                Ok(Some(p)) => good.push((i, p)),
                 Err(e) => outcomes[i] = Some(ItemOutcome::Bad(e)),
             }
         }
         if !good.is_empty() {
-            match self.transaction(&good).await {
+            match self.transaction(&shapes, &good).await {
                 Ok(()) => {
                     for (i, p) in &good {
                         outcomes[*i] = Some(ItemOutcome::Written(p.count));
@@ -516,7 +587,10 @@ impl RecordWriter {
                     for (i, p) in good {
                         let count = p.count;
                         outcomes[i] = Some(
-                            match self.transaction(std::slice::from_ref(&(i, p))).await {
+                            match self
+                                .transaction(&shapes, std::slice::from_ref(&(i, p)))
+                                .await
+                            {
                                 Ok(()) => ItemOutcome::Written(count),
                                 Err(Failure::Connection(e)) => ItemOutcome::Retry(e),
                                 Err(Failure::Item(e)) => ItemOutcome::Bad(e),
@@ -592,35 +666,45 @@ impl RecordWriter {
     }
 
     /// Merges the items' rows into one statement per column set (so a batch of similar
-    /// items costs one statement); for UPSERT, the last row of a key wins, as it would with
-    /// one statement per item in order.
+    /// items costs one statement), in the order the sets were first met; for UPSERT, the
+    /// last row of a key wins, as it would with one statement per item in order.
     fn merge<'a, 'b>(
         &self,
-        items: &'b [(usize, Prepared<'a>)],
+        shapes: &'b Shapes<'a>,
+        items: &[(usize, Prepared<'a>)],
     ) -> Vec<(&'b [&'a str], Vec<&'a Record>)> {
-        let mut groups: BTreeMap<&'b [&'a str], Vec<&'a Record>> = BTreeMap::new();
-        for (_, p) in items {
-            groups
-                .entry(p.columns.as_slice())
-                .or_default()
-                .extend(&p.rows);
+        let mut groups: Vec<Vec<&'a Record>> = vec![Vec::new(); shapes.sets.len()];
+        if let [(_, p)] = items {
+            groups[p.shape].reserve_exact(p.count as usize);
+        } else if shapes.sets.len() == 1 {
+            groups[0].reserve_exact(items.iter().map(|(_, p)| p.count as usize).sum());
         }
-        groups
-            .into_iter()
+        for (_, p) in items {
+            groups[p.shape].extend(p.rows.iter());
+        }
+        shapes
+            .sets
+            .iter()
+            .zip(groups)
+            .filter(|(_, rows)| !rows.is_empty())
             .map(|(columns, rows)| {
                 let rows = match &self.statement {
                     StatementType::Insert => rows,
                     StatementType::Upsert { keys } => last_of_each_key(rows, keys),
                 };
-                (columns, rows)
+                (columns.as_slice(), rows)
             })
             .collect()
     }
 
-    async fn transaction(&mut self, items: &[(usize, Prepared<'_>)]) -> Result<(), Failure> {
+    async fn transaction(
+        &mut self,
+        shapes: &Shapes<'_>,
+        items: &[(usize, Prepared<'_>)],
+    ) -> Result<(), Failure> {
         // Connected first: a new connection drops the statements prepared on the old one.
         self.connect().await?;
-        let merged = self.merge(items);
+        let merged = self.merge(shapes, items);
         let mut statements = Vec::with_capacity(merged.len());
         for (columns, _) in &merged {
             statements.push(self.statement(columns).await?);
@@ -850,6 +934,69 @@ mod tests {
     }
 
     #[test]
+    fn items_with_the_same_columns_share_one_set_in_the_order_first_met() {
+        let lines =
+            |text: &'static str| parse_json_lines(&Bytes::from_static(text.as_bytes())).unwrap();
+        let items = [
+            lines("{\"b\":1,\"a\":2}\n"),
+            lines("{\"b\":3,\"a\":4}\n"),
+            // The same names in another order: the same set, found by its sorted names.
+            lines("{\"a\":5,\"b\":6}\n"),
+            lines("{\"c\":7}\n"),
+            // Records of one item with different names: the union.
+            lines("{\"a\":8}\n{\"c\":9}\n"),
+            lines("{}\n"),
+            lines("{\"b\":10,\"a\":11}\n"),
+        ];
+        let mut shapes = Shapes::default();
+        let placed: Vec<Option<usize>> = items.iter().map(|r| shapes.place(r)).collect();
+        assert_eq!(
+            placed,
+            [Some(0), Some(0), Some(0), Some(1), Some(2), None, Some(0)]
+        );
+        assert_eq!(shapes.sets, [vec!["a", "b"], vec!["c"], vec!["a", "c"]]);
+        let w = RecordWriter::new(
+            PgConfig::new("host=127.0.0.1", None, None),
+            "t",
+            StatementType::Insert,
+        );
+        // The writer places each item's set as it prepares it, and merges each item into the
+        // statement of its set.
+        let mut shapes = Shapes::default();
+        let prepared: Vec<(usize, Prepared)> = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| Some((i, w.prepare_item(r, &mut shapes).unwrap()?)))
+            .collect();
+        assert_eq!(
+            prepared.len(),
+            items.len() - 1,
+            "`{{}}` has nothing to write"
+        );
+        let merged = w.merge(&shapes, &prepared);
+        let texts: Vec<(Vec<&str>, Vec<&str>)> = merged
+            .iter()
+            .map(|(c, rows)| (c.to_vec(), rows.iter().map(|r| r.json()).collect()))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                (
+                    vec!["a", "b"],
+                    vec![
+                        "{\"b\":1,\"a\":2}",
+                        "{\"b\":3,\"a\":4}",
+                        "{\"a\":5,\"b\":6}",
+                        "{\"b\":10,\"a\":11}"
+                    ]
+                ),
+                (vec!["c"], vec!["{\"c\":7}"]),
+                (vec!["a", "c"], vec!["{\"a\":8}", "{\"c\":9}"]),
+            ]
+        );
+    }
+
+    #[test]
     fn upsert_keeps_the_last_record_of_a_key_and_refuses_a_missing_key() {
         let w = RecordWriter::new(
             PgConfig::new("host=127.0.0.1", None, None),
@@ -862,12 +1009,13 @@ mod tests {
             b"{\"id\":1,\"v\":\"a\"}\n{\"id\":2,\"v\":\"b\"}\n{\"id\":1,\"v\":\"c\"}\n",
         ))
         .unwrap();
-        let p = w.prepare_item(&recs).unwrap();
+        let mut shapes = Shapes::default();
+        let p = w.prepare_item(&recs, &mut shapes).unwrap().unwrap();
         assert_eq!(p.count, 2);
-        assert_eq!(p.rows[1].get("v"), Some("\"c\""));
+        assert_eq!(p.rows.iter().nth(1).unwrap().get("v"), Some("\"c\""));
         let bad = parse_json_lines(&Bytes::from_static(b"{\"v\":1}\n")).unwrap();
         assert!(
-            w.prepare_item(&bad)
+            w.prepare_item(&bad, &mut shapes)
                 .unwrap_err()
                 .contains("key column `id`")
         );
