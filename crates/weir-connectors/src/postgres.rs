@@ -5,7 +5,8 @@
 //! flow file's JSON Lines) and writes them all in one transaction. The records of all items
 //! with the same columns go to the server as one `jsonb` array in one statement, which
 //! `jsonb_populate_recordset` turns into rows of the table's own column types, so a batch
-//! costs one statement per column set, pipelined, plus `BEGIN` and `COMMIT`; the writer
+//! costs one statement per column set: one alone is its own transaction, several are
+//! pipelined between `BEGIN` and `COMMIT`; the writer
 //! drives its connection itself while it waits, so the round trip has no hand-off to a
 //! connection task. A record keeps its JSON text as it came (checked to be one object when
 //! parsed): the array is the records' texts joined, and the server parses the values once,
@@ -709,14 +710,25 @@ impl RecordWriter {
         for (columns, _) in &merged {
             statements.push(self.statement(columns).await?);
         }
+        // One statement is a transaction of its own (the server's implicit one): no BEGIN
+        // or COMMIT, whose answers the server sends apart, each a wake-up of the waiting
+        // thread. Several are pipelined between BEGIN and COMMIT.
+        let single = statements.len() == 1;
         let (client, connection) = self.parts();
         let work = async {
+            let texts: Vec<Vec<u8>> = merged.iter().map(|(_, rows)| json_array(rows)).collect();
+            if single {
+                return client
+                    .execute(&statements[0], &[&JsonbText(&texts[0])])
+                    .await
+                    .map(drop)
+                    .map_err(|e| classify(&e));
+            }
             // Pipelined: BEGIN, every statement and COMMIT are sent before the first answer
             // is awaited, one round trip in all (each request goes out when its future is
             // first polled, in this order). A statement that fails aborts the transaction,
             // and the server then answers COMMIT by rolling back, so nothing of a failed
             // batch is written.
-            let texts: Vec<Vec<u8>> = merged.iter().map(|(_, rows)| json_array(rows)).collect();
             let runs = texts
                 .iter()
                 .zip(&statements)
@@ -737,8 +749,10 @@ impl RecordWriter {
             Ok(r) => r,
             Err(why) => return Err(self.lost(why)),
         };
-        if let Err(f) = &result {
-            if let Failure::Item(..) = f {
+        match &result {
+            // A failed statement ended its implicit transaction itself.
+            Err(Failure::Item(..)) if single => {}
+            Err(Failure::Item(..)) => {
                 let (client, connection) = self.parts();
                 match drive(connection, client.batch_execute("ROLLBACK")).await {
                     Ok(Ok(_)) => {}
@@ -749,10 +763,12 @@ impl RecordWriter {
                     }
                     Err(why) => return Err(self.lost(why)),
                 }
-            } else {
+            }
+            Err(Failure::Connection(..)) => {
                 self.client = None;
                 self.connection = None;
             }
+            Ok(()) => {}
         }
         result
     }

@@ -232,9 +232,9 @@ groups:
 /// ready (up to BATCH), the same tag by routing key and the same text replacement, each
 /// message checked to be JSON and the batch sent as one JSON text (as the engine does: it
 /// checks each record and sends the records' text, the server parses the values), one
-/// UPSERT statement per batch in one transaction (`BEGIN`, the statement and `COMMIT` in one
-/// round trip, as the engine sends them), then one `multiple` ack for the batch (as
-/// the engine does when nothing else of the channel is unsettled).
+/// UPSERT statement per batch, its own transaction (as the engine sends a batch whose
+/// records have one column set), then one `multiple` ack for the batch (as the engine does
+/// when nothing else of the channel is unsettled).
 async fn hand_worker(
     queue: String,
     table: String,
@@ -292,17 +292,9 @@ async fn hand_worker(
             rows.push_str(&tagged);
         }
         rows.push(']');
-        // Pipelined, as the engine sends them: BEGIN, the statement and COMMIT go out
-        // before the first answer is awaited, one round trip.
-        let (begin, upsert, commit) = futures::future::join3(
-            pg.batch_execute("BEGIN"),
-            pg.execute(&stmt, &[&rows]),
-            pg.batch_execute("COMMIT"),
-        )
-        .await;
-        begin.unwrap();
-        upsert.unwrap();
-        commit.unwrap();
+        // One statement, its own transaction, as the engine sends a batch of one column
+        // set: one round trip, one answer.
+        pg.execute(&stmt, &[&rows]).await.unwrap();
         batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // One frame for the batch: this loop never gives a message back, so every tag up to
         // the batch's last is its own.
