@@ -391,6 +391,13 @@ impl<'a> Rows<'a> {
         };
         all.iter().chain(kept.iter().copied())
     }
+
+    fn len(&self) -> usize {
+        match self {
+            Rows::All(all) => all.len(),
+            Rows::Kept(kept) => kept.len(),
+        }
+    }
 }
 
 /// The column sets of a batch's items, each once (sorted names, borrowed from the records),
@@ -522,11 +529,11 @@ impl RecordWriter {
             // One record (a message per flow file) has no earlier record to replace.
             _ => Rows::All(records),
         };
-        let count = match &rows {
-            Rows::All(all) => all.len(),
-            Rows::Kept(kept) => kept.len(),
-        } as u64;
-        Ok(Some(Prepared { shape, rows, count }))
+        Ok(Some(Prepared {
+            shape,
+            count: rows.len() as u64,
+            rows,
+        }))
     }
 
     fn sql(&self, columns: &[&str]) -> String {
@@ -674,12 +681,12 @@ impl RecordWriter {
         shapes: &'b Shapes<'a>,
         items: &[(usize, Prepared<'a>)],
     ) -> Vec<(&'b [&'a str], Vec<&'a Record>)> {
-        let mut groups: Vec<Vec<&'a Record>> = vec![Vec::new(); shapes.sets.len()];
-        if let [(_, p)] = items {
-            groups[p.shape].reserve_exact(p.count as usize);
-        } else if shapes.sets.len() == 1 {
-            groups[0].reserve_exact(items.iter().map(|(_, p)| p.count as usize).sum());
+        // Each group sized at once: growing a vector of rows copies it.
+        let mut sizes = vec![0; shapes.sets.len()];
+        for (_, p) in items {
+            sizes[p.shape] += p.rows.len();
         }
+        let mut groups: Vec<Vec<&'a Record>> = sizes.into_iter().map(Vec::with_capacity).collect();
         for (_, p) in items {
             groups[p.shape].extend(p.rows.iter());
         }

@@ -681,6 +681,7 @@ fn apply<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     proptest::proptest! {
         /// `find_text` finds what the standard library's `str::find` finds, in any UTF-8.
@@ -689,7 +690,6 @@ mod tests {
             proptest::prop_assert_eq!(find_text(&text, &needle), text.find(needle.as_str()));
         }
     }
-    use std::collections::BTreeMap;
 
     fn map(attrs: &[(&str, &str)]) -> BTreeMap<String, String> {
         attrs
