@@ -35,10 +35,6 @@ const POLL_WAIT: Duration = Duration::from_millis(50);
 /// Flow files a publisher takes per trigger.
 const BATCH: usize = 100;
 
-/// PutDatabaseRecord's attribute of the rows a flow file wrote: a constant, so that each
-/// flow file's entry shares the name instead of copying its 27 bytes.
-const ROW_COUNT: SmolStr = SmolStr::new_static("putdatabaserecord.row.count");
-
 fn runtime() -> Result<Handle, String> {
     weir::async_io::runtime()
         .cloned()
@@ -467,8 +463,9 @@ impl Processor for PutDatabaseRecord {
         let mut retry = None;
         for (ff, outcome) in sent.into_iter().zip(outcomes) {
             match outcome {
-                ItemOutcome::Written(rows) => {
-                    session.put_attribute(ff, ROW_COUNT, int_value(rows));
+                // As NiFi's: a written flow file gains no attribute (the SEND event records
+                // it), only a failed one `putdatabaserecord.error`.
+                ItemOutcome::Written(_) => {
                     session.report(ff, EventType::SEND, Some(self.uri.clone()), None);
                     session.transfer(ff, "success")?;
                 }
