@@ -111,16 +111,24 @@ impl Transaction {
         c.file & MEMORY != 0
     }
 
-    /// Takes up to `max` flow files from the in-memory queue `q`, first in first out.
-    pub(crate) fn poll(&self, q: usize, max: usize) -> Vec<FlowFile> {
+    /// Takes up to `max` flow files from the in-memory queue `q`, first in first out, and
+    /// hands them to `take` as they leave the queue (with the transaction locked: `take`
+    /// must not call back into it). Handed over in place rather than as a new vector: a
+    /// batch of flow files is large enough for its allocation to show in every session.
+    pub(crate) fn poll_with<R>(
+        &self,
+        q: usize,
+        max: usize,
+        take: impl FnOnce(&mut dyn ExactSizeIterator<Item = FlowFile>) -> R,
+    ) -> R {
         let mut st = self.lock();
+        let st = &mut *st;
         let Some(queue) = st.queues.get_mut(&q) else {
-            return Vec::new();
+            return take(&mut std::iter::empty());
         };
         let n = max.min(queue.len());
-        let out: Vec<FlowFile> = queue.drain(..n).collect();
-        st.progress += out.len() as u64;
-        out
+        st.progress += n as u64;
+        take(&mut queue.drain(..n))
     }
 
     /// True when any of `queues` is internal and holds a flow file.
