@@ -2,6 +2,7 @@
 //! functions and subject-less functions inside literal text.
 //!
 //! ```
+//! use std::borrow::Cow;
 //! use std::collections::BTreeMap;
 //! use weir_flow::expression::Template;
 //!
@@ -10,7 +11,9 @@
 //!     ("filename".to_string(), "a".to_string()),
 //!     ("fragment.index".to_string(), "1".to_string()),
 //! ]);
-//! assert_eq!(t.evaluate(&|k| attrs.get(k).map(String::as_str)).unwrap(), "out-A-2.txt");
+//! // A lookup lends what it holds, or makes a value (a flow file's derived `fileSize`).
+//! let lookup = |k: &str| attrs.get(k).map(|v| Cow::Borrowed(v.as_str()));
+//! assert_eq!(t.evaluate(&lookup).unwrap(), "out-A-2.txt");
 //! ```
 //!
 //! A template is parsed once (a bad one is a validation error) and evaluated per flow file; an
@@ -198,15 +201,15 @@ impl Template {
     /// [`EvalError`] when a function cannot apply (a number expected, a bad index).
     pub fn evaluate<'r, 'a: 'r>(
         &'r self,
-        lookup: &dyn Fn(&str) -> Option<&'a str>,
+        lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
     ) -> Result<Cow<'r, str>, EvalError> {
         // Values borrowed from the attributes are held no longer than the template.
-        self.evaluate_in(&|k| -> Option<&'r str> { lookup(k) })
+        self.evaluate_in(&|k| -> Option<Cow<'r, str>> { lookup(k) })
     }
 
     fn evaluate_in<'r>(
         &'r self,
-        lookup: &dyn Fn(&str) -> Option<&'r str>,
+        lookup: &dyn Fn(&str) -> Option<Cow<'r, str>>,
     ) -> Result<Cow<'r, str>, EvalError> {
         match self.parts.as_slice() {
             // One expression (`${attr:fn()}`, the usual property) is its value's text as
@@ -237,15 +240,15 @@ impl Template {
     /// As [`Template::evaluate`]; `out` may then hold part of the text.
     pub fn evaluate_into<'r, 'a: 'r>(
         &'r self,
-        lookup: &dyn Fn(&str) -> Option<&'a str>,
+        lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
         out: &mut String,
     ) -> Result<(), EvalError> {
-        self.write_parts(&|k| -> Option<&'r str> { lookup(k) }, out)
+        self.write_parts(&|k| -> Option<Cow<'r, str>> { lookup(k) }, out)
     }
 
     fn write_parts<'r>(
         &'r self,
-        lookup: &dyn Fn(&str) -> Option<&'r str>,
+        lookup: &dyn Fn(&str) -> Option<Cow<'r, str>>,
         out: &mut String,
     ) -> Result<(), EvalError> {
         for part in &self.parts {
@@ -270,10 +273,10 @@ impl Template {
     /// As [`Template::evaluate`].
     pub fn evaluate_bool<'r, 'a: 'r>(
         &'r self,
-        lookup: &dyn Fn(&str) -> Option<&'a str>,
+        lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
     ) -> Result<bool, EvalError> {
-        let lookup = |k: &str| -> Option<&'r str> { lookup(k) };
-        let lookup: &dyn Fn(&str) -> Option<&'r str> = &lookup;
+        let lookup = |k: &str| -> Option<Cow<'r, str>> { lookup(k) };
+        let lookup: &dyn Fn(&str) -> Option<Cow<'r, str>> = &lookup;
         let is_true = |t: &str| t.trim().eq_ignore_ascii_case("true");
         // One expression (`${x:equals('y')}`, the usual rule) is judged by its value: a
         // boolean as it is, without writing it out as text first.
@@ -469,10 +472,10 @@ impl Parser {
 
 fn eval_expr<'a>(
     e: &'a Expr,
-    lookup: &dyn Fn(&str) -> Option<&'a str>,
+    lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
 ) -> Result<Value<'a>, EvalError> {
     let mut value = match &e.subject {
-        Subject::Attribute(name) => lookup(name).map_or(Value::Null, |v| Value::Text(v.into())),
+        Subject::Attribute(name) => lookup(name).map_or(Value::Null, Value::Text),
         Subject::Function(call) => free_function(call, lookup)?,
     };
     for call in &e.chain {
@@ -486,7 +489,7 @@ fn eval_expr<'a>(
 fn arg_text<'a>(
     call: &'a Call,
     i: usize,
-    lookup: &dyn Fn(&str) -> Option<&'a str>,
+    lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
 ) -> Result<Cow<'a, str>, EvalError> {
     match &call.args[i] {
         Arg::Literal(s) => Ok(Cow::Borrowed(s)),
@@ -522,7 +525,7 @@ fn number(text: &str, what: &str) -> Result<f64, EvalError> {
 
 fn free_function<'a>(
     call: &'a Call,
-    lookup: &dyn Fn(&str) -> Option<&'a str>,
+    lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
 ) -> Result<Value<'a>, EvalError> {
     Ok(match call.name.as_str() {
         "now" => Value::Number(chrono::Utc::now().timestamp_millis() as f64),
@@ -550,7 +553,7 @@ fn find_text(text: &str, needle: &str) -> Option<usize> {
 fn apply<'a>(
     value: Value<'a>,
     call: &'a Call,
-    lookup: &dyn Fn(&str) -> Option<&'a str>,
+    lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
 ) -> Result<Value<'a>, EvalError> {
     // Text is borrowed, not copied, when the value is text already.
     let text = || -> Cow<'_, str> {
@@ -702,14 +705,14 @@ mod tests {
         let map = map(attrs);
         Template::parse(t)
             .unwrap()
-            .evaluate(&|k| map.get(k).map(String::as_str))
+            .evaluate(&|k| map.get(k).map(|v| Cow::Borrowed(v.as_str())))
             .map(Cow::into_owned)
     }
 
     #[test]
     fn evaluating_into_a_buffer_appends_what_evaluate_returns() {
         let map = map(&[("a", "x"), ("n", "41")]);
-        let lookup = |k: &str| map.get(k).map(String::as_str);
+        let lookup = |k: &str| map.get(k).map(|v| Cow::Borrowed(v.as_str()));
         let mut out = String::from("kept:");
         for t in ["", "plain", "${a}", "<${a}>${n:plus(1)}!", "${missing}-"] {
             let template = Template::parse(t).unwrap();
@@ -763,7 +766,7 @@ mod tests {
         let rule = |t: &str| {
             Template::parse(t)
                 .unwrap()
-                .evaluate_bool(&|k| attrs.get(k).map(String::as_str))
+                .evaluate_bool(&|k| attrs.get(k).map(|v| Cow::Borrowed(v.as_str())))
         };
         assert!(rule("${p:equals('even')}").unwrap());
         assert!(!rule("${p:equals('odd')}").unwrap());
@@ -779,7 +782,7 @@ mod tests {
     #[test]
     fn an_attribute_or_a_part_of_it_is_borrowed_not_copied() {
         let attrs = map(&[("key", "queue.even"), ("pad", "  x y  "), ("blank", "   ")]);
-        let lookup = |k: &str| attrs.get(k).map(String::as_str);
+        let lookup = |k: &str| attrs.get(k).map(|v| Cow::Borrowed(v.as_str()));
         let borrowed = |t: &str| {
             let t = Template::parse(t).unwrap();
             matches!(t.evaluate(&lookup).unwrap(), Cow::Borrowed(_))

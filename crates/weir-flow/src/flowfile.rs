@@ -1,5 +1,6 @@
 //! Flow files: attributes and a pointer to immutable content.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -675,14 +676,21 @@ pub struct ContentClaim {
     pub len: u64,
 }
 
+/// The core attribute that holds a flow file's content size in bytes. As in NiFi it is not
+/// stored in the map: [`FlowFile::attribute`], expressions and the provenance store derive
+/// it from the content, so a processor that rewrites content pays for no attribute change.
+pub const FILE_SIZE: &str = "fileSize";
+
 /// A flow file: its repository id, its attributes (the core ones included), its content
 /// claim, and where it stands in its queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowFile {
     /// The repository's id, unique for the repository's life.
     pub id: u64,
-    /// Attributes: `uuid`, `filename`, `path`, `entryDate`, `lineageStartDate`, `fileSize`
-    /// and whatever processors add. Shared copy-on-write: cloning a flow file is cheap.
+    /// Attributes: `uuid`, `filename`, `path`, `entryDate`, `lineageStartDate` and whatever
+    /// processors add. Shared copy-on-write: cloning a flow file is cheap. The core
+    /// attribute [`FILE_SIZE`] is derived from `claim`, not held here: read attributes with
+    /// [`FlowFile::attribute`] to see it.
     pub attributes: Attributes,
     /// The content, or `None` when it is empty.
     pub claim: Option<ContentClaim>,
@@ -720,9 +728,13 @@ impl FlowFile {
         }
     }
 
-    /// An attribute's value.
-    pub fn attribute(&self, name: &str) -> Option<&str> {
-        self.attributes.get(name)
+    /// An attribute's value, as processors and expressions read it: from the map, except
+    /// [`FILE_SIZE`], the content's size (formatted when asked for).
+    pub fn attribute(&self, name: &str) -> Option<Cow<'_, str>> {
+        if name == FILE_SIZE {
+            return Some(Cow::Owned(int_value(self.size()).to_string()));
+        }
+        self.attributes.get(name).map(Cow::Borrowed)
     }
 }
 
@@ -750,6 +762,28 @@ pub enum KeyPart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_size_is_read_from_the_content_not_the_map() {
+        let mut ff = FlowFile {
+            id: 1,
+            attributes: [("uuid", "u-1"), ("fileSize", "999")].into_iter().collect(),
+            claim: None,
+            entry_date: 0,
+            lineage_start: 0,
+            queue_seq: 0,
+        };
+        // A stale entry (an old journal's, a source's) never shows: the content decides.
+        assert_eq!(ff.attribute(FILE_SIZE).as_deref(), Some("0"));
+        ff.claim = Some(ContentClaim {
+            file: 3,
+            offset: 10,
+            len: 42,
+        });
+        assert_eq!(ff.attribute(FILE_SIZE).as_deref(), Some("42"));
+        assert_eq!(ff.attribute("uuid").as_deref(), Some("u-1"));
+        assert_eq!(ff.attribute("missing"), None);
+    }
 
     /// The changes `map` remembers since `base`, as texts.
     fn changes<'a>(

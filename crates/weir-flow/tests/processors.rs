@@ -202,6 +202,87 @@ groups:
     engine.stop().unwrap();
 }
 
+/// `fileSize` follows the content without being stored: an expression reads the size before
+/// and after ReplaceText rewrites it, a route can test it, and provenance shows it per event.
+#[test]
+fn file_size_is_the_contents_size_as_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let yaml = r#"flow: file-size
+settings: { sync: none }
+groups:
+  - name: g
+    processors:
+      - { name: feed, type: Feed }
+      - name: before
+        type: UpdateAttribute
+        properties: { size.before: '${fileSize}' }
+      - name: grow
+        type: ReplaceText
+        properties: { Replacement Strategy: Append, Replacement Value: '+++', Evaluation Mode: Entire text }
+      - name: route
+        type: RouteOnAttribute
+        properties: { big: '${fileSize:gt(5)}' }
+      - { name: big, type: Recorder, auto_terminate: [success] }
+      - { name: small, type: Recorder, auto_terminate: [success] }
+    connections:
+      - { from: feed, relationships: [success], to: before }
+      - { from: before, relationships: [success], to: grow }
+      - { from: grow, relationships: [success, failure], to: route }
+      - { from: route, relationships: [big], to: big }
+      - { from: route, relationships: [unmatched], to: small }
+"#;
+    let engine = start(yaml, &probe, dir.path());
+    probe.feed(
+        "feed",
+        [
+            Item::new("ab", &[("name", "2")]),
+            Item::new("abcd", &[("name", "4")]),
+        ],
+    );
+    assert!(wait_for(Duration::from_secs(10), || {
+        probe.count("big") + probe.count("small") >= 2
+    }));
+    let (big, small) = (probe.recorded("big"), probe.recorded("small"));
+    assert_eq!(small.len(), 1, "2 + 3 bytes is not over 5");
+    assert_eq!(
+        (
+            small[0].attr("name"),
+            small[0].attr("size.before"),
+            small[0].attr("fileSize")
+        ),
+        ("2", "2", "5")
+    );
+    assert_eq!(
+        (
+            big[0].attr("name"),
+            big[0].attr("size.before"),
+            big[0].attr("fileSize")
+        ),
+        ("4", "4", "7")
+    );
+    engine.stop().unwrap();
+    let store =
+        ProvenanceRepository::open(&dir.path().join("repo/provenance"), Duration::MAX, u64::MAX)
+            .unwrap();
+    let events = store.query(&Query::default(), usize::MAX).unwrap();
+    let modified: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e.event_type == EventType::CONTENT_MODIFIED)
+        .map(|e| {
+            (
+                e.attributes.get("name").unwrap_or(""),
+                e.attributes.get("fileSize").unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(modified.len(), 2, "{events:?}");
+    assert!(
+        modified.contains(&("2", "5")) && modified.contains(&("4", "7")),
+        "{modified:?}"
+    );
+}
+
 /// A search value with an expression is evaluated per flow file: the compiled regex is
 /// reused only while the search text stays the same.
 #[test]

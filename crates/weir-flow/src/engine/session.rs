@@ -7,6 +7,7 @@
 //! queues. [`Session::rollback`] returns what it took to its queues, penalized if asked, and
 //! leaves no trace: content written by the session is never referred to.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
@@ -132,9 +133,10 @@ pub(crate) fn new_uuid() -> SmolStr {
     SmolStr::new(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf))
 }
 
-/// A new flow file's map: a source's `source_entries` and the core attributes (`fileSize`
-/// the content's `size`), in name order at once (six inserts cost as much as the rest of
-/// creating it), with room for a source's few. The source's come first: they mostly sort
+/// A new flow file's map: a source's `source_entries` and the core attributes (but
+/// `fileSize`, which is derived from the content: see [`crate::flowfile::FILE_SIZE`]), in
+/// name order at once (five inserts cost as much as the rest of creating it), with room for
+/// a source's few. The source's come first: they mostly sort
 /// before the core names (`amqp$...`), so the map is in order as built; a core name among
 /// them gives way to the core attribute, and of a source's entries with one name the last is
 /// kept.
@@ -143,7 +145,6 @@ fn new_attributes(
     uuid: SmolStr,
     now: i64,
     lineage: i64,
-    size: usize,
 ) -> Attributes {
     let mut entries = Vec::with_capacity(16);
     entries.extend(source_entries);
@@ -158,7 +159,6 @@ fn new_attributes(
         entries,
         [
             (SmolStr::new_static("entryDate"), entry_date),
-            (SmolStr::new_static("fileSize"), int_value(size)),
             (SmolStr::new_static("filename"), uuid.clone()),
             (SmolStr::new_static("lineageStartDate"), lineage_start),
             (SmolStr::new_static("path"), SmolStr::new_static("./")),
@@ -334,30 +334,30 @@ impl Session {
     }
 
     fn fresh(&self, attributes: Attributes, lineage_start: Option<i64>) -> FlowFile {
-        self.fresh_with(attributes, lineage_start, [], 0)
+        self.fresh_with(attributes, lineage_start, [])
     }
 
     /// [`fresh`](Self::fresh); when `attributes` is empty, a source's own `source_entries`
-    /// join the core attributes in the same map, `fileSize` set to `size`.
+    /// join the core attributes in the same map.
     fn fresh_with(
         &self,
         mut attributes: Attributes,
         lineage_start: Option<i64>,
         source_entries: impl IntoIterator<Item = (SmolStr, SmolStr)>,
-        size: usize,
     ) -> FlowFile {
         let now = self.clock.read_now();
         let uuid = new_uuid();
         let lineage = lineage_start.unwrap_or(now);
         if attributes.is_empty() {
-            attributes = new_attributes(source_entries, uuid, now, lineage, size);
+            attributes = new_attributes(source_entries, uuid, now, lineage);
         } else {
             attributes.insert("uuid", uuid.clone());
             attributes.insert_if_absent("filename", || uuid);
             attributes.insert_if_absent("path", || SmolStr::new_static("./"));
             attributes.insert("entryDate", int_value(now));
             attributes.insert("lineageStartDate", int_value(lineage));
-            attributes.insert("fileSize", SmolStr::new_static("0"));
+            // Derived from the content; a copied map may still hold an old one.
+            attributes.remove(crate::flowfile::FILE_SIZE);
         }
         FlowFile {
             id: self.shared.repo.next_id(),
@@ -387,8 +387,8 @@ impl Session {
     /// say) and its content, the map built once: cheaper than a
     /// [`put_attribute`](Self::put_attribute) each and a [`write_owned`](Self::write_owned)
     /// after. An entry naming a core attribute (`uuid`, `filename`, `path`, `entryDate`,
-    /// `lineageStartDate`, `fileSize`) is ignored; of entries with the same name the last
-    /// is kept. Entries in name order that sort before `entryDate` cost least. The content
+    /// `lineageStartDate`) is ignored, and `fileSize` is the content's whatever an entry
+    /// says; of entries with the same name the last is kept. Entries in name order that sort before `entryDate` cost least. The content
     /// is held as `write_owned` holds it.
     ///
     /// # Errors
@@ -399,9 +399,8 @@ impl Session {
         content: impl Into<bytes::Bytes>,
     ) -> Result<FlowFileRef, SessionError> {
         let content = content.into();
-        let size = content.len();
         let claim = self.store(content)?;
-        let mut ff = self.fresh_with(Attributes::new(), None, attributes, size);
+        let mut ff = self.fresh_with(Attributes::new(), None, attributes);
         ff.claim = claim;
         Ok(self.push_new(ff, Origin::Created))
     }
@@ -439,7 +438,6 @@ impl Session {
         let o = self.records[original.0].flowfile.clone();
         let mut ff = self.fresh(o.attributes.clone(), Some(o.lineage_start));
         ff.claim = o.claim;
-        ff.attributes.insert("fileSize", int_value(o.size()));
         self.push_new(ff, Origin::Clone(o.uuid().to_string()))
     }
 
@@ -478,8 +476,8 @@ impl Session {
         })
     }
 
-    /// An attribute's value.
-    pub fn attribute(&self, ff: FlowFileRef, name: &str) -> Option<&str> {
+    /// An attribute's value, `fileSize` included (see [`FlowFile::attribute`]).
+    pub fn attribute(&self, ff: FlowFileRef, name: &str) -> Option<Cow<'_, str>> {
         self.records[ff.0].flowfile.attribute(name)
     }
 
@@ -564,7 +562,7 @@ impl Session {
         } else {
             Some(self.write_to_repository(data)?)
         };
-        self.set_claim(ff, claim, data.len());
+        self.set_claim(ff, claim);
         Ok(())
     }
 
@@ -578,10 +576,8 @@ impl Session {
         ff: FlowFileRef,
         data: impl Into<bytes::Bytes>,
     ) -> Result<(), SessionError> {
-        let data = data.into();
-        let len = data.len();
-        let claim = self.store(data)?;
-        self.set_claim(ff, claim, len);
+        let claim = self.store(data.into())?;
+        self.set_claim(ff, claim);
         Ok(())
     }
 
@@ -606,12 +602,11 @@ impl Session {
         Ok(c)
     }
 
-    /// Gives `ff` the content `claim` of `len` bytes, just written (and, when in the
-    /// repository, already among the session's new claims).
-    fn set_claim(&mut self, ff: FlowFileRef, claim: Option<ContentClaim>, len: usize) {
+    /// Gives `ff` the content `claim`, just written (and, when in the repository, already
+    /// among the session's new claims). Its `fileSize` follows: it is derived, not set.
+    fn set_claim(&mut self, ff: FlowFileRef, claim: Option<ContentClaim>) {
         let r = &mut self.records[ff.0];
         r.flowfile.claim = claim;
-        r.flowfile.attributes.insert("fileSize", int_value(len));
         r.content_changed = true;
     }
 
@@ -632,9 +627,6 @@ impl Session {
         let claim = (claim.len > 0).then_some(claim);
         let r = &mut self.records[ff.0];
         r.flowfile.claim = claim;
-        r.flowfile
-            .attributes
-            .insert("fileSize", int_value(claim.map_or(0, |c| c.len)));
         r.content_changed = true;
         Ok(())
     }
@@ -1189,7 +1181,6 @@ mod tests {
             uuid.clone(),
             1_000,
             900,
-            0,
         );
         let names: Vec<&str> = map.keys().collect();
         assert_eq!(
@@ -1198,7 +1189,6 @@ mod tests {
                 "amqp$exchange",
                 "amqp$routingKey",
                 "entryDate",
-                "fileSize",
                 "filename",
                 "lineageStartDate",
                 "path",
@@ -1225,15 +1215,15 @@ mod tests {
             uuid.clone(),
             1_000,
             1_000,
-            42,
         );
         assert_eq!(map.get("uuid"), Some(uuid.as_str()));
         assert_eq!(map.get("filename"), Some(uuid.as_str()));
         assert_eq!(map.get("zeta"), Some("2"));
         assert_eq!(map.get("jetstream.subject"), Some("a"));
         assert_eq!(map.get("lineageStartDate"), Some("1000"));
-        assert_eq!(map.get("fileSize"), Some("42"));
-        assert_eq!(map.len(), 8);
+        // Derived from the content, not held (see `FlowFile::attribute`).
+        assert_eq!(map.get("fileSize"), None);
+        assert_eq!(map.len(), 7);
         let names: Vec<&str> = map.keys().collect();
         assert!(names.is_sorted(), "{names:?}");
     }

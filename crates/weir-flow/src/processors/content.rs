@@ -354,10 +354,10 @@ impl Processor for ReplaceText {
         let mut replacement = String::new();
         for &ff in &ffs {
             replacement.clear();
-            let attributes = &session.flowfile(ff).attributes;
+            let flowfile = session.flowfile(ff);
             let replaced = self
                 .replacement
-                .evaluate_into(&|k| attributes.get(k), &mut replacement);
+                .evaluate_into(&|k| flowfile.attribute(k), &mut replacement);
             // The search text mostly is the property's own: borrowed, not copied.
             let search = match (eval(&self.search, session, ff), replaced) {
                 (Ok(s), Ok(())) => s,

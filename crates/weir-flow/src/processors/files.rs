@@ -1,5 +1,6 @@
 //! File processors: GetFile and PutFile.
 
+use std::borrow::Cow;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -178,8 +179,7 @@ impl Processor for PutFile {
             };
             let name = session
                 .attribute(ff, "filename")
-                .unwrap_or("unnamed")
-                .to_string();
+                .map_or_else(|| "unnamed".to_string(), Cow::into_owned);
             if name.contains('/') || name == ".." {
                 session.transfer(ff, "failure")?;
                 continue;

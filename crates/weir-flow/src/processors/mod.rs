@@ -152,5 +152,5 @@ pub(crate) fn eval<'a>(
     ff: crate::engine::FlowFileRef,
 ) -> Result<std::borrow::Cow<'a, str>, crate::expression::EvalError> {
     let f = session.flowfile(ff);
-    t.evaluate(&|k| f.attributes.get(k))
+    t.evaluate(&|k| f.attribute(k))
 }

@@ -125,7 +125,7 @@ impl Processor for RouteOnAttribute {
             matched.clear();
             for (name, t) in &self.routes {
                 let f = session.flowfile(ff);
-                let yes = t.evaluate_bool(&|k| f.attributes.get(k)).unwrap_or(false);
+                let yes = t.evaluate_bool(&|k| f.attribute(k)).unwrap_or(false);
                 if yes {
                     matched.push(name);
                 }
@@ -170,7 +170,10 @@ impl Processor for LogAttribute {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
-            let attrs = format!("{:?}", session.flowfile(ff).attributes);
+            // `fileSize` first, as NiFi's LogAttribute lists the standard attributes before
+            // the map (which does not hold it).
+            let f = session.flowfile(ff);
+            let attrs = format!("fileSize={} {:?}", f.size(), f.attributes);
             let payload = if self.payload {
                 String::from_utf8_lossy(&session.read(ff)?).into_owned()
             } else {

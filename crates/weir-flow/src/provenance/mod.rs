@@ -526,9 +526,25 @@ impl Store {
         Ok(())
     }
 
-    /// The decoded chunk `key`, if stored.
+    /// The decoded chunk `key`, if stored, as queries show it: each event's attributes with
+    /// `fileSize`, the event's size (the store keeps it once, as the event's size, not in
+    /// every map: see [`crate::flowfile::FILE_SIZE`]).
     fn chunk(&self, key: &[u8]) -> Result<Option<Vec<ProvenanceEvent>>, ProvenanceError> {
-        self.chunks.get(key)?.map(|v| decode_chunk(&v)).transpose()
+        let Some(mut events) = self
+            .chunks
+            .get(key)?
+            .map(|v| decode_chunk(&v))
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        for e in &mut events {
+            e.attributes.insert(
+                crate::flowfile::FILE_SIZE,
+                crate::flowfile::int_value(e.size),
+            );
+        }
+        Ok(Some(events))
     }
 }
 
@@ -966,6 +982,21 @@ mod tests {
             details: Some("even".into()),
             transit_uri: None,
         }
+    }
+
+    /// `events` as a query returns them: each map with `fileSize`, the event's size.
+    fn as_queried(events: &[ProvenanceEvent]) -> Vec<ProvenanceEvent> {
+        events
+            .iter()
+            .cloned()
+            .map(|mut e| {
+                e.attributes.insert(
+                    crate::flowfile::FILE_SIZE,
+                    crate::flowfile::int_value(e.size),
+                );
+                e
+            })
+            .collect()
     }
 
     fn event(id: u64, flowfile: &str) -> ProvenanceEvent {
@@ -1565,8 +1596,8 @@ mod tests {
             flowfile: Some("ff-a".into()),
             ..Query::default()
         };
-        assert_eq!(store.query(&q, usize::MAX).unwrap(), events);
-        assert_eq!(store.lineage("ff-a").unwrap().events, events);
+        assert_eq!(store.query(&q, usize::MAX).unwrap(), as_queried(&events));
+        assert_eq!(store.lineage("ff-a").unwrap().events, as_queried(&events));
         assert_eq!(store.len().unwrap(), 3);
         let meta = store
             .store
@@ -1623,13 +1654,16 @@ mod tests {
             flowfile: Some("ff-a".into()),
             ..Query::default()
         };
-        assert_eq!(store.query(&q, usize::MAX).unwrap(), old);
+        assert_eq!(store.query(&q, usize::MAX).unwrap(), as_queried(&old));
         // New events of the same flow file go in a chunk of format 5 beside the old one.
         let new: Vec<ProvenanceEvent> = (10..12).map(|i| event(i, "ff-a")).collect();
         store.insert(new.clone()).unwrap();
         let both: Vec<ProvenanceEvent> = old.iter().chain(&new).cloned().collect();
-        assert_eq!(store.lineage("ff-a").unwrap().events, both);
-        assert_eq!(store.query(&Query::default(), usize::MAX).unwrap(), both);
+        assert_eq!(store.lineage("ff-a").unwrap().events, as_queried(&both));
+        assert_eq!(
+            store.query(&Query::default(), usize::MAX).unwrap(),
+            as_queried(&both)
+        );
         let formats: Vec<bool> = store
             .store
             .chunks
@@ -1642,7 +1676,7 @@ mod tests {
         assert_eq!(store.enforce_retention(2_001).unwrap(), 1);
         assert_eq!(
             store.query(&Query::default(), usize::MAX).unwrap(),
-            both[1..]
+            as_queried(&both[1..])
         );
         assert!(
             store
@@ -1694,7 +1728,10 @@ mod tests {
             events.push(event(2 * i + 1, "other"));
         }
         store.insert(events.clone()).unwrap();
-        assert_eq!(store.query(&Query::default(), usize::MAX).unwrap(), events);
+        assert_eq!(
+            store.query(&Query::default(), usize::MAX).unwrap(),
+            as_queried(&events)
+        );
         // Only the last event of "ff" holds its map in full: the others are a few bytes.
         let stored = stored_bytes(&store);
         assert!(stored < 2 * 20 * 60, "{stored} bytes");
@@ -1702,14 +1739,14 @@ mod tests {
         assert_eq!(store.enforce_retention(2_004).unwrap(), 4);
         assert_eq!(
             store.query(&Query::default(), usize::MAX).unwrap(),
-            events[4..]
+            as_queried(&events[4..])
         );
         let ff: Vec<ProvenanceEvent> = events[4..]
             .iter()
             .filter(|e| e.flowfile == "ff")
             .cloned()
             .collect();
-        assert_eq!(store.lineage("ff").unwrap().events, ff);
+        assert_eq!(store.lineage("ff").unwrap().events, as_queried(&ff));
     }
 
     #[test]
@@ -1742,7 +1779,10 @@ mod tests {
             })
             .collect();
         store.insert(events.clone()).unwrap();
-        assert_eq!(store.query(&Query::default(), usize::MAX).unwrap(), events);
+        assert_eq!(
+            store.query(&Query::default(), usize::MAX).unwrap(),
+            as_queried(&events)
+        );
         // Stored once: the three others name the last.
         let stored = stored_bytes(&store);
         assert!(stored < 11_000, "{stored} bytes");
@@ -1750,8 +1790,11 @@ mod tests {
         assert_eq!(store.enforce_retention(2_002).unwrap(), 2);
         assert_eq!(
             store.query(&Query::default(), usize::MAX).unwrap(),
-            events[2..]
+            as_queried(&events[2..])
         );
-        assert_eq!(store.lineage("ff").unwrap().events, events[2..]);
+        assert_eq!(
+            store.lineage("ff").unwrap().events,
+            as_queried(&events[2..])
+        );
     }
 }

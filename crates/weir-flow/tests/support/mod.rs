@@ -263,8 +263,11 @@ impl Processor for Recorder {
         let mut seen = Vec::with_capacity(ffs.len());
         for &ff in &ffs {
             let f = session.flowfile(ff);
+            // As a user sees them: the map and the derived `fileSize`.
+            let mut attributes = f.attributes.to_map();
+            attributes.insert("fileSize".into(), f.size().to_string());
             seen.push(Recorded {
-                attributes: f.attributes.to_map(),
+                attributes,
                 content: session.read(ff)?.to_vec(),
                 entry_date: f.entry_date,
             });
