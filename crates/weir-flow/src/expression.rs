@@ -193,7 +193,8 @@ impl Template {
         self.parts.iter().any(|p| matches!(p, Part::Expr(_)))
     }
 
-    /// Evaluates the template against one flow file's attributes, given by `lookup`.
+    /// Evaluates the template against one flow file's attributes, given by `lookup`, which
+    /// lends a value the flow file holds or makes one it derives (`fileSize`).
     /// Borrowed when the result is one attribute's value or part of it, or the template's
     /// own text; allocated otherwise.
     ///

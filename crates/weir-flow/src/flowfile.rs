@@ -732,7 +732,7 @@ impl FlowFile {
     /// [`FILE_SIZE`], the content's size (formatted when asked for).
     pub fn attribute(&self, name: &str) -> Option<Cow<'_, str>> {
         if name == FILE_SIZE {
-            return Some(Cow::Owned(int_value(self.size()).to_string()));
+            return Some(Cow::Owned(self.size().to_string()));
         }
         self.attributes.get(name).map(Cow::Borrowed)
     }
