@@ -417,9 +417,8 @@ proptest! {
                         continue;
                     };
                     let back = swap::read(&repo.swap_dir(), id).unwrap();
-                    repo.commit(txn(vec![Op::SwapIn { swap: id }])).unwrap();
                     let (q, files) = swapped.remove(&id).unwrap();
-                    repo.add_swapped_in(q, &back);
+                    repo.commit_swap_in(q, id, &back).unwrap();
                     for f in &back {
                         prop_assert_eq!(&files[&f.id], &f.attributes["tag"]);
                     }
@@ -470,4 +469,232 @@ proptest! {
             }
         }
     }
+}
+
+/// A flipped bit in a frame's length, mid-journal, used to read as a torn tail: recovery
+/// truncated the acknowledged frames after it. Now it refuses to start, naming the file and
+/// the frame's offset.
+#[test]
+fn a_damaged_length_mid_journal_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    let mut offsets = Vec::new();
+    for i in 0..4 {
+        offsets.push(fs::metadata(current_journal(dir.path())).unwrap().len());
+        repo.commit(txn(vec![put(0, ff(&repo, &format!("f{i}")))]))
+            .unwrap();
+    }
+    drop(repo);
+    let journal = current_journal(dir.path());
+    let mut bytes = fs::read(&journal).unwrap();
+    // The second frame's length grows past the end of the file.
+    bytes[offsets[1] as usize + 3] ^= 0x40;
+    fs::write(&journal, &bytes).unwrap();
+    let e = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(&journal.display().to_string())
+            && text.contains(&format!("offset {}", offsets[1])),
+        "{text}"
+    );
+}
+
+/// Recovery deletes a taken source file again only while it is still the file that was
+/// taken: a producer that wrote a new file under the same name keeps it.
+#[test]
+fn a_recovered_deletion_keeps_a_new_file_under_the_taken_name() {
+    use weir_flow::repository::journal::FileIdentity;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("incoming.csv");
+    fs::write(&source, b"first batch\n").unwrap();
+    let identity = FileIdentity::of(&fs::metadata(&source).unwrap());
+    let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    repo.commit(txn(vec![
+        put(0, ff(&repo, "first batch")),
+        Op::DeleteSource {
+            path: source.display().to_string(),
+            identity,
+        },
+    ]))
+    .unwrap();
+    assert!(!source.exists(), "deleted once the frame is durable");
+    // A new file under the same name; then a crash before any checkpoint: recovery replays
+    // the deletion.
+    fs::write(&source, b"second batch, a different file\n").unwrap();
+    drop(repo);
+    let (_repo, recovered) =
+        FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    assert_eq!(tags(&recovered.queues)[0], ["first batch"]);
+    assert_eq!(
+        fs::read(&source).unwrap(),
+        b"second batch, a different file\n"
+    );
+}
+
+/// With `sync: interval`, a frame that deletes a source file is synced before the file goes
+/// (the flow's copy must be durable first); other frames wait for the interval.
+#[test]
+fn a_frame_that_deletes_a_source_is_synced_whatever_the_policy() {
+    use weir_flow::repository::journal::FileIdentity;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = SyncPolicy::Interval(std::time::Duration::from_secs(3600));
+    let (repo, _) = FlowFileRepository::open(dir.path(), policy, &queues()).unwrap();
+    let (_, syncs_before) = repo.counters();
+    repo.commit(txn(vec![put(0, ff(&repo, "plain"))])).unwrap();
+    assert_eq!(
+        repo.counters().1,
+        syncs_before,
+        "no sync before the interval"
+    );
+    let source = dir.path().join("in.txt");
+    fs::write(&source, b"data").unwrap();
+    let identity = FileIdentity::of(&fs::metadata(&source).unwrap());
+    repo.commit(txn(vec![
+        put(0, ff(&repo, "from a file")),
+        Op::DeleteSource {
+            path: source.display().to_string(),
+            identity,
+        },
+    ]))
+    .unwrap();
+    assert_eq!(repo.counters().1, syncs_before + 1);
+    assert!(!source.exists());
+}
+
+/// A checkpoint that fails after its snapshot is renamed into place (here: the new journal
+/// cannot be created) poisons the repository: a commit after it would go to a journal that
+/// recovery skips. What was acknowledged before recovers.
+#[test]
+fn a_checkpoint_that_fails_after_its_rename_poisons_the_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    repo.commit(txn(vec![put(0, ff(&repo, "before"))])).unwrap();
+    // The next journal's name is taken by a directory: creating the file fails.
+    let current = current_journal(dir.path());
+    let name = current.file_name().unwrap().to_str().unwrap();
+    let generation: u64 = name.strip_prefix("journal-").unwrap().parse().unwrap();
+    let blocker = dir
+        .path()
+        .join("flowfiles")
+        .join(format!("journal-{:016}", generation + 1));
+    fs::create_dir(&blocker).unwrap();
+    assert!(repo.checkpoint().is_err());
+    assert!(repo.poisoned().is_some());
+    let e = repo
+        .commit(txn(vec![put(0, ff(&repo, "after"))]))
+        .unwrap_err();
+    assert!(matches!(e, RepositoryError::Poisoned(_)), "{e}");
+    drop(repo);
+    fs::remove_dir(&blocker).unwrap();
+    let (_repo, recovered) =
+        FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    assert_eq!(tags(&recovered.queues)[0], ["before"]);
+}
+
+/// Swap-ins and checkpoints racing: a swap-in commits its frame and makes its flow files
+/// live in one step, so a checkpoint never writes a snapshot without either the swap file or
+/// its flow files (which then deletes the swap file). Every flow file recovers.
+#[test]
+fn swap_ins_racing_checkpoints_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::None, &queues()).unwrap();
+    let repo = std::sync::Arc::new(repo);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let checkpoints = {
+        let (repo, stop) = (std::sync::Arc::clone(&repo), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                repo.checkpoint().unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let mut expected = Vec::new();
+    for round in 0..200 {
+        let batch: Vec<FlowFile> = (0..3)
+            .map(|i| ff(&repo, &format!("r{round}-{i}")))
+            .collect();
+        expected.extend(batch.iter().map(|f| f.attributes["tag"].to_string()));
+        repo.commit(txn(batch.iter().cloned().map(|f| put(0, f)).collect()))
+            .unwrap();
+        let id = repo.next_swap_id();
+        swap::write(&repo.swap_dir(), id, &batch).unwrap();
+        let info = SwapInfo {
+            id,
+            queue: 0,
+            count: batch.len() as u64,
+            bytes: batch.iter().map(FlowFile::size).sum(),
+            min_key: SortKey {
+                parts: vec![],
+                seq: batch[0].queue_seq,
+            },
+            max_id: batch.iter().map(|f| f.id).max().unwrap(),
+            max_seq: batch.iter().map(|f| f.queue_seq).max().unwrap(),
+            claims: vec![],
+        };
+        repo.commit(txn(vec![Op::SwapOut {
+            info,
+            ids: batch.iter().map(|f| f.id).collect(),
+        }]))
+        .unwrap();
+        let back = swap::read(&repo.swap_dir(), id).unwrap();
+        repo.commit_swap_in(0, id, &back).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(checkpoints.join().unwrap() > 0);
+    drop(repo);
+    let (_repo, recovered) =
+        FlowFileRepository::open(dir.path(), SyncPolicy::None, &queues()).unwrap();
+    let mut got = tags(&recovered.queues)[0].clone();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+}
+
+/// Event ids run on from frame to frame, whatever a frame holds, and recovery gives the
+/// replayed events the ids they had.
+#[test]
+fn event_ids_run_on_across_frames_and_recover_unchanged() {
+    use weir_flow::provenance::{EventType, ProvenanceEvent};
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    let event = |n: usize| ProvenanceEvent {
+        id: 0,
+        event_type: EventType::CREATE,
+        time_ms: 0,
+        flowfile: format!("ff-{n}").into(),
+        component: "c".into(),
+        component_type: "GenerateFlowFile".into(),
+        attributes: Default::default(),
+        size: 0,
+        parents: vec![],
+        children: vec![],
+        details: None,
+        transit_uri: None,
+    };
+    let mut ids = Vec::new();
+    for (frame, n) in [3usize, 0, 5, 1].into_iter().enumerate() {
+        let events = (0..n).map(|i| event(frame * 10 + i)).collect();
+        let got = repo
+            .commit(Txn {
+                ops: vec![put(0, ff(&repo, &format!("f{frame}")))],
+                events,
+            })
+            .unwrap();
+        ids.extend(got.iter().map(|e| (e.id, e.flowfile.to_string())));
+    }
+    let only_ids: Vec<u64> = ids.iter().map(|(id, _)| *id).collect();
+    let first = only_ids[0];
+    assert_eq!(only_ids, (first..first + 9).collect::<Vec<_>>());
+    drop(repo);
+    let (_repo, recovered) =
+        FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    let replayed: Vec<(u64, String)> = recovered
+        .events
+        .iter()
+        .map(|e| (e.id, e.flowfile.to_string()))
+        .collect();
+    assert_eq!(replayed, ids);
 }

@@ -185,7 +185,14 @@ groups:
     assert_eq!(got.len(), 3);
     assert!(got.iter().all(|r| r.content == b"fresh"));
     let key = engine.status().connections[0].key.clone();
+    let monitor = engine.monitor();
     engine.stop().unwrap();
+    // Committed as expired, they are gone: a session that gave them back as it was dropped
+    // took the queue's in-flight count below zero (a panic, counted as a failure) and
+    // offered them again.
+    let sink = monitor.processor("sink").unwrap();
+    assert_eq!(sink.failures, 0, "{sink:?}");
+    assert_eq!(monitor.connections()[0].queued_count, 0);
     let prov =
         ProvenanceRepository::open(&dir.path().join("repo/provenance"), Duration::MAX, u64::MAX)
             .unwrap();

@@ -293,11 +293,7 @@ impl Queue {
                 path: swap::swap_path(&dir, info.id).display().to_string(),
                 source,
             })?;
-            repo.commit(Txn {
-                ops: vec![Op::SwapIn { swap: info.id }],
-                events: vec![],
-            })?;
-            repo.add_swapped_in(self.index, &flowfiles);
+            repo.commit_swap_in(self.index, info.id, &flowfiles)?;
             st.swaps.remove(i);
             for ff in flowfiles {
                 st.active

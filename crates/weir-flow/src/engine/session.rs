@@ -17,7 +17,7 @@ use super::Shared;
 use crate::definition::ComponentKind;
 use crate::flowfile::{Attributes, ContentClaim, FlowFile, SmolStr, int_value};
 use crate::provenance::{EventType, ProvenanceEvent};
-use crate::repository::journal::{Op, RepositoryError, Txn};
+use crate::repository::journal::{FileIdentity, Op, RepositoryError, Txn};
 use crate::stateless::Transaction;
 
 /// A flow file held by a session (an index into it).
@@ -124,7 +124,7 @@ pub struct Session {
     expired: Vec<(u32, FlowFile)>,
     events: Vec<ProvenanceEvent>,
     new_claims: Vec<ContentClaim>,
-    source_deletions: Vec<String>,
+    source_deletions: Vec<(String, FileIdentity)>,
 }
 
 /// A fresh random uuid, formatted without an intermediate `String`.
@@ -611,17 +611,24 @@ impl Session {
     }
 
     /// Replaces the content with the rest of `source`, copied in the kernel into the
-    /// content repository (no copy through memory); `len_hint` is the file's size. As
+    /// content repository (no copy through memory); `len_hint` is the file's size. Inside a
+    /// stateless transaction the content is read into the transaction's memory instead, as
+    /// all content there is (it reaches the repository only if it leaves the group). As
     /// [`Session::write`] otherwise.
     ///
     /// # Errors
-    /// The content repository's I/O error.
+    /// The content repository's I/O error, or `source`'s.
     pub fn write_from(
         &mut self,
         ff: FlowFileRef,
         source: &mut std::fs::File,
         len_hint: u64,
     ) -> Result<(), SessionError> {
+        if self.transaction.is_some() {
+            let mut data = Vec::with_capacity(len_hint as usize);
+            io::Read::read_to_end(source, &mut data)?;
+            return self.write_owned(ff, data);
+        }
         let claim = self.shared.repo.content().write_from(source, len_hint)?;
         self.new_claims.push(claim);
         let claim = (claim.len > 0).then_some(claim);
@@ -638,6 +645,10 @@ impl Session {
     pub fn export(&self, ff: FlowFileRef, out: &mut std::fs::File) -> Result<(), SessionError> {
         match &self.records[ff.0].flowfile.claim {
             None => Ok(()),
+            Some(c) if Transaction::is_memory_claim(c) => {
+                let memory = self.memory()?;
+                Ok(memory.read_with(c, |b| io::Write::write_all(out, b.map_or(&[], |b| b)))?)
+            }
             Some(c) => Ok(self.shared.repo.content().copy_to(c, out)?),
         }
     }
@@ -938,6 +949,10 @@ impl Session {
             e.component_type = "Connection".into();
             events.push(e);
         }
+        // The session's holds on the content it wrote end with the commit: what it sent on
+        // is counted above, per flow file, in the same net change.
+        plan.ref_changes
+            .extend(self.new_claims.iter().map(|c| (c.file, -1)));
         plan.ops.extend(self.post_commit_ops());
         plan.events = events;
         for (_, original) in self
@@ -955,12 +970,16 @@ impl Session {
     fn post_commit_ops(&mut self) -> Vec<Op> {
         std::mem::take(&mut self.source_deletions)
             .into_iter()
-            .map(|path| Op::DeleteSource { path })
+            .map(|(path, identity)| Op::DeleteSource { path, identity })
             .collect()
     }
 
     fn finish(mut self, plan: Plan) -> Result<Committed, SessionError> {
         if let Some(t) = self.transaction.take() {
+            debug_assert!(
+                self.new_claims.is_empty(),
+                "a transaction's content is in its memory"
+            );
             // By reference: most originals come from the group's own queues and are not
             // kept, and moving every record out to drop it costs a copy of each.
             let taken = self
@@ -973,6 +992,12 @@ impl Session {
                 .collect();
             self.records.clear();
             let expired = std::mem::take(&mut self.expired);
+            // The deletions were made into ops by `build`: they wait for the group's commit.
+            let deletions = plan
+                .ops
+                .into_iter()
+                .filter(|op| matches!(op, Op::DeleteSource { .. }))
+                .collect();
             t.absorb(
                 crate::stateless::Absorbed {
                     enqueue: plan.enqueue,
@@ -981,6 +1006,7 @@ impl Session {
                     taken,
                     expired,
                     completions: std::mem::take(&mut self.completions),
+                    deletions,
                 },
                 &self.shared,
             );
@@ -998,6 +1024,9 @@ impl Session {
         }
         if plan.ops.is_empty() && plan.events.is_empty() {
             self.records.clear();
+            // Content written for flow files given back goes with the holds on it.
+            shared.repo.content().adjust_refs(&plan.ref_changes);
+            self.new_claims.clear();
             for hook in self.completions.drain(..) {
                 hook(Completion::Committed);
             }
@@ -1046,6 +1075,8 @@ impl Session {
             hook(Completion::Committed);
         }
         self.records.clear();
+        // Committed as EXPIRE: dropping the session must not give them back.
+        self.expired.clear();
         self.new_claims.clear();
         shared.note_activity();
         Ok(plan.committed)
@@ -1062,18 +1093,20 @@ impl Session {
             // Inside a stateless transaction a processor's rollback rolls back the whole
             // transaction: what the session took from outside the group and its hooks go to
             // the transaction, which settles them.
+            // Expired flow files were taken too (counted in flight): they go back with the
+            // rest, and expire at a later try.
             let taken = self
                 .records
                 .drain(..)
                 .filter_map(|r| r.original)
                 .filter(|(q, _)| !t.is_internal(*q as usize))
+                .chain(self.expired.drain(..))
                 .collect();
             t.absorb_rollback(
                 taken,
                 std::mem::take(&mut self.completions),
                 std::mem::take(&mut self.events),
             );
-            self.expired.clear();
             return;
         }
         let penalty = self.shared.flow.processors[self.component].penalty;
@@ -1107,9 +1140,11 @@ impl Session {
     }
 
     /// Deletes `path` once this session's commit is durable (and again at recovery if the
-    /// process dies in between).
-    pub fn delete_source_on_commit(&mut self, path: String) {
-        self.source_deletions.push(path);
+    /// process dies in between), while it is still the file `identity` describes (taken from
+    /// the handle the content was read through): a new file under the same name is kept.
+    /// Inside a stateless transaction the deletion waits for the whole transaction's commit.
+    pub fn delete_source_on_commit(&mut self, path: String, identity: FileIdentity) {
+        self.source_deletions.push((path, identity));
     }
 
     /// True for a port or funnel: pass-through components.

@@ -12,6 +12,7 @@ use crate::definition::Component;
 use crate::engine::{Session, SessionError};
 use crate::expression::Template;
 use crate::provenance::EventType;
+use crate::repository::journal::FileIdentity;
 
 /// GetFile: picks up files from a directory (RECEIVE). Without `Keep Source File`, a file is
 /// deleted only after the session that holds its content is durable; a crash in between
@@ -90,7 +91,10 @@ impl Processor for GetFile {
                     )));
                 }
             };
-            let len = source.metadata().map(|m| m.len()).unwrap_or(0);
+            let meta = source
+                .metadata()
+                .map_err(|e| ProcessError::Other(format!("cannot read {}: {e}", path.display())))?;
+            let len = meta.len();
             let ff = session.create();
             // File to claim in the kernel: the bytes never pass through this process.
             session
@@ -131,7 +135,8 @@ impl Processor for GetFile {
             );
             session.transfer(ff, "success")?;
             if !self.keep {
-                session.delete_source_on_commit(path.display().to_string());
+                session
+                    .delete_source_on_commit(path.display().to_string(), FileIdentity::of(&meta));
             }
         }
         Ok(Trigger::Worked)

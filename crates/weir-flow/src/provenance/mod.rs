@@ -25,7 +25,8 @@
 //! lineage and [`sync`] wait for the events handed over before them, so a reader always
 //! sees what was committed before it asked.
 //!
-//! Event ids are `transaction id << 20 | index`. The events of a frame replayed at recovery
+//! Event ids run on from frame to frame of the journal (a frame's first event id plus the
+//! event's index in it), so a frame may hold any number. The events of a frame replayed at recovery
 //! are written again in a chunk of their own; readers drop repeated ids. Retention by age and
 //! size is applied at each checkpoint, oldest first.
 //!

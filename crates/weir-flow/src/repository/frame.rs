@@ -1,18 +1,27 @@
-//! Journal frames: `length u32 | CRC32C u32 | transaction id u64 | payload`, little-endian.
-//! The CRC covers the transaction id and the payload.
+//! Journal frames, little-endian:
+//!
+//! ```text
+//! length u32 | transaction id u64 | header CRC32C u32 | payload CRC32C u32 | payload
+//! ```
+//!
+//! The header's checksum covers the length and the transaction id, so a damaged length is
+//! never taken for a frame that runs past the end (a torn tail); the payload's covers the
+//! payload.
 
 use std::path::Path;
 
 /// Bytes before the payload.
-pub const HEADER: usize = 16;
+pub const HEADER: usize = 20;
 
 /// Appends one frame to `out`.
 pub fn encode(out: &mut Vec<u8>, txn: u64, payload: &[u8]) {
-    let mut crc = crc32c::crc32c(&txn.to_le_bytes());
-    crc = crc32c::crc32c_append(crc, payload);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&txn.to_le_bytes());
+    let len = (payload.len() as u32).to_le_bytes();
+    let txn = txn.to_le_bytes();
+    let header_crc = crc32c::crc32c_append(crc32c::crc32c(&len), &txn);
+    out.extend_from_slice(&len);
+    out.extend_from_slice(&txn);
+    out.extend_from_slice(&header_crc.to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
     out.extend_from_slice(payload);
 }
 
@@ -37,12 +46,23 @@ pub struct Corrupt {
     pub reason: String,
 }
 
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
 /// Scans `bytes` (the whole journal `file`).
 ///
-/// A tail that ends mid-frame, a last frame whose checksum fails with nothing but zeros after
-/// it, or a run of NUL bytes to the end (a power loss on a file system that extended the file
-/// before writing it) is a torn tail: the scan stops before it. Anything else that fails, with
-/// data after it, is [`Corrupt`].
+/// A torn tail is what a write cut short by a crash leaves at the end of an append-only file,
+/// and the scan stops before it:
+/// - fewer bytes than a header at the end;
+/// - a header whose checksum fails with nothing but NUL bytes after it (a header that
+///   straddles the last sector written, or a file extended with NULs before the data came);
+/// - a good header whose payload runs past the end of the file;
+/// - a good header whose payload fails its checksum with nothing but NUL bytes after it.
+///
+/// Anything else that fails is [`Corrupt`]: a damaged length or transaction id anywhere, or
+/// a damaged payload with data after it, refuses to start rather than dropping the
+/// acknowledged frames that follow.
 ///
 /// # Errors
 /// [`Corrupt`] naming the file and offset.
@@ -64,23 +84,35 @@ pub fn scan<'a>(file: &Path, bytes: &'a [u8], after_txn: u64) -> Result<Scan<'a>
         if bytes.len() - pos < HEADER {
             break; // a header cut short: torn
         }
-        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().expect("4 bytes"));
-        let txn = u64::from_le_bytes(bytes[pos + 8..pos + 16].try_into().expect("8 bytes"));
-        let end = pos + HEADER + len;
-        if end > bytes.len() {
-            break; // runs past the end: torn
-        }
-        let payload = &bytes[pos + HEADER..end];
-        let mut actual = crc32c::crc32c(&txn.to_le_bytes());
-        actual = crc32c::crc32c_append(actual, payload);
-        if actual != crc {
-            if zeros_from(pos) || zeros_from(end) {
-                break; // the last frame, torn, or NUL fill
+        let len = u32_at(bytes, pos) as usize;
+        let txn = u64::from_le_bytes(bytes[pos + 4..pos + 12].try_into().expect("8 bytes"));
+        let header_crc = u32_at(bytes, pos + 12);
+        let payload_crc = u32_at(bytes, pos + 16);
+        let actual = crc32c::crc32c(&bytes[pos..pos + 12]);
+        if actual != header_crc {
+            if zeros_from(pos + HEADER) {
+                break; // the last header, torn, or NUL fill
             }
             return Err(corrupt(
                 pos,
-                format!("checksum {crc:#010x} does not match {actual:#010x}"),
+                format!(
+                    "header checksum {header_crc:#010x} does not match {actual:#010x} (a damaged length or transaction id)"
+                ),
+            ));
+        }
+        let end = pos + HEADER + len;
+        if end > bytes.len() {
+            break; // a good header whose payload never fully arrived: torn
+        }
+        let payload = &bytes[pos + HEADER..end];
+        let actual = crc32c::crc32c(payload);
+        if actual != payload_crc {
+            if zeros_from(end) {
+                break; // the last frame, torn
+            }
+            return Err(corrupt(
+                pos,
+                format!("payload checksum {payload_crc:#010x} does not match {actual:#010x}"),
             ));
         }
         if txn <= last_txn {
@@ -130,12 +162,22 @@ mod tests {
         nul.extend_from_slice(&[0u8; 28]);
         let s = scan(Path::new("j"), &nul, 0).unwrap();
         assert_eq!((s.frames.len(), s.valid_len), (3, full.len() as u64));
+        // A few NULs, fewer than a header.
+        let mut short_nul = full.clone();
+        short_nul.extend_from_slice(&[0u8; 5]);
+        assert_eq!(scan(Path::new("j"), &short_nul, 0).unwrap().frames.len(), 3);
         // The last frame's payload zeroed (the pages never reached the disk).
         let mut zeroed = full.clone();
         for b in &mut zeroed[two + HEADER..] {
             *b = 0;
         }
         assert_eq!(scan(Path::new("j"), &zeroed, 0).unwrap().frames.len(), 2);
+        // The last frame's header half written: its second half and the payload NUL.
+        let mut half = full.clone();
+        for b in &mut half[two + 10..] {
+            *b = 0;
+        }
+        assert_eq!(scan(Path::new("j"), &half, 0).unwrap().frames.len(), 2);
     }
 
     #[test]
@@ -146,5 +188,24 @@ mod tests {
         let e = scan(Path::new("journal-1"), &bytes, 0).unwrap_err();
         assert_eq!(e.offset, first as u64);
         assert!(e.to_string().contains("journal-1"), "{e}");
+    }
+
+    /// Every bit of every length and transaction id, flipped in turn: each is refused,
+    /// never taken for a torn tail that drops the frames after it.
+    #[test]
+    fn a_flipped_bit_in_any_header_is_corruption_not_a_torn_tail() {
+        let bytes = journal(4);
+        let starts: Vec<usize> = (0..4).map(|n| journal(n).len()).collect();
+        for &start in &starts[..3] {
+            for byte in start..start + 12 {
+                for bit in 0..8 {
+                    let mut damaged = bytes.clone();
+                    damaged[byte] ^= 1 << bit;
+                    let e = scan(Path::new("j"), &damaged, 0)
+                        .expect_err(&format!("byte {byte} bit {bit} was accepted"));
+                    assert_eq!(e.offset, start as u64);
+                }
+            }
+        }
     }
 }

@@ -69,11 +69,69 @@ pub enum Op {
         swap: u64,
     },
     /// A source file to delete once this frame is durable (GetFile without Keep Source
-    /// File); done again at recovery when the process died before it.
+    /// File); done again at recovery when the process died before it. Either way the file is
+    /// deleted only while it is still the file that was taken (see [`FileIdentity`]). A frame
+    /// holding one is synced before the deletion, whatever the sync policy: the flow's copy
+    /// must be durable before the source's goes.
     DeleteSource {
         /// The file's path.
         path: String,
+        /// What the file was when it was taken.
+        identity: FileIdentity,
     },
+}
+
+/// What a file was when a processor took it: device, inode, size and modification time. A
+/// new file written under the same name (a producer reusing names) differs in at least one
+/// of them, so a deletion meant for the old file leaves it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileIdentity {
+    /// The device holding the file.
+    pub device: u64,
+    /// Its inode number.
+    pub inode: u64,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its modification time, in nanoseconds since the epoch.
+    pub modified_ns: i128,
+}
+
+impl FileIdentity {
+    /// The identity of the file `meta` describes.
+    pub fn of(meta: &fs::Metadata) -> FileIdentity {
+        use std::os::unix::fs::MetadataExt;
+        FileIdentity {
+            device: meta.dev(),
+            inode: meta.ino(),
+            size: meta.size(),
+            modified_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+/// Deletes the source file `path` if it is still the file `identity` describes. Returns
+/// whether it deleted it: a file already gone, or another file under the name, is left.
+///
+/// # Errors
+/// I/O errors reading the file's metadata or deleting it.
+pub fn delete_source(path: &Path, identity: &FileIdentity) -> io::Result<bool> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if FileIdentity::of(&meta) != *identity {
+        tracing::info!(
+            "source file {} changed since it was taken; it is kept",
+            path.display()
+        );
+        return Ok(false);
+    }
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// One session's commit.
@@ -141,6 +199,8 @@ struct Snapshot {
     next_id: u64,
     next_seq: u64,
     next_swap: u64,
+    /// The id of the first event of the frame after `last_txn`.
+    next_event: u64,
 }
 
 /// What recovery found, by the current flow's queue indexes.
@@ -171,6 +231,11 @@ struct Journal {
     generation: u64,
     pending: Vec<u8>,
     next_txn: u64,
+    /// The id of the next frame's first event: ids run on from frame to frame, so a frame
+    /// may hold any number of events (recovery counts them again from the snapshot's).
+    next_event: u64,
+    /// A frame waiting in `pending` must be synced whatever the policy.
+    pending_must_sync: bool,
     /// Every frame with a transaction id up to this one is written (and synced, by policy).
     done_txn: u64,
     writing: bool,
@@ -241,6 +306,7 @@ impl FlowFileRepository {
         }
         let old_queues = snap.queues;
         let mut last_txn = snap.last_txn;
+        let mut next_event = snap.next_event;
         let mut recovered = Recovered::default();
         // Replay every journal from the snapshot's generation on.
         let mut gens: Vec<u64> = Vec::new();
@@ -271,10 +337,12 @@ impl FlowFileRepository {
                         reason: e.to_string(),
                     })?;
                 apply_recovered(&mut live, &swap_dir, &t, &mut delete_sources)?;
+                let first = next_event;
+                next_event += t.events.len() as u64;
                 recovered
                     .events
                     .extend(t.events.into_iter().enumerate().map(|(i, mut e)| {
-                        e.id = event_id(*txn, i);
+                        e.id = event_id(first, i);
                         e
                     }));
                 last_txn = *txn;
@@ -290,12 +358,8 @@ impl FlowFileRepository {
                 f.sync_all().map_err(io_err(&path))?;
             }
         }
-        for path in delete_sources {
-            match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(Path::new(&path))(e)),
-            }
+        for (path, identity) in delete_sources {
+            delete_source(Path::new(&path), &identity).map_err(io_err(Path::new(&path)))?;
         }
         // Map recovered queues to the current flow's.
         let index: HashMap<&str, u32> = queues
@@ -392,6 +456,8 @@ impl FlowFileRepository {
                 generation: last_generation,
                 pending: Vec::new(),
                 next_txn: last_txn + 1,
+                next_event,
+                pending_must_sync: false,
                 done_txn: last_txn,
                 writing: false,
                 poisoned: None,
@@ -467,27 +533,67 @@ impl FlowFileRepository {
     /// its provenance events with their ids set.
     ///
     /// When this returns `Ok`, the frame is on disk (`sync: always`): acknowledge the source
-    /// now. Post-commit source deletions ([`Op::DeleteSource`]) are done before it returns.
+    /// now. Post-commit source deletions ([`Op::DeleteSource`]) are done before it returns,
+    /// after the frame is synced whatever the policy.
     ///
     /// # Errors
     /// [`RepositoryError::Poisoned`] when this or an earlier write or sync failed: the
     /// transaction is not committed and the caller rolls back.
     pub fn commit(&self, txn: Txn) -> Result<Vec<ProvenanceEvent>, RepositoryError> {
+        self.commit_and(txn, |_| {})
+    }
+
+    /// Commits the swap-in of swap file `swap` (an [`Op::SwapIn`]) and makes `flowfiles`,
+    /// read from it, live in `queue`, as one step: a checkpoint sees either the swap file or
+    /// its flow files, never neither.
+    ///
+    /// # Errors
+    /// As [`FlowFileRepository::commit`].
+    pub fn commit_swap_in(
+        &self,
+        queue: u32,
+        swap: u64,
+        flowfiles: &[FlowFile],
+    ) -> Result<(), RepositoryError> {
+        let txn = Txn {
+            ops: vec![Op::SwapIn { swap }],
+            events: vec![],
+        };
+        self.commit_and(txn, |live| {
+            for ff in flowfiles {
+                live.records.insert(ff.id, (queue, Arc::new(ff.clone())));
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Commits `txn`, then applies it and `also` to the live state, all while holding off
+    /// checkpoints.
+    fn commit_and(
+        &self,
+        txn: Txn,
+        also: impl FnOnce(&mut Live),
+    ) -> Result<Vec<ProvenanceEvent>, RepositoryError> {
         let payload = postcard::to_allocvec(&txn).map_err(|e| RepositoryError::Decode {
             what: "a transaction".into(),
             reason: e.to_string(),
         })?;
+        let must_sync = txn
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::DeleteSource { .. }));
         let _gate = self.gate.read().unwrap_or_else(|p| p.into_inner());
-        let id = self.append_and_wait(&payload)?;
-        self.apply(&txn.ops);
+        let first_event = self.append_and_wait(&payload, txn.events.len() as u64, must_sync)?;
+        {
+            let mut live = self.lock_live();
+            apply_live(&mut live, &txn.ops);
+            also(&mut live);
+        }
         for op in &txn.ops {
-            if let Op::DeleteSource { path } = op {
-                // Already gone is fine: a crash may have come between commit and delete.
-                if let Err(e) = fs::remove_file(path)
-                    && e.kind() != io::ErrorKind::NotFound
-                {
-                    tracing::warn!("cannot delete source file {path}: {e}");
-                }
+            if let Op::DeleteSource { path, identity } = op
+                && let Err(e) = delete_source(Path::new(path), identity)
+            {
+                tracing::warn!("cannot delete source file {path}: {e}");
             }
         }
         Ok(txn
@@ -495,19 +601,29 @@ impl FlowFileRepository {
             .into_iter()
             .enumerate()
             .map(|(i, mut e)| {
-                e.id = event_id(id, i);
+                e.id = event_id(first_event, i);
                 e
             })
             .collect())
     }
 
-    fn append_and_wait(&self, payload: &[u8]) -> Result<u64, RepositoryError> {
+    /// Appends a frame of `payload` holding `events` events and waits until it is written
+    /// (and synced, by the policy or because `must_sync`). Returns the id of its first event.
+    fn append_and_wait(
+        &self,
+        payload: &[u8],
+        events: u64,
+        must_sync: bool,
+    ) -> Result<u64, RepositoryError> {
         let mut j = self.lock_journal();
         if let Some(p) = &j.poisoned {
             return Err(RepositoryError::Poisoned(p.clone()));
         }
         let txn = j.next_txn;
         j.next_txn += 1;
+        let first_event = j.next_event;
+        j.next_event += events;
+        j.pending_must_sync |= must_sync;
         frame::encode(&mut j.pending, txn, payload);
         loop {
             if let Some(p) = &j.poisoned
@@ -516,7 +632,7 @@ impl FlowFileRepository {
                 return Err(RepositoryError::Poisoned(p.clone()));
             }
             if j.done_txn >= txn {
-                return Ok(txn);
+                return Ok(first_event);
             }
             if !j.writing {
                 // Become the committer for every frame waiting now.
@@ -525,11 +641,12 @@ impl FlowFileRepository {
                 let last = j.next_txn - 1;
                 let frames_in_batch = last - j.done_txn;
                 let mut file = j.file.take();
-                let sync_now = match self.sync {
-                    SyncPolicy::Always => true,
-                    SyncPolicy::Interval(every) => j.last_sync.elapsed() >= every,
-                    SyncPolicy::None => false,
-                };
+                let sync_now = std::mem::take(&mut j.pending_must_sync)
+                    || match self.sync {
+                        SyncPolicy::Always => true,
+                        SyncPolicy::Interval(every) => j.last_sync.elapsed() >= every,
+                        SyncPolicy::None => false,
+                    };
                 drop(j);
                 let result = self.write_batch(file.as_mut(), &batch, sync_now);
                 j = self.lock_journal();
@@ -600,41 +717,6 @@ impl FlowFileRepository {
         }
     }
 
-    fn apply(&self, ops: &[Op]) {
-        let mut live = self.lock_live();
-        for op in ops {
-            match op {
-                Op::Put { queue, flowfile } => {
-                    live.records
-                        .insert(flowfile.id, (*queue, Arc::new(flowfile.clone())));
-                }
-                Op::Delete { id } => {
-                    live.records.remove(id);
-                }
-                Op::SwapOut { info, ids } => {
-                    for id in ids {
-                        live.records.remove(id);
-                    }
-                    live.swaps.insert(info.id, info.clone());
-                }
-                Op::SwapIn { swap } => {
-                    live.swaps.remove(swap);
-                    live.swapped_in.push(*swap);
-                }
-                Op::DeleteSource { .. } => {}
-            }
-        }
-    }
-
-    /// Records flow files read back from swap file `swap` as live (after its
-    /// [`Op::SwapIn`] frame committed).
-    pub fn add_swapped_in(&self, queue: u32, flowfiles: &[FlowFile]) {
-        let mut live = self.lock_live();
-        for ff in flowfiles {
-            live.records.insert(ff.id, (queue, Arc::new(ff.clone())));
-        }
-    }
-
     /// Live flow files (in memory, not swapped) and swap files.
     pub fn live_counts(&self) -> (usize, usize) {
         let live = self.lock_live();
@@ -645,11 +727,27 @@ impl FlowFileRepository {
     /// when the repository is poisoned: the snapshot holds exactly what was acknowledged, and
     /// it goes to new files.
     ///
+    /// The content is synced first (the snapshot refers to it). A failure before the
+    /// snapshot's rename leaves the last snapshot and the current journal as they were; one
+    /// after it (syncing the directory, creating the new journal) poisons the repository,
+    /// since the snapshot on disk may already name a journal that commits are not going to.
+    ///
     /// # Errors
-    /// I/O errors writing the snapshot or the new journal.
+    /// I/O errors syncing content, writing the snapshot or starting the new journal.
     pub fn checkpoint(&self) -> Result<(), RepositoryError> {
         let _gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
         let mut j = self.lock_journal();
+        let poison = |j: &mut Journal, e: RepositoryError| {
+            if j.poisoned.is_none() {
+                tracing::error!("flow-file repository poisoned: {e}");
+                j.poisoned = Some(e.to_string());
+            }
+            e
+        };
+        let content_dir = self.dir.with_file_name("content");
+        if let Err(e) = self.content.sync() {
+            return Err(poison(&mut j, io_err(&content_dir)(e)));
+        }
         let new_generation = j.generation + 1;
         let (bytes, swapped_in) = {
             let mut live = self.lock_live();
@@ -666,6 +764,7 @@ impl FlowFileRepository {
                 next_id: self.next_id.load(Ordering::Relaxed),
                 next_seq: self.next_seq.load(Ordering::Relaxed),
                 next_swap: self.next_swap.load(Ordering::Relaxed),
+                next_event: j.next_event,
             };
             (
                 encode_snapshot(&snap)?,
@@ -674,22 +773,35 @@ impl FlowFileRepository {
         };
         let tmp = self.dir.join("snapshot.tmp");
         let snap_path = self.dir.join("snapshot");
-        (|| -> io::Result<()> {
+        let written = (|| -> io::Result<()> {
             let mut f = File::create(&tmp)?;
             f.write_all(&bytes)?;
             f.sync_all()?;
-            fs::rename(&tmp, &snap_path)?;
-            sync_dir(&self.dir)
-        })()
-        .map_err(io_err(&snap_path))?;
+            fs::rename(&tmp, &snap_path)
+        })();
+        if let Err(e) = written {
+            // The old snapshot and journal still hold everything: swap files read back stay
+            // until a checkpoint succeeds.
+            self.lock_live().swapped_in.extend(swapped_in);
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err(&snap_path)(e));
+        }
+        // From here the snapshot on disk may name the new journal.
         let path = journal_path(&self.dir, new_generation);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        sync_dir(&self.dir).map_err(io_err(&self.dir))?;
+        let file = (|| -> io::Result<File> {
+            sync_dir(&self.dir)?;
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&path)?;
+            sync_dir(&self.dir)?;
+            Ok(file)
+        })();
+        let file = match file {
+            Ok(f) => f,
+            Err(e) => return Err(poison(&mut j, io_err(&path)(e))),
+        };
         j.file = Some(file);
         let old_generation = j.generation;
         j.generation = new_generation;
@@ -710,16 +822,43 @@ impl FlowFileRepository {
     }
 }
 
-/// Provenance event ids: the transaction id and the event's index in it.
-pub fn event_id(txn: u64, index: usize) -> u64 {
-    (txn << 20) | index as u64
+/// A provenance event's id: its frame's first event id plus its index in the frame. Ids run
+/// on across frames from 0, below the ids of events recorded without a frame (top bit set).
+pub fn event_id(first: u64, index: usize) -> u64 {
+    first + index as u64
+}
+
+/// Applies committed `ops` to the live state.
+fn apply_live(live: &mut Live, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::Put { queue, flowfile } => {
+                live.records
+                    .insert(flowfile.id, (*queue, Arc::new(flowfile.clone())));
+            }
+            Op::Delete { id } => {
+                live.records.remove(id);
+            }
+            Op::SwapOut { info, ids } => {
+                for id in ids {
+                    live.records.remove(id);
+                }
+                live.swaps.insert(info.id, info.clone());
+            }
+            Op::SwapIn { swap } => {
+                live.swaps.remove(swap);
+                live.swapped_in.push(*swap);
+            }
+            Op::DeleteSource { .. } => {}
+        }
+    }
 }
 
 fn apply_recovered(
     live: &mut Live,
     swap_dir: &Path,
     t: &Txn,
-    delete_sources: &mut Vec<String>,
+    delete_sources: &mut Vec<(String, FileIdentity)>,
 ) -> Result<(), RepositoryError> {
     for op in &t.ops {
         match op {
@@ -747,7 +886,7 @@ fn apply_recovered(
                 }
                 live.swapped_in.push(*swap);
             }
-            Op::DeleteSource { path } => delete_sources.push(path.clone()),
+            Op::DeleteSource { path, identity } => delete_sources.push((path.clone(), *identity)),
         }
     }
     Ok(())

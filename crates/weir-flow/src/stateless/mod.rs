@@ -503,7 +503,7 @@ fn run_transaction(
 static DIRECT_EVENTS: AtomicU64 = AtomicU64::new(0);
 
 /// Ids for events recorded without a journal frame: the top bit set, then the time in ms
-/// and a counter, so they never meet the journal's `(txn << 20) | index` ids.
+/// and a counter, so they never meet the journal's ids (which run on from 0).
 pub(super) fn direct_event_ids(events: &mut [ProvenanceEvent]) {
     let now = chrono::Utc::now().timestamp_millis().max(0) as u64;
     for e in events {
@@ -516,7 +516,7 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
     let parts = txn.take_parts();
     let mut events = parts.events;
     events.push(parts.always);
-    if parts.taken.is_empty() && parts.outputs.is_empty() {
+    if parts.taken.is_empty() && parts.outputs.is_empty() && parts.deletions.is_empty() {
         // Encoded, handed over and freed while the copy next waits, and the content freed
         // then too: nothing reads it after the commit.
         txn.backlog().hold(events, txn.take_content());
@@ -575,6 +575,8 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
             });
             enqueue.entry(conn).or_default().push((ff, None));
         }
+        // Source files taken inside the group go once this frame is durable.
+        ops.extend(parts.deletions);
         // A taken flow file that also leaves keeps its id: its Put moves it, so no Delete.
         let moved: BTreeSet<u64> = ops
             .iter()
@@ -584,6 +586,8 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
             })
             .collect();
         ops.retain(|o| !matches!(o, Op::Delete { id } if moved.contains(id)));
+        // The holds on the content written here end with the commit (see content.rs).
+        refs.extend(new_claims.iter().map(|c| (c.file, -1)));
         match shared.repo.commit(Txn { ops, events }) {
             Ok(events) => {
                 shared.repo.content().adjust_refs(&refs);

@@ -12,6 +12,7 @@ use crate::engine::{Completion, CompletionHook, Shared};
 use crate::flowfile::{ContentClaim, FlowFile};
 use crate::processors::Processor;
 use crate::provenance::{EventType, ProvenanceEvent};
+use crate::repository::journal::Op;
 
 use super::ProvenanceBacklog;
 
@@ -32,6 +33,9 @@ pub(crate) struct Absorbed {
     pub(crate) expired: Vec<(u32, FlowFile)>,
     /// The session's completion hooks.
     pub(crate) completions: Vec<CompletionHook>,
+    /// Source files to delete once the transaction's commit is durable
+    /// ([`crate::repository::journal::Op::DeleteSource`]).
+    pub(crate) deletions: Vec<Op>,
 }
 
 /// Everything a transaction holds when it ends.
@@ -44,6 +48,8 @@ pub(crate) struct Parts {
     pub(crate) taken: Vec<(u32, FlowFile)>,
     pub(crate) outputs: Vec<(usize, FlowFile)>,
     pub(crate) completions: Vec<CompletionHook>,
+    /// Source files to delete with the commit's frame.
+    pub(crate) deletions: Vec<Op>,
 }
 
 #[derive(Default)]
@@ -57,6 +63,7 @@ struct State {
     taken: Vec<(u32, FlowFile)>,
     outputs: Vec<(usize, FlowFile)>,
     completions: Vec<CompletionHook>,
+    deletions: Vec<Op>,
     failure: Option<String>,
     /// Grows with every flow file moved, taken or created: a trigger that leaves it
     /// unchanged made no progress.
@@ -206,6 +213,7 @@ impl Transaction {
         st.taken.extend(a.taken);
         st.taken.extend(a.expired);
         st.completions.extend(a.completions);
+        st.deletions.extend(a.deletions);
     }
 
     /// Takes in a rolled-back session: the transaction will roll back.
@@ -240,6 +248,7 @@ impl Transaction {
             && st.always.is_empty()
             && st.events.is_empty()
             && st.taken.is_empty()
+            && st.deletions.is_empty()
     }
 
     /// Runs every hook with `outcome` (for a transaction that ends with nothing else to do).
@@ -284,6 +293,7 @@ impl Transaction {
             taken: std::mem::take(&mut st.taken),
             outputs: std::mem::take(&mut st.outputs),
             completions: std::mem::take(&mut st.completions),
+            deletions: std::mem::take(&mut st.deletions),
         }
     }
 }
