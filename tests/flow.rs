@@ -302,3 +302,137 @@ fn lineage_of_a_split_file_shows_its_parent_and_siblings() {
         );
     }
 }
+
+/// A flow whose source ticks every 30 s: the first tick at start, then a long wait.
+fn slow_timer_flow(out: &Path) -> String {
+    format!(
+        r#"flow: slow-timer
+groups:
+  - name: main
+    processors:
+      - name: tick
+        type: GenerateFlowFile
+        schedule: {{ strategy: timer, period: 30 s }}
+        properties: {{ File Size: 10 B }}
+      - name: write
+        type: PutFile
+        properties: {{ Directory: "{out}" }}
+        auto_terminate: [success, failure]
+    connections:
+      - {{ from: tick, relationships: [success], to: write }}
+  - name: quiet
+    engine: stateless
+    processors:
+      - name: quiet-tick
+        type: GenerateFlowFile
+        schedule: {{ strategy: timer, period: 45 s }}
+        auto_terminate: [success]
+"#,
+        out = out.display()
+    )
+}
+
+/// Waits until `path` holds at least one file.
+fn wait_for_output(path: &Path, child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while fs::read_dir(path).map_or(0, |d| d.count()) == 0 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the flow exited before its first tick"
+        );
+        assert!(Instant::now() < deadline, "no output from the first tick");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGINT and SIGTERM stop a flow within about a second, whatever its timers: a source
+/// waiting for its 30 s tick (traditional) or 45 s (stateless) does not hold the stop.
+#[test]
+fn a_signal_stops_a_flow_at_once_whatever_its_timers() {
+    for signal in ["-INT", "-TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let flow = dir.path().join("flow.yaml");
+        fs::write(&flow, slow_timer_flow(&out)).unwrap();
+        let mut child = weir()
+            .args(["flow", "run"])
+            .arg(&flow)
+            .arg("--repo")
+            .arg(dir.path().join("repo"))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_output(&out, &mut child);
+        let sent = Instant::now();
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = sent + Duration::from_secs(20);
+        let exit = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("{signal}: still running 20 s after the signal");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // The next tick was 30 s away: a stop that waited for it took about that long.
+        let took = sent.elapsed();
+        assert!(exit.success(), "{signal}: {exit:?}");
+        assert!(
+            took < Duration::from_secs(5),
+            "{signal}: stopped after {took:?}"
+        );
+    }
+}
+
+/// Two runs on one repository would both recover and process the same flow files: the
+/// second is refused at once, naming the first's process id, and the first runs on.
+#[test]
+fn a_second_run_on_the_same_repository_is_refused_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let flow = dir.path().join("flow.yaml");
+    let repo = dir.path().join("repo");
+    fs::write(&flow, slow_timer_flow(&out)).unwrap();
+    let mut first = weir()
+        .args(["flow", "run"])
+        .arg(&flow)
+        .arg("--repo")
+        .arg(&repo)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_output(&out, &mut first);
+    let second = weir()
+        .args(["flow", "run"])
+        .arg(&flow)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--until-idle")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("in use by process") && stderr.contains(&first.id().to_string()),
+        "{stderr}"
+    );
+    assert!(first.try_wait().unwrap().is_none(), "the first run goes on");
+    Command::new("kill")
+        .args(["-INT", &first.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(first.wait().unwrap().success());
+    // Once the first has stopped, the repository opens again.
+    let third = weir()
+        .args(["flow", "status", "--repo"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert!(third.status.success());
+}

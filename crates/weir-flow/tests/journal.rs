@@ -599,12 +599,14 @@ fn swap_ins_racing_checkpoints_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::None, &queues()).unwrap();
     let repo = std::sync::Arc::new(repo);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // One checkpoint per round, started as the round's swap-in begins, so that the two
+    // race on every round (a checkpoint looping without pause starves the commits).
+    let (go, rounds) = std::sync::mpsc::channel::<()>();
     let checkpoints = {
-        let (repo, stop) = (std::sync::Arc::clone(&repo), std::sync::Arc::clone(&stop));
+        let repo = std::sync::Arc::clone(&repo);
         std::thread::spawn(move || {
             let mut n = 0;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            for () in rounds {
                 repo.checkpoint().unwrap();
                 n += 1;
             }
@@ -640,10 +642,11 @@ fn swap_ins_racing_checkpoints_lose_nothing() {
         }]))
         .unwrap();
         let back = swap::read(&repo.swap_dir(), id).unwrap();
+        go.send(()).unwrap();
         repo.commit_swap_in(0, id, &back).unwrap();
     }
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    assert!(checkpoints.join().unwrap() > 0);
+    drop(go);
+    assert_eq!(checkpoints.join().unwrap(), 200);
     drop(repo);
     let (_repo, recovered) =
         FlowFileRepository::open(dir.path(), SyncPolicy::None, &queues()).unwrap();

@@ -197,6 +197,11 @@ fn status(repo: &Path) -> anyhow::Result<()> {
 fn run_flow(flow: Flow, repo: &Path, until_idle: bool, ui: Option<&Ui>) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal while stopping ends the process at once (exit code 130): what
+        // was acknowledged is in the journal, and the next run recovers it. Registered
+        // before the flag, so the first signal only sets it.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))
+            .context("installing a signal handler")?;
         signal_hook::flag::register(signal, Arc::clone(&stop))
             .context("installing a signal handler")?;
     }

@@ -112,6 +112,9 @@ pub(crate) struct Shared {
     pub(crate) wakers: Vec<Notify>,
     pub(crate) stats: Vec<ComponentStats>,
     stop: AtomicBool,
+    /// Turns true with `stop`: waits that no queue wakes (a timer's period, a CRON time)
+    /// end on it, so that a stop never waits for the next tick.
+    stop_signal: tokio::sync::watch::Sender<bool>,
     failure: Mutex<Option<String>>,
     last_activity: Mutex<Instant>,
     pub(crate) running_triggers: AtomicUsize,
@@ -137,9 +140,28 @@ impl Shared {
         if f.is_none() {
             *f = Some(cause);
         }
+        self.request_stop();
+    }
+
+    /// Stops every task: the flag, the signal, and a wake-up for whatever waits on a queue.
+    fn request_stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        self.stop_signal.send_replace(true);
         for w in &self.wakers {
             w.notify_waiters();
+        }
+    }
+
+    /// Runs `work` until it completes, or until the engine stops: `None` then. Every wait
+    /// that nothing else would end at a stop goes through this.
+    pub(crate) async fn unless_stopped<F: std::future::Future>(
+        &self,
+        work: F,
+    ) -> Option<F::Output> {
+        let mut stopped = self.stop_signal.subscribe();
+        tokio::select! {
+            out = work => Some(out),
+            _ = stopped.wait_for(|s| *s) => None,
         }
     }
 
@@ -347,6 +369,7 @@ impl Engine {
             wakers: (0..n).map(|_| Notify::new()).collect(),
             stats: (0..n).map(|_| ComponentStats::default()).collect(),
             stop: AtomicBool::new(false),
+            stop_signal: tokio::sync::watch::Sender::new(false),
             failure: Mutex::new(None),
             last_activity: Mutex::new(Instant::now()),
             running_triggers: AtomicUsize::new(0),
@@ -452,10 +475,7 @@ impl Engine {
     /// # Errors
     /// [`EngineError::Failed`] when the run had failed, or the checkpoint fails.
     pub fn stop(mut self) -> Result<(), EngineError> {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        for w in &self.shared.wakers {
-            w.notify_waiters();
-        }
+        self.shared.request_stop();
         for p in &self.processors {
             p.stop();
         }
@@ -591,7 +611,13 @@ async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Proc
         // The schedule.
         match &comp.schedule {
             Schedule::Timer(period) if !period.is_zero() => {
-                tokio::time::sleep_until(next_tick).await;
+                if shared
+                    .unless_stopped(tokio::time::sleep_until(next_tick))
+                    .await
+                    .is_none()
+                {
+                    return;
+                }
                 next_tick = tokio::time::Instant::now() + *period;
             }
             Schedule::Timer(_) => {}
@@ -600,9 +626,12 @@ async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Proc
                 match cron.find_next_occurrence(&now, false) {
                     Ok(at) => {
                         let wait = (at - now).to_std().unwrap_or_default();
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            _ = waker.notified() => { if shared.stopping() { return; } continue; }
+                        if shared
+                            .unless_stopped(tokio::time::sleep(wait))
+                            .await
+                            .is_none()
+                        {
+                            return;
                         }
                     }
                     Err(_) => return,

@@ -170,6 +170,16 @@ pub enum RepositoryError {
         "the flow-file repository is poisoned by an earlier I/O error ({0}); nothing more is acknowledged"
     )]
     Poisoned(String),
+    /// Another process (or another open in this one) holds the repository.
+    #[error(
+        "the repository {dir} is in use by process {holder}; stop it first (two runs on one repository would both recover and process the same flow files)"
+    )]
+    Locked {
+        /// The repository's directory.
+        dir: String,
+        /// The holder's process id, as it wrote it in the lock file.
+        holder: String,
+    },
     /// Recovered flow files sit in a queue the flow no longer has.
     #[error(
         "the repository holds {count} flow file(s) in queue `{key}`, which the flow no longer has; put the connection back or start with an empty repository"
@@ -246,6 +256,8 @@ struct Journal {
 
 /// The flow-file repository. See the [module docs](self).
 pub struct FlowFileRepository {
+    /// `DIR/lock`, locked for the repository's life: one process at a time.
+    _lock: File,
     dir: PathBuf,
     sync: SyncPolicy,
     content: Arc<ContentRepository>,
@@ -291,6 +303,7 @@ impl FlowFileRepository {
         let ff_dir = dir.join("flowfiles");
         let swap_dir = ff_dir.join("swap");
         fs::create_dir_all(&swap_dir).map_err(io_err(&swap_dir))?;
+        let lock = lock_repository(dir)?;
         let snap_path = ff_dir.join("snapshot");
         let snap: Snapshot = match fs::read(&snap_path) {
             Ok(bytes) => decode_snapshot(&snap_path, &bytes)?,
@@ -447,6 +460,7 @@ impl FlowFileRepository {
             .unwrap_or(0)
             .max(snap.journal_generation);
         let repo = FlowFileRepository {
+            _lock: lock,
             dir: ff_dir,
             sync,
             content,
@@ -820,6 +834,37 @@ impl FlowFileRepository {
         }
         Ok(())
     }
+}
+
+/// Takes the advisory lock on `DIR/lock` (held until the returned file is closed, so also
+/// when the process dies) and writes this process's id in it for whoever finds it taken.
+fn lock_repository(dir: &Path) -> Result<File, RepositoryError> {
+    let path = dir.join("lock");
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let holder = fs::read_to_string(&path)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "unknown".into());
+            return Err(RepositoryError::Locked {
+                dir: dir.display().to_string(),
+                holder,
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
+    }
+    file.set_len(0).map_err(io_err(&path))?;
+    writeln!(file, "{}", std::process::id()).map_err(io_err(&path))?;
+    Ok(file)
 }
 
 /// A provenance event's id: its frame's first event id plus its index in the frame. Ids run

@@ -325,7 +325,10 @@ fn run_copy(
         }
         if !plan.period.is_zero() {
             backlog.record();
-            runtime.block_on(tokio::time::sleep_until(next_tick));
+            let tick = shared.unless_stopped(tokio::time::sleep_until(next_tick));
+            if runtime.block_on(tick).is_none() {
+                return;
+            }
             next_tick = tokio::time::Instant::now() + plan.period;
         }
         if shared.stopping() {
@@ -333,7 +336,7 @@ fn run_copy(
         }
         if shared.repo.poisoned().is_some() {
             backlog.record();
-            runtime.block_on(tokio::time::sleep(IDLE_WAIT));
+            runtime.block_on(shared.unless_stopped(tokio::time::sleep(IDLE_WAIT)));
             continue;
         }
         shared.running_triggers.fetch_add(1, Ordering::SeqCst);
@@ -353,9 +356,12 @@ fn run_copy(
             backlog.record();
             match waker {
                 Some(w) => {
-                    let _ = runtime.block_on(tokio::time::timeout(rest, w.notified()));
+                    let _ = runtime
+                        .block_on(shared.unless_stopped(tokio::time::timeout(rest, w.notified())));
                 }
-                None => runtime.block_on(tokio::time::sleep(rest)),
+                None => {
+                    runtime.block_on(shared.unless_stopped(tokio::time::sleep(rest)));
+                }
             }
         }
     }
