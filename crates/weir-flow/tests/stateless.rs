@@ -316,11 +316,23 @@ fn a_failure_port_naks_and_the_broker_redelivers() {
     let engine = Engine::start(flow, dir.path()).unwrap();
     assert!(wait_for(Duration::from_secs(30), || f.rows().len() == 5));
     engine.wait_until_idle(Duration::from_millis(300));
+    let monitor = engine.monitor();
     engine.stop().unwrap();
     assert!(
         f.rows()
             .iter()
             .all(|(_, _, tag)| tag.as_deref() == Some("redelivered-true"))
+    );
+    // Each rollback shows: counted as a failure of the port, with a bulletin naming the
+    // message that reached it.
+    let port = monitor.processor("tx/failed").unwrap();
+    assert!(port.failures >= 1, "{port:?}");
+    let bulletin = &port.bulletins.last().expect("a bulletin").message;
+    assert!(
+        bulletin.contains("reached failure port `tx/failed`")
+            && bulletin.contains("amqp$deliveryTag=")
+            && bulletin.contains("amqp$redelivered=false"),
+        "{bulletin}"
     );
     assert_eq!(f.ready(), 0);
     // The rolled-back first attempts left no provenance: one RECEIVE per message.

@@ -733,6 +733,14 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
             );
         }
     }
+    // PutFile's `Sync` follows the flow's durability unless set: a flow that syncs every
+    // commit also syncs what PutFile writes before its flow file is dropped.
+    for p in &mut processors {
+        if p.type_name() == "PutFile" && !p.properties.contains_key("Sync") {
+            let sync = matches!(settings.sync, SyncPolicy::Always);
+            p.properties.insert("Sync".into(), sync.to_string());
+        }
+    }
     Flow {
         name: def.flow,
         settings,

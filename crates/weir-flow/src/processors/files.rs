@@ -151,11 +151,15 @@ enum Conflict {
 }
 
 /// PutFile: writes content to `Directory/filename` (SEND), through a temporary file and a
-/// rename so that a reader never sees half a file.
+/// rename so that a reader never sees half a file. With `Sync` (the default in flows with
+/// `sync: always`) the file is synced before the rename and its directory after it, so a
+/// flow file is dropped only once its output survives a power loss; each costs an `fsync`
+/// (one per directory per trigger for the renames).
 pub struct PutFile {
     dir: Template,
     conflict: Conflict,
     create_dirs: bool,
+    sync: bool,
 }
 
 impl PutFile {
@@ -169,6 +173,7 @@ impl PutFile {
             dir: props::template(c, "Directory")?,
             conflict,
             create_dirs: props::boolean(c, "Create Missing Directories"),
+            sync: props::boolean(c, "Sync"),
         })
     }
 }
@@ -176,6 +181,8 @@ impl PutFile {
 impl Processor for PutFile {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(100)?;
+        // Directories that took a rename: synced once each before the session commits.
+        let mut renamed_into: Vec<PathBuf> = Vec::new();
         for &ff in &ffs {
             let Ok(dir) = eval(&self.dir, session, ff).map(std::borrow::Cow::into_owned) else {
                 session.penalize(ff);
@@ -217,7 +224,13 @@ impl Processor for PutFile {
             // Claim to output in the kernel, then the rename.
             let written = fs::File::create(&tmp)
                 .map_err(SessionError::from)
-                .and_then(|mut out| session.export(ff, &mut out))
+                .and_then(|mut out| {
+                    session.export(ff, &mut out)?;
+                    if self.sync {
+                        out.sync_all()?;
+                    }
+                    Ok(())
+                })
                 .and_then(|()| fs::rename(&tmp, &target).map_err(SessionError::from));
             match written {
                 Ok(()) => {
@@ -228,6 +241,9 @@ impl Processor for PutFile {
                         None,
                     );
                     session.transfer(ff, "success")?;
+                    if self.sync && !renamed_into.contains(&dir) {
+                        renamed_into.push(dir.clone());
+                    }
                 }
                 Err(e) => {
                     tracing::warn!("PutFile: cannot write {}: {e}", target.display());
@@ -236,6 +252,13 @@ impl Processor for PutFile {
                     session.transfer(ff, "failure")?;
                 }
             }
+        }
+        for dir in renamed_into {
+            // The renames may not survive a power loss: the session rolls back and its flow
+            // files come again.
+            crate::repository::sync_dir(&dir).map_err(|e| {
+                ProcessError::Other(format!("cannot sync directory {}: {e}", dir.display()))
+            })?;
         }
         Ok(Trigger::worked_if(!ffs.is_empty()))
     }

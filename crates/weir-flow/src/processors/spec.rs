@@ -123,6 +123,8 @@ pub const SPECS: &[ProcessorSpec] = &[
                 K::Choice(&["replace", "ignore", "fail"]),
             ),
             p("Create Missing Directories", true, Some("true"), K::Bool),
+            // Unset: true in flows with `sync: always`, else false (see definition).
+            p("Sync", false, None, K::Bool),
         ],
         relationships: &["success", "failure"],
         dynamic: Dynamic::None,

@@ -377,7 +377,8 @@ enum Outcome {
 /// Why a transaction rolls back.
 #[derive(Debug)]
 enum Reason {
-    FailurePort(String),
+    /// A flow file reached a failure port: the port's component index, the flow file.
+    FailurePort(usize, String),
     ProcessorFailed(String),
     Timeout,
     Stopping,
@@ -462,8 +463,8 @@ fn run_transaction(
     }
     let mut stuck: BTreeSet<usize> = BTreeSet::new();
     loop {
-        if let Some(port) = txn.failure() {
-            return rollback(shared, plan, &txn, Reason::FailurePort(port));
+        if let Some((port, flowfile)) = txn.failure() {
+            return rollback(shared, plan, &txn, Reason::FailurePort(port, flowfile));
         }
         if Instant::now() >= deadline {
             return rollback(shared, plan, &txn, Reason::Timeout);
@@ -668,32 +669,58 @@ fn rollback_parts(
     completions: Vec<crate::engine::CompletionHook>,
     always: Vec<ProvenanceEvent>,
 ) -> Outcome {
+    // Every rollback is a bulletin (logged at WARN, kept for `flow status`, the API and the
+    // metrics, and counted as a failure) on the component it is about: the failure port,
+    // or the group's first source for a timeout or a failed commit. A failing processor
+    // has its own already (`trigger_once`).
+    let inputs = taken.len();
+    let given_back = format!(
+        "rolling back; {} completion hook(s) told, {inputs} input(s) from outside the group given back",
+        completions.len()
+    );
+    let note = |component: usize, text: String| {
+        shared.stats[component]
+            .failures
+            .fetch_add(1, Ordering::Relaxed);
+        shared.bulletin(component, BulletinLevel::Warning, text);
+    };
+    let first_source = plan.sources.first().copied();
     let (penalize, to_failure) = match &reason {
-        Reason::FailurePort(port) => {
-            tracing::info!(
-                "stateless group `{}`: a flow file reached failure port `{port}`; rolling back",
-                plan.name
+        Reason::FailurePort(port, flowfile) => {
+            note(
+                *port,
+                format!(
+                    "stateless group `{}`: {flowfile} reached failure port `{}`; {given_back}",
+                    plan.name, shared.flow.processors[*port].name
+                ),
             );
             (false, true)
         }
         Reason::ProcessorFailed(why) => {
-            tracing::warn!("stateless group `{}`: {why}; rolling back", plan.name);
+            tracing::warn!("stateless group `{}`: {why}; {given_back}", plan.name);
             (true, true)
         }
         Reason::Timeout => {
-            tracing::warn!(
-                "stateless group `{}`: the transaction took longer than its timeout of {:?}; rolling back, inputs penalized",
-                plan.name,
-                plan.timeout
+            let text = format!(
+                "stateless group `{}`: the transaction took longer than its timeout of {:?}; {given_back}, penalized",
+                plan.name, plan.timeout
             );
+            match first_source {
+                Some(s) => note(s, text),
+                None => tracing::warn!("{text}"),
+            }
             (true, false)
         }
         Reason::Stopping => (false, false),
         Reason::CommitFailed(why) => {
-            tracing::warn!(
-                "stateless group `{}`: commit failed: {why}; rolling back",
+            let text = format!(
+                "stateless group `{}`: commit failed: {why}; {given_back}",
                 plan.name
             );
+            match first_source {
+                Some(s) => note(s, text),
+                None => tracing::warn!("{text}"),
+            }
             (true, false)
         }
     };

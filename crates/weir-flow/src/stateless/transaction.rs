@@ -64,7 +64,8 @@ struct State {
     outputs: Vec<(usize, FlowFile)>,
     completions: Vec<CompletionHook>,
     deletions: Vec<Op>,
-    failure: Option<String>,
+    /// The failure port a flow file reached first, and that flow file described.
+    failure: Option<(usize, String)>,
     /// Grows with every flow file moved, taken or created: a trigger that leaves it
     /// unchanged made no progress.
     progress: u64,
@@ -78,6 +79,33 @@ pub(crate) struct Transaction {
     /// What the copy's last commit left to record (see [`Transaction::work_ahead`]).
     backlog: Arc<ProvenanceBacklog>,
     state: Mutex<State>,
+}
+
+/// A flow file as a bulletin names it: its uuid, and the attributes that identify what a
+/// source received (a message's delivery tag and redelivery flag, a JetStream message's
+/// sequence and delivery count, a file's name).
+pub(crate) fn describe(ff: &FlowFile) -> String {
+    let mut out = format!("flow file {}", ff.uuid());
+    let identifying: Vec<String> = ff
+        .attributes
+        .iter()
+        .filter(|(k, v)| {
+            k.starts_with("amqp$")
+                || k.starts_with("jetstream.")
+                // A created flow file's name is its uuid: said once already.
+                || *k == "filename" && *v != ff.uuid()
+        })
+        .map(|(k, v)| {
+            let v: String = v.chars().take(80).collect();
+            format!("{k}={v}")
+        })
+        .collect();
+    if !identifying.is_empty() {
+        out.push_str(" (");
+        out.push_str(&identifying.join(", "));
+        out.push(')');
+    }
+    out
 }
 
 /// True for the events recorded even when the transaction rolls back.
@@ -194,7 +222,7 @@ impl Transaction {
             if self.is_internal(conn) {
                 let port = &shared.flow.processors[to];
                 if port.failure_port && st.failure.is_none() {
-                    st.failure = Some(port.name.clone());
+                    st.failure = Some((to, describe(&ff)));
                 }
                 let queue = st.queues.entry(conn).or_default();
                 if queue.is_empty() {
@@ -230,8 +258,9 @@ impl Transaction {
             .extend(events.into_iter().filter(recorded_on_rollback));
     }
 
-    /// The failure port a flow file reached, if any.
-    pub(crate) fn failure(&self) -> Option<String> {
+    /// The failure port a flow file reached, if any: the port's component index and the
+    /// flow file, described for a bulletin.
+    pub(crate) fn failure(&self) -> Option<(usize, String)> {
         self.lock().failure.clone()
     }
 
