@@ -19,6 +19,7 @@
 pub mod definition;
 pub mod engine;
 pub mod expression;
+pub mod faults;
 pub mod flowfile;
 pub mod processors;
 pub mod provenance;

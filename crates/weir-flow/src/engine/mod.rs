@@ -727,7 +727,10 @@ fn trigger(
         .tasks
         .fetch_add(1, Ordering::Relaxed);
     loop {
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| processor.trigger(&mut session)));
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            crate::faults::trigger(name);
+            processor.trigger(&mut session)
+        }));
         match result {
             Ok(Ok(Trigger::Worked)) => worked = true,
             Ok(Ok(Trigger::Idle)) => break,

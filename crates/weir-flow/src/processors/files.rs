@@ -11,6 +11,7 @@ use super::{ProcessError, Processor, Trigger, eval, props};
 use crate::definition::Component;
 use crate::engine::{Session, SessionError};
 use crate::expression::Template;
+use crate::faults::{self, Step};
 use crate::provenance::EventType;
 use crate::repository::journal::FileIdentity;
 
@@ -222,16 +223,18 @@ impl Processor for PutFile {
             }
             let tmp = dir.join(format!(".{name}.tmp"));
             // Claim to output in the kernel, then the rename.
-            let written = fs::File::create(&tmp)
+            let written = faults::create(&tmp)
                 .map_err(SessionError::from)
                 .and_then(|mut out| {
-                    session.export(ff, &mut out)?;
+                    faults::step(Step::Write, &tmp, || {
+                        session.export(ff, &mut out).map_err(std::io::Error::other)
+                    })?;
                     if self.sync {
-                        out.sync_all()?;
+                        faults::step(Step::Sync, &tmp, || out.sync_all())?;
                     }
                     Ok(())
                 })
-                .and_then(|()| fs::rename(&tmp, &target).map_err(SessionError::from));
+                .and_then(|()| faults::rename(&tmp, &target).map_err(SessionError::from));
             match written {
                 Ok(()) => {
                     session.report(

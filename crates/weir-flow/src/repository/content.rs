@@ -27,6 +27,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::faults::{self, Step};
 use crate::flowfile::ContentClaim;
 
 /// A claim file is closed for appends once it holds this much; larger contents get their own.
@@ -118,8 +119,8 @@ impl ContentRepository {
             let n = st.next_file;
             st.next_file += 1;
             let path = claim_path(&self.dir, n);
-            let mut file = File::create(&path)?;
-            if let Err(e) = file.write_all(data) {
+            let mut file = faults::create(&path)?;
+            if let Err(e) = faults::step(Step::Write, &path, || file.write_all(data)) {
                 let _ = fs::remove_file(&path);
                 return Err(e);
             }
@@ -133,7 +134,12 @@ impl ContentRepository {
             });
         }
         let (n, file, offset) = self.current_file(&mut st)?;
-        if let Err(e) = (&*file).write_all(data) {
+        let wrote = faults::step_at(
+            Step::Write,
+            || claim_path(&self.dir, n),
+            || (&*file).write_all(data),
+        );
+        if let Err(e) = wrote {
             Self::retire_current(&self.dir, &mut st, n, file);
             return Err(e);
         }
@@ -177,10 +183,11 @@ impl ContentRepository {
             // A file of its own, which nobody else knows yet: copy without the lock.
             drop(st);
             let path = claim_path(&self.dir, n);
-            let mut file = File::create(&path)?;
-            let len = io::copy(source, &mut file).inspect_err(|_| {
-                let _ = fs::remove_file(&path);
-            })?;
+            let mut file = faults::create(&path)?;
+            let len = faults::step(Step::Write, &path, || io::copy(source, &mut file))
+                .inspect_err(|_| {
+                    let _ = fs::remove_file(&path);
+                })?;
             let mut st = self.lock();
             st.created = true;
             st.dirty.insert(n, Arc::new(file));
@@ -192,7 +199,12 @@ impl ContentRepository {
             });
         }
         let (n, file, offset) = self.current_file(&mut st)?;
-        match io::copy(source, &mut &*file) {
+        let copied = faults::step_at(
+            Step::Write,
+            || claim_path(&self.dir, n),
+            || io::copy(source, &mut &*file),
+        );
+        match copied {
             Ok(len) => {
                 if let Some((_, _, end)) = st.current.as_mut() {
                     *end += len;
@@ -226,11 +238,14 @@ impl ContentRepository {
             }
             let n = st.next_file;
             st.next_file += 1;
-            let file = OpenOptions::new()
-                .create_new(true)
-                .append(true)
-                .read(true)
-                .open(claim_path(&self.dir, n))?;
+            let path = claim_path(&self.dir, n);
+            let file = faults::step(Step::Create, &path, || {
+                OpenOptions::new()
+                    .create_new(true)
+                    .append(true)
+                    .read(true)
+                    .open(&path)
+            })?;
             st.created = true;
             st.open_for_append.insert(n);
             st.current = Some((n, Arc::new(file), 0));
@@ -300,7 +315,7 @@ impl ContentRepository {
             let mut st = self.lock();
             (st.dirty.drain().collect(), std::mem::take(&mut st.created))
         };
-        let result = Self::sync_files(dirty);
+        let result = Self::sync_files(&self.dir, dirty);
         if created {
             // Only after the files: their entries must not name data still in flight. On an
             // error the flag comes back, so that the next sync covers them again.
@@ -313,12 +328,12 @@ impl ContentRepository {
         result
     }
 
-    fn sync_files(dirty: Vec<(u64, Arc<File>)>) -> io::Result<()> {
+    fn sync_files(dir: &Path, dirty: Vec<(u64, Arc<File>)>) -> io::Result<()> {
         let pool = match weir::async_io::runtime() {
             Ok(handle) if dirty.len() > 1 => handle,
             _ => {
-                for (_, file) in &dirty {
-                    file.sync_data()?;
+                for (n, file) in &dirty {
+                    faults::step_at(Step::Sync, || claim_path(dir, *n), || file.sync_data())?;
                 }
                 return Ok(());
             }
@@ -327,10 +342,13 @@ impl ContentRepository {
         // runtime's blocking pool, so the disk sees every write together and the file
         // system commits its journal once, rather than once per file in turn.
         let (tx, rx) = std::sync::mpsc::channel();
-        for (_, file) in dirty {
+        for (n, file) in dirty {
             let tx = tx.clone();
+            let dir = dir.to_path_buf();
             pool.spawn_blocking(move || {
-                let _ = tx.send(file.sync_data());
+                let synced =
+                    faults::step_at(Step::Sync, || claim_path(&dir, n), || file.sync_data());
+                let _ = tx.send(synced);
             });
         }
         drop(tx);
@@ -427,7 +445,8 @@ impl ContentRepository {
         st.readers.remove(&file);
         st.dirty.remove(&file);
         // A missing file is already what we want.
-        let _ = fs::remove_file(claim_path(dir, file));
+        let path = claim_path(dir, file);
+        let _ = faults::step(Step::Remove, &path, || fs::remove_file(&path));
     }
 
     /// Number of claim files on disk that flow files refer to.

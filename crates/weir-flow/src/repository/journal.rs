@@ -38,6 +38,7 @@ use super::frame::{self, Corrupt};
 use super::swap::{self, SwapInfo};
 use super::sync_dir;
 use crate::definition::SyncPolicy;
+use crate::faults::{self, Step};
 use crate::flowfile::FlowFile;
 use crate::provenance::ProvenanceEvent;
 
@@ -363,12 +364,12 @@ impl FlowFileRepository {
             }
             if scan.valid_len < bytes.len() as u64 {
                 recovered.truncated_bytes += bytes.len() as u64 - scan.valid_len;
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(io_err(&path))?;
-                f.set_len(scan.valid_len).map_err(io_err(&path))?;
-                f.sync_all().map_err(io_err(&path))?;
+                faults::step(Step::Truncate, &path, || {
+                    let f = OpenOptions::new().write(true).open(&path)?;
+                    f.set_len(scan.valid_len)?;
+                    f.sync_all()
+                })
+                .map_err(io_err(&path))?;
             }
         }
         for (path, identity) in delete_sources {
@@ -655,6 +656,7 @@ impl FlowFileRepository {
                 let last = j.next_txn - 1;
                 let frames_in_batch = last - j.done_txn;
                 let mut file = j.file.take();
+                let generation = j.generation;
                 let sync_now = std::mem::take(&mut j.pending_must_sync)
                     || match self.sync {
                         SyncPolicy::Always => true,
@@ -662,7 +664,7 @@ impl FlowFileRepository {
                         SyncPolicy::None => false,
                     };
                 drop(j);
-                let result = self.write_batch(file.as_mut(), &batch, sync_now);
+                let result = self.write_batch(file.as_mut(), generation, &batch, sync_now);
                 j = self.lock_journal();
                 j.file = file;
                 j.writing = false;
@@ -689,17 +691,24 @@ impl FlowFileRepository {
         }
     }
 
-    fn write_batch(&self, file: Option<&mut File>, batch: &[u8], sync: bool) -> Result<(), String> {
+    fn write_batch(
+        &self,
+        file: Option<&mut File>,
+        generation: u64,
+        batch: &[u8],
+        sync: bool,
+    ) -> Result<(), String> {
         let file = file.ok_or("no journal open")?;
         if sync {
             self.content
                 .sync()
                 .map_err(|e| format!("syncing content: {e}"))?;
         }
-        file.write_all(batch)
+        let path = || journal_path(&self.dir, generation);
+        faults::step_at(Step::Write, path, || file.write_all(batch))
             .map_err(|e| format!("writing the journal: {e}"))?;
         if sync {
-            file.sync_data()
+            faults::step_at(Step::Sync, path, || file.sync_data())
                 .map_err(|e| format!("syncing the journal: {e}"))?;
             self.syncs.fetch_add(1, Ordering::Relaxed);
         }
@@ -717,10 +726,12 @@ impl FlowFileRepository {
         if !j.unsynced || j.last_sync.elapsed() < every || j.poisoned.is_some() {
             return;
         }
-        let result = self
-            .content
-            .sync()
-            .and_then(|()| j.file.as_ref().map_or(Ok(()), File::sync_data));
+        let path = journal_path(&self.dir, j.generation);
+        let result = self.content.sync().and_then(|()| {
+            j.file.as_ref().map_or(Ok(()), |f| {
+                faults::step(Step::Sync, &path, || f.sync_data())
+            })
+        });
         match result {
             Ok(()) => {
                 j.unsynced = false;
@@ -788,10 +799,10 @@ impl FlowFileRepository {
         let tmp = self.dir.join("snapshot.tmp");
         let snap_path = self.dir.join("snapshot");
         let written = (|| -> io::Result<()> {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            fs::rename(&tmp, &snap_path)
+            let mut f = faults::create(&tmp)?;
+            faults::step(Step::Write, &tmp, || f.write_all(&bytes))?;
+            faults::step(Step::Sync, &tmp, || f.sync_all())?;
+            faults::rename(&tmp, &snap_path)
         })();
         if let Err(e) = written {
             // The old snapshot and journal still hold everything: swap files read back stay
@@ -804,11 +815,13 @@ impl FlowFileRepository {
         let path = journal_path(&self.dir, new_generation);
         let file = (|| -> io::Result<File> {
             sync_dir(&self.dir)?;
-            let file = OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(&path)?;
+            let file = faults::step(Step::Create, &path, || {
+                OpenOptions::new()
+                    .create(true)
+                    .truncate(true)
+                    .write(true)
+                    .open(&path)
+            })?;
             sync_dir(&self.dir)?;
             Ok(file)
         })();

@@ -16,5 +16,7 @@ use std::path::Path;
 /// # Errors
 /// I/O errors opening or syncing the directory.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    crate::faults::step(crate::faults::Step::SyncDir, dir, || {
+        File::open(dir)?.sync_all()
+    })
 }

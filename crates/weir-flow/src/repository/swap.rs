@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::sync_dir;
+use crate::faults::{self, Step};
 use crate::flowfile::{FlowFile, SortKey};
 
 /// Flow files per swap file, as in NiFi.
@@ -49,11 +50,13 @@ pub fn swap_path(dir: &Path, id: u64) -> PathBuf {
 pub fn write(dir: &Path, id: u64, flowfiles: &[FlowFile]) -> io::Result<()> {
     let payload = postcard::to_allocvec(flowfiles).map_err(io::Error::other)?;
     let tmp = dir.join(format!("{id:016}.swap.tmp"));
-    let mut f = fs::File::create(&tmp)?;
-    f.write_all(&crc32c::crc32c(&payload).to_le_bytes())?;
-    f.write_all(&payload)?;
-    f.sync_all()?;
-    fs::rename(&tmp, swap_path(dir, id))?;
+    let mut f = faults::create(&tmp)?;
+    faults::step(Step::Write, &tmp, || {
+        f.write_all(&crc32c::crc32c(&payload).to_le_bytes())?;
+        f.write_all(&payload)
+    })?;
+    faults::step(Step::Sync, &tmp, || f.sync_all())?;
+    faults::rename(&tmp, &swap_path(dir, id))?;
     sync_dir(dir)
 }
 

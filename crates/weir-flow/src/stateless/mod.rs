@@ -408,7 +408,11 @@ fn trigger_once(
     shared.stats[component]
         .tasks
         .fetch_add(1, Ordering::Relaxed);
-    match std::panic::catch_unwind(AssertUnwindSafe(|| processor.trigger(&mut session))) {
+    let run = || {
+        crate::faults::trigger(name);
+        processor.trigger(&mut session)
+    };
+    match std::panic::catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(_)) => match session.commit() {
             Ok(committed) => {
                 shared.count(component, &committed);
