@@ -48,9 +48,7 @@ fn start(flow: &Path, repo: &Path) -> Child {
 /// Body `id`: 0 to 3 KB, its own bytes, some of them not text.
 fn body(id: usize) -> Vec<u8> {
     let len = (id * 7919) % 3073;
-    (0..len)
-        .map(|i| ((i * 31 + id * 17) % 251) as u8)
-        .collect()
+    (0..len).map(|i| ((i * 31 + id * 17) % 251) as u8).collect()
 }
 
 #[test]
@@ -113,7 +111,10 @@ fn bodies_answered_200_survive_five_kill_9s() {
         let before = acknowledged.lock().unwrap().len();
         let wait_until = Instant::now() + Duration::from_secs(60);
         while acknowledged.lock().unwrap().len() < before + 100 + kill * 50 {
-            assert!(Instant::now() < wait_until, "no progress before kill {kill}");
+            assert!(
+                Instant::now() < wait_until,
+                "no progress before kill {kill}"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         seed ^= seed << 13;
@@ -157,7 +158,11 @@ fn bodies_answered_200_survive_five_kill_9s() {
         );
     }
     let missing: Vec<&String> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
-    assert!(missing.is_empty(), "{} bodies lost: {missing:?}", missing.len());
+    assert!(
+        missing.is_empty(),
+        "{} bodies lost: {missing:?}",
+        missing.len()
+    );
     for (name, data) in &expected {
         assert!(got[name] == *data, "{name} differs from its body");
     }

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use regex::Regex;
@@ -182,8 +183,8 @@ impl PutFile {
 impl Processor for PutFile {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(100)?;
-        // Directories that took a rename: synced once each before the session commits.
-        let mut renamed_into: Vec<PathBuf> = Vec::new();
+        // Written to their temporary files: (flow file, temporary, target, directory, file).
+        let mut pending = Vec::with_capacity(ffs.len());
         for &ff in &ffs {
             let Ok(dir) = eval(&self.dir, session, ff).map(std::borrow::Cow::into_owned) else {
                 session.penalize(ff);
@@ -221,21 +222,47 @@ impl Processor for PutFile {
                     Conflict::Replace => {}
                 }
             }
-            let tmp = dir.join(format!(".{name}.tmp"));
-            // Claim to output in the kernel, then the rename.
+            // Named by the flow file, so that two of one name in a batch do not meet, and a
+            // flow file written again after a crash reuses (and renames) its own.
+            let tmp = dir.join(format!(".{name}.{}.tmp", session.flowfile(ff).uuid()));
+            // Claim to output in the kernel; synced and renamed below, all together.
             let written = faults::create(&tmp)
                 .map_err(SessionError::from)
                 .and_then(|mut out| {
                     faults::step(Step::Write, &tmp, || {
                         session.export(ff, &mut out).map_err(std::io::Error::other)
                     })?;
-                    if self.sync {
-                        faults::step(Step::Sync, &tmp, || out.sync_all())?;
-                    }
-                    Ok(())
-                })
-                .and_then(|()| faults::rename(&tmp, &target).map_err(SessionError::from));
+                    Ok(Arc::new(out))
+                });
             match written {
+                Ok(out) => pending.push((ff, tmp, target, dir, out)),
+                Err(e) => {
+                    tracing::warn!("PutFile: cannot write {}: {e}", target.display());
+                    let _ = fs::remove_file(&tmp);
+                    session.penalize(ff);
+                    session.transfer(ff, "failure")?;
+                }
+            }
+        }
+        if self.sync {
+            // Every file of the batch synced at once: the disk sees the writes together.
+            let files: Vec<(PathBuf, Arc<fs::File>)> = pending
+                .iter()
+                .map(|(_, tmp, _, _, out)| (tmp.clone(), Arc::clone(out)))
+                .collect();
+            if let Err(e) = crate::repository::sync_together(&files) {
+                for (_, tmp, ..) in &pending {
+                    let _ = fs::remove_file(tmp);
+                }
+                return Err(ProcessError::Other(format!(
+                    "cannot sync PutFile's output: {e}"
+                )));
+            }
+        }
+        // Directories that took a rename: synced once each before the session commits.
+        let mut renamed_into: Vec<PathBuf> = Vec::new();
+        for (ff, tmp, target, dir, _) in pending {
+            match faults::rename(&tmp, &target) {
                 Ok(()) => {
                     session.report(
                         ff,
@@ -245,7 +272,7 @@ impl Processor for PutFile {
                     );
                     session.transfer(ff, "success")?;
                     if self.sync && !renamed_into.contains(&dir) {
-                        renamed_into.push(dir.clone());
+                        renamed_into.push(dir);
                     }
                 }
                 Err(e) => {

@@ -329,39 +329,11 @@ impl ContentRepository {
     }
 
     fn sync_files(dir: &Path, dirty: Vec<(u64, Arc<File>)>) -> io::Result<()> {
-        let pool = match weir::async_io::runtime() {
-            Ok(handle) if dirty.len() > 1 => handle,
-            _ => {
-                for (n, file) in &dirty {
-                    faults::step_at(Step::Sync, || claim_path(dir, *n), || file.sync_data())?;
-                }
-                return Ok(());
-            }
-        };
-        // Several files (large contents have their own): sync them at once on the shared
-        // runtime's blocking pool, so the disk sees every write together and the file
-        // system commits its journal once, rather than once per file in turn.
-        let (tx, rx) = std::sync::mpsc::channel();
-        for (n, file) in dirty {
-            let tx = tx.clone();
-            let dir = dir.to_path_buf();
-            pool.spawn_blocking(move || {
-                let synced =
-                    faults::step_at(Step::Sync, || claim_path(&dir, n), || file.sync_data());
-                let _ = tx.send(synced);
-            });
-        }
-        drop(tx);
-        let mut result = Ok(());
-        // Every sync is waited for, so that none is still running when the caller goes on.
-        for r in rx {
-            if let Err(e) = r
-                && result.is_ok()
-            {
-                result = Err(e);
-            }
-        }
-        result
+        let files: Vec<(PathBuf, Arc<File>)> = dirty
+            .into_iter()
+            .map(|(n, f)| (claim_path(dir, n), f))
+            .collect();
+        super::sync_together(&files)
     }
 
     /// Applies a commit's reference changes: +1 for each flow file sent on with a claim in

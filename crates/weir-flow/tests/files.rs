@@ -1,0 +1,68 @@
+//! PutFile's durability and temporary files.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::{Item, Probe, queued_to, start, wait_for};
+use weir_flow::definition::Flow;
+
+fn put_file(sync: &str, property: &str) -> String {
+    format!(
+        "flow: f\nsettings: {{ sync: {sync} }}\ngroups:\n  - name: g\n    processors:\n      - {{ name: a, type: GenerateFlowFile }}\n      - {{ name: put, type: PutFile, properties: {{ Directory: /tmp/x{property} }}, auto_terminate: [success, failure] }}\n    connections:\n      - {{ from: a, relationships: [success], to: put }}\n"
+    )
+}
+
+/// `Sync` follows the flow's durability unless set: a flow that syncs every commit syncs
+/// what PutFile hands over before its flow files are dropped.
+#[test]
+fn put_file_sync_follows_the_flows_sync_policy_unless_set() {
+    let sync_of = |yaml: String| {
+        let flow = Flow::parse(&yaml, "f.yaml").unwrap();
+        let put = &flow.processors[flow.component("put").unwrap()];
+        put.property("Sync").map(str::to_string)
+    };
+    assert_eq!(sync_of(put_file("always", "")).as_deref(), Some("true"));
+    assert_eq!(sync_of(put_file("none", "")).as_deref(), Some("false"));
+    assert_eq!(sync_of(put_file("interval", "")).as_deref(), Some("false"));
+    assert_eq!(
+        sync_of(put_file("always", ", Sync: \"false\"")).as_deref(),
+        Some("false")
+    );
+    let bad = Flow::parse(&put_file("always", ", Sync: maybe"), "f.yaml").unwrap_err();
+    assert!(bad.to_string().contains("Sync"), "{bad}");
+}
+
+/// Flow files of one name in one batch (written to temporary files of their own, synced
+/// together, renamed after) leave one file per name and no temporary file.
+#[test]
+fn one_name_twice_in_a_batch_leaves_one_file_and_no_temporary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let probe = Arc::new(Probe::default());
+    let yaml = format!(
+        "flow: twice\nsettings: {{ sync: always }}\ngroups:\n  - name: g\n    processors:\n      - {{ name: feed, type: Feed }}\n      - {{ name: put, type: PutFile, properties: {{ Directory: \"{}\", Conflict Resolution Strategy: replace }}, auto_terminate: [success, failure] }}\n    connections:\n      - {{ from: feed, relationships: [success], to: put }}\n",
+        out.display()
+    );
+    let engine = start(&yaml, &probe, dir.path());
+    probe.feed(
+        "feed",
+        (0..40).map(|i| {
+            Item::new(
+                &format!("content {i}"),
+                &[("filename", if i % 2 == 0 { "even" } else { "odd" })],
+            )
+        }),
+    );
+    assert!(wait_for(Duration::from_secs(20), || {
+        std::fs::read_dir(&out).map_or(0, |d| d.count()) >= 2 && queued_to(&engine, "put") == 0
+    }));
+    engine.stop().unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["even", "odd"]);
+}
