@@ -17,13 +17,17 @@
 //! - `enospc=N+K`: writes N to N+K−1 fail as a full disk would.
 //! - `panic=NAME@N`: the N-th trigger of processor NAME panics.
 //!
-//! With a plan, disk steps run one at a time under one lock, so that a crash sees no write
-//! half done by another thread. This is a testing hook: a plan slows every step.
+//! From a crash on, every thread that reaches a disk step (or finishes one) stops there, so
+//! nothing acts on a write or sync after the moment of the crash; the crash waits (up to a
+//! second) for steps already under way before it cuts the files. This is a testing hook: a
+//! plan adds a lock and two counters to every step.
 
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The exit code of a simulated power loss.
 pub const CRASH_EXIT_CODE: i32 = 86;
@@ -77,7 +81,12 @@ struct Books {
 
 struct Injector {
     plan: Plan,
+    /// Held only for bookkeeping, never while a step runs: steps take other locks (the
+    /// content repository's) and must not wait on one another through this one.
     books: Mutex<Books>,
+    crashed: AtomicBool,
+    /// Steps running now.
+    in_flight: AtomicUsize,
 }
 
 fn injector() -> Option<&'static Injector> {
@@ -89,6 +98,8 @@ fn injector() -> Option<&'static Injector> {
             Some(Injector {
                 plan,
                 books: Mutex::new(Books::default()),
+                crashed: AtomicBool::new(false),
+                in_flight: AtomicUsize::new(0),
             })
         })
         .as_ref()
@@ -148,63 +159,97 @@ pub fn step_at<T>(
         return op();
     };
     let path = &path();
-    let mut books = inj.books.lock().unwrap_or_else(|p| p.into_inner());
-    books.steps += 1;
-    let n = books.steps;
+    if inj.crashed.load(Ordering::SeqCst) {
+        stop_here();
+    }
+    let n = {
+        let mut books = inj.lock();
+        books.steps += 1;
+        let n = books.steps;
+        if kind == Step::Write {
+            books.writes += 1;
+            let w = books.writes;
+            if inj.plan.eio == Some(w) {
+                return Err(io::Error::other("injected I/O error"));
+            }
+            if let Some((from, count)) = inj.plan.enospc
+                && (from..from + count).contains(&w)
+            {
+                return Err(io::Error::from(io::ErrorKind::StorageFull));
+            }
+        }
+        n
+    };
     if inj.plan.crash_before == Some(n) {
-        power_loss(&books);
+        power_loss(inj, n);
     }
-    if kind == Step::Write {
-        books.writes += 1;
-        let w = books.writes;
-        if inj.plan.eio == Some(w) {
-            return Err(io::Error::other("injected I/O error"));
-        }
-        if let Some((from, count)) = inj.plan.enospc
-            && (from..from + count).contains(&w)
-        {
-            return Err(io::Error::from(io::ErrorKind::StorageFull));
-        }
+    inj.in_flight.fetch_add(1, Ordering::SeqCst);
+    let out = op();
+    inj.in_flight.fetch_sub(1, Ordering::SeqCst);
+    if inj.crashed.load(Ordering::SeqCst) {
+        // Done after the crash's moment: nobody may act on it.
+        stop_here();
     }
-    let out = op()?;
+    let out = out?;
     let len = || std::fs::metadata(path).map(|m| m.len()).ok();
     let path = path.as_path();
-    match kind {
-        Step::Create => {
-            books.durable.insert(path.to_path_buf(), None);
-            books.unlinked.push(path.to_path_buf());
-        }
-        Step::Write => {
-            books.durable.entry(path.to_path_buf()).or_insert(None);
-        }
-        Step::Sync => {
-            let l = len();
-            books.durable.insert(path.to_path_buf(), l);
-        }
-        Step::Rename { from } => {
-            let synced = books.durable.remove(from).flatten().or_else(len);
-            books.durable.insert(path.to_path_buf(), synced);
-            books.unlinked.retain(|p| p != from);
-        }
-        Step::SyncDir => books.unlinked.retain(|p| p.parent() != Some(path)),
-        Step::Truncate => {
-            let l = len();
-            books.durable.insert(path.to_path_buf(), l);
-        }
-        Step::Remove => {
-            books.durable.remove(path);
-            books.unlinked.retain(|p| p != path);
+    {
+        let mut books = inj.lock();
+        match kind {
+            Step::Create => {
+                books.durable.insert(path.to_path_buf(), None);
+                books.unlinked.push(path.to_path_buf());
+            }
+            Step::Write => {
+                books.durable.entry(path.to_path_buf()).or_insert(None);
+            }
+            Step::Sync | Step::Truncate => {
+                let l = len();
+                books.durable.insert(path.to_path_buf(), l);
+            }
+            Step::Rename { from } => {
+                let synced = books.durable.remove(from).flatten().or_else(len);
+                books.durable.insert(path.to_path_buf(), synced);
+                books.unlinked.retain(|p| p != from);
+            }
+            Step::SyncDir => books.unlinked.retain(|p| p.parent() != Some(path)),
+            Step::Remove => {
+                books.durable.remove(path);
+                books.unlinked.retain(|p| p != path);
+            }
         }
     }
     if inj.plan.crash_after == Some(n) {
-        power_loss(&books);
+        power_loss(inj, n);
     }
     Ok(out)
 }
 
-/// Cuts every file back to what was synced, removes what a crash would not have kept, and
-/// ends the process. Runs with the books locked: no other disk step runs meanwhile.
-fn power_loss(books: &Books) -> ! {
+impl Injector {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Books> {
+        self.books.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A thread that reaches the injector after a crash stops for good (the process is about
+/// to end).
+fn stop_here() -> ! {
+    loop {
+        std::thread::park();
+    }
+}
+
+/// The crash at step `n`: stops every other thread at its next step, waits for the steps
+/// under way (a step blocked on a lock this thread holds is not writing: after a second the
+/// crash goes on without it), cuts every file back to what was synced, removes what a crash
+/// would not have kept, and ends the process.
+fn power_loss(inj: &Injector, n: u64) -> ! {
+    inj.crashed.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while inj.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let books = inj.lock();
     for (path, durable) in &books.durable {
         if books.unlinked.contains(path) {
             let _ = std::fs::remove_file(path);
@@ -217,7 +262,7 @@ fn power_loss(books: &Books) -> ! {
             }
         }
     }
-    eprintln!("simulated power loss after disk step {}", books.steps);
+    eprintln!("simulated power loss at disk step {n}");
     std::process::exit(CRASH_EXIT_CODE);
 }
 
@@ -250,7 +295,7 @@ pub fn trigger(name: &str) {
         return;
     }
     let n = {
-        let mut books = inj.books.lock().unwrap_or_else(|p| p.into_inner());
+        let mut books = inj.lock();
         let n = books.triggers.entry(name.to_string()).or_insert(0);
         *n += 1;
         *n

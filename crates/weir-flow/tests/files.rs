@@ -66,3 +66,34 @@ fn one_name_twice_in_a_batch_leaves_one_file_and_no_temporary() {
     names.sort();
     assert_eq!(names, ["even", "odd"]);
 }
+
+/// A failure relationship looped back for retries, full: only PutFile drains it, so its
+/// back pressure must not hold PutFile (it held it for good).
+#[test]
+fn a_full_retry_loop_does_not_hold_its_own_processor() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("not-yet");
+    let probe = Arc::new(Probe::default());
+    let yaml = format!(
+        "flow: retry\nsettings: {{ sync: none }}\ngroups:\n  - name: g\n    processors:\n      - {{ name: feed, type: Feed }}\n      - {{ name: put, type: PutFile, penalty: 50 ms, yield: 50 ms, properties: {{ Directory: \"{}\", Create Missing Directories: \"false\" }}, auto_terminate: [success] }}\n    connections:\n      - {{ from: feed, relationships: [success], to: put }}\n      - {{ from: put, relationships: [failure], to: put, back_pressure: {{ count: 1 }} }}\n",
+        out.display()
+    );
+    let engine = start(&yaml, &probe, dir.path());
+    probe.feed(
+        "feed",
+        (0..3).map(|i| Item::new("x", &[("filename", &format!("f{i}"))])),
+    );
+    // Every write fails until the directory exists: the loop fills past its threshold.
+    let monitor = engine.monitor();
+    assert!(wait_for(Duration::from_secs(20), || {
+        monitor
+            .connections()
+            .iter()
+            .any(|c| c.source == "put" && c.queued_count >= 1)
+    }));
+    std::fs::create_dir(&out).unwrap();
+    assert!(wait_for(Duration::from_secs(20), || {
+        std::fs::read_dir(&out).map_or(0, |d| d.count()) == 3
+    }));
+    engine.stop().unwrap();
+}

@@ -224,6 +224,16 @@ impl Shared {
         });
     }
 
+    /// True when a connection out of `component` to another component is full: back
+    /// pressure holds the component. A full connection back to itself (a failure
+    /// relationship looped for retries) does not: only the component drains it, so it
+    /// holding itself back would never end.
+    pub(crate) fn backed_up(&self, component: usize) -> bool {
+        self.outgoing[component]
+            .iter()
+            .any(|&q| self.flow.connections[q].to != component && self.queues[q].is_full())
+    }
+
     /// Whether `component` is scheduled (not stopped by a user).
     pub(crate) fn scheduled(&self, component: usize) -> bool {
         self.stats[component].scheduled.load(Ordering::Relaxed)
@@ -254,9 +264,7 @@ impl SessionFactory {
         self.shared.stopping()
             || !self.shared.scheduled(self.component)
             || self.shared.repo.poisoned().is_some()
-            || self.shared.outgoing[self.component]
-                .iter()
-                .any(|&q| self.shared.queues[q].is_full())
+            || self.shared.backed_up(self.component)
     }
 
     /// Records a committed session's counts.
@@ -647,9 +655,7 @@ async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Proc
             continue;
         }
         // Room downstream (back pressure) and, for sources, a healthy repository.
-        let full = shared.outgoing[component]
-            .iter()
-            .any(|&q| shared.queues[q].is_full());
+        let full = shared.backed_up(component);
         if full || (is_source && shared.repo.poisoned().is_some()) {
             let _ = tokio::time::timeout(Duration::from_millis(10), waker.notified()).await;
             continue;
