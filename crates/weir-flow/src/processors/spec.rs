@@ -146,6 +146,7 @@ pub const SPECS: &[ProcessorSpec] = &[
             p("Maximum Number of Entries", true, Some("1000"), K::Count),
             p("Minimum Group Size", true, Some("0 B"), K::Size),
             p("Max Bin Age", false, None, K::Duration),
+            p("Maximum number of Bins", true, Some("5"), K::Count),
             p("Correlation Attribute Name", false, None, K::Text),
             p("Demarcator", false, None, K::Text),
         ],
