@@ -56,6 +56,9 @@ fn bulletin(component: &str, health: &Health, last: &Mutex<Option<String>>) {
     }
 }
 
+/// An attribute of a received message's flow file: name and value.
+type Entry = (SmolStr, SmolStr);
+
 fn connector_error(e: ConnectorError) -> ProcessError {
     ProcessError::Other(e.to_string())
 }
@@ -132,31 +135,38 @@ impl Processor for ConsumeAmqp {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
-        session.reserve(messages.len());
-        for m in &mut messages {
-            // In name order, so that the new map is built in order.
-            let fixed = [
-                ("amqp$deliveryTag", int_value(m.delivery_tag)),
-                ("amqp$exchange", m.exchange.clone()),
-                (
-                    "amqp$redelivered",
-                    SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
-                ),
-                ("amqp$routingKey", m.routing_key.clone()),
-            ]
-            .map(|(k, v)| (SmolStr::new_static(k), v));
-            let headers = m
-                .headers
-                .iter()
-                .map(|(k, v)| (SmolStr::from(format!("amqp${k}")), SmolStr::new(v)));
-            // The body taken, not copied: settling a message needs only its tag.
-            let ff = session.create_with_content(
-                fixed.into_iter().chain(headers),
-                std::mem::take(&mut m.body),
-            )?;
-            session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
-            session.transfer(ff, "success")?;
-        }
+        // Each message's attributes and body are taken out, and the messages handed to the
+        // completion hook, before anything can fail: a trigger that fails or panics after
+        // this rolls back and the hook requeues them; none is left unsettled (an unsettled
+        // delivery holds a place of the prefetch window until the connection closes).
+        let received: Vec<(Vec<Entry>, Vec<u8>)> = messages
+            .iter_mut()
+            .map(|m| {
+                // In name order, so that the new map is built in order.
+                let mut attributes = vec![
+                    (
+                        SmolStr::new_static("amqp$deliveryTag"),
+                        int_value(m.delivery_tag),
+                    ),
+                    (SmolStr::new_static("amqp$exchange"), m.exchange.clone()),
+                    (
+                        SmolStr::new_static("amqp$redelivered"),
+                        SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
+                    ),
+                    (
+                        SmolStr::new_static("amqp$routingKey"),
+                        m.routing_key.clone(),
+                    ),
+                ];
+                attributes.extend(
+                    m.headers
+                        .iter()
+                        .map(|(k, v)| (SmolStr::from(format!("amqp${k}")), SmolStr::new(v))),
+                );
+                // The body taken, not copied: settling a message needs only its tag.
+                (attributes, std::mem::take(&mut m.body))
+            })
+            .collect();
         let settler = consumer.settler();
         session.on_complete(move |outcome| {
             settler.settle(
@@ -168,6 +178,12 @@ impl Processor for ConsumeAmqp {
                 },
             )
         });
+        session.reserve(received.len());
+        for (attributes, body) in received {
+            let ff = session.create_with_content(attributes, body)?;
+            session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
+            session.transfer(ff, "success")?;
+        }
         Ok(Trigger::Worked)
     }
 }
@@ -301,23 +317,29 @@ impl Processor for ConsumeJetStream {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
-        session.reserve(messages.len());
-        for m in &mut messages {
-            // The body taken, not copied: settling a message needs only its tag.
-            let ff = session.create_with_content(
-                [
+        // As ConsumeAMQP: the messages go to the completion hook before anything can fail,
+        // so that a failed trigger naks them instead of leaving them to the ack wait.
+        let received: Vec<([Entry; 3], Vec<u8>)> = messages
+            .iter_mut()
+            .map(|m| {
+                let attributes = [
                     ("jetstream.delivered", int_value(m.delivered)),
                     ("jetstream.stream.sequence", int_value(m.stream_sequence)),
                     ("jetstream.subject", SmolStr::new(&m.subject)),
                 ]
-                .map(|(k, v)| (SmolStr::new_static(k), v)),
-                std::mem::take(&mut m.body),
-            )?;
+                .map(|(k, v)| (SmolStr::new_static(k), v));
+                // The body taken, not copied: settling a message needs only its tag.
+                (attributes, std::mem::take(&mut m.body))
+            })
+            .collect();
+        let runtime = self.runtime.clone();
+        session.on_complete(move |outcome| settle_jetstream(&runtime, messages, outcome));
+        session.reserve(received.len());
+        for (attributes, body) in received {
+            let ff = session.create_with_content(attributes, body)?;
             session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
             session.transfer(ff, "success")?;
         }
-        let runtime = self.runtime.clone();
-        session.on_complete(move |outcome| settle_jetstream(&runtime, messages, outcome));
         Ok(Trigger::Worked)
     }
 }
