@@ -143,6 +143,21 @@ impl JetStreamMessage {
             })
     }
 
+    /// Tells the server the message is still being worked on (`+WPI`, an in-progress ack):
+    /// its ack wait starts again, so it is not redelivered meanwhile. One small publish.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Unavailable`]; the ack wait then runs on from the last one sent.
+    pub async fn in_progress(&self) -> Result<(), ConnectorError> {
+        self.acker
+            .ack_with(AckKind::Progress)
+            .await
+            .map_err(|e| ConnectorError::Unavailable {
+                server: "jetstream".into(),
+                reason: e.to_string(),
+            })
+    }
+
     /// Negatively acknowledges it: the server redelivers it after `delay` (at once for zero).
     ///
     /// # Errors
@@ -156,6 +171,47 @@ impl JetStreamMessage {
                 server: "jetstream".into(),
                 reason: e.to_string(),
             })
+    }
+}
+
+/// How often [`keep_in_progress`] tells the server that messages are still worked on, for a
+/// consumer's `ack_wait`: three times per ack wait, so that one lost or late `+WPI` does not
+/// let the wait run out; at least every 50 ms apart.
+pub fn progress_interval(ack_wait: Duration) -> Duration {
+    (ack_wait / 3).max(Duration::from_millis(50))
+}
+
+/// Sends an in-progress ack (`+WPI`) for every message of `messages` at once and then every
+/// `every`, on `runtime`, until the returned guard is dropped: messages held while a long
+/// transaction runs (or while they wait in the consumer's buffer) are not redelivered to
+/// another consumer when the ack wait passes. Costs one small publish per message per
+/// interval. Drop the guard before acking or naking: no `+WPI` is sent after it is dropped
+/// (one already on its way is harmless, the server ignores it for a settled message).
+pub fn keep_in_progress(
+    runtime: &tokio::runtime::Handle,
+    messages: Arc<[JetStreamMessage]>,
+    every: Duration,
+) -> InProgress {
+    let task = runtime.spawn(async move {
+        loop {
+            for m in messages.iter() {
+                if let Err(e) = m.in_progress().await {
+                    tracing::debug!("ConsumeJetStream: an in-progress ack failed: {e}");
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+    });
+    InProgress(task)
+}
+
+/// Stops [`keep_in_progress`]'s acks when dropped.
+#[derive(Debug)]
+pub struct InProgress(tokio::task::JoinHandle<()>);
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

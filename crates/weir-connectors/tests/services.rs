@@ -8,7 +8,10 @@ use bytes::Bytes;
 use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpMessage, AmqpPublisher, Settlement};
-use weir_connectors::jetstream::{JetStreamConfig, JetStreamConsumer, JetStreamPublisher};
+use weir_connectors::jetstream::{
+    JetStreamConfig, JetStreamConsumer, JetStreamMessage, JetStreamPublisher, keep_in_progress,
+    progress_interval,
+};
 use weir_connectors::postgres::{
     ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines,
 };
@@ -323,6 +326,63 @@ async fn jetstream_durable_consumer_acks_and_naks_with_delay() {
         [b"m3".to_vec()]
     );
     next[0].ack().await.unwrap();
+    drop(consumer);
+    js.delete_stream(&name).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jetstream_in_progress_acks_hold_a_message_past_its_ack_wait() {
+    if !services::available(
+        "jetstream_in_progress_acks_hold_a_message_past_its_ack_wait",
+        &[NATS],
+    ) {
+        return;
+    }
+    let name = unique("WEIR");
+    let subject = format!("{name}.in");
+    let config = JetStreamConfig::new("nats://127.0.0.1:4222", None, None);
+    let js = config.connect().await.unwrap();
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: name.clone(),
+        subjects: vec![subject.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    JetStreamPublisher::new(config.clone())
+        .publish(&subject, b"slow")
+        .await
+        .unwrap();
+    let ack_wait = Duration::from_secs(1);
+    let consumer = JetStreamConsumer::start(
+        &tokio::runtime::Handle::current(),
+        config,
+        &name,
+        &subject,
+        "durable",
+        ack_wait,
+        1,
+    );
+    let got = consumer.next_batch(1, Duration::from_secs(10)).await;
+    assert_eq!(got.len(), 1);
+    let held: std::sync::Arc<[JetStreamMessage]> = got.into();
+    let guard = keep_in_progress(
+        &tokio::runtime::Handle::current(),
+        std::sync::Arc::clone(&held),
+        progress_interval(ack_wait),
+    );
+    // Held for three ack waits: the server is told it is in progress, and keeps it.
+    let during = consumer.next_batch(10, 3 * ack_wait).await;
+    assert!(
+        during.is_empty(),
+        "redelivered while in progress: {during:?}"
+    );
+    drop(guard);
+    // Without in-progress acks the ack wait runs out and the message comes again.
+    let after = consumer.next_batch(10, Duration::from_secs(10)).await;
+    assert_eq!(after.len(), 1, "the ack wait never ran out");
+    assert_eq!(after[0].delivered, 2);
+    after[0].ack().await.unwrap();
     drop(consumer);
     js.delete_stream(&name).await.unwrap();
 }

@@ -175,3 +175,48 @@ groups:
     assert_eq!(probe.recorded("got")[0].content.len(), 2 << 20);
     engine.stop().unwrap();
 }
+
+fn jetstream_group(timeout: &str, ack_wait: Option<&str>) -> String {
+    let ack_wait = ack_wait.map_or(String::new(), |a| format!("\n          Ack Wait: {a}"));
+    format!(
+        r#"flow: jetstream-ack-wait
+groups:
+  - name: tx
+    engine: stateless
+    timeout: {timeout}
+    processors:
+      - name: consume
+        type: ConsumeJetStream
+        properties:
+          Stream: S
+          Subject: S.in
+          Durable Consumer: weir{ack_wait}
+      - {{ name: log, type: LogAttribute, auto_terminate: [success] }}
+    connections:
+      - {{ from: consume, relationships: [success], to: log }}
+"#
+    )
+}
+
+#[test]
+fn an_ack_wait_not_longer_than_the_groups_timeout_is_refused_naming_processor_and_property() {
+    // The defaults: Ack Wait 30 s, timeout 1 min.
+    for (timeout, ack_wait) in [
+        ("1 min", None),
+        ("30 s", Some("30 s")),
+        ("10 s", Some("5 s")),
+    ] {
+        let yaml = jetstream_group(timeout, ack_wait);
+        let e = weir_flow::definition::Flow::parse(&yaml, "test.yaml")
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("processor `consume`"), "{e}");
+        assert!(
+            e.contains("groups[0].processors[0].properties.Ack Wait:"),
+            "{e}"
+        );
+        assert!(e.contains("timeout"), "{e}");
+    }
+    weir_flow::definition::Flow::parse(&jetstream_group("1 min", Some("90 s")), "test.yaml")
+        .expect("an Ack Wait longer than the timeout is accepted");
+}

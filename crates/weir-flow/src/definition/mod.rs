@@ -889,6 +889,22 @@ fn processor(
             "ListenHTTP answers requests as they come and cannot wait for a group transaction; put it in a traditional group and feed the stateless group through an input port",
         );
     }
+    // A message held past its Ack Wait is redelivered to another consumer while the group
+    // may still commit it: the wait must outlast the longest transaction.
+    if spec.kind == "ConsumeJetStream"
+        && let Some(timeout) = group_timeout
+        && let Some(Ok(ack_wait)) = properties.get("Ack Wait").map(|v| parse_duration(v))
+        && ack_wait <= timeout
+    {
+        c.error(
+            key_line("Ack Wait"),
+            format!("{field}.properties.Ack Wait"),
+            format!(
+                "processor `{}`: Ack Wait ({ack_wait:?}) must be longer than the stateless group's timeout ({timeout:?}), or the server redelivers messages a transaction still holds",
+                pd.name
+            ),
+        );
+    }
     if spec.kind == "PutDatabaseRecord"
         && properties
             .get("Statement Type")

@@ -15,7 +15,8 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpPublisher, Settlement};
 use weir_connectors::jetstream::{
-    JetStreamConfig, JetStreamConsumer, JetStreamMessage, JetStreamPublisher,
+    JetStreamConfig, JetStreamConsumer, JetStreamMessage, JetStreamPublisher, keep_in_progress,
+    progress_interval,
 };
 use weir_connectors::postgres::{
     ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines,
@@ -332,8 +333,20 @@ impl Processor for ConsumeJetStream {
                 (attributes, std::mem::take(&mut m.body))
             })
             .collect();
+        let messages: Arc<[JetStreamMessage]> = messages.into();
+        // Until the transaction settles, the server hears every third of the ack wait that
+        // the messages are still being worked on, so that it does not hand them to another
+        // consumer while a long transaction (or the consumer's buffer) holds them.
+        let in_progress = keep_in_progress(
+            &self.runtime,
+            Arc::clone(&messages),
+            progress_interval(self.ack_wait),
+        );
         let runtime = self.runtime.clone();
-        session.on_complete(move |outcome| settle_jetstream(&runtime, messages, outcome));
+        session.on_complete(move |outcome| {
+            drop(in_progress);
+            settle_jetstream(&runtime, messages, outcome)
+        });
         session.reserve(received.len());
         for (attributes, body) in received {
             let ff = session.create_with_content(attributes, body)?;
@@ -344,9 +357,9 @@ impl Processor for ConsumeJetStream {
     }
 }
 
-fn settle_jetstream(runtime: &Handle, messages: Vec<JetStreamMessage>, outcome: Completion) {
+fn settle_jetstream(runtime: &Handle, messages: Arc<[JetStreamMessage]>, outcome: Completion) {
     runtime.spawn(async move {
-        for m in &messages {
+        for m in messages.iter() {
             let result = match outcome {
                 Completion::Committed => m.ack().await,
                 Completion::RolledBack { penalty } => m.nak(penalty.unwrap_or_default()).await,
