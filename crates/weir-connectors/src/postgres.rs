@@ -15,6 +15,10 @@
 //! so that only the bad ones fail. When the connection breaks, every item of the batch is
 //! [`ItemOutcome::Retry`] and the next batch connects again.
 //!
+//! No call waits for ever: connecting, each statement and each lock wait have timeouts on
+//! the server, and each whole call one on the client ([`PgTimeouts`]); a call that runs out
+//! is cancelled and its items are [`ItemOutcome::TimedOut`].
+//!
 //! ```no_run
 //! # async fn demo() {
 //! use bytes::Bytes;
@@ -29,6 +33,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::time::Duration;
 
 use std::future::Future;
 use std::ops::Range;
@@ -205,11 +210,55 @@ fn json_array(records: &[&Record]) -> Vec<u8> {
     out
 }
 
-/// Where and as whom to connect. The password is never printed.
+/// How long a database call may take. Every call of a [`RecordWriter`] is bounded: the
+/// connection by `connect`, each statement on the server by `statement` (PostgreSQL's
+/// `statement_timeout`) and each lock wait by `lock` (`lock_timeout`), both set on the
+/// connection; and the whole call (connecting, preparing and writing a batch) by `call` on
+/// the client, which also ends a call whose server or network stops answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PgTimeouts {
+    /// Making the connection (TCP and start-up).
+    pub connect: Duration,
+    /// One statement on the server.
+    pub statement: Duration,
+    /// One wait for a lock on the server.
+    pub lock: Duration,
+    /// One whole call of the writer, on the client.
+    pub call: Duration,
+}
+
+impl Default for PgTimeouts {
+    /// 10 s to connect, 30 s per statement, 10 s per lock wait, 45 s per call.
+    fn default() -> PgTimeouts {
+        PgTimeouts {
+            connect: Duration::from_secs(10),
+            statement: Duration::from_secs(30),
+            lock: Duration::from_secs(10),
+            call: Duration::from_secs(45),
+        }
+    }
+}
+
+impl PgTimeouts {
+    /// Every limit at most `limit` (a stateless group's timeout: a call then ends within
+    /// it).
+    pub fn capped(self, limit: Duration) -> PgTimeouts {
+        PgTimeouts {
+            connect: self.connect.min(limit),
+            statement: self.statement.min(limit),
+            lock: self.lock.min(limit),
+            call: self.call.min(limit),
+        }
+    }
+}
+
+/// Where and as whom to connect, and how long calls may take. The password is never
+/// printed.
 #[derive(Clone)]
 pub struct PgConfig {
     config: tokio_postgres::Config,
     shown: String,
+    timeouts: PgTimeouts,
 }
 
 impl fmt::Debug for PgConfig {
@@ -255,7 +304,38 @@ impl PgConfig {
             hosts.join(","),
             config.get_dbname().unwrap_or("")
         );
-        PgConfig { config, shown }
+        let mut c = PgConfig {
+            config,
+            shown,
+            timeouts: PgTimeouts::default(),
+        };
+        c.apply_timeouts();
+        c
+    }
+
+    /// This configuration with `timeouts` (see [`PgTimeouts`]); the default ones otherwise.
+    pub fn with_timeouts(mut self, timeouts: PgTimeouts) -> PgConfig {
+        self.timeouts = timeouts;
+        self.apply_timeouts();
+        self
+    }
+
+    /// The timeouts in force.
+    pub fn timeouts(&self) -> PgTimeouts {
+        self.timeouts
+    }
+
+    /// Sets the connect timeout, and the server's statement and lock timeouts as options of
+    /// every session the configuration opens.
+    fn apply_timeouts(&mut self) {
+        // At least 1 ms: 0 would mean no timeout to the server.
+        let ms = |d: Duration| d.as_millis().max(1);
+        self.config.connect_timeout(self.timeouts.connect);
+        self.config.options(format!(
+            "-c statement_timeout={} -c lock_timeout={}",
+            ms(self.timeouts.statement),
+            ms(self.timeouts.lock)
+        ));
     }
 
     /// Connects; the connection task runs on the current runtime.
@@ -295,6 +375,10 @@ pub enum ItemOutcome {
     /// The database could not be reached or the transaction failed for a passing reason:
     /// try again later.
     Retry(String),
+    /// The call did not end within its timeouts (a statement, a lock wait, or the whole
+    /// call; see [`PgTimeouts`]): its transaction was cancelled and nothing of it is
+    /// written. Try again later.
+    TimedOut(String),
 }
 
 /// A record that is not a JSON object, with its 1-based line.
@@ -476,6 +560,7 @@ fn key_of<'a>(record: &'a Record, keys: &[String]) -> Cow<'a, str> {
 enum Failure {
     Connection(String),
     Item(String),
+    TimedOut(String),
 }
 
 impl RecordWriter {
@@ -566,8 +651,42 @@ impl RecordWriter {
     }
 
     /// Writes `items` in one transaction and says what happened to each. Never panics and
-    /// never returns early: every item gets an outcome.
+    /// never returns early: every item gets an outcome. The call ends within the
+    /// configuration's [`PgTimeouts::call`]: past it, the statement running is cancelled on
+    /// the server, the connection is dropped (the next call connects again), and every item
+    /// not already written is [`ItemOutcome::TimedOut`].
     pub async fn write_batch(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
+        let limit = self.config.timeouts.call;
+        let cancel = self.client.as_ref().map(Client::cancel_token);
+        match tokio::time::timeout(limit, self.write_batch_within(items)).await {
+            Ok(outcomes) => outcomes,
+            Err(_) => {
+                // The server may still be working on (or waiting in) a statement: cancel it,
+                // so that its locks and transaction go now, not when the server notices the
+                // closed connection.
+                let cancel = self.client.as_ref().map(Client::cancel_token).or(cancel);
+                if let Some(token) = cancel {
+                    tokio::spawn(async move {
+                        if let Err(e) = token.cancel_query(NoTls).await {
+                            tracing::debug!("postgres: cancelling a timed-out call failed: {e}");
+                        }
+                    });
+                }
+                self.client = None;
+                self.connection = None;
+                let why = format!(
+                    "{}: no answer within {limit:?}; the call was cancelled",
+                    self.config
+                );
+                items
+                    .iter()
+                    .map(|_| ItemOutcome::TimedOut(why.clone()))
+                    .collect()
+            }
+        }
+    }
+
+    async fn write_batch_within(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
         let mut outcomes: Vec<Option<ItemOutcome>> = vec![None; items.len()];
         let mut good: Vec<(usize, Prepared)> = Vec::with_capacity(items.len());
         let mut shapes = Shapes::default();
@@ -590,6 +709,11 @@ impl RecordWriter {
                         outcomes[*i] = Some(ItemOutcome::Retry(e.clone()));
                     }
                 }
+                Err(Failure::TimedOut(e)) => {
+                    for (i, _) in &good {
+                        outcomes[*i] = Some(ItemOutcome::TimedOut(e.clone()));
+                    }
+                }
                 Err(Failure::Item(_)) => {
                     // Isolate the bad items: each in a transaction of its own.
                     for (i, p) in good {
@@ -601,6 +725,7 @@ impl RecordWriter {
                             {
                                 Ok(()) => ItemOutcome::Written(count),
                                 Err(Failure::Connection(e)) => ItemOutcome::Retry(e),
+                                Err(Failure::TimedOut(e)) => ItemOutcome::TimedOut(e),
                                 Err(Failure::Item(e)) => ItemOutcome::Bad(e),
                             },
                         );
@@ -758,8 +883,8 @@ impl RecordWriter {
         };
         match &result {
             // A failed statement ended its implicit transaction itself.
-            Err(Failure::Item(..)) if single => {}
-            Err(Failure::Item(..)) => {
+            Err(Failure::Item(..) | Failure::TimedOut(..)) if single => {}
+            Err(Failure::Item(..) | Failure::TimedOut(..)) => {
                 let (client, connection) = self.parts();
                 match drive(connection, client.batch_execute("ROLLBACK")).await {
                     Ok(Ok(_)) => {}
@@ -825,12 +950,18 @@ fn last_of_each_key<'a>(
     keep.into_iter().map(|i| records[i]).collect()
 }
 
-/// A server error about the data is the item's fault; anything else (no connection, the
-/// server shutting down, a serialization failure or deadlock) is worth retrying.
+/// A server error about the data is the item's fault; a statement or lock timeout is a
+/// time-out; anything else (no connection, the server shutting down, a serialization
+/// failure or deadlock) is worth retrying.
 fn classify(e: &tokio_postgres::Error) -> Failure {
     match e.as_db_error() {
         Some(db) => {
             let code = db.code().code();
+            // query_canceled (statement_timeout, or a cancel) and lock_not_available
+            // (lock_timeout).
+            if code == "57014" || code == "55P03" {
+                return Failure::TimedOut(format!("{}: {}", code, db.message()));
+            }
             let passing = ["08", "40", "53", "57", "58"]
                 .iter()
                 .any(|c| code.starts_with(c));

@@ -13,7 +13,7 @@ use weir_connectors::jetstream::{
     progress_interval,
 };
 use weir_connectors::postgres::{
-    ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines,
+    ItemOutcome, PgConfig, PgTimeouts, RecordWriter, StatementType, parse_json_lines,
 };
 use weir_connectors::services::{self, AMQP, NATS, POSTGRES};
 
@@ -569,6 +569,100 @@ async fn postgres_writer_replaces_a_connection_the_server_closed() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(ids, [1, 2]);
+    client
+        .batch_execute(&format!("DROP TABLE {table}"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_calls_blocked_on_a_lock_time_out_on_the_server_and_on_the_client() {
+    if !services::available(
+        "postgres_calls_blocked_on_a_lock_time_out_on_the_server_and_on_the_client",
+        &[POSTGRES],
+    ) {
+        return;
+    }
+    let table = unique("weir_lock");
+    let client = pg().await;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id bigint PRIMARY KEY, v text); INSERT INTO {table} VALUES (1, 'old')"
+        ))
+        .await
+        .unwrap();
+    let holder = pg().await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN; UPDATE {table} SET v = 'held' WHERE id = 1"
+        ))
+        .await
+        .unwrap();
+    let records = parse_json_lines(&Bytes::from_static(b"{\"id\":1,\"v\":\"new\"}\n")).unwrap();
+    let upsert = || StatementType::Upsert {
+        keys: vec!["id".into()],
+    };
+    let url = "host=127.0.0.1 user=postgres dbname=test";
+    // The server's lock timeout ends the wait.
+    let mut writer = RecordWriter::new(
+        PgConfig::new(url, None, None).with_timeouts(PgTimeouts {
+            lock: Duration::from_millis(300),
+            ..PgTimeouts::default()
+        }),
+        &table,
+        upsert(),
+    );
+    let started = std::time::Instant::now();
+    let outcomes = writer.write_batch(std::slice::from_ref(&records)).await;
+    assert!(
+        matches!(&outcomes[0], ItemOutcome::TimedOut(e) if e.contains("55P03")),
+        "{outcomes:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // The client's bound ends it when the server's are longer, and the waiting statement is
+    // cancelled on the server.
+    let mut writer = RecordWriter::new(
+        PgConfig::new(url, None, None).with_timeouts(PgTimeouts {
+            call: Duration::from_millis(500),
+            ..PgTimeouts::default()
+        }),
+        &table,
+        upsert(),
+    );
+    let started = std::time::Instant::now();
+    let outcomes = writer.write_batch(std::slice::from_ref(&records)).await;
+    assert!(
+        matches!(&outcomes[0], ItemOutcome::TimedOut(_)),
+        "{outcomes:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let waiting = || async {
+        client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = 'test'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while waiting().await > 0 && std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(waiting().await, 0, "the cancelled statement still waits");
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    // Connected again, the writer goes on.
+    let outcomes = writer.write_batch(std::slice::from_ref(&records)).await;
+    assert_eq!(outcomes, [ItemOutcome::Written(1)]);
     client
         .batch_execute(&format!("DROP TABLE {table}"))
         .await

@@ -220,3 +220,149 @@ fn an_ack_wait_not_longer_than_the_groups_timeout_is_refused_naming_processor_an
     weir_flow::definition::Flow::parse(&jetstream_group("1 min", Some("90 s")), "test.yaml")
         .expect("an Ack Wait longer than the timeout is accepted");
 }
+
+const PG_URL: &str = "host=127.0.0.1 user=postgres dbname=test";
+
+fn pg() -> tokio_postgres::Client {
+    rt().block_on(weir_connectors::postgres::PgConfig::new(PG_URL, None, None).connect())
+        .unwrap()
+}
+
+/// A table `(id bigint PRIMARY KEY, name text)` of a unique name, dropped on drop.
+struct TestTable {
+    name: String,
+    client: tokio_postgres::Client,
+}
+
+impl TestTable {
+    fn new() -> TestTable {
+        let name = format!("weir_flow_{}", uuid::Uuid::new_v4().simple());
+        let client = pg();
+        rt().block_on(client.batch_execute(&format!(
+            "CREATE TABLE {name} (id bigint PRIMARY KEY, name text NOT NULL)"
+        )))
+        .unwrap();
+        TestTable { name, client }
+    }
+
+    fn rows(&self) -> Vec<(i64, String)> {
+        rt().block_on(self.client.query(
+            &format!("SELECT id, name FROM {} ORDER BY id", self.name),
+            &[],
+        ))
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+    }
+}
+
+impl Drop for TestTable {
+    fn drop(&mut self) {
+        let _ = rt().block_on(
+            self.client
+                .batch_execute(&format!("DROP TABLE IF EXISTS {}", self.name)),
+        );
+    }
+}
+
+/// ConsumeAMQP → PutDatabaseRecord (UPSERT on `id`) in a stateless group of `timeout`;
+/// what commits leaves through port `done` to the recorder `done`.
+fn amqp_to_postgres(queue: &str, table: &str, timeout: &str, put_extra: &str) -> String {
+    format!(
+        r#"flow: amqp-to-postgres
+settings: {{ sync: none }}
+groups:
+  - name: tx
+    engine: stateless
+    timeout: {timeout}
+    processors:
+      - name: consume
+        type: ConsumeAMQP
+        penalty: 300 ms
+        yield: 100 ms
+        properties:
+          Queue: {queue}
+          User Name: guest
+          Password: guest
+      - name: put
+        type: PutDatabaseRecord
+        properties:
+          Database URL: "{PG_URL}"
+          Table Name: {table}
+          Statement Type: UPSERT
+          Update Keys: id{put_extra}
+    connections:
+      - {{ from: consume, relationships: [success], to: put }}
+      - {{ from: put, relationships: [success], to: done }}
+      - {{ from: put, relationships: [failure, retry], to: failed }}
+    ports:
+      output:
+        - {{ name: done }}
+        - {{ name: failed, failure: true }}
+  - name: sink
+    processors:
+      - {{ name: done, type: Recorder, auto_terminate: [success] }}
+connections:
+  - {{ from: tx/done, to: done }}
+"#
+    )
+}
+
+#[test]
+fn a_database_call_blocked_on_a_lock_ends_within_the_groups_timeout_and_the_message_goes_back() {
+    let test = "a_database_call_blocked_on_a_lock_ends_within_the_groups_timeout_and_the_message_goes_back";
+    if !rabbit_with_ctl(test) || !services::available(test, &[services::POSTGRES]) {
+        return;
+    }
+    let (queue, table) = (TestQueue::new(), TestTable::new());
+    rt().block_on(
+        table
+            .client
+            .batch_execute(&format!("INSERT INTO {} VALUES (1, 'old')", table.name)),
+    )
+    .unwrap();
+    // Another connection holds the row's lock in an open transaction.
+    let holder = pg();
+    rt().block_on(holder.batch_execute(&format!(
+        "BEGIN; UPDATE {} SET name = 'held' WHERE id = 1",
+        table.name
+    )))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    // The default Lock Timeout (10 s) and Statement Timeout (30 s) are longer than the
+    // group's: the group's bounds the call.
+    let engine = start(
+        &amqp_to_postgres(&queue.0, &table.name, "2 s", ""),
+        &probe,
+        dir.path(),
+    );
+    let published = std::time::Instant::now();
+    queue.publish(br#"{"id":1,"name":"new"}"#);
+    assert!(
+        wait_for(Duration::from_secs(6), || status_failures(&engine, "put")
+            >= 1),
+        "the blocked call did not end: broker counts {:?}",
+        queue.counts()
+    );
+    let ended = published.elapsed();
+    assert!(ended < Duration::from_millis(3500), "ended after {ended:?}");
+    assert_eq!(table.rows(), [(1, "old".to_string())]);
+    // The lock goes: the message, given back to the broker, comes again and is written.
+    rt().block_on(holder.batch_execute("ROLLBACK")).unwrap();
+    assert!(
+        wait_for(Duration::from_secs(20), || probe.count("done") == 1),
+        "never written: broker counts {:?}",
+        queue.counts()
+    );
+    assert_eq!(probe.recorded("done")[0].attr("amqp$redelivered"), "true");
+    assert_eq!(table.rows(), [(1, "new".to_string())]);
+    engine.wait_until_idle(Duration::from_millis(300));
+    assert!(
+        wait_for(Duration::from_secs(10), || queue.counts() == (0, 0)),
+        "(ready, unacknowledged) = {:?}",
+        queue.counts()
+    );
+    engine.stop().unwrap();
+}

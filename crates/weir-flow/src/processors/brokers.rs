@@ -19,7 +19,7 @@ use weir_connectors::jetstream::{
     progress_interval,
 };
 use weir_connectors::postgres::{
-    ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines,
+    ItemOutcome, PgConfig, PgTimeouts, RecordWriter, StatementType, parse_json_lines,
 };
 use weir_connectors::{ConnectorError, Health};
 
@@ -431,6 +431,9 @@ impl Processor for PublishJetStream {
 
 pub(super) struct PutDatabaseRecord {
     name: String,
+    /// In a stateless group: a call that times out fails the trigger, so that the group
+    /// rolls back (the database's transaction is gone) and the broker redelivers.
+    stateless: bool,
     batch: usize,
     /// The SEND events' transit URI, shared by every event.
     uri: SmolStr,
@@ -441,11 +444,29 @@ pub(super) struct PutDatabaseRecord {
 
 impl PutDatabaseRecord {
     pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let (connect, statement) = (
+            props::duration(c, "Connect Timeout")?,
+            props::duration(c, "Statement Timeout")?,
+        );
+        let mut timeouts = PgTimeouts {
+            connect,
+            statement,
+            lock: props::duration(c, "Lock Timeout")?,
+            // The client's own bound: a server or network that stops answering cannot hold
+            // the call past what the server's timeouts allow, and a little more.
+            call: connect + statement + Duration::from_secs(1),
+        };
+        if let Some(limit) = c.group_timeout {
+            // A blocked call ends within the group's timeout, which is checked only between
+            // triggers.
+            timeouts = timeouts.capped(limit);
+        }
         let config = PgConfig::new(
             &props::text(c, "Database URL"),
             props::opt(c, "User Name").as_deref(),
             props::opt(c, "Password").as_deref(),
-        );
+        )
+        .with_timeouts(timeouts);
         let table = props::text(c, "Table Name");
         let statement = if props::text(c, "Statement Type").eq_ignore_ascii_case("UPSERT") {
             StatementType::Upsert {
@@ -460,6 +481,7 @@ impl PutDatabaseRecord {
         };
         Ok(PutDatabaseRecord {
             name: c.name.clone(),
+            stateless: c.group_timeout.is_some(),
             batch: props::count(c, "Batch Size")?.max(1) as usize,
             uri: format!("{config}/{table}").into(),
             runtime: runtime()?,
@@ -495,6 +517,15 @@ impl Processor for PutDatabaseRecord {
         let outcomes = session.wait(&self.runtime, async move {
             writer.lock().await.write_batch(&items).await
         });
+        if self.stateless
+            && let Some(ItemOutcome::TimedOut(e)) = outcomes
+                .iter()
+                .find(|o| matches!(o, ItemOutcome::TimedOut(_)))
+        {
+            return Err(ProcessError::Other(format!(
+                "the database call timed out: {e}"
+            )));
+        }
         let mut retry = None;
         for (ff, outcome) in sent.into_iter().zip(outcomes) {
             match outcome {
@@ -508,7 +539,7 @@ impl Processor for PutDatabaseRecord {
                     session.put_attribute(ff, "putdatabaserecord.error", e);
                     session.transfer(ff, "failure")?;
                 }
-                ItemOutcome::Retry(e) => {
+                ItemOutcome::Retry(e) | ItemOutcome::TimedOut(e) => {
                     session.penalize(ff);
                     session.transfer(ff, "retry")?;
                     retry = Some(e);

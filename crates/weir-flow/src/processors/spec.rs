@@ -352,6 +352,10 @@ pub const SPECS: &[ProcessorSpec] = &[
             p("User Name", false, None, K::Text),
             p("Password", false, None, K::Text),
             p("Batch Size", true, Some("100"), K::Count),
+            // In a stateless group each is capped by the group's timeout.
+            p("Connect Timeout", true, Some("10 sec"), K::Duration),
+            p("Statement Timeout", true, Some("30 sec"), K::Duration),
+            p("Lock Timeout", true, Some("10 sec"), K::Duration),
         ],
         relationships: &["success", "failure", "retry"],
         dynamic: Dynamic::None,
