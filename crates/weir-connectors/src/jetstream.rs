@@ -217,11 +217,27 @@ impl Drop for InProgress {
 
 /// A durable pull consumer. See the [module docs](self).
 pub struct JetStreamConsumer {
-    receiver: Mutex<mpsc::Receiver<(u64, JetStreamMessage)>>,
+    receiver: Mutex<Receiving>,
     generation: Arc<AtomicU64>,
+    /// See [`JetStreamConsumer::isolate_redelivered`].
+    isolate: AtomicBool,
     health: Arc<Health>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// The consumer's buffer of pulled messages, and those a batch held back (each with the
+/// generation of the binding it came from).
+struct Receiving {
+    rx: mpsc::Receiver<(u64, JetStreamMessage)>,
+    held: std::collections::VecDeque<(u64, JetStreamMessage)>,
+}
+
+impl Receiving {
+    /// The next message, held back ones first; `None` when none is ready now.
+    fn try_next(&mut self) -> Option<(u64, JetStreamMessage)> {
+        self.held.pop_front().or_else(|| self.rx.try_recv().ok())
+    }
 }
 
 impl fmt::Debug for JetStreamConsumer {
@@ -264,36 +280,64 @@ impl JetStreamConsumer {
             Arc::clone(&stop),
         ));
         JetStreamConsumer {
-            receiver: Mutex::new(rx),
+            receiver: Mutex::new(Receiving {
+                rx,
+                held: Default::default(),
+            }),
             generation,
+            isolate: AtomicBool::new(false),
             health,
             stop,
             task,
         }
     }
 
+    /// With `on`, [`next_batch`](Self::next_batch) hands out a redelivered message in a
+    /// batch of its own, and ends a batch before one: a message that made its batch roll
+    /// back (a poison message) then fails alone, and the others of its batch go through.
+    pub fn isolate_redelivered(&self, on: bool) {
+        self.isolate.store(on, Ordering::Relaxed);
+    }
+
     /// Waits up to `wait` for a first message, then takes whatever else is ready, up to
     /// `max` in all.
     pub async fn next_batch(&self, max: usize, wait: Duration) -> Vec<JetStreamMessage> {
-        let mut rx = self.receiver.lock().await;
+        let mut receiving = self.receiver.lock().await;
+        let current = self.generation.load(Ordering::SeqCst);
         let mut out = Vec::new();
         let deadline = tokio::time::Instant::now() + wait;
         while out.is_empty() {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some((g, m))) if g == self.generation.load(Ordering::SeqCst) => {
-                    // Room for a full batch at once: growing it copies the messages.
-                    out.reserve(max.clamp(1, 1024));
-                    out.push(m);
-                }
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => return out,
+            let next = match receiving.held.pop_front() {
+                Some(m) => Some(m),
+                None => match tokio::time::timeout_at(deadline, receiving.rx.recv()).await {
+                    Ok(Some(m)) => Some(m),
+                    Ok(None) | Err(_) => return out,
+                },
+            };
+            if let Some((g, m)) = next
+                && g == current
+            {
+                // Room for a full batch at once: growing it copies the messages.
+                out.reserve(max.clamp(1, 1024));
+                out.push(m);
             }
         }
         while out.len() < max.max(1) {
-            match rx.try_recv() {
-                Ok((g, m)) if g == self.generation.load(Ordering::SeqCst) => out.push(m),
-                Ok(_) => {}
-                Err(_) => break,
+            match receiving.try_next() {
+                Some((g, m)) if g == current => out.push(m),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        if self.isolate.load(Ordering::Relaxed) {
+            // A redelivered message alone; otherwise the batch ends before the first one.
+            let cut = match out.iter().position(|m| m.delivered > 1) {
+                Some(0) => 1,
+                Some(i) => i,
+                None => out.len(),
+            };
+            for m in out.drain(cut..).rev() {
+                receiving.held.push_front((current, m));
             }
         }
         out

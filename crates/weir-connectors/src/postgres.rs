@@ -47,6 +47,8 @@ use smol_str::SmolStr;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, NoTls, Statement};
 
+use crate::ConnectorError;
+
 /// One record: a JSON object, kept as its text with where each member's value is in it.
 ///
 /// Parsing checks the whole text is one JSON object (strictly, as `serde_json` reads it)
@@ -441,6 +443,11 @@ pub struct RecordWriter {
     /// Statements by column set: a flow mostly writes one or two, so a list beats a map
     /// (and is looked up with borrowed column names).
     prepared: Vec<(Vec<String>, Statement)>,
+    /// Bumped at every new connection: an open transaction belongs to one.
+    generation: u64,
+    /// The connection generation of the transaction [`RecordWriter::write_in_transaction`]
+    /// keeps open, if any.
+    open: Option<u64>,
 }
 
 impl fmt::Debug for RecordWriter {
@@ -573,6 +580,8 @@ impl RecordWriter {
             client: None,
             connection: None,
             prepared: Vec::new(),
+            generation: 0,
+            open: None,
         }
     }
 
@@ -739,6 +748,200 @@ impl RecordWriter {
             .collect()
     }
 
+    /// Writes `items` in the writer's open transaction (begun by the first call, and kept
+    /// open until [`commit`](Self::commit) or [`rollback`](Self::rollback)), and says what
+    /// happened to each: nothing is committed yet. The batch runs under one savepoint; when
+    /// the server refuses an item, the batch goes back to the savepoint and each item runs
+    /// under its own, so that only the bad items are left out (one more round trip each),
+    /// and the transaction goes on. When the connection breaks or a call times out, the
+    /// open transaction is lost with what earlier calls wrote in it: every item is then
+    /// [`ItemOutcome::Retry`] or [`ItemOutcome::TimedOut`] and the caller must give back
+    /// everything the transaction held. Bounded by [`PgTimeouts::call`], as
+    /// [`write_batch`](Self::write_batch).
+    pub async fn write_in_transaction(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
+        let limit = self.config.timeouts.call;
+        let cancel = self.client.as_ref().map(Client::cancel_token);
+        match tokio::time::timeout(limit, self.write_open_within(items)).await {
+            Ok(outcomes) => outcomes,
+            Err(_) => {
+                if let Some(token) = self.client.as_ref().map(Client::cancel_token).or(cancel) {
+                    tokio::spawn(async move {
+                        let _ = token.cancel_query(NoTls).await;
+                    });
+                }
+                self.client = None;
+                self.connection = None;
+                self.open = None;
+                let why = format!(
+                    "{}: no answer within {limit:?}; the transaction was cancelled",
+                    self.config
+                );
+                items
+                    .iter()
+                    .map(|_| ItemOutcome::TimedOut(why.clone()))
+                    .collect()
+            }
+        }
+    }
+
+    async fn write_open_within(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
+        let mut outcomes: Vec<Option<ItemOutcome>> = vec![None; items.len()];
+        let mut good: Vec<(usize, Prepared)> = Vec::with_capacity(items.len());
+        let mut shapes = Shapes::default();
+        for (i, records) in items.iter().enumerate() {
+            match self.prepare_item(records, &mut shapes) {
+                Ok(None) => outcomes[i] = Some(ItemOutcome::Written(0)),
+                Ok(Some(p)) => good.push((i, p)),
+                Err(e) => outcomes[i] = Some(ItemOutcome::Bad(e)),
+            }
+        }
+        let lost = |why: String, timed_out: bool| {
+            if timed_out {
+                ItemOutcome::TimedOut(why)
+            } else {
+                ItemOutcome::Retry(why)
+            }
+        };
+        let began = match self.begin().await {
+            Ok(()) => Ok(()),
+            Err(Failure::TimedOut(e)) => Err(lost(e, true)),
+            Err(Failure::Connection(e) | Failure::Item(e)) => Err(lost(e, false)),
+        };
+        if let Err(failed) = began {
+            self.open = None;
+            return items.iter().map(|_| failed.clone()).collect();
+        }
+        if !good.is_empty() {
+            match self.run(&shapes, &good, Some("weir_batch")).await {
+                Ok(()) => {
+                    for (i, p) in &good {
+                        outcomes[*i] = Some(ItemOutcome::Written(p.count));
+                    }
+                }
+                Err(Failure::Connection(e)) => return self.lose(items, lost(e, false)),
+                Err(Failure::TimedOut(e)) => return self.lose(items, lost(e, true)),
+                Err(Failure::Item(_)) => {
+                    for (i, p) in good {
+                        let count = p.count;
+                        let result = self
+                            .run(&shapes, std::slice::from_ref(&(i, p)), Some("weir_item"))
+                            .await;
+                        outcomes[i] = Some(match result {
+                            Ok(()) => ItemOutcome::Written(count),
+                            Err(Failure::Item(e)) => ItemOutcome::Bad(e),
+                            Err(Failure::Connection(e)) => {
+                                return self.lose(items, lost(e, false));
+                            }
+                            Err(Failure::TimedOut(e)) => return self.lose(items, lost(e, true)),
+                        });
+                    }
+                }
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| ItemOutcome::Retry("not attempted".into())))
+            .collect()
+    }
+
+    /// The open transaction is gone (the connection with it): every item gets `outcome`.
+    fn lose(&mut self, items: &[Vec<Record>], outcome: ItemOutcome) -> Vec<ItemOutcome> {
+        self.open = None;
+        self.client = None;
+        self.connection = None;
+        items.iter().map(|_| outcome.clone()).collect()
+    }
+
+    /// Begins the open transaction unless it is open on the current connection. One open
+    /// on a connection that has since been replaced is lost: an error.
+    async fn begin(&mut self) -> Result<(), Failure> {
+        let was = self.open;
+        self.connect().await?;
+        match was {
+            Some(g) if g == self.generation => return Ok(()),
+            Some(_) => {
+                self.open = None;
+                return Err(Failure::Connection(format!(
+                    "{}: the connection was lost with the open transaction",
+                    self.config
+                )));
+            }
+            None => {}
+        }
+        let (client, connection) = self.parts();
+        match drive(connection, client.batch_execute("BEGIN")).await {
+            Ok(Ok(())) => {
+                self.open = Some(self.generation);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(classify(&e)),
+            Err(why) => Err(self.lost(why)),
+        }
+    }
+
+    /// True while a transaction of [`write_in_transaction`](Self::write_in_transaction) is
+    /// open.
+    pub fn in_transaction(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Commits the open transaction (nothing to do when none is open). Bounded by
+    /// [`PgTimeouts::call`].
+    ///
+    /// # Errors
+    /// [`ConnectorError::Unavailable`] when the commit failed or its outcome is unknown (the
+    /// connection broke or the call timed out); nothing of the transaction may then be
+    /// counted on as written.
+    pub async fn commit(&mut self) -> Result<(), ConnectorError> {
+        self.finish("COMMIT").await
+    }
+
+    /// Rolls the open transaction back (nothing to do when none is open). A failure only
+    /// drops the connection: the server then rolls back by itself.
+    pub async fn rollback(&mut self) {
+        if let Err(e) = self.finish("ROLLBACK").await {
+            tracing::debug!("postgres: rollback: {e}");
+        }
+    }
+
+    async fn finish(&mut self, sql: &str) -> Result<(), ConnectorError> {
+        let Some(generation) = self.open.take() else {
+            return Ok(());
+        };
+        let server = self.config.to_string();
+        let unavailable = |reason: String| ConnectorError::Unavailable {
+            server: server.clone(),
+            reason,
+        };
+        if generation != self.generation || !self.connected() {
+            return Err(unavailable(
+                "the connection was lost with the open transaction".into(),
+            ));
+        }
+        let limit = self.config.timeouts.call;
+        let (client, connection) = self.parts();
+        let result =
+            tokio::time::timeout(limit, drive(connection, client.batch_execute(sql))).await;
+        match result {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => {
+                self.client = None;
+                self.connection = None;
+                Err(unavailable(e.to_string()))
+            }
+            Ok(Err(why)) => {
+                self.client = None;
+                self.connection = None;
+                Err(unavailable(why))
+            }
+            Err(_) => {
+                self.client = None;
+                self.connection = None;
+                Err(unavailable(format!("{sql} had no answer within {limit:?}")))
+            }
+        }
+    }
+
     /// Connects unless connected. What the server sent while the writer was idle is read
     /// first, so that a connection the server closed meanwhile is replaced, not used.
     async fn connect(&mut self) -> Result<(), Failure> {
@@ -759,6 +962,7 @@ impl RecordWriter {
                 .map_err(|e| Failure::Connection(format!("{}: {e}", self.config)))?;
             self.client = Some(client);
             self.connection = Some(Box::pin(connection));
+            self.generation += 1;
         }
         Ok(())
     }
@@ -835,6 +1039,18 @@ impl RecordWriter {
         shapes: &Shapes<'_>,
         items: &[(usize, Prepared<'_>)],
     ) -> Result<(), Failure> {
+        self.run(shapes, items, None).await
+    }
+
+    /// Runs the items' statements: in a transaction of their own, or with `savepoint`, in
+    /// the open transaction under that savepoint (rolled back to it when a statement
+    /// fails, released otherwise).
+    async fn run(
+        &mut self,
+        shapes: &Shapes<'_>,
+        items: &[(usize, Prepared<'_>)],
+        savepoint: Option<&str>,
+    ) -> Result<(), Failure> {
         // Connected first: a new connection drops the statements prepared on the old one.
         self.connect().await?;
         let merged = self.merge(shapes, items);
@@ -845,7 +1061,15 @@ impl RecordWriter {
         // One statement is a transaction of its own (the server's implicit one): no BEGIN
         // or COMMIT, whose answers the server sends apart, each a wake-up of the waiting
         // thread. Several are pipelined between BEGIN and COMMIT.
-        let single = statements.len() == 1;
+        let single = statements.len() == 1 && savepoint.is_none();
+        let (open, close, undo) = match savepoint {
+            Some(name) => (
+                format!("SAVEPOINT {name}"),
+                format!("RELEASE SAVEPOINT {name}"),
+                format!("ROLLBACK TO SAVEPOINT {name}"),
+            ),
+            None => ("BEGIN".into(), "COMMIT".into(), "ROLLBACK".into()),
+        };
         let (client, connection) = self.parts();
         let work = async {
             let texts: Vec<Vec<u8>> = merged.iter().map(|(_, rows)| json_array(rows)).collect();
@@ -866,9 +1090,9 @@ impl RecordWriter {
                 .zip(&statements)
                 .map(|(text, s)| async move { client.execute(s, &[&JsonbText(text)]).await });
             let (begin, runs, commit) = futures::future::join3(
-                client.batch_execute("BEGIN"),
+                client.batch_execute(&open),
                 futures::future::join_all(runs),
-                client.batch_execute("COMMIT"),
+                client.batch_execute(&close),
             )
             .await;
             begin.map_err(|e| classify(&e))?;
@@ -886,7 +1110,7 @@ impl RecordWriter {
             Err(Failure::Item(..) | Failure::TimedOut(..)) if single => {}
             Err(Failure::Item(..) | Failure::TimedOut(..)) => {
                 let (client, connection) = self.parts();
-                match drive(connection, client.batch_execute("ROLLBACK")).await {
+                match drive(connection, client.batch_execute(&undo)).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
                         self.client = None;

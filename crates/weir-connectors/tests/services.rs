@@ -668,3 +668,68 @@ async fn postgres_calls_blocked_on_a_lock_time_out_on_the_server_and_on_the_clie
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_open_transaction_isolates_bad_items_with_savepoints_and_commits_once() {
+    if !services::available(
+        "postgres_open_transaction_isolates_bad_items_with_savepoints_and_commits_once",
+        &[POSTGRES],
+    ) {
+        return;
+    }
+    let table = unique("weir_open");
+    let client = pg().await;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id bigint PRIMARY KEY, v text)"
+        ))
+        .await
+        .unwrap();
+    let lines =
+        |text: &'static str| parse_json_lines(&Bytes::from_static(text.as_bytes())).unwrap();
+    let count = || async {
+        client
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    let mut writer = RecordWriter::new(
+        PgConfig::new("host=127.0.0.1 user=postgres dbname=test", None, None),
+        &table,
+        StatementType::Insert,
+    );
+    let items = [
+        lines("{\"id\":1,\"v\":\"a\"}\n"),
+        lines("{\"id\":\"x\",\"v\":\"bad\"}\n"),
+        lines("{\"id\":2,\"v\":\"b\"}\n"),
+    ];
+    let outcomes = writer.write_in_transaction(&items).await;
+    assert_eq!(outcomes[0], ItemOutcome::Written(1));
+    assert!(
+        matches!(&outcomes[1], ItemOutcome::Bad(e) if e.contains("22P02")),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[2], ItemOutcome::Written(1));
+    // A second call goes on in the same transaction; nothing is visible before the commit.
+    let outcomes = writer
+        .write_in_transaction(&[lines("{\"id\":3,\"v\":\"c\"}\n")])
+        .await;
+    assert_eq!(outcomes, [ItemOutcome::Written(1)]);
+    assert!(writer.in_transaction());
+    assert_eq!(count().await, 0);
+    writer.commit().await.unwrap();
+    assert!(!writer.in_transaction());
+    assert_eq!(count().await, 3);
+    // A rolled-back transaction leaves nothing.
+    let outcomes = writer
+        .write_in_transaction(&[lines("{\"id\":4,\"v\":\"d\"}\n")])
+        .await;
+    assert_eq!(outcomes, [ItemOutcome::Written(1)]);
+    writer.rollback().await;
+    assert_eq!(count().await, 3);
+    client
+        .batch_execute(&format!("DROP TABLE {table}"))
+        .await
+        .unwrap();
+}

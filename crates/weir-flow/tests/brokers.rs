@@ -366,3 +366,161 @@ fn a_database_call_blocked_on_a_lock_ends_within_the_groups_timeout_and_the_mess
     );
     engine.stop().unwrap();
 }
+
+#[test]
+fn a_poison_message_goes_to_dead_letter_and_its_batch_mates_rows_are_written_once() {
+    let test = "a_poison_message_goes_to_dead_letter_and_its_batch_mates_rows_are_written_once";
+    if !rabbit_with_ctl(test) || !services::available(test, &[services::POSTGRES]) {
+        return;
+    }
+    let (queue, table) = (TestQueue::new(), TestTable::new());
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let yaml = format!(
+        r#"flow: poison
+settings: {{ sync: none }}
+groups:
+  - name: tx
+    engine: stateless
+    timeout: 10 s
+    processors:
+      - name: consume
+        type: ConsumeAMQP
+        penalty: 100 ms
+        yield: 50 ms
+        properties:
+          Queue: {queue}
+          User Name: guest
+          Password: guest
+          Batch Size: "10"
+          Max Deliveries: "3"
+      - name: put
+        type: PutDatabaseRecord
+        properties:
+          Database URL: "{PG_URL}"
+          Table Name: {table}
+          Statement Type: INSERT
+    connections:
+      - {{ from: consume, relationships: [success], to: put }}
+      - {{ from: consume, relationships: [dead-letter], to: dead }}
+      - {{ from: put, relationships: [success], to: done }}
+      - {{ from: put, relationships: [failure, retry], to: failed }}
+    ports:
+      output:
+        - {{ name: done }}
+        - {{ name: dead }}
+        - {{ name: failed, failure: true }}
+  - name: sink
+    processors:
+      - {{ name: done, type: Recorder, auto_terminate: [success] }}
+      - {{ name: dead, type: Recorder, auto_terminate: [success] }}
+connections:
+  - {{ from: tx/done, to: done }}
+  - {{ from: tx/dead, to: dead }}
+"#,
+        queue = queue.0,
+        table = table.name
+    );
+    // Published before the flow starts: the ten come in one batch.
+    for i in 1..=10 {
+        if i == 5 {
+            // Not a number for a bigint column: the server refuses the row.
+            queue.publish(br#"{"id":"five","name":"poison"}"#);
+        } else {
+            queue.publish(format!(r#"{{"id":{i},"name":"m{i}"}}"#).as_bytes());
+        }
+    }
+    let engine = start(&yaml, &probe, dir.path());
+    assert!(
+        wait_for(Duration::from_secs(30), || probe.count("dead") == 1
+            && probe.count("done") == 9),
+        "dead {} done {}: broker counts {:?}",
+        probe.count("dead"),
+        probe.count("done"),
+        queue.counts()
+    );
+    let dead = &probe.recorded("dead")[0];
+    assert_eq!(dead.content, br#"{"id":"five","name":"poison"}"#);
+    // Delivered past the limit of 3: the fourth delivery went to dead-letter.
+    assert_eq!(dead.attr("amqp$deliveries"), "4");
+    engine.wait_until_idle(Duration::from_millis(300));
+    assert!(
+        wait_for(Duration::from_secs(10), || queue.counts() == (0, 0)),
+        "(ready, unacknowledged) = {:?}",
+        queue.counts()
+    );
+    // Each good row once (a second INSERT of one would have failed and shown in `done`).
+    let expected: Vec<(i64, String)> = (1..=10)
+        .filter(|i| *i != 5)
+        .map(|i| (i, format!("m{i}")))
+        .collect();
+    assert_eq!(table.rows(), expected);
+    assert_eq!(probe.count("done"), 9);
+    engine.stop().unwrap();
+}
+
+#[test]
+fn rows_written_in_a_group_transaction_that_rolls_back_are_not_committed() {
+    let test = "rows_written_in_a_group_transaction_that_rolls_back_are_not_committed";
+    if !rabbit_with_ctl(test) || !services::available(test, &[services::POSTGRES]) {
+        return;
+    }
+    let (queue, table) = (TestQueue::new(), TestTable::new());
+    queue.publish(br#"{"id":1,"name":"good"}"#);
+    queue.publish(br#"{"id":"two","name":"bad"}"#);
+    queue.publish(br#"{"id":3,"name":"good"}"#);
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    // No delivery limit: the batch rolls back (the bad row reaches the failure port) and
+    // comes again, for ever.
+    let engine = start(
+        &amqp_to_postgres(
+            &queue.0,
+            &table.name,
+            "10 s",
+            "\n          Statement Type: INSERT",
+        )
+        .replace(
+            "          Statement Type: UPSERT\n          Update Keys: id",
+            "",
+        ),
+        &probe,
+        dir.path(),
+    );
+    let put_in = || {
+        engine
+            .status()
+            .components
+            .iter()
+            .find(|c| c.name == "put")
+            .map_or(0, |c| c.flowfiles_in)
+    };
+    // Three attempts of the batch of three, each written and then rolled back.
+    assert!(
+        wait_for(Duration::from_secs(20), || put_in() >= 9),
+        "put took {}",
+        put_in()
+    );
+    // A row is in the table only when its message's group committed (its flow file left
+    // through `done`): good rows written beside the bad one went with each rollback.
+    let done_ids = || -> Vec<i64> {
+        let mut ids: Vec<i64> = probe
+            .recorded("done")
+            .iter()
+            .map(|r| {
+                let v: serde_json::Value = serde_json::from_slice(&r.content).unwrap();
+                v["id"].as_i64().unwrap()
+            })
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    let row_ids = || -> Vec<i64> { table.rows().iter().map(|(id, _)| *id).collect() };
+    assert!(
+        wait_for(Duration::from_secs(5), || row_ids() == done_ids()),
+        "rows {:?}, committed messages {:?}",
+        row_ids(),
+        done_ids()
+    );
+    engine.stop().unwrap();
+}

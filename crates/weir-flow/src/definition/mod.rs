@@ -882,6 +882,15 @@ fn processor(
             }
         }
     }
+    // A broker source with a delivery limit routes the messages past it to `dead-letter`.
+    if matches!(spec.kind, "ConsumeAMQP" | "ConsumeJetStream")
+        && properties
+            .get("Max Deliveries")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+    {
+        relationships.push(crate::processors::DEAD_LETTER.to_string());
+    }
     if stateless && spec.kind == "ListenHTTP" {
         c.error(
             key_line("type"),

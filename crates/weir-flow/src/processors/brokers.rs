@@ -7,6 +7,21 @@
 //! JetStream naks, delayed by the penalty when the rollback is penalized). Credentials are
 //! properties and appear in no log line and no attribute. A broker or database that cannot
 //! be reached shows as a warning and an idle (yielding) processor, never as a crash.
+//!
+//! Delivery guarantee: at least once. In a stateless group PutDatabaseRecord keeps one
+//! database transaction for the group's transaction (each batch under a savepoint, a bad
+//! record set aside by its own) and commits it when the group commits, before the broker
+//! sources acknowledge (see [`gate`]); it rolls back with the group. A crash between that
+//! commit and the acknowledgement redelivers messages whose rows are written: idempotent
+//! with UPSERT keys. In a traditional group PutDatabaseRecord commits each batch in its
+//! trigger, before its session commits. Every database call is bounded by `Connect
+//! Timeout`, `Statement Timeout` and `Lock Timeout`, in a stateless group by the group's
+//! timeout too; there a call that runs out (or a lost connection) fails the trigger.
+//!
+//! `Max Deliveries` (0: no limit) sends a message delivered more times than that to the
+//! consumer's `dead-letter` relationship instead of `success`; redelivered messages then come
+//! in batches of their own, so that a poison message does not take its batch-mates with it.
+//! ConsumeJetStream keeps its messages with in-progress acks while a transaction holds them.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -23,7 +38,7 @@ use weir_connectors::postgres::{
 };
 use weir_connectors::{ConnectorError, Health};
 
-use super::{ProcessError, Processor, Trigger, eval, props};
+use super::{DEAD_LETTER, ProcessError, Processor, Trigger, eval, gate, props};
 use crate::definition::Component;
 use crate::engine::{Completion, Session, SessionFactory};
 use crate::expression::Template;
@@ -85,12 +100,59 @@ pub(super) struct ConsumeAmqp {
     uri: SmolStr,
     batch: usize,
     prefetch: u16,
+    /// `Max Deliveries`; 0 for no limit.
+    max_deliveries: u64,
+    /// Deliveries seen of messages a classic queue redelivers (it does not count them), by
+    /// [`message_key`].
+    tally: Mutex<std::collections::HashMap<u64, u64>>,
     runtime: Handle,
     consumer: OnceLock<AmqpConsumer>,
     last_bulletin: Mutex<Option<String>>,
 }
 
+/// Messages whose deliveries a ConsumeAMQP counts itself (classic queues) at most: past it
+/// the counts start again, so that a broker redelivering many messages for ever cannot
+/// grow the table without bound.
+const TALLY_LIMIT: usize = 100_000;
+
+/// A classic queue's message, told apart from others by its routing key, message id and
+/// body (the broker gives it no identity that survives a redelivery).
+fn message_key(m: &weir_connectors::amqp::AmqpMessage) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.routing_key.hash(&mut h);
+    m.headers
+        .iter()
+        .find(|(k, _)| k == "message_id")
+        .map(|(_, v)| v)
+        .hash(&mut h);
+    m.body.hash(&mut h);
+    h.finish()
+}
+
 impl ConsumeAmqp {
+    /// How many times `m` has been delivered, this time included: the broker's count when
+    /// it keeps one (a quorum queue), else this processor's (a classic queue says only
+    /// whether it redelivers; the count starts again with the process).
+    fn deliveries(&self, m: &weir_connectors::amqp::AmqpMessage) -> u64 {
+        if let Some(prior) = m.prior_deliveries {
+            return prior + 1;
+        }
+        let mut tally = self.tally.lock().unwrap_or_else(|p| p.into_inner());
+        let key = message_key(m);
+        if !m.redelivered {
+            tally.remove(&key);
+            return 1;
+        }
+        if tally.len() >= TALLY_LIMIT {
+            tally.clear();
+        }
+        // A redelivery first seen here was delivered at least once before.
+        let n = tally.entry(key).or_insert(1);
+        *n += 1;
+        *n
+    }
+
     pub(super) fn new(c: &Component) -> Result<Self, String> {
         let config = amqp_config(c)?;
         let queue = props::text(c, "Queue");
@@ -101,6 +163,8 @@ impl ConsumeAmqp {
             queue,
             batch: props::count(c, "Batch Size")?.max(1) as usize,
             prefetch: props::count(c, "Prefetch Count")?.clamp(1, u16::MAX as u64) as u16,
+            max_deliveries: props::count(c, "Max Deliveries")?,
+            tally: Mutex::new(std::collections::HashMap::new()),
             runtime: runtime()?,
             consumer: OnceLock::new(),
             last_bulletin: Mutex::new(None),
@@ -110,12 +174,16 @@ impl ConsumeAmqp {
 
 impl Processor for ConsumeAmqp {
     fn start(&self, _sessions: SessionFactory) -> Result<(), String> {
-        let _ = self.consumer.set(AmqpConsumer::start(
+        let consumer = AmqpConsumer::start(
             &self.runtime,
             self.config.clone(),
             &self.queue,
             self.prefetch,
-        ));
+        );
+        // With a delivery limit, a redelivered message is tried alone: a poison message
+        // reaches the limit by itself, and its batch-mates go through.
+        consumer.isolate_redelivered(self.max_deliveries > 0);
+        let _ = self.consumer.set(consumer);
         Ok(())
     }
 
@@ -140,9 +208,20 @@ impl Processor for ConsumeAmqp {
         // completion hook, before anything can fail: a trigger that fails or panics after
         // this rolls back and the hook requeues them; none is left unsettled (an unsettled
         // delivery holds a place of the prefetch window until the connection closes).
-        let received: Vec<(Vec<Entry>, Vec<u8>)> = messages
+        let received: Vec<(Vec<Entry>, Vec<u8>, &str)> = messages
             .iter_mut()
             .map(|m| {
+                let deliveries = self.deliveries(m);
+                let to = if self.max_deliveries > 0 && deliveries > self.max_deliveries {
+                    tracing::warn!(
+                        "{}: a message delivered {deliveries} times (Max Deliveries {}) goes to {DEAD_LETTER}",
+                        self.name,
+                        self.max_deliveries
+                    );
+                    DEAD_LETTER
+                } else {
+                    "success"
+                };
                 // In name order, so that the new map is built in order.
                 let mut attributes = vec![
                     (
@@ -164,26 +243,38 @@ impl Processor for ConsumeAmqp {
                         .iter()
                         .map(|(k, v)| (SmolStr::from(format!("amqp${k}")), SmolStr::new(v))),
                 );
+                attributes.push((
+                    SmolStr::new_static("amqp$deliveries"),
+                    int_value(deliveries as i64),
+                ));
                 // The body taken, not copied: settling a message needs only its tag.
-                (attributes, std::mem::take(&mut m.body))
+                (attributes, std::mem::take(&mut m.body), to)
             })
             .collect();
         let settler = consumer.settler();
+        let name = self.name.clone();
         session.on_complete(move |outcome| {
-            settler.settle(
-                messages,
-                match outcome {
-                    Completion::Committed => Settlement::Ack,
-                    // Penalized: held unacknowledged (still ours) until the penalty is over.
-                    Completion::RolledBack { penalty } => Settlement::Requeue { delay: penalty },
+            let how = match outcome {
+                // A stateless group's database commit first: only then is the data safe.
+                Completion::Committed => match gate::settle() {
+                    Ok(()) => Settlement::Ack,
+                    Err(e) => {
+                        tracing::warn!(
+                            "{name}: the group's database commit failed ({e}); the messages are given back"
+                        );
+                        Settlement::Requeue { delay: None }
+                    }
                 },
-            )
+                // Penalized: held unacknowledged (still ours) until the penalty is over.
+                Completion::RolledBack { penalty } => Settlement::Requeue { delay: penalty },
+            };
+            settler.settle(messages, how)
         });
         session.reserve(received.len());
-        for (attributes, body) in received {
+        for (attributes, body, to) in received {
             let ff = session.create_with_content(attributes, body)?;
             session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
-            session.transfer(ff, "success")?;
+            session.transfer(ff, to)?;
         }
         Ok(Trigger::Worked)
     }
@@ -263,6 +354,8 @@ pub(super) struct ConsumeJetStream {
     durable: String,
     batch: usize,
     ack_wait: Duration,
+    /// `Max Deliveries`; 0 for no limit.
+    max_deliveries: u64,
     runtime: Handle,
     consumer: OnceLock<JetStreamConsumer>,
     last_bulletin: Mutex<Option<String>>,
@@ -286,6 +379,7 @@ impl ConsumeJetStream {
             durable,
             batch: props::count(c, "Batch Size")?.max(1) as usize,
             ack_wait: props::duration(c, "Ack Wait")?,
+            max_deliveries: props::count(c, "Max Deliveries")?,
             runtime: runtime()?,
             consumer: OnceLock::new(),
             last_bulletin: Mutex::new(None),
@@ -295,7 +389,7 @@ impl ConsumeJetStream {
 
 impl Processor for ConsumeJetStream {
     fn start(&self, _sessions: SessionFactory) -> Result<(), String> {
-        let _ = self.consumer.set(JetStreamConsumer::start(
+        let consumer = JetStreamConsumer::start(
             &self.runtime,
             self.config.clone(),
             &self.stream,
@@ -303,7 +397,10 @@ impl Processor for ConsumeJetStream {
             &self.durable,
             self.ack_wait,
             self.batch,
-        ));
+        );
+        // As ConsumeAMQP: with a delivery limit, a redelivered message is tried alone.
+        consumer.isolate_redelivered(self.max_deliveries > 0);
+        let _ = self.consumer.set(consumer);
         Ok(())
     }
 
@@ -320,9 +417,19 @@ impl Processor for ConsumeJetStream {
         }
         // As ConsumeAMQP: the messages go to the completion hook before anything can fail,
         // so that a failed trigger naks them instead of leaving them to the ack wait.
-        let received: Vec<([Entry; 3], Vec<u8>)> = messages
+        let received: Vec<([Entry; 3], Vec<u8>, &str)> = messages
             .iter_mut()
             .map(|m| {
+                let over = self.max_deliveries > 0 && m.delivered.max(1) as u64 > self.max_deliveries;
+                if over {
+                    tracing::warn!(
+                        "{}: a message delivered {} times (Max Deliveries {}) goes to {DEAD_LETTER}",
+                        self.name,
+                        m.delivered,
+                        self.max_deliveries
+                    );
+                }
+                let to = if over { DEAD_LETTER } else { "success" };
                 let attributes = [
                     ("jetstream.delivered", int_value(m.delivered)),
                     ("jetstream.stream.sequence", int_value(m.stream_sequence)),
@@ -330,7 +437,7 @@ impl Processor for ConsumeJetStream {
                 ]
                 .map(|(k, v)| (SmolStr::new_static(k), v));
                 // The body taken, not copied: settling a message needs only its tag.
-                (attributes, std::mem::take(&mut m.body))
+                (attributes, std::mem::take(&mut m.body), to)
             })
             .collect();
         let messages: Arc<[JetStreamMessage]> = messages.into();
@@ -348,16 +455,30 @@ impl Processor for ConsumeJetStream {
             settle_jetstream(&runtime, messages, outcome)
         });
         session.reserve(received.len());
-        for (attributes, body) in received {
+        for (attributes, body, to) in received {
             let ff = session.create_with_content(attributes, body)?;
             session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
-            session.transfer(ff, "success")?;
+            session.transfer(ff, to)?;
         }
         Ok(Trigger::Worked)
     }
 }
 
 fn settle_jetstream(runtime: &Handle, messages: Arc<[JetStreamMessage]>, outcome: Completion) {
+    // A stateless group's database commit first: only then is the data safe. When it fails
+    // the messages are given back.
+    let outcome = match outcome {
+        Completion::Committed => match gate::settle() {
+            Ok(()) => Completion::Committed,
+            Err(e) => {
+                tracing::warn!(
+                    "ConsumeJetStream: the group's database commit failed ({e}); the messages are given back"
+                );
+                Completion::RolledBack { penalty: None }
+            }
+        },
+        rolled_back => rolled_back,
+    };
     runtime.spawn(async move {
         for m in messages.iter() {
             let result = match outcome {
@@ -493,6 +614,48 @@ impl PutDatabaseRecord {
     }
 }
 
+impl PutDatabaseRecord {
+    /// Ties the open database transaction to the group's: committed when the group commits
+    /// (before the group's broker sources acknowledge, see [`gate`]), rolled back when it
+    /// rolls back. Every trigger registers this; the first to run settles the transaction
+    /// and the others find nothing open.
+    fn settle_with_group(&self, session: &mut Session) {
+        let (writer, runtime, name) = (
+            Arc::clone(&self.writer),
+            self.runtime.clone(),
+            self.name.clone(),
+        );
+        let pending = gate::Pending::new(move || {
+            runtime
+                .block_on(async { writer.lock().await.commit().await })
+                .map_err(|e| format!("{name}: COMMIT: {e}"))
+        });
+        gate::hold(&pending);
+        let (writer, runtime, name) = (
+            Arc::clone(&self.writer),
+            self.runtime.clone(),
+            self.name.clone(),
+        );
+        session.on_complete(move |outcome| {
+            gate::forget(&pending);
+            match outcome {
+                Completion::Committed => {
+                    // Already run by a broker source, unless the group has none.
+                    if let Err(e) = pending.run() {
+                        tracing::error!(
+                            "{name}: the group committed but the database did not ({e}); its rows are not written"
+                        );
+                    }
+                }
+                Completion::RolledBack { .. } => {
+                    pending.discard();
+                    runtime.block_on(async { writer.lock().await.rollback().await });
+                }
+            }
+        });
+    }
+}
+
 impl Processor for PutDatabaseRecord {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(self.batch)?;
@@ -514,18 +677,28 @@ impl Processor for PutDatabaseRecord {
             }
         }
         let writer = Arc::clone(&self.writer);
-        let outcomes = session.wait(&self.runtime, async move {
-            writer.lock().await.write_batch(&items).await
-        });
-        if self.stateless
-            && let Some(ItemOutcome::TimedOut(e)) = outcomes
+        let outcomes = if self.stateless {
+            self.settle_with_group(session);
+            // In the group's open database transaction: committed when the group commits.
+            let outcomes = session.wait(&self.runtime, async move {
+                writer.lock().await.write_in_transaction(&items).await
+            });
+            // The open transaction is lost with what the group wrote in it before: the
+            // whole group rolls back and the broker redelivers.
+            if let Some(ItemOutcome::TimedOut(e) | ItemOutcome::Retry(e)) = outcomes
                 .iter()
-                .find(|o| matches!(o, ItemOutcome::TimedOut(_)))
-        {
-            return Err(ProcessError::Other(format!(
-                "the database call timed out: {e}"
-            )));
-        }
+                .find(|o| matches!(o, ItemOutcome::TimedOut(_) | ItemOutcome::Retry(_)))
+            {
+                return Err(ProcessError::Other(format!(
+                    "the database transaction failed: {e}"
+                )));
+            }
+            outcomes
+        } else {
+            session.wait(&self.runtime, async move {
+                writer.lock().await.write_batch(&items).await
+            })
+        };
         let mut retry = None;
         for (ff, outcome) in sent.into_iter().zip(outcomes) {
             match outcome {

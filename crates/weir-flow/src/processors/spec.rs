@@ -290,6 +290,9 @@ pub const SPECS: &[ProcessorSpec] = &[
             p("Password", false, None, K::Text),
             p("Batch Size", true, Some("10"), K::Count),
             p("Prefetch Count", true, Some("100"), K::Count),
+            // 0: no limit. Otherwise a message delivered more often goes to `dead-letter`,
+            // a relationship the processor then has.
+            p("Max Deliveries", true, Some("0"), K::Count),
         ],
         relationships: &["success"],
         dynamic: Dynamic::None,
@@ -320,6 +323,8 @@ pub const SPECS: &[ProcessorSpec] = &[
             p("Password", false, None, K::Text),
             p("Batch Size", true, Some("10"), K::Count),
             p("Ack Wait", true, Some("30 sec"), K::Duration),
+            // As ConsumeAMQP's.
+            p("Max Deliveries", true, Some("0"), K::Count),
         ],
         relationships: &["success"],
         dynamic: Dynamic::None,
