@@ -524,3 +524,150 @@ fn rows_written_in_a_group_transaction_that_rolls_back_are_not_committed() {
     );
     engine.stop().unwrap();
 }
+
+#[test]
+fn a_delivery_limit_gives_the_consumers_a_dead_letter_relationship_the_flow_must_route() {
+    for kind in ["ConsumeAMQP", "ConsumeJetStream"] {
+        let props = match kind {
+            "ConsumeAMQP" => "Queue: q",
+            _ => "Stream: S\n          Subject: S.in\n          Durable Consumer: weir",
+        };
+        let yaml = |max: &str, dead_letter: &str| {
+            format!(
+                r#"flow: dead-letter
+groups:
+  - name: g
+    processors:
+      - name: consume
+        type: {kind}
+        auto_terminate: [{dead_letter}]
+        properties:
+          {props}
+          Max Deliveries: "{max}"
+      - {{ name: log, type: LogAttribute, auto_terminate: [success] }}
+    connections:
+      - {{ from: consume, relationships: [success], to: log }}
+"#
+            )
+        };
+        let e = weir_flow::definition::Flow::parse(&yaml("3", ""), "test.yaml")
+            .expect_err("dead-letter must be routed")
+            .to_string();
+        assert!(e.contains("`dead-letter`"), "{kind}: {e}");
+        weir_flow::definition::Flow::parse(&yaml("3", "dead-letter"), "test.yaml")
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        // Without a limit there is no such relationship.
+        let e = weir_flow::definition::Flow::parse(&yaml("0", "dead-letter"), "test.yaml")
+            .expect_err("no dead-letter without a limit")
+            .to_string();
+        assert!(e.contains("no relationship `dead-letter`"), "{kind}: {e}");
+    }
+}
+
+#[test]
+fn a_poison_jetstream_message_goes_to_dead_letter_and_nothing_stays_pending() {
+    let test = "a_poison_jetstream_message_goes_to_dead_letter_and_nothing_stays_pending";
+    if !services::available(test, &[services::NATS, services::POSTGRES]) {
+        return;
+    }
+    let table = TestTable::new();
+    let stream = format!("WEIR_{}", uuid::Uuid::new_v4().simple());
+    let config =
+        weir_connectors::jetstream::JetStreamConfig::new("nats://127.0.0.1:4222", None, None);
+    let js = rt().block_on(config.connect()).unwrap();
+    rt().block_on(js.create_stream(async_nats::jetstream::stream::Config {
+        name: stream.clone(),
+        subjects: vec![format!("{stream}.in")],
+        ..Default::default()
+    }))
+    .unwrap();
+    let publisher = weir_connectors::jetstream::JetStreamPublisher::new(config);
+    for i in 1..=10 {
+        let body = if i == 5 {
+            r#"{"id":"five","name":"poison"}"#.to_string()
+        } else {
+            format!(r#"{{"id":{i},"name":"m{i}"}}"#)
+        };
+        rt().block_on(publisher.publish(&format!("{stream}.in"), body.as_bytes()))
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let yaml = format!(
+        r#"flow: poison-jetstream
+settings: {{ sync: none }}
+groups:
+  - name: tx
+    engine: stateless
+    timeout: 10 s
+    processors:
+      - name: consume
+        type: ConsumeJetStream
+        penalty: 100 ms
+        yield: 50 ms
+        properties:
+          Stream: {stream}
+          Subject: {stream}.in
+          Durable Consumer: weir
+          Batch Size: "10"
+          Ack Wait: 15 s
+          Max Deliveries: "3"
+      - name: put
+        type: PutDatabaseRecord
+        properties:
+          Database URL: "{PG_URL}"
+          Table Name: {table}
+          Statement Type: INSERT
+    connections:
+      - {{ from: consume, relationships: [success], to: put }}
+      - {{ from: consume, relationships: [dead-letter], to: dead }}
+      - {{ from: put, relationships: [success], to: done }}
+      - {{ from: put, relationships: [failure, retry], to: failed }}
+    ports:
+      output:
+        - {{ name: done }}
+        - {{ name: dead }}
+        - {{ name: failed, failure: true }}
+  - name: sink
+    processors:
+      - {{ name: done, type: Recorder, auto_terminate: [success] }}
+      - {{ name: dead, type: Recorder, auto_terminate: [success] }}
+connections:
+  - {{ from: tx/done, to: done }}
+  - {{ from: tx/dead, to: dead }}
+"#,
+        table = table.name
+    );
+    let engine = start(&yaml, &probe, dir.path());
+    assert!(
+        wait_for(Duration::from_secs(30), || probe.count("dead") == 1
+            && probe.count("done") == 9),
+        "dead {} done {}",
+        probe.count("dead"),
+        probe.count("done")
+    );
+    let dead = &probe.recorded("dead")[0];
+    assert_eq!(dead.content, br#"{"id":"five","name":"poison"}"#);
+    assert_eq!(dead.attr("jetstream.delivered"), "4");
+    let pending = || {
+        rt().block_on(async {
+            let s = js.get_stream(&stream).await.unwrap();
+            let mut c: async_nats::jetstream::consumer::PullConsumer =
+                s.get_consumer("weir").await.unwrap();
+            let info = c.info().await.unwrap();
+            (info.num_pending, info.num_ack_pending)
+        })
+    };
+    assert!(
+        wait_for(Duration::from_secs(10), || pending() == (0, 0)),
+        "(pending, ack pending) = {:?}",
+        pending()
+    );
+    let expected: Vec<(i64, String)> = (1..=10)
+        .filter(|i| *i != 5)
+        .map(|i| (i, format!("m{i}")))
+        .collect();
+    assert_eq!(table.rows(), expected);
+    engine.stop().unwrap();
+    rt().block_on(js.delete_stream(&stream)).unwrap();
+}
