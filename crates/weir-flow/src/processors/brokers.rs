@@ -132,25 +132,33 @@ fn message_key(m: &weir_connectors::amqp::AmqpMessage) -> u64 {
 
 impl ConsumeAmqp {
     /// How many times `m` has been delivered, this time included: the broker's count when
-    /// it keeps one (a quorum queue), else this processor's (a classic queue says only
-    /// whether it redelivers; the count starts again with the process).
-    fn deliveries(&self, m: &weir_connectors::amqp::AmqpMessage) -> u64 {
+    /// it keeps one (a quorum queue), else, with a delivery limit, this processor's (a
+    /// classic queue says only whether it redelivers; the count starts again with the
+    /// process); `None` when neither counts.
+    fn deliveries(&self, m: &weir_connectors::amqp::AmqpMessage) -> Option<u64> {
         if let Some(prior) = m.prior_deliveries {
-            return prior + 1;
+            return Some(prior + 1);
+        }
+        if self.max_deliveries == 0 {
+            return None;
         }
         let mut tally = self.tally.lock().unwrap_or_else(|p| p.into_inner());
-        let key = message_key(m);
         if !m.redelivered {
-            tally.remove(&key);
-            return 1;
+            // A first delivery: hashed (its body too) only when an identical message may
+            // have been counted before.
+            if !tally.is_empty() {
+                tally.remove(&message_key(m));
+            }
+            return Some(1);
         }
+        let key = message_key(m);
         if tally.len() >= TALLY_LIMIT {
             tally.clear();
         }
         // A redelivery first seen here was delivered at least once before.
         let n = tally.entry(key).or_insert(1);
         *n += 1;
-        *n
+        Some(*n)
     }
 
     pub(super) fn new(c: &Component) -> Result<Self, String> {
@@ -212,7 +220,10 @@ impl Processor for ConsumeAmqp {
             .iter_mut()
             .map(|m| {
                 let deliveries = self.deliveries(m);
-                let to = if self.max_deliveries > 0 && deliveries > self.max_deliveries {
+                let to = if let Some(deliveries) = deliveries
+                    && self.max_deliveries > 0
+                    && deliveries > self.max_deliveries
+                {
                     tracing::warn!(
                         "{}: a message delivered {deliveries} times (Max Deliveries {}) goes to {DEAD_LETTER}",
                         self.name,
@@ -243,10 +254,9 @@ impl Processor for ConsumeAmqp {
                         .iter()
                         .map(|(k, v)| (SmolStr::from(format!("amqp${k}")), SmolStr::new(v))),
                 );
-                attributes.push((
-                    SmolStr::new_static("amqp$deliveries"),
-                    int_value(deliveries as i64),
-                ));
+                if let Some(n) = deliveries {
+                    attributes.push((SmolStr::new_static("amqp$deliveries"), int_value(n as i64)));
+                }
                 // The body taken, not copied: settling a message needs only its tag.
                 (attributes, std::mem::take(&mut m.body), to)
             })
