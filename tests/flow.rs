@@ -144,6 +144,132 @@ fn kill_9_loop_loses_and_duplicates_nothing() {
     }
 }
 
+/// GetFile → SplitText → UpdateAttribute (16 correlation values in turn) → MergeContent →
+/// PutFile, killed with SIGKILL at random moments (`WEIR_FLOW_KILLS`, default 20) while
+/// MergeContent holds bins, then run to idle: every line is in exactly one merged file, of
+/// its own correlation value.
+#[test]
+fn kill_9_loop_with_merge_bins_held_loses_and_duplicates_no_line() {
+    let kills: u32 = std::env::var("WEIR_FLOW_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let dir = tempfile::tempdir().unwrap();
+    let (input, out, repo) = (
+        dir.path().join("in"),
+        dir.path().join("out"),
+        dir.path().join("repo"),
+    );
+    fs::create_dir_all(&input).unwrap();
+    let mut expected = std::collections::BTreeSet::new();
+    for f in 0..16 {
+        // 96 lines: 6 of each of the 16 correlation values, 96 of each in all.
+        let lines: Vec<String> = (1..=96)
+            .map(|l| format!("file {f:02} line {l:03}"))
+            .collect();
+        expected.extend(lines.iter().cloned());
+        fs::write(input.join(format!("f{f:02}.txt")), lines.join("\n") + "\n").unwrap();
+    }
+    let flow = dir.path().join("flow.yaml");
+    fs::write(
+        &flow,
+        format!(
+            r#"flow: merge-kill-loop
+groups:
+  - name: main
+    processors:
+      - name: read
+        type: GetFile
+        schedule: {{ strategy: timer, period: 50 ms }}
+        properties: {{ Input Directory: "{input}", Batch Size: "2" }}
+      - name: split
+        type: SplitText
+        properties: {{ Line Split Count: "1" }}
+        auto_terminate: [original, failure]
+      - name: key
+        type: UpdateAttribute
+        properties:
+          key: ${{fragment.index:mod(16)}}
+      - name: merge
+        type: MergeContent
+        properties:
+          Minimum Number of Entries: "96"
+          Maximum Number of Entries: "96"
+          Maximum number of Bins: "16"
+          Correlation Attribute Name: key
+          Demarcator: '\n'
+          Max Bin Age: 5 s
+        auto_terminate: [original, failure]
+      - name: write
+        type: PutFile
+        properties: {{ Directory: "{out}", Conflict Resolution Strategy: fail }}
+        auto_terminate: [success, failure]
+    connections:
+      - {{ from: read, relationships: [success], to: split }}
+      - {{ from: split, relationships: [splits], to: key }}
+      - {{ from: key, relationships: [success], to: merge }}
+      - {{ from: merge, relationships: [merged], to: write }}
+"#,
+            input = input.display(),
+            out = out.display()
+        ),
+    )
+    .unwrap();
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..kills {
+        let mut child = weir()
+            .args(["flow", "run"])
+            .arg(&flow)
+            .arg("--repo")
+            .arg(&repo)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(50 + seed % 400));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let status = weir()
+        .args(["flow", "run"])
+        .arg(&flow)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--until-idle")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut files = 0;
+    for e in fs::read_dir(&out).unwrap() {
+        let text = fs::read_to_string(e.unwrap().path()).unwrap();
+        files += 1;
+        let lines: Vec<&str> = text.split('\n').collect();
+        // A lost line would leave a bin to go by its age, short.
+        assert_eq!(lines.len(), 96, "a merged file holds a full bin");
+        // One correlation value per file: the line numbers agree modulo 16.
+        let keys: std::collections::BTreeSet<u32> = lines
+            .iter()
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u32>().unwrap() % 16)
+            .collect();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        for l in lines {
+            *seen.entry(l.to_string()).or_default() += 1;
+        }
+    }
+    assert_eq!(files, 16);
+    let twice: Vec<&String> = seen
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(l, _)| l)
+        .collect();
+    assert!(twice.is_empty(), "lines merged twice: {twice:?}");
+    let got: std::collections::BTreeSet<String> = seen.into_keys().collect();
+    assert_eq!(got, expected, "every line merged once");
+}
+
 #[test]
 fn each_kind_of_bad_definition_names_its_line_and_field() {
     let dir = tempfile::tempdir().unwrap();

@@ -173,13 +173,14 @@ impl Table {
 
 /// The stateless group after the source `source` (YAML of one processor named `consume`
 /// that sets attribute `key`, whose text after the first dot is `even` or `odd`).
-fn stateless_flow(source: &str, key: &str, table: &str) -> String {
+/// `timeout` is the group's.
+fn stateless_flow(source: &str, key: &str, table: &str, timeout: &str) -> String {
     format!(
         r#"flow: brokers-kill-loop
 groups:
   - name: tx
     engine: stateless
-    timeout: 30 s
+    timeout: {timeout}
     processors:
 {source}
       - name: parity
@@ -315,7 +316,7 @@ fn amqp_to_stateless_group_to_postgres_survives_kill_9() {
     let flow = dir.path().join("flow.yaml");
     fs::write(
         &flow,
-        stateless_flow(&amqp_source(&queue), "amqp$routingKey", &table.name),
+        stateless_flow(&amqp_source(&queue), "amqp$routingKey", &table.name, "30 s"),
     )
     .unwrap();
     kill_loop(&flow, &dir.path().join("repo"), |round| {
@@ -379,13 +380,15 @@ fn jetstream_to_stateless_group_to_postgres_survives_kill_9() {
           Subject: "{stream}.*"
           Durable Consumer: weir
           Batch Size: "200"
-          Ack Wait: 2 s"#
+          Ack Wait: 3 s"#
     );
     let dir = tempfile::tempdir().unwrap();
     let flow = dir.path().join("flow.yaml");
     fs::write(
         &flow,
-        stateless_flow(&source, "jetstream.subject", &table.name),
+        // The Ack Wait must outlast the group's timeout (validation refuses it otherwise);
+        // a short one brings back quickly what a killed process had pulled.
+        stateless_flow(&source, "jetstream.subject", &table.name, "2 s"),
     )
     .unwrap();
     let floor = |rt: &tokio::runtime::Runtime| -> Option<(u64, u64, usize)> {

@@ -156,6 +156,10 @@ pub struct AmqpMessage {
     pub routing_key: SmolStr,
     /// True when the broker delivered it before.
     pub redelivered: bool,
+    /// How many times the broker delivered it before, when the broker counts (a quorum
+    /// queue's `x-delivery-count` header); `None` for a classic queue, which only says
+    /// whether it was [`redelivered`](Self::redelivered).
+    pub prior_deliveries: Option<u64>,
     /// The channel's delivery tag.
     pub delivery_tag: u64,
     /// String-valued headers and properties (`content_type`, `message_id`, ...).
@@ -361,6 +365,8 @@ pub struct AmqpConsumer {
     settler: AmqpSettler,
     health: Arc<Health>,
     stop: Arc<AtomicBool>,
+    /// See [`AmqpConsumer::isolate_redelivered`].
+    isolate: AtomicBool,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -457,7 +463,12 @@ impl Live {
             }
         }
         tags.insert(d.delivery_tag);
+        let prior_deliveries = p
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get("x-delivery-count").and_then(count));
         AmqpMessage {
+            prior_deliveries,
             body: d.data,
             exchange: self.exchanges.shared(d.exchange.as_str()),
             routing_key: self.routing_keys.shared(d.routing_key.as_str()),
@@ -467,6 +478,21 @@ impl Live {
             acker: d.acker,
             outstanding: Arc::clone(&self.outstanding),
         }
+    }
+}
+
+/// A header's whole number, of whichever integer type the broker sent.
+fn count(v: &lapin::types::AMQPValue) -> Option<u64> {
+    use lapin::types::AMQPValue as V;
+    match v {
+        V::ShortShortInt(n) => u64::try_from(*n).ok(),
+        V::ShortShortUInt(n) => Some(u64::from(*n)),
+        V::ShortInt(n) => u64::try_from(*n).ok(),
+        V::ShortUInt(n) => Some(u64::from(*n)),
+        V::LongInt(n) => u64::try_from(*n).ok(),
+        V::LongUInt(n) => Some(u64::from(*n)),
+        V::LongLongInt(n) => u64::try_from(*n).ok(),
+        _ => None,
     }
 }
 
@@ -511,8 +537,17 @@ impl AmqpConsumer {
             settler: AmqpSettler(settle_tx),
             health,
             stop,
+            isolate: AtomicBool::new(false),
             task,
         }
+    }
+
+    /// With `on`, [`next_batch`](Self::next_batch) hands out a redelivered message in a
+    /// batch of its own, and ends a batch before one: a message that made its batch roll
+    /// back (a poison message) then fails alone, and the others of its batch go through.
+    /// The messages held back wait, received but unacknowledged, for the next batch.
+    pub fn isolate_redelivered(&self, on: bool) {
+        self.isolate.store(on, Ordering::Relaxed);
     }
 
     /// Waits up to `wait` for a first message, then takes whatever else is ready, up to
@@ -557,6 +592,17 @@ impl AmqpConsumer {
         if let Err(why) = live.take_received(room, |m| out.push(m)) {
             self.break_off(&mut slot, why);
             return Vec::new();
+        }
+        if self.isolate.load(Ordering::Relaxed) {
+            // A redelivered message alone; otherwise the batch ends before the first one.
+            let cut = match out.iter().position(|m| m.redelivered) {
+                Some(0) => 1,
+                Some(i) => i,
+                None => out.len(),
+            };
+            for m in out.drain(cut..).rev() {
+                live.ready.push_front(m);
+            }
         }
         out
     }

@@ -143,6 +143,21 @@ impl JetStreamMessage {
             })
     }
 
+    /// Tells the server the message is still being worked on (`+WPI`, an in-progress ack):
+    /// its ack wait starts again, so it is not redelivered meanwhile. One small publish.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Unavailable`]; the ack wait then runs on from the last one sent.
+    pub async fn in_progress(&self) -> Result<(), ConnectorError> {
+        self.acker
+            .ack_with(AckKind::Progress)
+            .await
+            .map_err(|e| ConnectorError::Unavailable {
+                server: "jetstream".into(),
+                reason: e.to_string(),
+            })
+    }
+
     /// Negatively acknowledges it: the server redelivers it after `delay` (at once for zero).
     ///
     /// # Errors
@@ -159,13 +174,70 @@ impl JetStreamMessage {
     }
 }
 
+/// How often [`keep_in_progress`] tells the server that messages are still worked on, for a
+/// consumer's `ack_wait`: three times per ack wait, so that one lost or late `+WPI` does not
+/// let the wait run out; at least every 50 ms apart.
+pub fn progress_interval(ack_wait: Duration) -> Duration {
+    (ack_wait / 3).max(Duration::from_millis(50))
+}
+
+/// Sends an in-progress ack (`+WPI`) for every message of `messages` at once and then every
+/// `every`, on `runtime`, until the returned guard is dropped: messages held while a long
+/// transaction runs (or while they wait in the consumer's buffer) are not redelivered to
+/// another consumer when the ack wait passes. Costs one small publish per message per
+/// interval. Drop the guard before acking or naking: no `+WPI` is sent after it is dropped
+/// (one already on its way is harmless, the server ignores it for a settled message).
+pub fn keep_in_progress(
+    runtime: &tokio::runtime::Handle,
+    messages: Arc<[JetStreamMessage]>,
+    every: Duration,
+) -> InProgress {
+    let task = runtime.spawn(async move {
+        loop {
+            for m in messages.iter() {
+                if let Err(e) = m.in_progress().await {
+                    tracing::debug!("ConsumeJetStream: an in-progress ack failed: {e}");
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+    });
+    InProgress(task)
+}
+
+/// Stops [`keep_in_progress`]'s acks when dropped.
+#[derive(Debug)]
+pub struct InProgress(tokio::task::JoinHandle<()>);
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A durable pull consumer. See the [module docs](self).
 pub struct JetStreamConsumer {
-    receiver: Mutex<mpsc::Receiver<(u64, JetStreamMessage)>>,
+    receiver: Mutex<Receiving>,
     generation: Arc<AtomicU64>,
+    /// See [`JetStreamConsumer::isolate_redelivered`].
+    isolate: AtomicBool,
     health: Arc<Health>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// The consumer's buffer of pulled messages, and those a batch held back (each with the
+/// generation of the binding it came from).
+struct Receiving {
+    rx: mpsc::Receiver<(u64, JetStreamMessage)>,
+    held: std::collections::VecDeque<(u64, JetStreamMessage)>,
+}
+
+impl Receiving {
+    /// The next message, held back ones first; `None` when none is ready now.
+    fn try_next(&mut self) -> Option<(u64, JetStreamMessage)> {
+        self.held.pop_front().or_else(|| self.rx.try_recv().ok())
+    }
 }
 
 impl fmt::Debug for JetStreamConsumer {
@@ -208,36 +280,64 @@ impl JetStreamConsumer {
             Arc::clone(&stop),
         ));
         JetStreamConsumer {
-            receiver: Mutex::new(rx),
+            receiver: Mutex::new(Receiving {
+                rx,
+                held: Default::default(),
+            }),
             generation,
+            isolate: AtomicBool::new(false),
             health,
             stop,
             task,
         }
     }
 
+    /// With `on`, [`next_batch`](Self::next_batch) hands out a redelivered message in a
+    /// batch of its own, and ends a batch before one: a message that made its batch roll
+    /// back (a poison message) then fails alone, and the others of its batch go through.
+    pub fn isolate_redelivered(&self, on: bool) {
+        self.isolate.store(on, Ordering::Relaxed);
+    }
+
     /// Waits up to `wait` for a first message, then takes whatever else is ready, up to
     /// `max` in all.
     pub async fn next_batch(&self, max: usize, wait: Duration) -> Vec<JetStreamMessage> {
-        let mut rx = self.receiver.lock().await;
+        let mut receiving = self.receiver.lock().await;
+        let current = self.generation.load(Ordering::SeqCst);
         let mut out = Vec::new();
         let deadline = tokio::time::Instant::now() + wait;
         while out.is_empty() {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some((g, m))) if g == self.generation.load(Ordering::SeqCst) => {
-                    // Room for a full batch at once: growing it copies the messages.
-                    out.reserve(max.clamp(1, 1024));
-                    out.push(m);
-                }
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => return out,
+            let next = match receiving.held.pop_front() {
+                Some(m) => Some(m),
+                None => match tokio::time::timeout_at(deadline, receiving.rx.recv()).await {
+                    Ok(Some(m)) => Some(m),
+                    Ok(None) | Err(_) => return out,
+                },
+            };
+            if let Some((g, m)) = next
+                && g == current
+            {
+                // Room for a full batch at once: growing it copies the messages.
+                out.reserve(max.clamp(1, 1024));
+                out.push(m);
             }
         }
         while out.len() < max.max(1) {
-            match rx.try_recv() {
-                Ok((g, m)) if g == self.generation.load(Ordering::SeqCst) => out.push(m),
-                Ok(_) => {}
-                Err(_) => break,
+            match receiving.try_next() {
+                Some((g, m)) if g == current => out.push(m),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        if self.isolate.load(Ordering::Relaxed) {
+            // A redelivered message alone; otherwise the batch ends before the first one.
+            let cut = match out.iter().position(|m| m.delivered > 1) {
+                Some(0) => 1,
+                Some(i) => i,
+                None => out.len(),
+            };
+            for m in out.drain(cut..).rev() {
+                receiving.held.push_front((current, m));
             }
         }
         out

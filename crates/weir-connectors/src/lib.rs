@@ -12,6 +12,19 @@
 //! (without credentials), reports itself as disconnected through [`Health`], and connects
 //! again with a growing delay, resuming where the broker's durable state says.
 //!
+//! Delivery guarantee: at least once. A consumer's message is acknowledged only after the
+//! caller's commit, so a crash between the two delivers it again; a caller writing to
+//! PostgreSQL makes the rewrite harmless with an UPSERT on key columns
+//! ([`postgres::StatementType::Upsert`]). [`postgres::RecordWriter::write_in_transaction`]
+//! keeps one database transaction open across calls (bad items set aside by savepoints) for
+//! a caller that commits it with its own transaction, before it acknowledges. Every database
+//! call is bounded ([`postgres::PgTimeouts`]); a JetStream message held longer than its ack
+//! wait is kept with in-progress acks ([`jetstream::keep_in_progress`]); and a consumer can
+//! hand out redelivered messages in batches of their own
+//! ([`amqp::AmqpConsumer::isolate_redelivered`]), so that a caller can count a poison
+//! message's deliveries ([`amqp::AmqpMessage::prior_deliveries`],
+//! [`jetstream::JetStreamMessage::delivered`]) without failing its batch-mates.
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use weir_connectors::amqp::{AmqpConfig, AmqpConsumer};

@@ -15,6 +15,10 @@
 //! so that only the bad ones fail. When the connection breaks, every item of the batch is
 //! [`ItemOutcome::Retry`] and the next batch connects again.
 //!
+//! No call waits for ever: connecting, each statement and each lock wait have timeouts on
+//! the server, and each whole call one on the client ([`PgTimeouts`]); a call that runs out
+//! is cancelled and its items are [`ItemOutcome::TimedOut`].
+//!
 //! ```no_run
 //! # async fn demo() {
 //! use bytes::Bytes;
@@ -29,6 +33,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::time::Duration;
 
 use std::future::Future;
 use std::ops::Range;
@@ -41,6 +46,8 @@ use serde_json::value::RawValue;
 use smol_str::SmolStr;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, NoTls, Statement};
+
+use crate::ConnectorError;
 
 /// One record: a JSON object, kept as its text with where each member's value is in it.
 ///
@@ -205,11 +212,55 @@ fn json_array(records: &[&Record]) -> Vec<u8> {
     out
 }
 
-/// Where and as whom to connect. The password is never printed.
+/// How long a database call may take. Every call of a [`RecordWriter`] is bounded: the
+/// connection by `connect`, each statement on the server by `statement` (PostgreSQL's
+/// `statement_timeout`) and each lock wait by `lock` (`lock_timeout`), both set on the
+/// connection; and the whole call (connecting, preparing and writing a batch) by `call` on
+/// the client, which also ends a call whose server or network stops answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PgTimeouts {
+    /// Making the connection (TCP and start-up).
+    pub connect: Duration,
+    /// One statement on the server.
+    pub statement: Duration,
+    /// One wait for a lock on the server.
+    pub lock: Duration,
+    /// One whole call of the writer, on the client.
+    pub call: Duration,
+}
+
+impl Default for PgTimeouts {
+    /// 10 s to connect, 30 s per statement, 10 s per lock wait, 45 s per call.
+    fn default() -> PgTimeouts {
+        PgTimeouts {
+            connect: Duration::from_secs(10),
+            statement: Duration::from_secs(30),
+            lock: Duration::from_secs(10),
+            call: Duration::from_secs(45),
+        }
+    }
+}
+
+impl PgTimeouts {
+    /// Every limit at most `limit` (a stateless group's timeout: a call then ends within
+    /// it).
+    pub fn capped(self, limit: Duration) -> PgTimeouts {
+        PgTimeouts {
+            connect: self.connect.min(limit),
+            statement: self.statement.min(limit),
+            lock: self.lock.min(limit),
+            call: self.call.min(limit),
+        }
+    }
+}
+
+/// Where and as whom to connect, and how long calls may take. The password is never
+/// printed.
 #[derive(Clone)]
 pub struct PgConfig {
     config: tokio_postgres::Config,
     shown: String,
+    timeouts: PgTimeouts,
 }
 
 impl fmt::Debug for PgConfig {
@@ -255,7 +306,38 @@ impl PgConfig {
             hosts.join(","),
             config.get_dbname().unwrap_or("")
         );
-        PgConfig { config, shown }
+        let mut c = PgConfig {
+            config,
+            shown,
+            timeouts: PgTimeouts::default(),
+        };
+        c.apply_timeouts();
+        c
+    }
+
+    /// This configuration with `timeouts` (see [`PgTimeouts`]); the default ones otherwise.
+    pub fn with_timeouts(mut self, timeouts: PgTimeouts) -> PgConfig {
+        self.timeouts = timeouts;
+        self.apply_timeouts();
+        self
+    }
+
+    /// The timeouts in force.
+    pub fn timeouts(&self) -> PgTimeouts {
+        self.timeouts
+    }
+
+    /// Sets the connect timeout, and the server's statement and lock timeouts as options of
+    /// every session the configuration opens.
+    fn apply_timeouts(&mut self) {
+        // At least 1 ms: 0 would mean no timeout to the server.
+        let ms = |d: Duration| d.as_millis().max(1);
+        self.config.connect_timeout(self.timeouts.connect);
+        self.config.options(format!(
+            "-c statement_timeout={} -c lock_timeout={}",
+            ms(self.timeouts.statement),
+            ms(self.timeouts.lock)
+        ));
     }
 
     /// Connects; the connection task runs on the current runtime.
@@ -295,6 +377,10 @@ pub enum ItemOutcome {
     /// The database could not be reached or the transaction failed for a passing reason:
     /// try again later.
     Retry(String),
+    /// The call did not end within its timeouts (a statement, a lock wait, or the whole
+    /// call; see [`PgTimeouts`]): its transaction was cancelled and nothing of it is
+    /// written. Try again later.
+    TimedOut(String),
 }
 
 /// A record that is not a JSON object, with its 1-based line.
@@ -357,6 +443,11 @@ pub struct RecordWriter {
     /// Statements by column set: a flow mostly writes one or two, so a list beats a map
     /// (and is looked up with borrowed column names).
     prepared: Vec<(Vec<String>, Statement)>,
+    /// Bumped at every new connection: an open transaction belongs to one.
+    generation: u64,
+    /// The connection generation of the transaction [`RecordWriter::write_in_transaction`]
+    /// keeps open, if any.
+    open: Option<u64>,
 }
 
 impl fmt::Debug for RecordWriter {
@@ -476,6 +567,7 @@ fn key_of<'a>(record: &'a Record, keys: &[String]) -> Cow<'a, str> {
 enum Failure {
     Connection(String),
     Item(String),
+    TimedOut(String),
 }
 
 impl RecordWriter {
@@ -488,6 +580,8 @@ impl RecordWriter {
             client: None,
             connection: None,
             prepared: Vec::new(),
+            generation: 0,
+            open: None,
         }
     }
 
@@ -566,8 +660,42 @@ impl RecordWriter {
     }
 
     /// Writes `items` in one transaction and says what happened to each. Never panics and
-    /// never returns early: every item gets an outcome.
+    /// never returns early: every item gets an outcome. The call ends within the
+    /// configuration's [`PgTimeouts::call`]: past it, the statement running is cancelled on
+    /// the server, the connection is dropped (the next call connects again), and every item
+    /// not already written is [`ItemOutcome::TimedOut`].
     pub async fn write_batch(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
+        let limit = self.config.timeouts.call;
+        let cancel = self.client.as_ref().map(Client::cancel_token);
+        match tokio::time::timeout(limit, self.write_batch_within(items)).await {
+            Ok(outcomes) => outcomes,
+            Err(_) => {
+                // The server may still be working on (or waiting in) a statement: cancel it,
+                // so that its locks and transaction go now, not when the server notices the
+                // closed connection.
+                let cancel = self.client.as_ref().map(Client::cancel_token).or(cancel);
+                if let Some(token) = cancel {
+                    tokio::spawn(async move {
+                        if let Err(e) = token.cancel_query(NoTls).await {
+                            tracing::debug!("postgres: cancelling a timed-out call failed: {e}");
+                        }
+                    });
+                }
+                self.client = None;
+                self.connection = None;
+                let why = format!(
+                    "{}: no answer within {limit:?}; the call was cancelled",
+                    self.config
+                );
+                items
+                    .iter()
+                    .map(|_| ItemOutcome::TimedOut(why.clone()))
+                    .collect()
+            }
+        }
+    }
+
+    async fn write_batch_within(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
         let mut outcomes: Vec<Option<ItemOutcome>> = vec![None; items.len()];
         let mut good: Vec<(usize, Prepared)> = Vec::with_capacity(items.len());
         let mut shapes = Shapes::default();
@@ -590,6 +718,11 @@ impl RecordWriter {
                         outcomes[*i] = Some(ItemOutcome::Retry(e.clone()));
                     }
                 }
+                Err(Failure::TimedOut(e)) => {
+                    for (i, _) in &good {
+                        outcomes[*i] = Some(ItemOutcome::TimedOut(e.clone()));
+                    }
+                }
                 Err(Failure::Item(_)) => {
                     // Isolate the bad items: each in a transaction of its own.
                     for (i, p) in good {
@@ -601,6 +734,7 @@ impl RecordWriter {
                             {
                                 Ok(()) => ItemOutcome::Written(count),
                                 Err(Failure::Connection(e)) => ItemOutcome::Retry(e),
+                                Err(Failure::TimedOut(e)) => ItemOutcome::TimedOut(e),
                                 Err(Failure::Item(e)) => ItemOutcome::Bad(e),
                             },
                         );
@@ -612,6 +746,200 @@ impl RecordWriter {
             .into_iter()
             .map(|o| o.unwrap_or_else(|| ItemOutcome::Retry("not attempted".into())))
             .collect()
+    }
+
+    /// Writes `items` in the writer's open transaction (begun by the first call, and kept
+    /// open until [`commit`](Self::commit) or [`rollback`](Self::rollback)), and says what
+    /// happened to each: nothing is committed yet. The batch runs under one savepoint; when
+    /// the server refuses an item, the batch goes back to the savepoint and each item runs
+    /// under its own, so that only the bad items are left out (one more round trip each),
+    /// and the transaction goes on. When the connection breaks or a call times out, the
+    /// open transaction is lost with what earlier calls wrote in it: every item is then
+    /// [`ItemOutcome::Retry`] or [`ItemOutcome::TimedOut`] and the caller must give back
+    /// everything the transaction held. Bounded by [`PgTimeouts::call`], as
+    /// [`write_batch`](Self::write_batch).
+    pub async fn write_in_transaction(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
+        let limit = self.config.timeouts.call;
+        let cancel = self.client.as_ref().map(Client::cancel_token);
+        match tokio::time::timeout(limit, self.write_open_within(items)).await {
+            Ok(outcomes) => outcomes,
+            Err(_) => {
+                if let Some(token) = self.client.as_ref().map(Client::cancel_token).or(cancel) {
+                    tokio::spawn(async move {
+                        let _ = token.cancel_query(NoTls).await;
+                    });
+                }
+                self.client = None;
+                self.connection = None;
+                self.open = None;
+                let why = format!(
+                    "{}: no answer within {limit:?}; the transaction was cancelled",
+                    self.config
+                );
+                items
+                    .iter()
+                    .map(|_| ItemOutcome::TimedOut(why.clone()))
+                    .collect()
+            }
+        }
+    }
+
+    async fn write_open_within(&mut self, items: &[Vec<Record>]) -> Vec<ItemOutcome> {
+        let mut outcomes: Vec<Option<ItemOutcome>> = vec![None; items.len()];
+        let mut good: Vec<(usize, Prepared)> = Vec::with_capacity(items.len());
+        let mut shapes = Shapes::default();
+        for (i, records) in items.iter().enumerate() {
+            match self.prepare_item(records, &mut shapes) {
+                Ok(None) => outcomes[i] = Some(ItemOutcome::Written(0)),
+                Ok(Some(p)) => good.push((i, p)),
+                Err(e) => outcomes[i] = Some(ItemOutcome::Bad(e)),
+            }
+        }
+        let lost = |why: String, timed_out: bool| {
+            if timed_out {
+                ItemOutcome::TimedOut(why)
+            } else {
+                ItemOutcome::Retry(why)
+            }
+        };
+        let began = match self.begin().await {
+            Ok(()) => Ok(()),
+            Err(Failure::TimedOut(e)) => Err(lost(e, true)),
+            Err(Failure::Connection(e) | Failure::Item(e)) => Err(lost(e, false)),
+        };
+        if let Err(failed) = began {
+            self.open = None;
+            return items.iter().map(|_| failed.clone()).collect();
+        }
+        if !good.is_empty() {
+            match self.run(&shapes, &good, Some("weir_batch")).await {
+                Ok(()) => {
+                    for (i, p) in &good {
+                        outcomes[*i] = Some(ItemOutcome::Written(p.count));
+                    }
+                }
+                Err(Failure::Connection(e)) => return self.lose(items, lost(e, false)),
+                Err(Failure::TimedOut(e)) => return self.lose(items, lost(e, true)),
+                Err(Failure::Item(_)) => {
+                    for (i, p) in good {
+                        let count = p.count;
+                        let result = self
+                            .run(&shapes, std::slice::from_ref(&(i, p)), Some("weir_item"))
+                            .await;
+                        outcomes[i] = Some(match result {
+                            Ok(()) => ItemOutcome::Written(count),
+                            Err(Failure::Item(e)) => ItemOutcome::Bad(e),
+                            Err(Failure::Connection(e)) => {
+                                return self.lose(items, lost(e, false));
+                            }
+                            Err(Failure::TimedOut(e)) => return self.lose(items, lost(e, true)),
+                        });
+                    }
+                }
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| ItemOutcome::Retry("not attempted".into())))
+            .collect()
+    }
+
+    /// The open transaction is gone (the connection with it): every item gets `outcome`.
+    fn lose(&mut self, items: &[Vec<Record>], outcome: ItemOutcome) -> Vec<ItemOutcome> {
+        self.open = None;
+        self.client = None;
+        self.connection = None;
+        items.iter().map(|_| outcome.clone()).collect()
+    }
+
+    /// Begins the open transaction unless it is open on the current connection. One open
+    /// on a connection that has since been replaced is lost: an error.
+    async fn begin(&mut self) -> Result<(), Failure> {
+        let was = self.open;
+        self.connect().await?;
+        match was {
+            Some(g) if g == self.generation => return Ok(()),
+            Some(_) => {
+                self.open = None;
+                return Err(Failure::Connection(format!(
+                    "{}: the connection was lost with the open transaction",
+                    self.config
+                )));
+            }
+            None => {}
+        }
+        let (client, connection) = self.parts();
+        match drive(connection, client.batch_execute("BEGIN")).await {
+            Ok(Ok(())) => {
+                self.open = Some(self.generation);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(classify(&e)),
+            Err(why) => Err(self.lost(why)),
+        }
+    }
+
+    /// True while a transaction of [`write_in_transaction`](Self::write_in_transaction) is
+    /// open.
+    pub fn in_transaction(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Commits the open transaction (nothing to do when none is open). Bounded by
+    /// [`PgTimeouts::call`].
+    ///
+    /// # Errors
+    /// [`ConnectorError::Unavailable`] when the commit failed or its outcome is unknown (the
+    /// connection broke or the call timed out); nothing of the transaction may then be
+    /// counted on as written.
+    pub async fn commit(&mut self) -> Result<(), ConnectorError> {
+        self.finish("COMMIT").await
+    }
+
+    /// Rolls the open transaction back (nothing to do when none is open). A failure only
+    /// drops the connection: the server then rolls back by itself.
+    pub async fn rollback(&mut self) {
+        if let Err(e) = self.finish("ROLLBACK").await {
+            tracing::debug!("postgres: rollback: {e}");
+        }
+    }
+
+    async fn finish(&mut self, sql: &str) -> Result<(), ConnectorError> {
+        let Some(generation) = self.open.take() else {
+            return Ok(());
+        };
+        let server = self.config.to_string();
+        let unavailable = |reason: String| ConnectorError::Unavailable {
+            server: server.clone(),
+            reason,
+        };
+        if generation != self.generation || !self.connected() {
+            return Err(unavailable(
+                "the connection was lost with the open transaction".into(),
+            ));
+        }
+        let limit = self.config.timeouts.call;
+        let (client, connection) = self.parts();
+        let result =
+            tokio::time::timeout(limit, drive(connection, client.batch_execute(sql))).await;
+        match result {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => {
+                self.client = None;
+                self.connection = None;
+                Err(unavailable(e.to_string()))
+            }
+            Ok(Err(why)) => {
+                self.client = None;
+                self.connection = None;
+                Err(unavailable(why))
+            }
+            Err(_) => {
+                self.client = None;
+                self.connection = None;
+                Err(unavailable(format!("{sql} had no answer within {limit:?}")))
+            }
+        }
     }
 
     /// Connects unless connected. What the server sent while the writer was idle is read
@@ -634,6 +962,7 @@ impl RecordWriter {
                 .map_err(|e| Failure::Connection(format!("{}: {e}", self.config)))?;
             self.client = Some(client);
             self.connection = Some(Box::pin(connection));
+            self.generation += 1;
         }
         Ok(())
     }
@@ -710,6 +1039,18 @@ impl RecordWriter {
         shapes: &Shapes<'_>,
         items: &[(usize, Prepared<'_>)],
     ) -> Result<(), Failure> {
+        self.run(shapes, items, None).await
+    }
+
+    /// Runs the items' statements: in a transaction of their own, or with `savepoint`, in
+    /// the open transaction under that savepoint (rolled back to it when a statement
+    /// fails, released otherwise).
+    async fn run(
+        &mut self,
+        shapes: &Shapes<'_>,
+        items: &[(usize, Prepared<'_>)],
+        savepoint: Option<&str>,
+    ) -> Result<(), Failure> {
         // Connected first: a new connection drops the statements prepared on the old one.
         self.connect().await?;
         let merged = self.merge(shapes, items);
@@ -720,7 +1061,15 @@ impl RecordWriter {
         // One statement is a transaction of its own (the server's implicit one): no BEGIN
         // or COMMIT, whose answers the server sends apart, each a wake-up of the waiting
         // thread. Several are pipelined between BEGIN and COMMIT.
-        let single = statements.len() == 1;
+        let single = statements.len() == 1 && savepoint.is_none();
+        let (open, close, undo) = match savepoint {
+            Some(name) => (
+                format!("SAVEPOINT {name}"),
+                format!("RELEASE SAVEPOINT {name}"),
+                format!("ROLLBACK TO SAVEPOINT {name}"),
+            ),
+            None => ("BEGIN".into(), "COMMIT".into(), "ROLLBACK".into()),
+        };
         let (client, connection) = self.parts();
         let work = async {
             let texts: Vec<Vec<u8>> = merged.iter().map(|(_, rows)| json_array(rows)).collect();
@@ -741,9 +1090,9 @@ impl RecordWriter {
                 .zip(&statements)
                 .map(|(text, s)| async move { client.execute(s, &[&JsonbText(text)]).await });
             let (begin, runs, commit) = futures::future::join3(
-                client.batch_execute("BEGIN"),
+                client.batch_execute(&open),
                 futures::future::join_all(runs),
-                client.batch_execute("COMMIT"),
+                client.batch_execute(&close),
             )
             .await;
             begin.map_err(|e| classify(&e))?;
@@ -758,10 +1107,10 @@ impl RecordWriter {
         };
         match &result {
             // A failed statement ended its implicit transaction itself.
-            Err(Failure::Item(..)) if single => {}
-            Err(Failure::Item(..)) => {
+            Err(Failure::Item(..) | Failure::TimedOut(..)) if single => {}
+            Err(Failure::Item(..) | Failure::TimedOut(..)) => {
                 let (client, connection) = self.parts();
-                match drive(connection, client.batch_execute("ROLLBACK")).await {
+                match drive(connection, client.batch_execute(&undo)).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
                         self.client = None;
@@ -825,12 +1174,18 @@ fn last_of_each_key<'a>(
     keep.into_iter().map(|i| records[i]).collect()
 }
 
-/// A server error about the data is the item's fault; anything else (no connection, the
-/// server shutting down, a serialization failure or deadlock) is worth retrying.
+/// A server error about the data is the item's fault; a statement or lock timeout is a
+/// time-out; anything else (no connection, the server shutting down, a serialization
+/// failure or deadlock) is worth retrying.
 fn classify(e: &tokio_postgres::Error) -> Failure {
     match e.as_db_error() {
         Some(db) => {
             let code = db.code().code();
+            // query_canceled (statement_timeout, or a cancel) and lock_not_available
+            // (lock_timeout).
+            if code == "57014" || code == "55P03" {
+                return Failure::TimedOut(format!("{}: {}", code, db.message()));
+            }
             let passing = ["08", "40", "53", "57", "58"]
                 .iter()
                 .any(|c| code.starts_with(c));

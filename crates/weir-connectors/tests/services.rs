@@ -8,9 +8,12 @@ use bytes::Bytes;
 use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpMessage, AmqpPublisher, Settlement};
-use weir_connectors::jetstream::{JetStreamConfig, JetStreamConsumer, JetStreamPublisher};
+use weir_connectors::jetstream::{
+    JetStreamConfig, JetStreamConsumer, JetStreamMessage, JetStreamPublisher, keep_in_progress,
+    progress_interval,
+};
 use weir_connectors::postgres::{
-    ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines,
+    ItemOutcome, PgConfig, PgTimeouts, RecordWriter, StatementType, parse_json_lines,
 };
 use weir_connectors::services::{self, AMQP, NATS, POSTGRES};
 
@@ -327,6 +330,63 @@ async fn jetstream_durable_consumer_acks_and_naks_with_delay() {
     js.delete_stream(&name).await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jetstream_in_progress_acks_hold_a_message_past_its_ack_wait() {
+    if !services::available(
+        "jetstream_in_progress_acks_hold_a_message_past_its_ack_wait",
+        &[NATS],
+    ) {
+        return;
+    }
+    let name = unique("WEIR");
+    let subject = format!("{name}.in");
+    let config = JetStreamConfig::new("nats://127.0.0.1:4222", None, None);
+    let js = config.connect().await.unwrap();
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: name.clone(),
+        subjects: vec![subject.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    JetStreamPublisher::new(config.clone())
+        .publish(&subject, b"slow")
+        .await
+        .unwrap();
+    let ack_wait = Duration::from_secs(1);
+    let consumer = JetStreamConsumer::start(
+        &tokio::runtime::Handle::current(),
+        config,
+        &name,
+        &subject,
+        "durable",
+        ack_wait,
+        1,
+    );
+    let got = consumer.next_batch(1, Duration::from_secs(10)).await;
+    assert_eq!(got.len(), 1);
+    let held: std::sync::Arc<[JetStreamMessage]> = got.into();
+    let guard = keep_in_progress(
+        &tokio::runtime::Handle::current(),
+        std::sync::Arc::clone(&held),
+        progress_interval(ack_wait),
+    );
+    // Held for three ack waits: the server is told it is in progress, and keeps it.
+    let during = consumer.next_batch(10, 3 * ack_wait).await;
+    assert!(
+        during.is_empty(),
+        "redelivered while in progress: {during:?}"
+    );
+    drop(guard);
+    // Without in-progress acks the ack wait runs out and the message comes again.
+    let after = consumer.next_batch(10, Duration::from_secs(10)).await;
+    assert_eq!(after.len(), 1, "the ack wait never ran out");
+    assert_eq!(after[0].delivered, 2);
+    after[0].ack().await.unwrap();
+    drop(consumer);
+    js.delete_stream(&name).await.unwrap();
+}
+
 async fn pg() -> tokio_postgres::Client {
     PgConfig::new("host=127.0.0.1 user=postgres dbname=test", None, None)
         .connect()
@@ -509,6 +569,165 @@ async fn postgres_writer_replaces_a_connection_the_server_closed() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(ids, [1, 2]);
+    client
+        .batch_execute(&format!("DROP TABLE {table}"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_calls_blocked_on_a_lock_time_out_on_the_server_and_on_the_client() {
+    if !services::available(
+        "postgres_calls_blocked_on_a_lock_time_out_on_the_server_and_on_the_client",
+        &[POSTGRES],
+    ) {
+        return;
+    }
+    let table = unique("weir_lock");
+    let client = pg().await;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id bigint PRIMARY KEY, v text); INSERT INTO {table} VALUES (1, 'old')"
+        ))
+        .await
+        .unwrap();
+    let holder = pg().await;
+    holder
+        .batch_execute(&format!(
+            "BEGIN; UPDATE {table} SET v = 'held' WHERE id = 1"
+        ))
+        .await
+        .unwrap();
+    let records = parse_json_lines(&Bytes::from_static(b"{\"id\":1,\"v\":\"new\"}\n")).unwrap();
+    let upsert = || StatementType::Upsert {
+        keys: vec!["id".into()],
+    };
+    let url = "host=127.0.0.1 user=postgres dbname=test";
+    // The server's lock timeout ends the wait.
+    let mut writer = RecordWriter::new(
+        PgConfig::new(url, None, None).with_timeouts(PgTimeouts {
+            lock: Duration::from_millis(300),
+            ..PgTimeouts::default()
+        }),
+        &table,
+        upsert(),
+    );
+    let started = std::time::Instant::now();
+    let outcomes = writer.write_batch(std::slice::from_ref(&records)).await;
+    assert!(
+        matches!(&outcomes[0], ItemOutcome::TimedOut(e) if e.contains("55P03")),
+        "{outcomes:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // The client's bound ends it when the server's are longer, and the waiting statement is
+    // cancelled on the server.
+    let mut writer = RecordWriter::new(
+        PgConfig::new(url, None, None).with_timeouts(PgTimeouts {
+            call: Duration::from_millis(500),
+            ..PgTimeouts::default()
+        }),
+        &table,
+        upsert(),
+    );
+    let started = std::time::Instant::now();
+    let outcomes = writer.write_batch(std::slice::from_ref(&records)).await;
+    assert!(
+        matches!(&outcomes[0], ItemOutcome::TimedOut(_)),
+        "{outcomes:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let waiting = || async {
+        client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = 'test'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while waiting().await > 0 && std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(waiting().await, 0, "the cancelled statement still waits");
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    // Connected again, the writer goes on.
+    let outcomes = writer.write_batch(std::slice::from_ref(&records)).await;
+    assert_eq!(outcomes, [ItemOutcome::Written(1)]);
+    client
+        .batch_execute(&format!("DROP TABLE {table}"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_open_transaction_isolates_bad_items_with_savepoints_and_commits_once() {
+    if !services::available(
+        "postgres_open_transaction_isolates_bad_items_with_savepoints_and_commits_once",
+        &[POSTGRES],
+    ) {
+        return;
+    }
+    let table = unique("weir_open");
+    let client = pg().await;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id bigint PRIMARY KEY, v text)"
+        ))
+        .await
+        .unwrap();
+    let lines =
+        |text: &'static str| parse_json_lines(&Bytes::from_static(text.as_bytes())).unwrap();
+    let count = || async {
+        client
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    let mut writer = RecordWriter::new(
+        PgConfig::new("host=127.0.0.1 user=postgres dbname=test", None, None),
+        &table,
+        StatementType::Insert,
+    );
+    let items = [
+        lines("{\"id\":1,\"v\":\"a\"}\n"),
+        lines("{\"id\":\"x\",\"v\":\"bad\"}\n"),
+        lines("{\"id\":2,\"v\":\"b\"}\n"),
+    ];
+    let outcomes = writer.write_in_transaction(&items).await;
+    assert_eq!(outcomes[0], ItemOutcome::Written(1));
+    assert!(
+        matches!(&outcomes[1], ItemOutcome::Bad(e) if e.contains("22P02")),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[2], ItemOutcome::Written(1));
+    // A second call goes on in the same transaction; nothing is visible before the commit.
+    let outcomes = writer
+        .write_in_transaction(&[lines("{\"id\":3,\"v\":\"c\"}\n")])
+        .await;
+    assert_eq!(outcomes, [ItemOutcome::Written(1)]);
+    assert!(writer.in_transaction());
+    assert_eq!(count().await, 0);
+    writer.commit().await.unwrap();
+    assert!(!writer.in_transaction());
+    assert_eq!(count().await, 3);
+    // A rolled-back transaction leaves nothing.
+    let outcomes = writer
+        .write_in_transaction(&[lines("{\"id\":4,\"v\":\"d\"}\n")])
+        .await;
+    assert_eq!(outcomes, [ItemOutcome::Written(1)]);
+    writer.rollback().await;
+    assert_eq!(count().await, 3);
     client
         .batch_execute(&format!("DROP TABLE {table}"))
         .await

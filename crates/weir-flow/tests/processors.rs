@@ -487,3 +487,182 @@ fn cryptographic_hash_content_writes_known_digests() {
     }
     engine.stop().unwrap();
 }
+
+/// 1,600 flow files whose 16 correlation values come in turn: `Maximum Number of Entries`
+/// of each value arrive only after many of every other value.
+fn interleaved(n: usize, keys: usize) -> Vec<Item> {
+    (0..n)
+        .map(|i| {
+            let key = format!("k{:02}", i % keys);
+            Item::new(&format!("line-{i:04}"), &[("key", &key)])
+        })
+        .collect()
+}
+
+/// The merged flow files' lines, checked to be of one correlation value each; every line
+/// of `n` must be there exactly once.
+fn assert_every_line_once(merged: &[support::Recorded], n: usize) {
+    let mut seen = BTreeMap::new();
+    for r in merged {
+        let key = r.attr("key");
+        let lines: Vec<&str> = std::str::from_utf8(&r.content)
+            .unwrap()
+            .split('\n')
+            .collect();
+        assert_eq!(r.attr("merge.count"), lines.len().to_string());
+        for line in lines {
+            let i: usize = line.strip_prefix("line-").unwrap().parse().unwrap();
+            assert_eq!(format!("k{:02}", i % 16), key, "{line} merged under {key}");
+            *seen.entry(i).or_insert(0) += 1;
+        }
+    }
+    let missing: Vec<usize> = (0..n).filter(|i| !seen.contains_key(i)).collect();
+    let twice: Vec<usize> = seen
+        .iter()
+        .filter(|(_, c)| **c > 1)
+        .map(|(i, _)| *i)
+        .collect();
+    assert!(missing.is_empty(), "lines never merged: {missing:?}");
+    assert!(twice.is_empty(), "lines merged twice: {twice:?}");
+}
+
+fn merge_flow(engine_line: &str, bins: usize, extra: &str) -> String {
+    format!(
+        r#"flow: merge-interleaved
+settings: {{ sync: none }}
+groups:
+  - name: g
+{engine_line}
+    processors:
+      - {{ name: feed, type: Feed }}
+      - name: merge
+        type: MergeContent
+        auto_terminate: [original, failure]
+        properties:
+          Minimum Number of Entries: "100"
+          Maximum Number of Entries: "100"
+          Maximum number of Bins: "{bins}"
+          Correlation Attribute Name: key
+          Demarcator: '\n'
+{extra}
+    connections:
+      - {{ from: feed, relationships: [success], to: merge }}
+      - {{ from: merge, relationships: [merged], to: out }}
+    ports:
+      output:
+        - {{ name: out }}
+  - name: sink
+    processors:
+      - {{ name: merged, type: Recorder, auto_terminate: [success] }}
+connections:
+  - {{ from: g/out, to: merged }}
+"#
+    )
+}
+
+#[test]
+fn merge_content_keeps_bins_across_triggers_so_interleaved_keys_merge_every_line_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let engine = start(&merge_flow("", 16, ""), &probe, dir.path());
+    probe.feed("feed", interleaved(1600, 16));
+    assert!(
+        wait_for(Duration::from_secs(20), || probe.count("merged") == 16),
+        "merged {} of 16 bins",
+        probe.count("merged")
+    );
+    let merged = probe.recorded("merged");
+    assert!(merged.iter().all(|r| r.attr("merge.count") == "100"));
+    assert_every_line_once(&merged, 1600);
+    engine.wait_until_idle(Duration::from_millis(100));
+    assert_eq!(
+        engine
+            .status()
+            .connections
+            .iter()
+            .map(|c| c.count)
+            .sum::<u64>(),
+        0
+    );
+    engine.stop().unwrap();
+}
+
+#[test]
+fn merge_content_in_a_stateless_group_merges_interleaved_keys_every_line_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let yaml = merge_flow("    engine: stateless\n    timeout: 30 s", 16, "");
+    let engine = start(&yaml, &probe, dir.path());
+    probe.feed("feed", interleaved(1600, 16));
+    assert!(
+        wait_for(Duration::from_secs(20), || probe.count("merged") == 16),
+        "merged {} of 16 bins",
+        probe.count("merged")
+    );
+    let merged = probe.recorded("merged");
+    assert!(merged.iter().all(|r| r.attr("merge.count") == "100"));
+    assert_every_line_once(&merged, 1600);
+    engine.stop().unwrap();
+}
+
+#[test]
+fn merge_content_at_its_bin_limit_merges_the_oldest_bin_as_it_is() {
+    for engine_line in ["", "    engine: stateless\n    timeout: 30 s"] {
+        let dir = tempfile::tempdir().unwrap();
+        let probe = Arc::new(Probe::default());
+        // The default limit, 5 bins, for 16 values in turn: every new value evicts the
+        // oldest bin; the last 5 bins go by their age (a stateless transaction cannot
+        // commit while a bin waits).
+        let extra = "          Max Bin Age: 300 ms";
+        let engine = start(&merge_flow(engine_line, 5, extra), &probe, dir.path());
+        probe.feed("feed", interleaved(1600, 16));
+        let lines = || {
+            probe
+                .recorded("merged")
+                .iter()
+                .map(|r| r.attr("merge.count").parse::<usize>().unwrap())
+                .sum::<usize>()
+        };
+        assert!(
+            wait_for(Duration::from_secs(20), || lines() == 1600),
+            "{engine_line}: {} lines merged",
+            lines()
+        );
+        let merged = probe.recorded("merged");
+        // Evicted bins are merged as they are, far from full.
+        assert!(
+            merged.len() > 16 * 10,
+            "{engine_line}: {} merges",
+            merged.len()
+        );
+        assert_every_line_once(&merged, 1600);
+        engine.stop().unwrap();
+    }
+}
+
+#[test]
+fn max_bin_age_merges_an_incomplete_bin_held_across_triggers() {
+    for engine_line in ["", "    engine: stateless\n    timeout: 30 s"] {
+        let dir = tempfile::tempdir().unwrap();
+        let probe = Arc::new(Probe::default());
+        let extra = "          Max Bin Age: 300 ms";
+        let engine = start(&merge_flow(engine_line, 16, extra), &probe, dir.path());
+        let fed = std::time::Instant::now();
+        // 50 of the 100 a bin needs, for two values.
+        probe.feed("feed", interleaved(100, 2));
+        assert!(
+            wait_for(Duration::from_secs(10), || probe.count("merged") == 2),
+            "{engine_line}: merged {}",
+            probe.count("merged")
+        );
+        assert!(fed.elapsed() >= Duration::from_millis(300));
+        let merged = probe.recorded("merged");
+        assert!(merged.iter().all(|r| r.attr("merge.count") == "50"));
+        let lines: usize = merged
+            .iter()
+            .map(|r| r.content.split(|b| *b == b'\n').count())
+            .sum();
+        assert_eq!(lines, 100);
+        engine.stop().unwrap();
+    }
+}

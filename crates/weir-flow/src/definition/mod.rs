@@ -252,6 +252,10 @@ pub struct Component {
     pub relationships: Vec<String>,
     /// An output port marked `failure: true` (the stateless engine rolls back on reaching it).
     pub failure_port: bool,
+    /// The timeout of the stateless group it belongs to; `None` in a traditional group.
+    /// Processors that wait on outside services bound their waits by it, and MergeContent
+    /// keeps its bins in the group's transaction rather than in held sessions.
+    pub group_timeout: Option<Duration>,
     /// The line where it is defined.
     pub line: Option<usize>,
 }
@@ -479,6 +483,7 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
                 false
             }
         };
+        let mut group_timeout = None;
         if stateless {
             stateless_groups.push(group.name.clone());
             let timeout = c.duration(
@@ -494,6 +499,7 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
                     "must be at least 1",
                 );
             }
+            group_timeout = Some(timeout);
             stateless_settings.push(StatelessGroup {
                 name: group.name.clone(),
                 concurrency: group.concurrency.unwrap_or(1).max(1) as usize,
@@ -519,7 +525,7 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
                 .value_line("name", &pd.name, proc_line.unwrap_or(1))
                 .or(proc_line);
             let field = format!("{gfield}.processors[{pi}]");
-            let component = processor(pd, &group.name, stateless, proc_line, &field, loc, c);
+            let component = processor(pd, &group.name, group_timeout, proc_line, &field, loc, c);
             if let Some(component) = component {
                 if names.contains_key(&component.name) {
                     c.error(
@@ -561,6 +567,7 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
                 auto_terminate: BTreeSet::new(),
                 relationships: vec!["success".into()],
                 failure_port,
+                group_timeout,
                 line: ports_line,
             });
         }
@@ -807,13 +814,14 @@ fn settings(s: &SettingsDef, loc: &Locator, c: &mut Checker<'_>) -> Settings {
 fn processor(
     pd: ProcessorDef,
     group: &str,
-    stateless: bool,
+    group_timeout: Option<Duration>,
     line: Option<usize>,
     field: &str,
     loc: &Locator,
     c: &mut Checker<'_>,
 ) -> Option<Component> {
     let key_line = |k: &str| loc.key_line(k, line).or(line);
+    let stateless = group_timeout.is_some();
     let Some(spec) = c.registry.spec(&pd.kind) else {
         let message = format!(
             "unknown processor type `{}` (known: {})",
@@ -882,11 +890,36 @@ fn processor(
             }
         }
     }
+    // A broker source with a delivery limit routes the messages past it to `dead-letter`.
+    if matches!(spec.kind, "ConsumeAMQP" | "ConsumeJetStream")
+        && properties
+            .get("Max Deliveries")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+    {
+        relationships.push(crate::processors::DEAD_LETTER.to_string());
+    }
     if stateless && spec.kind == "ListenHTTP" {
         c.error(
             key_line("type"),
             format!("{field}.type"),
             "ListenHTTP answers requests as they come and cannot wait for a group transaction; put it in a traditional group and feed the stateless group through an input port",
+        );
+    }
+    // A message held past its Ack Wait is redelivered to another consumer while the group
+    // may still commit it: the wait must outlast the longest transaction.
+    if spec.kind == "ConsumeJetStream"
+        && let Some(timeout) = group_timeout
+        && let Some(Ok(ack_wait)) = properties.get("Ack Wait").map(|v| parse_duration(v))
+        && ack_wait <= timeout
+    {
+        c.error(
+            key_line("Ack Wait"),
+            format!("{field}.properties.Ack Wait"),
+            format!(
+                "processor `{}`: Ack Wait ({ack_wait:?}) must be longer than the stateless group's timeout ({timeout:?}), or the server redelivers messages a transaction still holds",
+                pd.name
+            ),
         );
     }
     if spec.kind == "PutDatabaseRecord"
@@ -1019,6 +1052,7 @@ fn processor(
         auto_terminate: pd.auto_terminate.into_iter().collect(),
         relationships,
         failure_port: false,
+        group_timeout,
         line,
     })
 }

@@ -33,7 +33,9 @@ pub use monitor::{
     ProcessorView, RunState,
 };
 use queue::Queue;
-pub use session::{Committed, Completion, CompletionHook, FlowFileRef, Session, SessionError};
+pub use session::{
+    BeforeCommitHook, Committed, Completion, CompletionHook, FlowFileRef, Session, SessionError,
+};
 
 /// Why the engine could not start or stopped.
 #[derive(Debug, thiserror::Error)]

@@ -90,6 +90,10 @@ pub enum SessionError {
     /// Content could not be read or written.
     #[error("content: {0}")]
     Content(#[from] io::Error),
+    /// A hook run before the commit ([`Session::before_commit`]) failed: the session rolled
+    /// back.
+    #[error("before the commit: {0}")]
+    BeforeCommit(String),
 }
 
 /// How a session's work ended, for [`Session::on_complete`].
@@ -109,6 +113,10 @@ pub enum Completion {
 /// A callback run once when a session's work is committed or rolled back.
 pub type CompletionHook = Box<dyn FnOnce(Completion) + Send>;
 
+/// Work that must succeed for a session's commit to happen (a destination's own commit):
+/// `Err` with why rolls the session, or its stateless transaction, back.
+pub type BeforeCommitHook = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
 /// A processor's session. See the [module docs](self).
 pub struct Session {
     shared: Arc<Shared>,
@@ -120,6 +128,9 @@ pub struct Session {
     /// group and new content are in memory, and the commit is the transaction's.
     transaction: Option<Arc<Transaction>>,
     completions: Vec<CompletionHook>,
+    before_commit: Vec<BeforeCommitHook>,
+    /// Events recorded only if the work commits (see [`Session::report_on_commit`]).
+    commit_only_events: Vec<ProvenanceEvent>,
     records: Vec<Record>,
     expired: Vec<(u32, FlowFile)>,
     events: Vec<ProvenanceEvent>,
@@ -238,6 +249,8 @@ impl Session {
             component,
             transaction: None,
             completions: Vec::new(),
+            before_commit: Vec::new(),
+            commit_only_events: Vec::new(),
             records: Vec::new(),
             expired: Vec::new(),
             events: Vec::new(),
@@ -263,6 +276,17 @@ impl Session {
     /// acknowledge or give back what they received here.
     pub fn on_complete(&mut self, hook: impl FnOnce(Completion) + Send + 'static) {
         self.completions.push(Box::new(hook));
+    }
+
+    /// Runs `hook` before this session's work is committed: before its journal frame
+    /// (traditional), or before the whole stateless transaction's frame and every
+    /// completion hook, so before any source acknowledges. A destination that keeps its own
+    /// transaction open for the group (PutDatabaseRecord) commits it here. An `Err` rolls
+    /// the session (or the transaction) back, and the completion hooks see
+    /// [`Completion::RolledBack`]. Hooks run in the order they were given; all run even
+    /// after one fails. A session that rolls back drops its hooks unrun.
+    pub fn before_commit(&mut self, hook: impl FnOnce() -> Result<(), String> + Send + 'static) {
+        self.before_commit.push(Box::new(hook));
     }
 
     /// The component's name.
@@ -686,6 +710,30 @@ impl Session {
         self.records[ff.0].penalized = true;
     }
 
+    /// As [`Session::report`], for an event that is true only if the work commits: inside
+    /// a stateless transaction it is dropped at a rollback, even a SEND (which
+    /// [`Session::report`] keeps, since the data left). A destination whose writes roll back
+    /// with the group (PutDatabaseRecord's) reports its SEND this way.
+    pub fn report_on_commit(
+        &mut self,
+        ff: FlowFileRef,
+        event_type: EventType,
+        transit_uri: Option<SmolStr>,
+        details: Option<SmolStr>,
+    ) {
+        if self.transaction.is_none() {
+            return self.report(ff, event_type, transit_uri, details);
+        }
+        self.records[ff.0].attributes_changed = false;
+        let e = self.event(
+            &self.records[ff.0].flowfile,
+            event_type,
+            details,
+            transit_uri,
+        );
+        self.commit_only_events.push(e);
+    }
+
     /// Records an explicit provenance event (RECEIVE, FETCH, SEND, ROUTE,
     /// REMOTE_INVOCATION) for `ff`.
     pub fn report(
@@ -1003,9 +1051,11 @@ impl Session {
                     enqueue: plan.enqueue,
                     returned: plan.returned,
                     events: plan.events,
+                    commit_only_events: std::mem::take(&mut self.commit_only_events),
                     taken,
                     expired,
                     completions: std::mem::take(&mut self.completions),
+                    before_commit: std::mem::take(&mut self.before_commit),
                     deletions,
                 },
                 &self.shared,
@@ -1021,6 +1071,10 @@ impl Session {
             .retain(|r| r.destination != Destination::Returned);
         for (q, list) in returned {
             shared.queues[q as usize].requeue(list, None);
+        }
+        if let Err(e) = run_before_commit(std::mem::take(&mut self.before_commit)) {
+            self.rollback(false);
+            return Err(SessionError::BeforeCommit(e));
         }
         if plan.ops.is_empty() && plan.events.is_empty() {
             self.records.clear();
@@ -1089,6 +1143,8 @@ impl Session {
     }
 
     fn rollback_in_place(&mut self, penalize: bool) {
+        self.before_commit.clear();
+        self.commit_only_events.clear();
         if let Some(t) = self.transaction.take() {
             // Inside a stateless transaction a processor's rollback rolls back the whole
             // transaction: what the session took from outside the group and its hooks go to
@@ -1154,6 +1210,19 @@ impl Session {
             ComponentKind::Port
         )
     }
+}
+
+/// Runs `hooks` in order, all of them; the first error.
+pub(crate) fn run_before_commit(hooks: Vec<BeforeCommitHook>) -> Result<(), String> {
+    let mut result = Ok(());
+    for hook in hooks {
+        if let Err(e) = hook()
+            && result.is_ok()
+        {
+            result = Err(e);
+        }
+    }
+    result
 }
 
 impl Drop for Session {

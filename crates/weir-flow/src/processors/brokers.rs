@@ -7,6 +7,22 @@
 //! JetStream naks, delayed by the penalty when the rollback is penalized). Credentials are
 //! properties and appear in no log line and no attribute. A broker or database that cannot
 //! be reached shows as a warning and an idle (yielding) processor, never as a crash.
+//!
+//! Delivery guarantee: at least once. In a stateless group PutDatabaseRecord keeps one
+//! database transaction for the group's transaction (each batch under a savepoint, a bad
+//! record set aside by its own) and commits it when the group commits, before the broker
+//! sources acknowledge (`Session::before_commit`); it rolls back with the group, and so does
+//! its SEND event (`Session::report_on_commit`). A crash between that
+//! commit and the acknowledgement redelivers messages whose rows are written: idempotent
+//! with UPSERT keys. In a traditional group PutDatabaseRecord commits each batch in its
+//! trigger, before its session commits. Every database call is bounded by `Connect
+//! Timeout`, `Statement Timeout` and `Lock Timeout`, in a stateless group by the group's
+//! timeout too; there a call that runs out (or a lost connection) fails the trigger.
+//!
+//! `Max Deliveries` (0: no limit) sends a message delivered more times than that to the
+//! consumer's `dead-letter` relationship instead of `success`; redelivered messages then come
+//! in batches of their own, so that a poison message does not take its batch-mates with it.
+//! ConsumeJetStream keeps its messages with in-progress acks while a transaction holds them.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -15,14 +31,15 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use weir_connectors::amqp::{AmqpConfig, AmqpConsumer, AmqpPublisher, Settlement};
 use weir_connectors::jetstream::{
-    JetStreamConfig, JetStreamConsumer, JetStreamMessage, JetStreamPublisher,
+    JetStreamConfig, JetStreamConsumer, JetStreamMessage, JetStreamPublisher, keep_in_progress,
+    progress_interval,
 };
 use weir_connectors::postgres::{
-    ItemOutcome, PgConfig, RecordWriter, StatementType, parse_json_lines,
+    ItemOutcome, PgConfig, PgTimeouts, RecordWriter, StatementType, parse_json_lines,
 };
 use weir_connectors::{ConnectorError, Health};
 
-use super::{ProcessError, Processor, Trigger, eval, props};
+use super::{DEAD_LETTER, ProcessError, Processor, Trigger, eval, props};
 use crate::definition::Component;
 use crate::engine::{Completion, Session, SessionFactory};
 use crate::expression::Template;
@@ -56,6 +73,9 @@ fn bulletin(component: &str, health: &Health, last: &Mutex<Option<String>>) {
     }
 }
 
+/// An attribute of a received message's flow file: name and value.
+type Entry = (SmolStr, SmolStr);
+
 fn connector_error(e: ConnectorError) -> ProcessError {
     ProcessError::Other(e.to_string())
 }
@@ -81,12 +101,67 @@ pub(super) struct ConsumeAmqp {
     uri: SmolStr,
     batch: usize,
     prefetch: u16,
+    /// `Max Deliveries`; 0 for no limit.
+    max_deliveries: u64,
+    /// Deliveries seen of messages a classic queue redelivers (it does not count them), by
+    /// [`message_key`].
+    tally: Mutex<std::collections::HashMap<u64, u64>>,
     runtime: Handle,
     consumer: OnceLock<AmqpConsumer>,
     last_bulletin: Mutex<Option<String>>,
 }
 
+/// Messages whose deliveries a ConsumeAMQP counts itself (classic queues) at most: past it
+/// the counts start again, so that a broker redelivering many messages for ever cannot
+/// grow the table without bound.
+const TALLY_LIMIT: usize = 100_000;
+
+/// A classic queue's message, told apart from others by its routing key, message id and
+/// body (the broker gives it no identity that survives a redelivery).
+fn message_key(m: &weir_connectors::amqp::AmqpMessage) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.routing_key.hash(&mut h);
+    m.headers
+        .iter()
+        .find(|(k, _)| k == "message_id")
+        .map(|(_, v)| v)
+        .hash(&mut h);
+    m.body.hash(&mut h);
+    h.finish()
+}
+
 impl ConsumeAmqp {
+    /// How many times `m` has been delivered, this time included: the broker's count when
+    /// it keeps one (a quorum queue), else, with a delivery limit, this processor's (a
+    /// classic queue says only whether it redelivers; the count starts again with the
+    /// process); `None` when neither counts.
+    fn deliveries(&self, m: &weir_connectors::amqp::AmqpMessage) -> Option<u64> {
+        if let Some(prior) = m.prior_deliveries {
+            return Some(prior + 1);
+        }
+        if self.max_deliveries == 0 {
+            return None;
+        }
+        let mut tally = self.tally.lock().unwrap_or_else(|p| p.into_inner());
+        if !m.redelivered {
+            // A first delivery: hashed (its body too) only when an identical message may
+            // have been counted before.
+            if !tally.is_empty() {
+                tally.remove(&message_key(m));
+            }
+            return Some(1);
+        }
+        let key = message_key(m);
+        if tally.len() >= TALLY_LIMIT {
+            tally.clear();
+        }
+        // A redelivery first seen here was delivered at least once before.
+        let n = tally.entry(key).or_insert(1);
+        *n += 1;
+        Some(*n)
+    }
+
     pub(super) fn new(c: &Component) -> Result<Self, String> {
         let config = amqp_config(c)?;
         let queue = props::text(c, "Queue");
@@ -97,6 +172,8 @@ impl ConsumeAmqp {
             queue,
             batch: props::count(c, "Batch Size")?.max(1) as usize,
             prefetch: props::count(c, "Prefetch Count")?.clamp(1, u16::MAX as u64) as u16,
+            max_deliveries: props::count(c, "Max Deliveries")?,
+            tally: Mutex::new(std::collections::HashMap::new()),
             runtime: runtime()?,
             consumer: OnceLock::new(),
             last_bulletin: Mutex::new(None),
@@ -106,12 +183,16 @@ impl ConsumeAmqp {
 
 impl Processor for ConsumeAmqp {
     fn start(&self, _sessions: SessionFactory) -> Result<(), String> {
-        let _ = self.consumer.set(AmqpConsumer::start(
+        let consumer = AmqpConsumer::start(
             &self.runtime,
             self.config.clone(),
             &self.queue,
             self.prefetch,
-        ));
+        );
+        // With a delivery limit, a redelivered message is tried alone: a poison message
+        // reaches the limit by itself, and its batch-mates go through.
+        consumer.isolate_redelivered(self.max_deliveries > 0);
+        let _ = self.consumer.set(consumer);
         Ok(())
     }
 
@@ -132,42 +213,71 @@ impl Processor for ConsumeAmqp {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
-        session.reserve(messages.len());
-        for m in &mut messages {
-            // In name order, so that the new map is built in order.
-            let fixed = [
-                ("amqp$deliveryTag", int_value(m.delivery_tag)),
-                ("amqp$exchange", m.exchange.clone()),
-                (
-                    "amqp$redelivered",
-                    SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
-                ),
-                ("amqp$routingKey", m.routing_key.clone()),
-            ]
-            .map(|(k, v)| (SmolStr::new_static(k), v));
-            let headers = m
-                .headers
-                .iter()
-                .map(|(k, v)| (SmolStr::from(format!("amqp${k}")), SmolStr::new(v)));
-            // The body taken, not copied: settling a message needs only its tag.
-            let ff = session.create_with_content(
-                fixed.into_iter().chain(headers),
-                std::mem::take(&mut m.body),
-            )?;
-            session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
-            session.transfer(ff, "success")?;
-        }
+        // Each message's attributes and body are taken out, and the messages handed to the
+        // completion hook, before anything can fail: a trigger that fails or panics after
+        // this rolls back and the hook requeues them; none is left unsettled (an unsettled
+        // delivery holds a place of the prefetch window until the connection closes).
+        let received: Vec<(Vec<Entry>, Vec<u8>, &str)> = messages
+            .iter_mut()
+            .map(|m| {
+                let deliveries = self.deliveries(m);
+                let to = if let Some(deliveries) = deliveries
+                    && self.max_deliveries > 0
+                    && deliveries > self.max_deliveries
+                {
+                    tracing::warn!(
+                        "{}: a message delivered {deliveries} times (Max Deliveries {}) goes to {DEAD_LETTER}",
+                        self.name,
+                        self.max_deliveries
+                    );
+                    DEAD_LETTER
+                } else {
+                    "success"
+                };
+                // In name order, so that the new map is built in order.
+                let mut attributes = vec![
+                    (
+                        SmolStr::new_static("amqp$deliveryTag"),
+                        int_value(m.delivery_tag),
+                    ),
+                    (SmolStr::new_static("amqp$exchange"), m.exchange.clone()),
+                    (
+                        SmolStr::new_static("amqp$redelivered"),
+                        SmolStr::new_static(if m.redelivered { "true" } else { "false" }),
+                    ),
+                    (
+                        SmolStr::new_static("amqp$routingKey"),
+                        m.routing_key.clone(),
+                    ),
+                ];
+                attributes.extend(
+                    m.headers
+                        .iter()
+                        .map(|(k, v)| (SmolStr::from(format!("amqp${k}")), SmolStr::new(v))),
+                );
+                if let Some(n) = deliveries {
+                    attributes.push((SmolStr::new_static("amqp$deliveries"), int_value(n as i64)));
+                }
+                // The body taken, not copied: settling a message needs only its tag.
+                (attributes, std::mem::take(&mut m.body), to)
+            })
+            .collect();
         let settler = consumer.settler();
         session.on_complete(move |outcome| {
-            settler.settle(
-                messages,
-                match outcome {
-                    Completion::Committed => Settlement::Ack,
-                    // Penalized: held unacknowledged (still ours) until the penalty is over.
-                    Completion::RolledBack { penalty } => Settlement::Requeue { delay: penalty },
-                },
-            )
+            let how = match outcome {
+                // After the group's destinations committed (`Session::before_commit`).
+                Completion::Committed => Settlement::Ack,
+                // Penalized: held unacknowledged (still ours) until the penalty is over.
+                Completion::RolledBack { penalty } => Settlement::Requeue { delay: penalty },
+            };
+            settler.settle(messages, how)
         });
+        session.reserve(received.len());
+        for (attributes, body, to) in received {
+            let ff = session.create_with_content(attributes, body)?;
+            session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
+            session.transfer(ff, to)?;
+        }
         Ok(Trigger::Worked)
     }
 }
@@ -246,6 +356,8 @@ pub(super) struct ConsumeJetStream {
     durable: String,
     batch: usize,
     ack_wait: Duration,
+    /// `Max Deliveries`; 0 for no limit.
+    max_deliveries: u64,
     runtime: Handle,
     consumer: OnceLock<JetStreamConsumer>,
     last_bulletin: Mutex<Option<String>>,
@@ -269,6 +381,7 @@ impl ConsumeJetStream {
             durable,
             batch: props::count(c, "Batch Size")?.max(1) as usize,
             ack_wait: props::duration(c, "Ack Wait")?,
+            max_deliveries: props::count(c, "Max Deliveries")?,
             runtime: runtime()?,
             consumer: OnceLock::new(),
             last_bulletin: Mutex::new(None),
@@ -278,7 +391,7 @@ impl ConsumeJetStream {
 
 impl Processor for ConsumeJetStream {
     fn start(&self, _sessions: SessionFactory) -> Result<(), String> {
-        let _ = self.consumer.set(JetStreamConsumer::start(
+        let consumer = JetStreamConsumer::start(
             &self.runtime,
             self.config.clone(),
             &self.stream,
@@ -286,7 +399,10 @@ impl Processor for ConsumeJetStream {
             &self.durable,
             self.ack_wait,
             self.batch,
-        ));
+        );
+        // As ConsumeAMQP: with a delivery limit, a redelivered message is tried alone.
+        consumer.isolate_redelivered(self.max_deliveries > 0);
+        let _ = self.consumer.set(consumer);
         Ok(())
     }
 
@@ -301,30 +417,58 @@ impl Processor for ConsumeJetStream {
             bulletin(&self.name, consumer.health(), &self.last_bulletin);
             return Ok(Trigger::Idle);
         }
-        session.reserve(messages.len());
-        for m in &mut messages {
-            // The body taken, not copied: settling a message needs only its tag.
-            let ff = session.create_with_content(
-                [
+        // As ConsumeAMQP: the messages go to the completion hook before anything can fail,
+        // so that a failed trigger naks them instead of leaving them to the ack wait.
+        let received: Vec<([Entry; 3], Vec<u8>, &str)> = messages
+            .iter_mut()
+            .map(|m| {
+                let over = self.max_deliveries > 0 && m.delivered.max(1) as u64 > self.max_deliveries;
+                if over {
+                    tracing::warn!(
+                        "{}: a message delivered {} times (Max Deliveries {}) goes to {DEAD_LETTER}",
+                        self.name,
+                        m.delivered,
+                        self.max_deliveries
+                    );
+                }
+                let to = if over { DEAD_LETTER } else { "success" };
+                let attributes = [
                     ("jetstream.delivered", int_value(m.delivered)),
                     ("jetstream.stream.sequence", int_value(m.stream_sequence)),
                     ("jetstream.subject", SmolStr::new(&m.subject)),
                 ]
-                .map(|(k, v)| (SmolStr::new_static(k), v)),
-                std::mem::take(&mut m.body),
-            )?;
-            session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
-            session.transfer(ff, "success")?;
-        }
+                .map(|(k, v)| (SmolStr::new_static(k), v));
+                // The body taken, not copied: settling a message needs only its tag.
+                (attributes, std::mem::take(&mut m.body), to)
+            })
+            .collect();
+        let messages: Arc<[JetStreamMessage]> = messages.into();
+        // Until the transaction settles, the server hears every third of the ack wait that
+        // the messages are still being worked on, so that it does not hand them to another
+        // consumer while a long transaction (or the consumer's buffer) holds them.
+        let in_progress = keep_in_progress(
+            &self.runtime,
+            Arc::clone(&messages),
+            progress_interval(self.ack_wait),
+        );
         let runtime = self.runtime.clone();
-        session.on_complete(move |outcome| settle_jetstream(&runtime, messages, outcome));
+        session.on_complete(move |outcome| {
+            drop(in_progress);
+            settle_jetstream(&runtime, messages, outcome)
+        });
+        session.reserve(received.len());
+        for (attributes, body, to) in received {
+            let ff = session.create_with_content(attributes, body)?;
+            session.report(ff, EventType::RECEIVE, Some(self.uri.clone()), None);
+            session.transfer(ff, to)?;
+        }
         Ok(Trigger::Worked)
     }
 }
 
-fn settle_jetstream(runtime: &Handle, messages: Vec<JetStreamMessage>, outcome: Completion) {
+fn settle_jetstream(runtime: &Handle, messages: Arc<[JetStreamMessage]>, outcome: Completion) {
     runtime.spawn(async move {
-        for m in &messages {
+        for m in messages.iter() {
             let result = match outcome {
                 Completion::Committed => m.ack().await,
                 Completion::RolledBack { penalty } => m.nak(penalty.unwrap_or_default()).await,
@@ -396,6 +540,9 @@ impl Processor for PublishJetStream {
 
 pub(super) struct PutDatabaseRecord {
     name: String,
+    /// In a stateless group: a call that times out fails the trigger, so that the group
+    /// rolls back (the database's transaction is gone) and the broker redelivers.
+    stateless: bool,
     batch: usize,
     /// The SEND events' transit URI, shared by every event.
     uri: SmolStr,
@@ -406,11 +553,29 @@ pub(super) struct PutDatabaseRecord {
 
 impl PutDatabaseRecord {
     pub(super) fn new(c: &Component) -> Result<Self, String> {
+        let (connect, statement) = (
+            props::duration(c, "Connect Timeout")?,
+            props::duration(c, "Statement Timeout")?,
+        );
+        let mut timeouts = PgTimeouts {
+            connect,
+            statement,
+            lock: props::duration(c, "Lock Timeout")?,
+            // The client's own bound: a server or network that stops answering cannot hold
+            // the call past what the server's timeouts allow, and a little more.
+            call: connect + statement + Duration::from_secs(1),
+        };
+        if let Some(limit) = c.group_timeout {
+            // A blocked call ends within the group's timeout, which is checked only between
+            // triggers.
+            timeouts = timeouts.capped(limit);
+        }
         let config = PgConfig::new(
             &props::text(c, "Database URL"),
             props::opt(c, "User Name").as_deref(),
             props::opt(c, "Password").as_deref(),
-        );
+        )
+        .with_timeouts(timeouts);
         let table = props::text(c, "Table Name");
         let statement = if props::text(c, "Statement Type").eq_ignore_ascii_case("UPSERT") {
             StatementType::Upsert {
@@ -425,6 +590,7 @@ impl PutDatabaseRecord {
         };
         Ok(PutDatabaseRecord {
             name: c.name.clone(),
+            stateless: c.group_timeout.is_some(),
             batch: props::count(c, "Batch Size")?.max(1) as usize,
             uri: format!("{config}/{table}").into(),
             runtime: runtime()?,
@@ -433,6 +599,32 @@ impl PutDatabaseRecord {
             ))),
             last_bulletin: Mutex::new(None),
         })
+    }
+}
+
+impl PutDatabaseRecord {
+    /// Ties the open database transaction to the group's: committed as the group commits,
+    /// before its journal frame and before any source acknowledges
+    /// ([`Session::before_commit`]: a failed COMMIT rolls the group back and the brokers
+    /// redeliver), rolled back when it rolls back. Every trigger registers both; the first to
+    /// run settles the transaction and the others find nothing open.
+    fn settle_with_group(&self, session: &mut Session) {
+        let (writer, runtime, name) = (
+            Arc::clone(&self.writer),
+            self.runtime.clone(),
+            self.name.clone(),
+        );
+        session.before_commit(move || {
+            runtime
+                .block_on(async { writer.lock().await.commit().await })
+                .map_err(|e| format!("{name}: COMMIT: {e}"))
+        });
+        let (writer, runtime) = (Arc::clone(&self.writer), self.runtime.clone());
+        session.on_complete(move |outcome| {
+            if let Completion::RolledBack { .. } = outcome {
+                runtime.block_on(async { writer.lock().await.rollback().await });
+            }
+        });
     }
 }
 
@@ -457,23 +649,43 @@ impl Processor for PutDatabaseRecord {
             }
         }
         let writer = Arc::clone(&self.writer);
-        let outcomes = session.wait(&self.runtime, async move {
-            writer.lock().await.write_batch(&items).await
-        });
+        let outcomes = if self.stateless {
+            self.settle_with_group(session);
+            // In the group's open database transaction: committed when the group commits.
+            let outcomes = session.wait(&self.runtime, async move {
+                writer.lock().await.write_in_transaction(&items).await
+            });
+            // The open transaction is lost with what the group wrote in it before: the
+            // whole group rolls back and the broker redelivers.
+            if let Some(ItemOutcome::TimedOut(e) | ItemOutcome::Retry(e)) = outcomes
+                .iter()
+                .find(|o| matches!(o, ItemOutcome::TimedOut(_) | ItemOutcome::Retry(_)))
+            {
+                return Err(ProcessError::Other(format!(
+                    "the database transaction failed: {e}"
+                )));
+            }
+            outcomes
+        } else {
+            session.wait(&self.runtime, async move {
+                writer.lock().await.write_batch(&items).await
+            })
+        };
         let mut retry = None;
         for (ff, outcome) in sent.into_iter().zip(outcomes) {
             match outcome {
                 // As NiFi's: a written flow file gains no attribute (the SEND event records
                 // it), only a failed one `putdatabaserecord.error`.
                 ItemOutcome::Written(_) => {
-                    session.report(ff, EventType::SEND, Some(self.uri.clone()), None);
+                    // In a stateless group the rows roll back with it: no SEND then.
+                    session.report_on_commit(ff, EventType::SEND, Some(self.uri.clone()), None);
                     session.transfer(ff, "success")?;
                 }
                 ItemOutcome::Bad(e) => {
                     session.put_attribute(ff, "putdatabaserecord.error", e);
                     session.transfer(ff, "failure")?;
                 }
-                ItemOutcome::Retry(e) => {
+                ItemOutcome::Retry(e) | ItemOutcome::TimedOut(e) => {
                     session.penalize(ff);
                     session.transfer(ff, "retry")?;
                     retry = Some(e);

@@ -14,6 +14,10 @@ use std::sync::Arc;
 use crate::definition::{Component, ComponentKind};
 use crate::engine::{Session, SessionError, SessionFactory};
 
+/// The relationship of ConsumeAMQP and ConsumeJetStream for messages delivered more than
+/// `Max Deliveries` times (present only when that property is above 0).
+pub const DEAD_LETTER: &str = "dead-letter";
+
 /// What a trigger did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {

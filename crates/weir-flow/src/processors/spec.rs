@@ -148,6 +148,7 @@ pub const SPECS: &[ProcessorSpec] = &[
             p("Maximum Number of Entries", true, Some("1000"), K::Count),
             p("Minimum Group Size", true, Some("0 B"), K::Size),
             p("Max Bin Age", false, None, K::Duration),
+            p("Maximum number of Bins", true, Some("5"), K::Count),
             p("Correlation Attribute Name", false, None, K::Text),
             p("Demarcator", false, None, K::Text),
         ],
@@ -291,6 +292,9 @@ pub const SPECS: &[ProcessorSpec] = &[
             p("Password", false, None, K::Text),
             p("Batch Size", true, Some("10"), K::Count),
             p("Prefetch Count", true, Some("100"), K::Count),
+            // 0: no limit. Otherwise a message delivered more often goes to `dead-letter`,
+            // a relationship the processor then has.
+            p("Max Deliveries", true, Some("0"), K::Count),
         ],
         relationships: &["success"],
         dynamic: Dynamic::None,
@@ -321,6 +325,8 @@ pub const SPECS: &[ProcessorSpec] = &[
             p("Password", false, None, K::Text),
             p("Batch Size", true, Some("10"), K::Count),
             p("Ack Wait", true, Some("30 sec"), K::Duration),
+            // As ConsumeAMQP's.
+            p("Max Deliveries", true, Some("0"), K::Count),
         ],
         relationships: &["success"],
         dynamic: Dynamic::None,
@@ -353,6 +359,10 @@ pub const SPECS: &[ProcessorSpec] = &[
             p("User Name", false, None, K::Text),
             p("Password", false, None, K::Text),
             p("Batch Size", true, Some("100"), K::Count),
+            // In a stateless group each is capped by the group's timeout.
+            p("Connect Timeout", true, Some("10 sec"), K::Duration),
+            p("Statement Timeout", true, Some("30 sec"), K::Duration),
+            p("Lock Timeout", true, Some("10 sec"), K::Duration),
         ],
         relationships: &["success", "failure", "retry"],
         dynamic: Dynamic::None,

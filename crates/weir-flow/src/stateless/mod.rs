@@ -39,7 +39,11 @@
 //!   penalized for a timeout or a failing processor. Inputs from a traditional group go to the
 //!   connection leaving the group's failure port when there is one, else back to their queue,
 //!   penalized. SEND and REMOTE_INVOCATION events are recorded even on rollback: the data
-//!   did leave.
+//!   did leave (but for a destination whose writes roll back with the group, which reports
+//!   with `Session::report_on_commit`).
+//! - **Before the commit.** Hooks given with `Session::before_commit` (a database's COMMIT
+//!   of the group's open transaction) run before the commit's journal frame and before any
+//!   completion hook, so before a source acknowledges; one that fails rolls back.
 //! - **Copies.** `concurrency: N` runs N copies of the group, each one task on Weir's shared
 //!   runtime with its own processor instances (a MergeContent per copy holds its own bins).
 //!   A copy's task runs on the runtime's blocking pool, since processors block, and keeps its
@@ -524,8 +528,25 @@ pub(super) fn direct_event_ids(events: &mut [ProvenanceEvent]) {
 }
 
 fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Outcome {
-    let parts = txn.take_parts();
+    let mut parts = txn.take_parts();
+    // Destinations' own commits first (a database's COMMIT): only then is the data safe to
+    // acknowledge, and a failure rolls the whole transaction back.
+    if let Err(e) =
+        crate::engine::session::run_before_commit(std::mem::take(&mut parts.before_commit))
+    {
+        let always = rollback_events(parts.always, parts.events);
+        return rollback_parts(
+            shared,
+            plan,
+            txn,
+            Reason::CommitFailed(e),
+            parts.taken,
+            parts.completions,
+            always,
+        );
+    }
     let mut events = parts.events;
+    events.extend(parts.commit_only_events);
     events.push(parts.always);
     if parts.taken.is_empty() && parts.outputs.is_empty() && parts.deletions.is_empty() {
         // Encoded, handed over and freed while the copy next waits, and the content freed
@@ -648,11 +669,7 @@ fn rollback(
     reason: Reason,
 ) -> Outcome {
     let parts = txn.take_parts();
-    // Of the committed sessions' events, those a rollback records too.
-    let mut always = parts.always;
-    for batch in parts.events {
-        always.extend(batch.into_iter().filter(transaction::recorded_on_rollback));
-    }
+    let always = rollback_events(parts.always, parts.events);
     rollback_parts(
         shared,
         plan,
@@ -662,6 +679,18 @@ fn rollback(
         parts.completions,
         always,
     )
+}
+
+/// Of the committed sessions' events, those a rollback records too, after `always` (events
+/// recorded only at a commit are not among them).
+fn rollback_events(
+    mut always: Vec<ProvenanceEvent>,
+    events: Vec<Vec<ProvenanceEvent>>,
+) -> Vec<ProvenanceEvent> {
+    for batch in events {
+        always.extend(batch.into_iter().filter(transaction::recorded_on_rollback));
+    }
+    always
 }
 
 fn rollback_parts(

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use rustc_hash::FxHashMap;
 
-use crate::engine::{Completion, CompletionHook, Shared};
+use crate::engine::{BeforeCommitHook, Completion, CompletionHook, Shared};
 use crate::flowfile::{ContentClaim, FlowFile};
 use crate::processors::Processor;
 use crate::provenance::{EventType, ProvenanceEvent};
@@ -27,12 +27,16 @@ pub(crate) struct Absorbed {
     pub(crate) returned: Vec<(u32, FlowFile)>,
     /// The session's provenance events.
     pub(crate) events: Vec<ProvenanceEvent>,
+    /// Events recorded only if the transaction commits, even at a rollback's SEND rule.
+    pub(crate) commit_only_events: Vec<ProvenanceEvent>,
     /// Flow files taken from queues outside the group (input ports).
     pub(crate) taken: Vec<(u32, FlowFile)>,
     /// Flow files that expired in those queues.
     pub(crate) expired: Vec<(u32, FlowFile)>,
     /// The session's completion hooks.
     pub(crate) completions: Vec<CompletionHook>,
+    /// The session's hooks to run before the transaction commits.
+    pub(crate) before_commit: Vec<BeforeCommitHook>,
     /// Source files to delete once the transaction's commit is durable
     /// ([`crate::repository::journal::Op::DeleteSource`]).
     pub(crate) deletions: Vec<Op>,
@@ -43,11 +47,15 @@ pub(crate) struct Parts {
     /// The committed sessions' events, a batch per session (as handed over: moving every
     /// event into one vector copied them once per session that grew it).
     pub(crate) events: Vec<Vec<ProvenanceEvent>>,
+    /// Events recorded only if the transaction commits, a batch per session.
+    pub(crate) commit_only_events: Vec<Vec<ProvenanceEvent>>,
     /// SEND and REMOTE_INVOCATION events of sessions that rolled back.
     pub(crate) always: Vec<ProvenanceEvent>,
     pub(crate) taken: Vec<(u32, FlowFile)>,
     pub(crate) outputs: Vec<(usize, FlowFile)>,
     pub(crate) completions: Vec<CompletionHook>,
+    /// Hooks to run before the commit's frame and the completions.
+    pub(crate) before_commit: Vec<BeforeCommitHook>,
     /// Source files to delete with the commit's frame.
     pub(crate) deletions: Vec<Op>,
 }
@@ -63,6 +71,9 @@ struct State {
     taken: Vec<(u32, FlowFile)>,
     outputs: Vec<(usize, FlowFile)>,
     completions: Vec<CompletionHook>,
+    before_commit: Vec<BeforeCommitHook>,
+    /// Batches of events recorded only at a commit.
+    commit_only_events: Vec<Vec<ProvenanceEvent>>,
     deletions: Vec<Op>,
     /// The failure port a flow file reached first, and that flow file described.
     failure: Option<(usize, String)>,
@@ -241,6 +252,10 @@ impl Transaction {
         st.taken.extend(a.taken);
         st.taken.extend(a.expired);
         st.completions.extend(a.completions);
+        st.before_commit.extend(a.before_commit);
+        if !a.commit_only_events.is_empty() {
+            st.commit_only_events.push(a.commit_only_events);
+        }
         st.deletions.extend(a.deletions);
     }
 
@@ -278,6 +293,7 @@ impl Transaction {
             && st.events.is_empty()
             && st.taken.is_empty()
             && st.deletions.is_empty()
+            && st.before_commit.is_empty()
     }
 
     /// Runs every hook with `outcome` (for a transaction that ends with nothing else to do).
@@ -316,12 +332,17 @@ impl Transaction {
     /// Everything the transaction holds, for its commit or rollback.
     pub(crate) fn take_parts(&self) -> Parts {
         let mut st = self.lock();
+        // Events recorded only at a commit join the rest: a rollback takes `always` and the
+        // SEND events of `events`, and drops these with the parts.
+        let commit_only = std::mem::take(&mut st.commit_only_events);
         Parts {
             events: std::mem::take(&mut st.events),
+            commit_only_events: commit_only,
             always: std::mem::take(&mut st.always),
             taken: std::mem::take(&mut st.taken),
             outputs: std::mem::take(&mut st.outputs),
             completions: std::mem::take(&mut st.completions),
+            before_commit: std::mem::take(&mut st.before_commit),
             deletions: std::mem::take(&mut st.deletions),
         }
     }
