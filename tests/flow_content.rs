@@ -154,3 +154,59 @@ fn four_processors_deliver_files_of_every_size_byte_for_byte() {
 fn a_stateless_group_delivers_files_of_every_size_deletes_its_sources_and_leaks_no_claim() {
     run_four_processors("    engine: stateless\n    timeout: 30 s");
 }
+
+/// A stateless group whose MergeContent waits for more triggers its sources again within
+/// the transaction: GetFile must not take again a file it took and has not yet deleted (it
+/// took the one file once per trigger, and the merge held it three times).
+#[test]
+fn a_stateless_merge_waiting_for_more_does_not_take_a_file_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, out, repo) = (
+        dir.path().join("in"),
+        dir.path().join("out"),
+        dir.path().join("repo"),
+    );
+    fs::create_dir_all(&input).unwrap();
+    fs::write(input.join("only.txt"), b"the one line").unwrap();
+    let flow = dir.path().join("flow.yaml");
+    fs::write(
+        &flow,
+        format!(
+            r#"flow: merge-once
+groups:
+  - name: main
+    engine: stateless
+    timeout: 30 s
+    processors:
+      - {{ name: read, type: GetFile, properties: {{ Input Directory: "{}" }} }}
+      - {{ name: merge, type: MergeContent, properties: {{ Minimum Number of Entries: "3", Max Bin Age: 1 sec, Demarcator: "|" }}, auto_terminate: [original, failure] }}
+      - {{ name: write, type: PutFile, properties: {{ Directory: "{}" }}, auto_terminate: [success, failure] }}
+    connections:
+      - {{ from: read, relationships: [success], to: merge }}
+      - {{ from: merge, relationships: [merged], to: write }}
+"#,
+            input.display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let run = weir()
+        .args(["flow", "run"])
+        .arg(&flow)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--until-idle")
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let outputs: Vec<Vec<u8>> = fs::read_dir(&out)
+        .unwrap()
+        .map(|e| fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(outputs, [b"the one line".to_vec()]);
+    assert_eq!(fs::read_dir(&input).unwrap().count(), 0);
+}

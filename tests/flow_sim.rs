@@ -3,7 +3,9 @@
 //!
 //! Each seed makes, from a small random generator of its own:
 //! - a flow: GetFile → a chain of stages (UpdateAttribute, ReplaceText, a CompressContent
-//!   pair, Funnel, SplitText with a rename) → RouteOnAttribute → two PutFiles, in a
+//!   pair, Funnel, SplitText with a rename) → RouteOnAttribute → on each branch a
+//!   MergeContent or not (bins held across triggers, a bin limit, Max Bin Age) → two
+//!   PutFiles, in a
 //!   traditional group or a stateless one, each connection with random back pressure,
 //!   swap threshold and prioritizers, GetFile with a random batch size; every failure
 //!   relationship goes to a third PutFile, which must stay empty;
@@ -14,7 +16,8 @@
 //!   write, a full disk for a few writes, or a processor that panics. A last run has none.
 //!
 //! The model computes each output file's name and bytes from the inputs alone, without the
-//! engine. After the last run every expected file is in its directory exactly once, byte for
+//! engine; behind a MergeContent, the pieces between demarcators of all the branch's files
+//! must be the branch's contents, each exactly once. After the last run every expected file is in its directory exactly once, byte for
 //! byte, nothing else is (no temporary file either), the input directory is empty, and no
 //! claim file is left but the one still taking appends.
 //!
@@ -77,11 +80,25 @@ enum Stage {
     },
 }
 
+/// A MergeContent on a branch.
+#[derive(Debug, Clone)]
+struct Merge {
+    min: u64,
+    max: u64,
+    bins: u64,
+    correlate: bool,
+}
+
+/// Between merged contents: no content holds `<`.
+const DEMARCATOR: &str = "<<MERGE>>";
+
 #[derive(Debug)]
 struct Scenario {
     seed: u64,
     stateless: bool,
     stages: Vec<Stage>,
+    /// Per branch (left, right): a MergeContent before its PutFile, or none.
+    merges: [Option<Merge>; 2],
     batch: u64,
     /// Per connection, its YAML options.
     connection_options: Vec<String>,
@@ -206,10 +223,23 @@ impl Scenario {
                 }
             });
         }
+        let merge = |rng: &mut Rng| {
+            rng.chance(30).then(|| {
+                let min = 1 + rng.below(4);
+                Merge {
+                    min,
+                    max: min + rng.below(6),
+                    bins: 1 + rng.below(5),
+                    correlate: rng.chance(50),
+                }
+            })
+        };
+        let merges = [merge(&mut rng), merge(&mut rng)];
         Scenario {
             seed,
             stateless,
             stages,
+            merges,
             batch: *rng.pick(&[1, 2, 10, 100]),
             connection_options,
             inputs,
@@ -299,8 +329,29 @@ impl Scenario {
             // A failed write goes round again.
             conns.push((name.into(), "failure".into(), name.into()));
         }
-        conns.push(("route".into(), "left".into(), "left".into()));
-        conns.push(("route".into(), "unmatched".into(), "right".into()));
+        for ((rel, put), merge) in [("left", "left"), ("unmatched", "right")]
+            .into_iter()
+            .zip(&self.merges)
+        {
+            let Some(m) = merge else {
+                conns.push(("route".into(), rel.into(), put.into()));
+                continue;
+            };
+            let name = format!("merge-{put}");
+            let correlation = if m.correlate {
+                ", Correlation Attribute Name: sim.tag"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                procs,
+                "      - {{ name: {name}, type: MergeContent, {common}, properties: {{ Minimum Number of Entries: \"{}\", Maximum Number of Entries: \"{}\", Maximum number of Bins: \"{}\", Max Bin Age: 1 sec, Demarcator: \"{DEMARCATOR}\"{correlation} }}, auto_terminate: [original] }}",
+                m.min, m.max, m.bins
+            );
+            conns.push(("route".into(), rel.into(), name.clone()));
+            conns.push((name.clone(), "merged".into(), put.into()));
+            conns.push((name, "failure".into(), "failures".into()));
+        }
         let mut yaml = format!(
             "flow: sim-{}\nsettings: {{ sync: always, checkpoint_interval: 300 ms }}\ngroups:\n  - name: main\n",
             self.seed
@@ -366,6 +417,24 @@ impl Scenario {
     }
 }
 
+/// `data` cut at each `at`.
+fn split_on(data: &[u8], at: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i + at.len() <= data.len() {
+        if &data[i..i + at.len()] == at {
+            out.push(data[start..i].to_vec());
+            i += at.len();
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.push(data[start..].to_vec());
+    out
+}
+
 fn replace_all(data: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len());
     let mut i = 0;
@@ -428,22 +497,33 @@ fn read_dir_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 /// Runs one seed; `Err` says what went wrong, with the seed.
 fn run_seed(seed: u64) -> Result<(), String> {
     let s = Scenario::new(seed);
+    // WEIR_SIM_KEEP=1 keeps the seed's directory (flow, repository, outputs) to look at.
+    let keep = std::env::var_os("WEIR_SIM_KEEP").is_some();
     let dir = tempfile::tempdir().unwrap();
-    let (input, out, repo) = (
-        dir.path().join("in"),
-        dir.path().join("out"),
-        dir.path().join("repo"),
-    );
+    let root = dir.path().to_path_buf();
+    let _cleanup = if keep {
+        let _ = dir.keep();
+        None
+    } else {
+        Some(dir)
+    };
+    let (input, out, repo) = (root.join("in"), root.join("out"), root.join("repo"));
     fs::create_dir_all(&input).unwrap();
     for (name, data) in &s.inputs {
         fs::write(input.join(name), data).unwrap();
     }
-    let flow = dir.path().join("flow.yaml");
+    let flow = root.join("flow.yaml");
     let yaml = s.yaml(&input, &out);
     fs::write(&flow, &yaml).unwrap();
     let fail = |what: String| {
+        // WEIR_SIM_KEEP=1 keeps a failing seed's directory (flow, repository, outputs).
+        let kept = if keep {
+            format!("\nkept: {}", root.display())
+        } else {
+            String::new()
+        };
         Err(format!(
-            "seed {seed} (replay: WEIR_SIM_SEED={seed} cargo test --test flow_sim): {what}\nplans: {:?}\nflow:\n{yaml}",
+            "seed {seed} (replay: WEIR_SIM_SEED={seed} cargo test --test flow_sim): {what}\nplans: {:?}{kept}\nflow:\n{yaml}",
             s.plans
         ))
     };
@@ -495,6 +575,34 @@ fn run_seed(seed: u64) -> Result<(), String> {
     // Every expected output exactly once, byte for byte, and nothing else.
     for (sub, expected) in s.expected() {
         let got = read_dir_files(&out.join(&sub));
+        let merged = match sub.as_str() {
+            "a" => s.merges[0].is_some(),
+            "b" => s.merges[1].is_some(),
+            _ => false,
+        };
+        if merged {
+            // Merged files have new names: their pieces must be the contents, each once.
+            if let Some(tmp) = got.keys().find(|n| n.starts_with('.')) {
+                return fail(format!("{sub}/{tmp}: a temporary file was left\n{log}"));
+            }
+            let mut pieces: Vec<Vec<u8>> = got
+                .values()
+                .flat_map(|d| split_on(d, DEMARCATOR.as_bytes()))
+                .collect();
+            let mut want: Vec<Vec<u8>> = expected.into_values().collect();
+            pieces.sort();
+            want.sort();
+            if pieces != want {
+                return fail(format!(
+                    "{sub}: {} merged pieces in {} files, expected {} contents (first difference at {:?})\n{log}",
+                    pieces.len(),
+                    got.len(),
+                    want.len(),
+                    pieces.iter().zip(&want).position(|(a, b)| a != b)
+                ));
+            }
+            continue;
+        }
         for name in got.keys() {
             if !expected.contains_key(name) {
                 return fail(format!("{sub}/{name} was not expected\n{log}"));

@@ -1,9 +1,10 @@
 //! File processors: GetFile and PutFile.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use regex::Regex;
@@ -18,8 +19,13 @@ use crate::repository::journal::FileIdentity;
 
 /// GetFile: picks up files from a directory (RECEIVE). Without `Keep Source File`, a file is
 /// deleted only after the session that holds its content is durable; a crash in between
-/// deletes it at recovery, so a file is taken exactly once.
+/// deletes it at recovery, so a file is taken exactly once. A file taken by work not yet
+/// committed or rolled back is not taken again meanwhile: by another concurrent task, or
+/// by the same stateless transaction triggering its sources again while a MergeContent
+/// waits for more.
 pub struct GetFile {
+    /// Files taken by sessions that have not settled yet.
+    taken: Arc<Mutex<HashSet<PathBuf>>>,
     dir: PathBuf,
     filter: Regex,
     keep: bool,
@@ -31,6 +37,7 @@ pub struct GetFile {
 impl GetFile {
     pub(super) fn new(c: &Component) -> Result<Self, String> {
         Ok(GetFile {
+            taken: Arc::default(),
             dir: PathBuf::from(props::text(c, "Input Directory")),
             filter: Regex::new(&format!("^(?:{})$", props::text(c, "File Filter")))
                 .map_err(|e| e.to_string())?,
@@ -41,7 +48,12 @@ impl GetFile {
         })
     }
 
-    fn list(&self, dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    fn list(
+        &self,
+        dir: &Path,
+        taken: &HashSet<PathBuf>,
+        out: &mut Vec<PathBuf>,
+    ) -> std::io::Result<()> {
         let mut entries: Vec<_> = fs::read_dir(dir)?.filter_map(Result::ok).collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
@@ -52,7 +64,7 @@ impl GetFile {
             let meta = e.metadata()?;
             if meta.is_dir() {
                 if self.recurse {
-                    self.list(&path, out)?;
+                    self.list(&path, taken, out)?;
                 }
                 continue;
             }
@@ -62,7 +74,7 @@ impl GetFile {
                 .ok()
                 .and_then(|m| SystemTime::now().duration_since(m).ok())
                 .is_none_or(|age| age >= self.min_age);
-            if self.filter.is_match(&name) && old_enough {
+            if self.filter.is_match(&name) && old_enough && !taken.contains(&path) {
                 out.push(path);
             }
         }
@@ -73,7 +85,8 @@ impl GetFile {
 impl Processor for GetFile {
     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
         let mut files = Vec::new();
-        if let Err(e) = self.list(&self.dir, &mut files) {
+        let taken = Arc::clone(&self.taken);
+        if let Err(e) = self.list(&self.dir, &lock(&taken), &mut files) {
             return Err(ProcessError::Other(format!(
                 "cannot list {}: {e}",
                 self.dir.display()
@@ -82,6 +95,15 @@ impl Processor for GetFile {
         if files.is_empty() {
             return Ok(Trigger::Idle);
         }
+        // Held from now until the session settles, however it settles.
+        lock(&taken).extend(files.iter().cloned());
+        let held = files.clone();
+        session.on_complete(move |_| {
+            let mut taken = lock(&taken);
+            for path in &held {
+                taken.remove(path);
+            }
+        });
         for path in files {
             let mut source = match fs::File::open(&path) {
                 Ok(f) => f,
@@ -143,6 +165,10 @@ impl Processor for GetFile {
         }
         Ok(Trigger::Worked)
     }
+}
+
+fn lock(taken: &Mutex<HashSet<PathBuf>>) -> MutexGuard<'_, HashSet<PathBuf>> {
+    taken.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[derive(Clone, Copy, PartialEq)]
