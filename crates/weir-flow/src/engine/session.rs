@@ -1271,6 +1271,54 @@ impl Committed {
 mod tests {
     use super::{SmolStr, new_attributes};
 
+    /// A stateless transaction that rolls back gives back the expired flow files its session
+    /// took (they were counted in flight), instead of dropping them: they expire at a later
+    /// try, once, and the queue's count comes back to zero.
+    #[test]
+    fn a_stateless_rollback_gives_back_the_expired_flow_files_it_took() {
+        use crate::engine::Engine;
+        use crate::flowfile::FlowFile;
+        use crate::stateless::Transaction;
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        // The sink stopped: nothing but the session below takes from its queue.
+        let yaml = "flow: x\nsettings: { sync: none }\ngroups:\n  - name: g\n    processors:\n      - { name: gen, type: GenerateFlowFile, schedule: { strategy: timer, period: 1 h } }\n      - { name: sink, type: UpdateAttribute, auto_terminate: [success] }\n    connections:\n      - { from: gen, relationships: [success], to: sink, expiration: 1 s }\n";
+        let flow = crate::definition::Flow::parse(yaml, "x.yaml").unwrap();
+        let engine = Engine::start(flow, dir.path()).unwrap();
+        engine.monitor().set_running("sink", false).unwrap();
+        let shared = Arc::clone(&engine.shared);
+        let (q, sink) = (0, shared.flow.component("sink").unwrap());
+        let old = FlowFile {
+            id: shared.repo.next_id(),
+            attributes: Default::default(),
+            claim: None,
+            entry_date: chrono::Utc::now().timestamp_millis() - 3_600_000,
+            lineage_start: 0,
+            queue_seq: shared.repo.next_seq(),
+        };
+        // Taken by a session of the port inside a transaction of our own, before the group's
+        // copy can: the queue's lock orders the two.
+        let internal = Arc::new(vec![false; shared.flow.connections.len()]);
+        let backlog = Arc::new(crate::stateless::ProvenanceBacklog::new(Arc::clone(
+            &shared.provenance,
+        )));
+        let txn = Arc::new(Transaction::new(internal, Arc::new([]), backlog));
+        let mut session =
+            super::Session::in_transaction(Arc::clone(&shared), sink, Arc::clone(&txn));
+        shared.queues[q].enqueue(&shared.repo, vec![old]).unwrap();
+        // The generator's flow file too, if it came already: fresh.
+        let got = session.get_batch(10).unwrap();
+        assert_eq!(session.expired.len(), 1, "taken as expired");
+        session.rollback(true);
+        let parts = txn.take_parts();
+        assert_eq!(
+            parts.taken.len(),
+            got.len() + 1,
+            "the expired flow file is among what goes back"
+        );
+        engine.stop().unwrap();
+    }
+
     fn entries(list: &[(&str, &str)]) -> Vec<(SmolStr, SmolStr)> {
         list.iter()
             .map(|(k, v)| (SmolStr::new(k), SmolStr::new(v)))

@@ -70,7 +70,7 @@ use crate::engine::{Completion, EngineError, Session, SessionFactory, Shared};
 use crate::processors::Processor;
 use crate::provenance::ProvenanceEvent;
 use crate::repository::journal::{Op, Txn};
-use backlog::ProvenanceBacklog;
+pub(crate) use backlog::ProvenanceBacklog;
 pub(crate) use transaction::{Absorbed, Transaction};
 
 /// Processor types that send data out of the flow: a group with more than one of them is
