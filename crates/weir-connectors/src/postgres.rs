@@ -802,17 +802,17 @@ impl RecordWriter {
                 ItemOutcome::Retry(why)
             }
         };
-        let began = match self.begin().await {
-            Ok(()) => Ok(()),
-            Err(Failure::TimedOut(e)) => Err(lost(e, true)),
-            Err(Failure::Connection(e) | Failure::Item(e)) => Err(lost(e, false)),
+        // The group's first batch begins the transaction in the same round trip as its
+        // statements (BEGIN pipelined before them): a round trip fewer per group transaction.
+        let begin = match self.needs_begin().await {
+            Ok(b) => b,
+            Err(Failure::TimedOut(e)) => return self.lose(items, lost(e, true)),
+            Err(Failure::Connection(e) | Failure::Item(e)) => {
+                return self.lose(items, lost(e, false));
+            }
         };
-        if let Err(failed) = began {
-            self.open = None;
-            return items.iter().map(|_| failed.clone()).collect();
-        }
         if !good.is_empty() {
-            match self.run(&shapes, &good, Some("weir_batch")).await {
+            match self.run_in(&shapes, &good, Some("weir_batch"), begin).await {
                 Ok(()) => {
                     for (i, p) in &good {
                         outcomes[*i] = Some(ItemOutcome::Written(p.count));
@@ -852,30 +852,21 @@ impl RecordWriter {
         items.iter().map(|_| outcome.clone()).collect()
     }
 
-    /// Begins the open transaction unless it is open on the current connection. One open
-    /// on a connection that has since been replaced is lost: an error.
-    async fn begin(&mut self) -> Result<(), Failure> {
+    /// Whether the open transaction must begin (it is not open on the current connection).
+    /// One open on a connection that has since been replaced is lost: an error.
+    async fn needs_begin(&mut self) -> Result<bool, Failure> {
         let was = self.open;
         self.connect().await?;
         match was {
-            Some(g) if g == self.generation => return Ok(()),
+            Some(g) if g == self.generation => Ok(false),
             Some(_) => {
                 self.open = None;
-                return Err(Failure::Connection(format!(
+                Err(Failure::Connection(format!(
                     "{}: the connection was lost with the open transaction",
                     self.config
-                )));
+                )))
             }
-            None => {}
-        }
-        let (client, connection) = self.parts();
-        match drive(connection, client.batch_execute("BEGIN")).await {
-            Ok(Ok(())) => {
-                self.open = Some(self.generation);
-                Ok(())
-            }
-            Ok(Err(e)) => Err(classify(&e)),
-            Err(why) => Err(self.lost(why)),
+            None => Ok(true),
         }
     }
 
@@ -1051,6 +1042,18 @@ impl RecordWriter {
         items: &[(usize, Prepared<'_>)],
         savepoint: Option<&str>,
     ) -> Result<(), Failure> {
+        self.run_in(shapes, items, savepoint, false).await
+    }
+
+    /// [`run`](Self::run); with `begin`, the open transaction begins in the same pipeline,
+    /// before the savepoint (and is open after, unless the connection failed).
+    async fn run_in(
+        &mut self,
+        shapes: &Shapes<'_>,
+        items: &[(usize, Prepared<'_>)],
+        savepoint: Option<&str>,
+        begin: bool,
+    ) -> Result<(), Failure> {
         // Connected first: a new connection drops the statements prepared on the old one.
         self.connect().await?;
         let merged = self.merge(shapes, items);
@@ -1063,6 +1066,11 @@ impl RecordWriter {
         // thread. Several are pipelined between BEGIN and COMMIT.
         let single = statements.len() == 1 && savepoint.is_none();
         let (open, close, undo) = match savepoint {
+            Some(name) if begin => (
+                format!("BEGIN; SAVEPOINT {name}"),
+                format!("RELEASE SAVEPOINT {name}"),
+                format!("ROLLBACK TO SAVEPOINT {name}"),
+            ),
             Some(name) => (
                 format!("SAVEPOINT {name}"),
                 format!("RELEASE SAVEPOINT {name}"),
@@ -1105,6 +1113,11 @@ impl RecordWriter {
             Ok(r) => r,
             Err(why) => return Err(self.lost(why)),
         };
+        if begin && savepoint.is_some() && !matches!(result, Err(Failure::Connection(_))) {
+            // BEGIN went first in the pipeline: whatever the statements did, the
+            // transaction is open (a failed statement is undone to its savepoint below).
+            self.open = Some(self.generation);
+        }
         match &result {
             // A failed statement ended its implicit transaction itself.
             Err(Failure::Item(..) | Failure::TimedOut(..)) if single => {}
