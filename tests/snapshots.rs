@@ -852,3 +852,40 @@ fn score_kill_9(unordered: bool) {
         scored.len(),
     );
 }
+
+/// A snapshot resumes only under the guarantee it was taken under: an at-least-once
+/// snapshot under `--guarantee exactly-once` is refused, naming both, and resumes under its
+/// own.
+#[test]
+fn a_snapshot_of_another_guarantee_is_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = events(dir.path(), 100_000);
+    let (output, state) = (dir.path().join("q5.csv"), dir.path().join("state"));
+    let mut args = run_args(
+        "q5",
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+        state.to_str().unwrap(),
+    );
+    args.extend(["--guarantee", "at-least-once"]);
+    assert!(
+        kill_after_snapshots(&args, &state, 1),
+        "the run ended before a snapshot"
+    );
+    let exactly_once = run_args(
+        "q5",
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+        state.to_str().unwrap(),
+    );
+    let o = weir(&exactly_once);
+    assert!(!o.status.success(), "resumed under another guarantee");
+    let err = stderr(&o);
+    assert!(
+        err.contains("taken under --guarantee at-least-once")
+            && err.contains("asks for exactly-once"),
+        "{err}"
+    );
+    let o = weir(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

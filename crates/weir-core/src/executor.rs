@@ -476,6 +476,18 @@ fn prepare(
         None => None,
     };
     let guarantee = snapshots.map_or(Guarantee::None, |s| s.guarantee);
+    // A snapshot resumes only under the guarantee it was taken under: at-least-once
+    // positions and sink state are not exactly-once ones, nor the other way round.
+    if let (Some(s), Some(r)) = (snapshots, restored.as_ref())
+        && r.manifest.guarantee != guarantee
+    {
+        return Err(snapshot::SnapshotError::GuaranteeMismatch {
+            path: s.store.location(&config.name, r.manifest.id, ""),
+            snapshot: r.manifest.guarantee,
+            run: guarantee,
+        }
+        .into());
+    }
     let holds = if snapshots.is_some() {
         SnapshotHolds::active()
     } else {

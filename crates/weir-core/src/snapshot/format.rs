@@ -61,6 +61,19 @@ pub enum SnapshotError {
         /// How it differs.
         reason: String,
     },
+    /// The snapshot was taken under another guarantee than the run asks for: its positions
+    /// and sink state mean what that guarantee made of them.
+    #[error(
+        "the snapshot in {path} was taken under --guarantee {snapshot}, and this run asks for {run}; run again with --guarantee {snapshot} to resume from it, or remove the state directory to start over"
+    )]
+    GuaranteeMismatch {
+        /// The snapshot's folder.
+        path: PathBuf,
+        /// The guarantee it was taken under.
+        snapshot: super::Guarantee,
+        /// The guarantee of this run.
+        run: super::Guarantee,
+    },
 }
 
 /// One instance's file in a snapshot.
