@@ -889,3 +889,65 @@ fn a_snapshot_of_another_guarantee_is_refused_naming_both() {
     let o = weir(&args);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// The output named relatively: `./q5.csv` in the job's directory at first, then resumed
+/// from its parent as `work/q5.csv`. Both name the same file, so the run resumes (it failed
+/// for good: a committed part was looked for relative to the new directory) and writes the
+/// rows of an uninterrupted run.
+#[test]
+fn a_job_resumes_from_another_directory_with_its_output_named_relatively() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let input = events(dir.path(), 100_000);
+    let state = dir.path().join("state");
+    let run_in = |cwd: &Path, output: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+        c.current_dir(cwd)
+            .args(run_args(
+                "q5",
+                input.to_str().unwrap(),
+                output,
+                state.to_str().unwrap(),
+            ))
+            .env_remove("WEIR_LOG");
+        c
+    };
+    let mut child = run_in(&work, "./q5.csv")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut killed = false;
+    while !killed {
+        if complete_snapshots(&state).len() >= 2 {
+            kill9(&mut child);
+            killed = true;
+        } else if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no snapshots appeared");
+        std::thread::yield_now();
+    }
+    assert!(killed, "the run ended before two snapshots");
+    let resumed = run_in(dir.path(), "work/q5.csv").output().unwrap();
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let got = sorted_lines(&work.join("q5.csv"));
+    // The same query uninterrupted, without snapshots, for the expected rows.
+    let expected_path = dir.path().join("expected.csv");
+    let o = weir(&[
+        "nexmark",
+        "run",
+        "--query",
+        "q5",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        expected_path.to_str().unwrap(),
+        "--parallelism",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(got, sorted_lines(&expected_path));
+}

@@ -136,7 +136,7 @@ pub enum SinkError {
 /// The job fails with a [`SinkError`] naming the file if it cannot be created, written or
 /// renamed, or if an item's `Display` fails.
 pub fn text<T: Item + Display>(path: impl AsRef<Path>) -> Sink<T> {
-    let path = path.as_ref();
+    let path = &absolute(path.as_ref());
     file_sink(
         format!("text({})", path.display()),
         Target::File(path.to_owned()),
@@ -153,7 +153,7 @@ pub fn text_with<T: Item>(
     path: impl AsRef<Path>,
     format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
 ) -> Sink<T> {
-    let path = path.as_ref();
+    let path = &absolute(path.as_ref());
     file_sink(
         format!("text({})", path.display()),
         Target::File(path.to_owned()),
@@ -168,7 +168,7 @@ pub fn text_with_header<T: Item>(
     header: impl Into<String>,
     format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
 ) -> Sink<T> {
-    let path = path.as_ref();
+    let path = &absolute(path.as_ref());
     let header: Arc<[u8]> = Arc::from(header.into().into_bytes());
     file_sink_with_header(
         format!("text({})", path.display()),
@@ -193,7 +193,7 @@ pub fn text_with_header<T: Item>(
 /// # Errors
 /// The job fails with a [`SinkError`] naming the file or directory at fault.
 pub fn parts<T: Item + Display>(dir: impl AsRef<Path>) -> Sink<T> {
-    let dir = dir.as_ref();
+    let dir = &absolute(dir.as_ref());
     file_sink(
         format!("parts({})", dir.display()),
         Target::Parts(dir.to_owned()),
@@ -210,12 +210,20 @@ pub fn parts_with<T: Item>(
     dir: impl AsRef<Path>,
     format: impl Fn(&T, &mut Vec<u8>) + Send + Sync + 'static,
 ) -> Sink<T> {
-    let dir = dir.as_ref();
+    let dir = &absolute(dir.as_ref());
     file_sink(
         format!("parts({})", dir.display()),
         Target::Parts(dir.to_owned()),
         infallible(format),
     )
+}
+
+/// `path` made absolute against the working directory (`.` components dropped), as a sink
+/// names and remembers its target: the same file named as `out.csv`, `./out.csv` or from
+/// another directory is the same sink, and a job resumed from elsewhere finds its committed
+/// parts. Nothing is read from the disk (symbolic links are kept).
+pub(crate) fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Formats `{item}\n`.
@@ -1359,7 +1367,7 @@ mod tests {
         assert_eq!(parts::<u32>("x").parallelism, None);
         assert_eq!(
             parts_with("x", |_: &u32, _: &mut Vec<u8>| {}).name(),
-            "parts(x)"
+            format!("parts({})", absolute(Path::new("x")).display())
         );
     }
 
