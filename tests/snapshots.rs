@@ -919,17 +919,20 @@ fn a_job_resumes_from_another_directory_with_its_output_named_relatively() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut killed = false;
-    while !killed {
+    let killed = loop {
         if complete_snapshots(&state).len() >= 2 {
             kill9(&mut child);
-            killed = true;
-        } else if child.try_wait().unwrap().is_some() {
-            break;
+            break true;
         }
-        assert!(Instant::now() < deadline, "no snapshots appeared");
+        if child.try_wait().unwrap().is_some() {
+            break false;
+        }
+        if Instant::now() >= deadline {
+            kill9(&mut child);
+            panic!("no snapshots appeared");
+        }
         std::thread::yield_now();
-    }
+    };
     assert!(killed, "the run ended before two snapshots");
     let resumed = run_in(dir.path(), "work/q5.csv").output().unwrap();
     assert!(resumed.status.success(), "{}", stderr(&resumed));
@@ -950,4 +953,81 @@ fn a_job_resumes_from_another_directory_with_its_output_named_relatively() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(got, sorted_lines(&expected_path));
+}
+
+/// Retention counts only snapshots whose parts check out: with the newest damaged, the next
+/// snapshot removes the damaged one and keeps the last good one (it removed the good one and
+/// kept the damaged). `weir snapshots list` reads every part back and flags the damaged.
+#[test]
+fn retention_keeps_the_last_good_snapshot_and_list_flags_a_damaged_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = events(dir.path(), 400_000);
+    let (output, state) = (dir.path().join("q5.csv"), dir.path().join("state"));
+    let args = run_args(
+        "q5",
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+        state.to_str().unwrap(),
+    );
+    assert!(
+        kill_after_snapshots(&args, &state, 2),
+        "the run ended before two snapshots"
+    );
+    let snapshots = complete_snapshots(&state);
+    let (good, damaged) = (
+        snapshots[snapshots.len() - 2].clone(),
+        snapshots.last().unwrap().clone(),
+    );
+    let part = std::fs::read_dir(&damaged)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "part"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&part).unwrap();
+    *bytes.last_mut().unwrap() ^= 0x10;
+    std::fs::write(&part, bytes).unwrap();
+    let id = |p: &Path| {
+        p.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let o = weir(&["snapshots", "list", "--state-dir", state.to_str().unwrap()]);
+    let list = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = |n: u64| {
+        list.lines()
+            .find(|l| l.trim_start().starts_with(&format!("snapshot {n}:")))
+            .unwrap_or_else(|| panic!("snapshot {n} listed: {list}"))
+            .to_string()
+    };
+    assert!(line(id(&damaged)).contains("DAMAGED"), "{list}");
+    assert!(
+        line(id(&damaged)).contains(part.file_name().unwrap().to_str().unwrap()),
+        "{list}"
+    );
+    assert!(line(id(&good)).ends_with("; ok"), "{list}");
+    // Resumed (from the good one), the job takes new snapshots: the first to go must be the
+    // damaged one, while the good one is still there.
+    let mut child = spawn(&args);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (good_there, damaged_there) = (good.exists(), damaged.exists());
+        if !damaged_there {
+            assert!(good_there, "the good snapshot went before the damaged one");
+            break;
+        }
+        assert!(
+            good_there,
+            "the good snapshot went while the damaged one stayed"
+        );
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) with the damaged snapshot still there");
+        }
+        assert!(Instant::now() < deadline, "the damaged snapshot stayed");
+        std::thread::yield_now();
+    }
+    assert!(child.wait().unwrap().success());
 }

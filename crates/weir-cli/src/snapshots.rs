@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use weir::core::snapshot::{Guarantee, LocalDirStore, Manifest, SnapshotConfig, SnapshotStore};
+use weir::core::snapshot::{
+    Guarantee, LocalDirStore, Manifest, SnapshotConfig, SnapshotStore, verify,
+};
 use weir::{Executor, Job, JobConfig, Pipeline};
 
 /// The default time between snapshots.
@@ -171,7 +173,8 @@ pub struct ListArgs {
 }
 
 /// `weir snapshots list`: every job's snapshots, newest first, with their id, time, size and
-/// duration, and each vertex's parts.
+/// duration, and each vertex's parts. Each is checked (its parts read back and their
+/// checksums verified) and flagged `ok` or `damaged`, with the file at fault.
 pub fn list(args: &ListArgs) -> anyhow::Result<()> {
     if !args.state_dir.is_dir() {
         anyhow::bail!(
@@ -201,8 +204,12 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
                     }
                 },
             };
+            let health = match verify(&store, &job, id) {
+                Ok(_) => "ok".to_string(),
+                Err(e) => format!("DAMAGED: {e}"),
+            };
             println!(
-                "  snapshot {id}: taken {}, {} bytes, {} ms (alignment {} ms), {}{}",
+                "  snapshot {id}: taken {}, {} bytes, {} ms (alignment {} ms), {}{}; {health}",
                 utc(manifest.taken_at_ms),
                 manifest.bytes(),
                 manifest.duration_ms,

@@ -84,6 +84,8 @@ pub struct Coordinator {
     gates: Mutex<Vec<SnapshotHold>>,
     state: Mutex<State>,
     wake: Condvar,
+    /// Older snapshots whose parts were read back whole once (see `retain`).
+    verified: Mutex<std::collections::BTreeSet<u64>>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -146,6 +148,7 @@ impl Coordinator {
                 stats: Vec::new(),
             }),
             wake: Condvar::new(),
+            verified: Mutex::default(),
         }
     }
 
@@ -332,22 +335,7 @@ impl Coordinator {
             vertices,
         };
         store.publish(&self.job, flight.id, &manifest.encode())?;
-        // Keep the newest `keep` complete snapshots; older ones, and older ones that never
-        // completed, go.
-        let keep = self.config.keep.max(1);
-        let mut complete = 0;
-        for id in store.ids(&self.job)? {
-            if id > flight.id {
-                continue;
-            }
-            if id == flight.id || store.read_manifest(&self.job, id)?.is_some() {
-                complete += 1;
-                if complete <= keep {
-                    continue;
-                }
-            }
-            store.remove(&self.job, id)?;
-        }
+        self.retain(flight.id)?;
         Ok(SnapshotStats {
             id: flight.id,
             duration,
@@ -357,5 +345,55 @@ impl Coordinator {
             terminal,
             completed_at_ms: now_ms(),
         })
+    }
+}
+
+impl Coordinator {
+    /// Keeps the newest `keep` good snapshots, counting `newest` (just written) and older
+    /// ones whose manifest and parts check out ([`super::verify`], read once per snapshot
+    /// and remembered); older good ones past `keep`, incomplete ones, and damaged ones (which
+    /// no restore could use) go. So a damaged newest snapshot never makes the last good one
+    /// go.
+    fn retain(&self, newest: u64) -> Result<(), SnapshotError> {
+        let store = &self.config.store;
+        let keep = self.config.keep.max(1);
+        let mut good = 0;
+        let mut verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        for id in store.ids(&self.job)? {
+            if id > newest {
+                continue;
+            }
+            let usable = if id == newest || verified.contains(&id) {
+                true
+            } else {
+                match super::verify(&**store, &self.job, id) {
+                    Ok(Some(_)) => {
+                        verified.insert(id);
+                        true
+                    }
+                    Ok(None) => false,
+                    Err(e @ SnapshotError::Corrupt { .. }) => {
+                        tracing::warn!(%e, "removing a damaged snapshot");
+                        false
+                    }
+                    Err(SnapshotError::Io { path, source })
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        tracing::warn!(path = %path.display(), "removing a snapshot with a missing part");
+                        false
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            if usable {
+                good += 1;
+                if good <= keep {
+                    continue;
+                }
+            }
+            verified.remove(&id);
+            store.remove(&self.job, id)?;
+        }
+        Ok(())
     }
 }

@@ -198,6 +198,14 @@ pub(crate) fn encode_part(entries: &[SnapshotEntry]) -> Vec<u8> {
 }
 
 /// Decodes a part file read from `path`.
+/// Checks a part file's frame (kind, length and checksum) without decoding its entries.
+///
+/// # Errors
+/// [`SnapshotError::Corrupt`], naming `path`.
+pub(crate) fn check_part(path: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
+    unframe(path, KIND_PART, bytes).map(drop)
+}
+
 pub(crate) fn decode_part(path: &Path, bytes: &[u8]) -> Result<Vec<SnapshotEntry>, SnapshotError> {
     let payload = unframe(path, KIND_PART, bytes)?;
     postcard::from_bytes(payload).map_err(|e| SnapshotError::Corrupt {

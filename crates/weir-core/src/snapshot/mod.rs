@@ -59,7 +59,7 @@ use serde::{Deserialize, Serialize};
 
 pub use coordinator::SnapshotStats;
 pub use format::{FORMAT_VERSION, Manifest, PartInfo, SnapshotError, VertexInfo};
-pub use restore::{Restored, load_latest};
+pub use restore::{Restored, load_latest, verify};
 pub use store::{LocalDirStore, SnapshotStore};
 
 pub(crate) use format::encode_part;
