@@ -920,19 +920,7 @@ fn apply_recovered(
 ) -> Result<(), RepositoryError> {
     for op in &t.ops {
         match op {
-            Op::Put { queue, flowfile } => {
-                live.records
-                    .insert(flowfile.id, (*queue, Arc::new(flowfile.clone())));
-            }
-            Op::Delete { id } => {
-                live.records.remove(id);
-            }
-            Op::SwapOut { info, ids } => {
-                for id in ids {
-                    live.records.remove(id);
-                }
-                live.swaps.insert(info.id, info.clone());
-            }
+            // A swap-in read back here: the running repository had the flow files in hand.
             Op::SwapIn { swap } => {
                 let Some(info) = live.swaps.remove(swap) else {
                     continue;
@@ -945,6 +933,7 @@ fn apply_recovered(
                 live.swapped_in.push(*swap);
             }
             Op::DeleteSource { path, identity } => delete_sources.push((path.clone(), *identity)),
+            other => apply_live(live, std::slice::from_ref(other)),
         }
     }
     Ok(())
