@@ -1,5 +1,5 @@
 //! A deterministic, splittable NEXMark event generator that follows the rules of
-//! `shared/nexmark/README.md` (those of the Apache Beam reference generator).
+//! `docs/nexmark.md` (those of the Apache Beam reference generator).
 //!
 //! Event number `n` maps to exactly one [`Event`], computed from `n` alone: any instance can
 //! generate any event, in any order, and a split into parallel generators yields exactly the

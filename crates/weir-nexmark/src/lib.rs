@@ -3,7 +3,7 @@
 //!
 //! NEXMark is the standard streaming benchmark: an online auction with people, auctions and
 //! bids. Its file format, generator rules and query semantics are fixed in
-//! `shared/nexmark/README.md`; this crate implements everything of it that does not need the
+//! `docs/nexmark.md`; this crate implements everything of it that does not need the
 //! streaming engine.
 //!
 //! ```

@@ -1,5 +1,5 @@
 //! The NEXMark event model: people, auctions and bids, as in the event file format of
-//! `shared/nexmark/README.md`.
+//! `docs/nexmark.md`.
 //!
 //! Each struct has exactly the README's fields, under the README's JSON names. [`Event`] is
 //! the tagged union one line of an event file holds; it serialises with the tag first,

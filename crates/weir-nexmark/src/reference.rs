@@ -17,7 +17,7 @@
 //! assert_eq!(reference::Q7Row::HEADER, "window_start,window_end,auction,bidder,price,date_time");
 //! ```
 //!
-//! # Semantics (`shared/nexmark/README.md`)
+//! # Semantics (`docs/nexmark.md`)
 //!
 //! - **Lateness.** The input is one source with one watermark over all event types,
 //!   `max(date_time seen) - allowed_lag`. An event with `date_time` below the watermark at

@@ -1,5 +1,5 @@
 //! `weir flow validate|run|status|provenance|lineage`: NiFi-style flows on the traditional
-//! engine (the format is in `shared/flows/README.md`).
+//! engine (the format is in `docs/flows.md`).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //!                       [--base-time-ms T] --output events.jsonl
 //! ```
 //!
-//! The event format and the generator's rules are those of `shared/nexmark/README.md`; see
+//! The event format and the generator's rules are those of `docs/nexmark.md`; see
 //! the `weir_nexmark` crate.
 
 use std::path::PathBuf;

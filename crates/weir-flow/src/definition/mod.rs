@@ -1,4 +1,4 @@
-//! Flow definitions: the YAML format of `shared/flows/README.md`, read with `serde_yaml_ng`
+//! Flow definitions: the YAML format of `docs/flows.md` at the repository root, read with `serde_yaml_ng`
 //! and validated into a [`Flow`] before anything runs.
 //!
 //! ```
