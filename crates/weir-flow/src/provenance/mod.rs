@@ -178,6 +178,14 @@ pub enum ProvenanceError {
         /// The event that should hold its attributes.
         holder: u64,
     },
+    /// The store's folder could not be read or tidied before opening it.
+    #[error("provenance store {path}: {source}")]
+    Io {
+        /// The file or folder at fault.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// A stored chunk is malformed: an index in it points nowhere.
     #[error("provenance chunk: {0}")]
     Chunk(String),
@@ -549,12 +557,56 @@ impl Store {
     }
 }
 
+/// Removes the partitions whose creation a crash cut short, so that the store opens.
+///
+/// The store (fjall 2) creates a partition's tree by writing its `manifest` file and then its
+/// `levels` file; it takes the first as the sign of a whole partition, and a process killed
+/// between the two leaves a store that no later open can read (`levels`: no such file). Such a
+/// partition was never handed out, so nothing was written to it: removing its folder, as the
+/// store itself does with a partition that has no `manifest` yet, loses nothing, and the open
+/// creates it again. `levels` is otherwise only ever replaced by a rename, so a partition that
+/// lacks it is always one of these. Cost: one directory listing and two `stat`s per
+/// partition.
+fn remove_half_created_partitions(dir: &Path) -> Result<(), ProvenanceError> {
+    let partitions = dir.join("partitions");
+    let entries = match std::fs::read_dir(&partitions) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(ProvenanceError::Io {
+                path: partitions,
+                source,
+            });
+        }
+    };
+    for entry in entries {
+        let path = entry
+            .map_err(|source| ProvenanceError::Io {
+                path: partitions.clone(),
+                source,
+            })?
+            .path();
+        if path.is_dir() && path.join("manifest").exists() && !path.join("levels").exists() {
+            tracing::info!(
+                "provenance: removing {}, a partition whose creation was interrupted",
+                path.display()
+            );
+            std::fs::remove_dir_all(&path).map_err(|source| ProvenanceError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        }
+    }
+    Ok(())
+}
+
 impl ProvenanceRepository {
     /// Opens (or creates) the store in `dir`, with retention by age and size.
     ///
     /// # Errors
     /// [`ProvenanceError::Store`], for instance when another process has it open.
     pub fn open(dir: &Path, max_age: Duration, max_size: u64) -> Result<Self, ProvenanceError> {
+        remove_half_created_partitions(dir)?;
         let keyspace = Config::new(dir).open()?;
         let opts = PartitionCreateOptions::default;
         let meta = keyspace.open_partition("meta", opts())?;
@@ -1110,6 +1162,26 @@ mod tests {
         }
         let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
         assert_eq!(store.len().unwrap(), 100);
+    }
+
+    #[test]
+    fn a_store_killed_while_creating_its_partitions_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap());
+        // What a kill between the tree's two files leaves: `manifest` but no `levels`.
+        let spans = dir.path().join("partitions").join("chunk_spans");
+        std::fs::remove_file(spans.join("levels")).unwrap();
+        assert!(spans.join("manifest").exists());
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        route_and_send(&store);
+        drop(store);
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        assert_eq!(store.len().unwrap(), 20);
+        let put = Query {
+            component: Some("put".into()),
+            ..Query::default()
+        };
+        assert_eq!(store.query(&put, usize::MAX).unwrap().len(), 1);
     }
 
     fn route_and_send(store: &ProvenanceRepository) {
