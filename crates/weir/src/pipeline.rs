@@ -357,6 +357,7 @@ impl<T: Item> BatchStage<T> {
                     f: Arc::clone(&f),
                     next,
                     out: Vec::new(),
+                    completed: false,
                 })
             }),
         )

@@ -353,3 +353,184 @@ fn batch_stages_that_keep_state_hold_snapshots_back_until_they_complete() {
     assert_eq!(counts.len(), 7);
     assert_eq!(counts.iter().map(|(_, c)| c).sum::<u64>(), 200_000);
 }
+
+/// Runs a batch job built by `build` (whose rows it formats with `{:?}`) with exactly-once
+/// snapshots every millisecond, and again without snapshots: the two outputs, sorted.
+fn with_and_without_snapshots(
+    build: impl Fn(&Pipeline, Sink<String>),
+) -> (Vec<String>, Vec<String>) {
+    let run = |snapshots: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Pipeline::new();
+        let (sink, out) = sinks::collection::list();
+        build(&p, sink);
+        let mut config = config(dir.path(), Guarantee::ExactlyOnce);
+        match config.snapshots.as_mut() {
+            Some(s) if snapshots => {
+                s.interval = Duration::from_millis(1);
+                // A failure must show as one, not as a replay that duplicates rows.
+                s.restart.attempts = 0;
+            }
+            _ => config.snapshots = None,
+        }
+        let job = p.submit(&Executor::shared(), config).unwrap();
+        assert!(job.wait_timeout(Duration::from_secs(120)));
+        if let Err(e) = job.join() {
+            panic!("with snapshots {snapshots}: {e}");
+        }
+        let mut rows = out.take();
+        rows.sort();
+        rows
+    };
+    (run(true), run(false))
+}
+
+#[test]
+fn every_batch_stage_kind_runs_to_its_end_with_snapshots_on() {
+    const N: u64 = 200_000;
+    let numbers = |p: &Pipeline| p.read_from(sources::generator::sequence(N));
+    let small =
+        |p: &Pipeline| p.read_from(sources::collection::items((0..50u64).collect::<Vec<_>>()));
+    type Build = Box<dyn Fn(&Pipeline, Sink<String>)>;
+    let cases: Vec<(&str, Build)> = vec![
+        (
+            "map, filter, flat_map",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .map(|n| n * 3)
+                    .filter(|n| n % 2 == 0)
+                    .flat_map(|n| [n, n + 1])
+                    .map(|n| format!("{n}"))
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "hash join",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .hash_join(
+                        &small(p),
+                        join_on(|n: &u64| n % 64, |b: &u64| *b),
+                        |n, b| format!("{n} {b:?}"),
+                    )
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "inner hash join",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .inner_hash_join(
+                        &small(p),
+                        join_on(|n: &u64| n % 64, |b: &u64| *b),
+                        |n, b| format!("{n} {b}"),
+                    )
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "hash join of two build sides",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .hash_join2(
+                        &small(p),
+                        join_on(|n: &u64| n % 64, |b: &u64| *b),
+                        &small(p),
+                        join_on(|n: &u64| n % 80, |b: &u64| *b),
+                        |n, a, b| format!("{n} {a:?} {b:?}"),
+                    )
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "map_stateful",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .map_stateful(
+                        || 0u64,
+                        |seen, n| {
+                            *seen += 1;
+                            (n % 1000 == 0).then(|| format!("{n}"))
+                        },
+                    )
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "keyed map_stateful",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .grouping_key(|n: &u64| n % 97)
+                    .map_stateful(
+                        || 0u64,
+                        |count, key, _n| {
+                            *count += 1;
+                            (*count == 100).then(|| format!("{key}"))
+                        },
+                    )
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "distinct",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .map(|n| n % 333)
+                    .distinct()
+                    .map(|n| format!("{n}"))
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "grouped aggregation",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .grouping_key(|n: &u64| n % 7)
+                    .aggregate(aggregate::summing(|n: &u64| *n as i64))
+                    .map(|r| format!("{r:?}"))
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "aggregation of everything",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .aggregate(aggregate::counting())
+                    .map(|c| format!("{c}"))
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "sort",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .map(|n| (n * 7919) % N)
+                    .sort()
+                    .map_stateful(
+                        || 0u64,
+                        |i, n| {
+                            *i += 1;
+                            Some(format!("{} {n}", *i - 1))
+                        },
+                    )
+                    .write_to(sink)
+            }),
+        ),
+        (
+            "merge and rebalance",
+            Box::new(move |p, sink| {
+                numbers(p)
+                    .merge(&small(p))
+                    .rebalance()
+                    .map(|n| format!("{n}"))
+                    .write_to(sink)
+            }),
+        ),
+    ];
+    for (name, build) in cases {
+        let (with, without) = with_and_without_snapshots(build);
+        assert!(!without.is_empty(), "{name}: no output");
+        assert_eq!(with.len(), without.len(), "{name}");
+        assert!(with == without, "{name}: the outputs differ");
+    }
+}

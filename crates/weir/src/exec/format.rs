@@ -22,7 +22,7 @@ use std::sync::Arc;
 use weir_core::{BoxError, Outbox, ProcessorContext, ProcessorResult, Watermark};
 
 use crate::exec::link::Link;
-use crate::exec::state::{LinkEntries, LinkWriter};
+use crate::exec::state::{LinkEntries, LinkWriter, refuse_save_if};
 use crate::sinks::files::SinkError;
 
 /// Bytes at which a block is handed on even in the middle of a batch.
@@ -178,7 +178,7 @@ where
         self.next.prepare_save()
     }
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
-        debug_assert!(self.block.records == 0, "saved with records not handed on");
+        refuse_save_if(self.block.records != 0, "records not handed on")?;
         self.next.save(&mut state.next())
     }
 

@@ -40,6 +40,11 @@ impl<K: Hash + Eq, B> BuildTable<K, B> {
     fn get(&self, key: &K) -> &[B] {
         self.rows.get(key).map_or(&[], Vec::as_slice)
     }
+
+    /// Drops every row and frees the table's memory.
+    fn clear(&mut self) {
+        self.rows = FxHashMap::default();
+    }
 }
 
 /// Merge function of a one-sided join: `None` result drops the row (inner join on a miss).
@@ -115,11 +120,14 @@ impl<T: Item, K: Item + Hash + Eq, B: Item, R: Item> Processor for HashJoin1<T, 
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // Every probe item went through: the table is done with, and its final state (and
+        // every later snapshot's) holds none of it.
+        self.table.clear();
         complete_chain(&mut *self.chain, outbox)
     }
 
-    /// The build table is not saved: a job that takes snapshots refuses a hash join once its
-    /// table holds rows (see ARCHITECTURE.md, snapshots).
+    /// The build table is not saved: the vertex holds snapshots back until it completes
+    /// (see ARCHITECTURE.md, snapshots), and clears its table then.
     fn save_to_snapshot(
         &mut self,
         outbox: &mut Outbox,
@@ -223,6 +231,9 @@ where
     }
 
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // See `HashJoin1::complete`.
+        self.table1.clear();
+        self.table2.clear();
         complete_chain(&mut *self.chain, outbox)
     }
 

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 
 use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
 
-use crate::exec::state::{LinkEntries, LinkWriter};
+use crate::exec::state::{LinkEntries, LinkWriter, refuse_save_if};
 
 /// One step of a fused chain. See the [module docs](self).
 pub(crate) trait Link<T>: Send {
@@ -120,13 +120,18 @@ pub(crate) use delegate_to_next;
 
 /// Implements the delegating methods of a non-terminal link whose next link is `self.next`,
 /// except the snapshot hooks: for a link with state, which saves it and then calls the next.
+/// `delegate_flow_to_next!(except_complete)` leaves out `complete` too, for a link that
+/// drops its state when its input ends.
 macro_rules! delegate_flow_to_next {
     () => {
-        fn flush(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
-            self.next.flush(outbox)
-        }
+        $crate::exec::link::delegate_flow_to_next!(except_complete);
         fn complete(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
             self.next.complete(outbox)
+        }
+    };
+    (except_complete) => {
+        fn flush(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
+            self.next.flush(outbox)
         }
         fn is_cooperative(&self) -> bool {
             self.next.is_cooperative()
@@ -223,8 +228,7 @@ impl<T: Item> Link<T> for Emit<T> {
     }
 
     fn save(&mut self, _state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
-        debug_assert!(self.backlog.is_empty(), "saved with a backlog");
-        Ok(())
+        refuse_save_if(!self.backlog.is_empty(), "a backlog of items not emitted")
     }
 
     fn restore(&mut self, _entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {

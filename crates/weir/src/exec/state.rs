@@ -72,6 +72,20 @@ pub(crate) fn not_durable(stage: &str) -> BoxError {
     .into()
 }
 
+/// Fails a save that would leave out what `held` says is still held (items, a window
+/// being emitted, closed sessions not sent): the snapshot protocol empties these before it
+/// saves, so this is a bug, and the job fails rather than take a snapshot that loses them.
+/// Cost: one branch per save.
+pub(crate) fn refuse_save_if(held: bool, what: &str) -> ProcessorResult<()> {
+    if held {
+        return Err(format!(
+            "saved with {what}: the snapshot would lose them (a bug in the snapshot protocol)"
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// Where one link of a chain saves: the shared writer, and the link's scope.
 pub(crate) struct LinkWriter<'a> {
     writer: &'a mut SnapshotWriter,

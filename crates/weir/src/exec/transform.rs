@@ -10,7 +10,7 @@ use weir_core::{Item, Outbox, PartitionKey, ProcessorContext, ProcessorResult, W
 use crate::event_time::Timestamped;
 
 use crate::exec::link::{Link, delegate_flow_to_next, delegate_to_next};
-use crate::exec::state::{LinkEntries, LinkWriter, StateCodec, not_durable};
+use crate::exec::state::{LinkEntries, LinkWriter, StateCodec, not_durable, refuse_save_if};
 
 pub(crate) struct MapLink<F, R> {
     pub f: Arc<F>,
@@ -224,7 +224,7 @@ where
         self.next.prepare_save()
     }
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
-        debug_assert!(self.is_drained(), "saved with items held back");
+        refuse_save_if(!self.is_drained(), "items held back")?;
         self.next.save(&mut state.next())
     }
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
@@ -263,6 +263,8 @@ pub(crate) struct StatefulLink<F, S, R> {
     pub next: Box<dyn Link<R>>,
     /// Reused output batch.
     pub out: Vec<R>,
+    /// Whether the input ended: the state is then done with.
+    pub completed: bool,
 }
 
 impl<T, S: Send, R: Item, F: Fn(&mut S, T) -> Option<R> + Send + Sync> Link<T>
@@ -284,10 +286,18 @@ impl<T, S: Send, R: Item, F: Fn(&mut S, T) -> Option<R> + Send + Sync> Link<T>
             .extend(items.drain(..).filter_map(|item| f(state, item)));
         self.next.push_batch(&mut self.out)
     }
-    delegate_flow_to_next!();
-    fn save(&mut self, _state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
-        // Per-instance state has no key to move with on a rescale, and no codec.
-        Err(not_durable("an unkeyed map_stateful"))
+    delegate_flow_to_next!(except_complete);
+    fn complete(&mut self, outbox: &mut weir_core::Outbox) -> ProcessorResult<bool> {
+        // Nothing more comes in: the state has no further use, and nothing to save.
+        self.completed = true;
+        self.next.complete(outbox)
+    }
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        if !self.completed {
+            // Per-instance state has no key to move with on a rescale, and no codec.
+            return Err(not_durable("an unkeyed map_stateful"));
+        }
+        self.next.save(&mut state.next())
     }
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
         self.next.restore(&mut entries.next())
@@ -336,7 +346,12 @@ where
             None => true,
         }
     }
-    delegate_flow_to_next!();
+    delegate_flow_to_next!(except_complete);
+    fn complete(&mut self, outbox: &mut weir_core::Outbox) -> ProcessorResult<bool> {
+        // Nothing more comes in: the states are done with, and their memory goes now.
+        self.states = FxHashMap::default();
+        self.next.complete(outbox)
+    }
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
         if !self.states.is_empty() {
             return Err(not_durable("a batch map_stateful"));

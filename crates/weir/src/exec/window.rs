@@ -32,7 +32,7 @@ use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};
 use crate::exec::link::{Link, chain_idle, chain_watermark, save_chain};
 use crate::exec::state::{
     ChainEntries, InstancePlace, InstanceTimes, LinkEntries, LinkWriter, Rescaled, StateCodec,
-    put_instance_time,
+    put_instance_time, refuse_save_if,
 };
 
 /// The frame geometry of a tumbling, sliding or global window.
@@ -311,7 +311,10 @@ where
     }
 
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
-        debug_assert!(self.pending.is_none() && self.draining.is_none());
+        refuse_save_if(
+            self.pending.is_some() || self.draining.is_some(),
+            "frames being sent",
+        )?;
         let (keys, accs) = &self.codec;
         for (end, frame) in &self.open {
             for (key, acc) in frame {
@@ -608,7 +611,7 @@ where
         outbox: &mut Outbox,
         writer: &mut SnapshotWriter,
     ) -> ProcessorResult<bool> {
-        debug_assert!(self.emitting.is_none(), "saved while emitting a window");
+        refuse_save_if(self.emitting.is_some(), "a window being emitted")?;
         let (received, next_end, codec, place) =
             (&self.received, self.next_end, &self.codec, self.place);
         save_chain(&mut *self.chain, outbox, writer, |state| {
@@ -802,10 +805,7 @@ where
         self.next.prepare_save()
     }
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
-        debug_assert!(
-            self.closing.is_empty(),
-            "saved with closed sessions not sent"
-        );
+        refuse_save_if(!self.closing.is_empty(), "closed sessions not sent")?;
         let (keys, accs) = &self.codec;
         for (key, sessions) in &self.sessions {
             let k = keys.to_bytes(key)?;
