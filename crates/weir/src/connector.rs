@@ -303,4 +303,28 @@ pub trait SinkWriter: Send + 'static {
     fn restore(&mut self, _prepared: Vec<u8>) -> Result<(), BoxError> {
         Ok(())
     }
+
+    /// Phase 1 for a sink whose outputs outlive the instance that writes them (a part file
+    /// per instance index, which a run at another parallelism may hand to another instance):
+    /// each `(owner, prepared)` is saved under the index `owner` of the output's own
+    /// instance, and a resumed run gives it to instance `owner % parallelism`
+    /// ([`restore_output`](Self::restore_output)). So an output always goes back to the
+    /// instance that writes it whenever that instance exists, whatever parallelisms came in
+    /// between.
+    ///
+    /// The default saves what [`prepare`](Self::prepare) returns under `instance`, this
+    /// instance's index.
+    fn prepare_outputs(&mut self, instance: usize) -> Result<Vec<(usize, Vec<u8>)>, BoxError> {
+        Ok(self
+            .prepare()?
+            .map(|prepared| vec![(instance, prepared)])
+            .unwrap_or_default())
+    }
+
+    /// After a restore: takes back an output [`prepare_outputs`](Self::prepare_outputs)
+    /// saved under `owner`. The default is [`restore`](Self::restore).
+    fn restore_output(&mut self, owner: usize, prepared: Vec<u8>) -> Result<(), BoxError> {
+        let _ = owner;
+        self.restore(prepared)
+    }
 }

@@ -14,8 +14,9 @@ pub(crate) struct SinkTerminal<W: SinkWriter> {
     closed: bool,
     written: u64,
     counter: Counter,
-    /// This instance's index and the sink's parallelism: prepared output is saved under the
-    /// index, and restored to `index % parallelism` of the new run.
+    /// This instance's index and the sink's parallelism: prepared output is saved under its
+    /// owner's index (this one's, but for outputs taken over at a restore), and restored to
+    /// `owner % parallelism` of the new run.
     instance: (usize, usize),
 }
 
@@ -128,8 +129,8 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
     }
 
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
-        if let Some(prepared) = self.writer.prepare()? {
-            state.put(&(self.instance.0 as u64).to_le_bytes(), prepared);
+        for (owner, prepared) in self.writer.prepare_outputs(self.instance.0)? {
+            state.put(&(owner as u64).to_le_bytes(), prepared);
         }
         Ok(())
     }
@@ -137,11 +138,12 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
         let (me, parallelism) = self.instance;
         for e in entries.take() {
-            let Ok(old) = <[u8; 8]>::try_from(e.key.as_slice()) else {
+            let Ok(owner) = <[u8; 8]>::try_from(e.key.as_slice()) else {
                 continue;
             };
-            if u64::from_le_bytes(old) as usize % parallelism == me {
-                self.writer.restore(e.value)?;
+            let owner = u64::from_le_bytes(owner) as usize;
+            if owner % parallelism == me {
+                self.writer.restore_output(owner, e.value)?;
             }
         }
         Ok(())

@@ -105,7 +105,7 @@ impl<T: Item + Serialize> SinkWriter for CsvWriter<T> {
             let writer = if ctx.guarantee() == Guarantee::None {
                 TempFileWriter::create(path, tmp, waker)?
             } else {
-                TempFileWriter::epochs(path, tmp, None, waker)?
+                TempFileWriter::epochs(path, tmp, None, waker, ctx.global_index())?
             };
             let file = SharedFile(Arc::new(Mutex::new(writer)));
             self.out = Some(csv::Writer::from_writer(file.clone()));
@@ -168,17 +168,18 @@ impl<T: Item + Serialize> SinkWriter for CsvWriter<T> {
         true
     }
 
-    /// The epoch's part file, synced; see [`super::epochs`]. Blocks for that `fsync`.
-    fn prepare(&mut self) -> Result<Option<Vec<u8>>, BoxError> {
+    /// The epoch's part file, synced; see [`super::epochs`] and
+    /// [`SinkWriter::prepare_outputs`]. Blocks for that `fsync`.
+    fn prepare_outputs(&mut self, _instance: usize) -> Result<Vec<(usize, Vec<u8>)>, BoxError> {
         let (Some(out), Some(file)) = (&mut self.out, &self.file) else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         // The encoder's buffered rows belong to this epoch.
         out.flush().map_err(|source| SinkError::Write {
             path: file.lock().tmp_path().to_owned(),
             source,
         })?;
-        Ok(Some(file.lock().prepare()?))
+        Ok(file.lock().prepare()?)
     }
 
     fn commit(&mut self) -> Result<bool, BoxError> {
@@ -190,11 +191,11 @@ impl<T: Item + Serialize> SinkWriter for CsvWriter<T> {
 
     /// Takes back the saved parts; once the output has any, the header row is in the first,
     /// so the encoder writes no other.
-    fn restore(&mut self, prepared: Vec<u8>) -> Result<(), BoxError> {
+    fn restore_output(&mut self, owner: usize, prepared: Vec<u8>) -> Result<(), BoxError> {
         let Some(file) = &self.file else {
             return Ok(());
         };
-        let parts = file.lock().restore(&prepared)?;
+        let parts = file.lock().restore(owner, &prepared)?;
         if parts > 0 {
             self.out = Some(
                 csv::WriterBuilder::new()
@@ -272,18 +273,20 @@ mod tests {
             let mut w = writer();
             w.open(&ctx()).unwrap();
             w.write(person("ann", 30)).unwrap();
-            let saved = w.prepare().unwrap().unwrap();
+            let saved = w.prepare_outputs(0).unwrap();
             commit(&mut w);
             w.write(person("lost", 1)).unwrap();
             saved
         };
         let mut w = writer();
         w.open(&ctx()).unwrap();
-        w.restore(saved).unwrap();
+        for (owner, prepared) in saved {
+            w.restore_output(owner, prepared).unwrap();
+        }
         commit(&mut w);
         w.write(person("bob", 40)).unwrap();
         while !w.poll_close().unwrap() {}
-        w.prepare().unwrap();
+        w.prepare_outputs(0).unwrap();
         commit(&mut w);
         assert_eq!(
             fs::read_to_string(&path).unwrap(),

@@ -12,7 +12,10 @@
 //! - **commit** (phase 2): prepared parts are renamed to `<FILE>.part-NNNNNNNN`. Idempotent:
 //!   a part already renamed, or already joined, is fine.
 //! - **restore**: the snapshot's parts are taken back (and committed again); parts numbered
-//!   after them, from epochs the snapshot does not hold, are deleted, renamed or not.
+//!   after them, from epochs the snapshot does not hold, are deleted, renamed or not. Each
+//!   output's state is saved under the index of the instance whose file it is, so a run at
+//!   lower parallelism adopts the outputs of missing instances (and joins them at its end),
+//!   and a run at higher parallelism gives each back to its own instance.
 //! - **the end** (the terminal snapshot's commit): the header and the parts, in order, are
 //!   written to `<FILE>.tmp`, synced and renamed to `FILE`; then the parts are removed. If
 //!   the process dies on the way, the restored run joins again: while every part is there the

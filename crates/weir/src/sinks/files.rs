@@ -53,7 +53,7 @@ use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -395,8 +395,11 @@ struct Epochs {
     started: bool,
     /// Parts `1..=parts` hold the output so far.
     parts: u64,
-    /// Other instances' outputs taken over at a restore at lower parallelism.
-    adopted: Vec<EpochState>,
+    /// The index of the instance whose output `path` is: its state is saved under it.
+    owner: usize,
+    /// Other instances' outputs taken over at a restore at lower parallelism, with the
+    /// index each is saved under.
+    adopted: Vec<(usize, EpochState)>,
     /// Prepared parts not yet renamed into place.
     pending: Vec<(PathBuf, u64)>,
     /// An answer the I/O thread owes: sealed, published or joined.
@@ -458,12 +461,14 @@ impl TempFileWriter {
     }
 
     /// A writer of `path` by snapshot epochs (see [`super::epochs`]), joining through `tmp`
-    /// with `header` first. No file is created before the first epoch writes.
+    /// with `header` first; `path` is the output of instance `owner`. No file is created
+    /// before the first epoch writes.
     pub(crate) fn epochs(
         path: PathBuf,
         tmp: PathBuf,
         header: Option<Arc<[u8]>>,
         waker: TaskletWaker,
+        owner: usize,
     ) -> Result<Self, SinkError> {
         create_parent(&tmp)?;
         let epochs = Epochs {
@@ -471,6 +476,7 @@ impl TempFileWriter {
             header,
             started: false,
             parts: 0,
+            owner,
             adopted: Vec::new(),
             pending: Vec::new(),
             awaiting: false,
@@ -599,22 +605,26 @@ impl TempFileWriter {
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(WRITE_BUFFER));
         let full = std::mem::replace(&mut self.buf, fresh);
-        self.send(IoJob::Write(full))?;
+        if let Some(job) = self.send(IoJob::Write(full))? {
+            // Snapshot jobs fill the queue: the buffer waits for the next call.
+            let IoJob::Write(full) = job else {
+                unreachable!("the job sent")
+            };
+            let fresh = std::mem::replace(&mut self.buf, full);
+            self.spare.push(fresh);
+            return Ok(false);
+        }
         self.in_flight += 1;
         Ok(true)
     }
 
-    fn send(&mut self, job: IoJob) -> Result<(), SinkError> {
-        let sent = self
-            .to_io
-            .as_ref()
-            .is_some_and(|tx| tx.try_send(job).is_ok());
-        if sent {
-            Ok(())
-        } else {
-            // The queue holds one more job than buffers may be in flight: only a dead thread
-            // refuses.
-            Err(self.thread_gone())
+    /// Sends `job` if the queue has room; gives it back when the queue is full (of the jobs
+    /// a restore queued, say), to be sent again later.
+    fn send(&mut self, job: IoJob) -> Result<Option<IoJob>, SinkError> {
+        match self.to_io.as_ref().map(|tx| tx.try_send(job)) {
+            Some(Ok(())) => Ok(None),
+            Some(Err(TrySendError::Full(job))) => Ok(Some(job)),
+            _ => Err(self.thread_gone()),
         }
     }
 
@@ -686,7 +696,9 @@ impl TempFileWriter {
             if !self.buf.is_empty() && !self.hand_off()? {
                 return Ok(false);
             }
-            self.send(IoJob::Commit)?;
+            if self.send(IoJob::Commit)?.is_some() {
+                return Ok(false);
+            }
             self.committing = true;
         }
         Ok(false)
@@ -701,12 +713,13 @@ impl TempFileWriter {
     }
 
     /// Phase 1 (epoch mode): what was written since the last epoch becomes a durable part
-    /// file; returns the outputs' state to save. Blocks for one `fsync` of the part (and of
-    /// its folder): the cost of a snapshot, once per interval.
+    /// file; returns each output's state to save, with the index of the instance it is
+    /// saved under (see [`SinkWriter::prepare_outputs`]). Blocks for one `fsync` of the part
+    /// (and of its folder): the cost of a snapshot, once per interval.
     ///
     /// # Errors
     /// A write or sync failed, naming the file; or the writer is not in epoch mode.
-    pub(crate) fn prepare(&mut self) -> Result<Vec<u8>, SinkError> {
+    pub(crate) fn prepare(&mut self) -> Result<Vec<(usize, Vec<u8>)>, SinkError> {
         if self.epochs.is_none() {
             return Err(self.thread_gone());
         }
@@ -733,12 +746,17 @@ impl TempFileWriter {
         if e.closed {
             e.final_prepared = true;
         }
-        let mut states = vec![EpochState {
+        let own = EpochState {
             path: e.path.clone(),
             parts: e.parts,
-        }];
-        states.extend(e.adopted.iter().cloned());
-        Ok(epochs::encode(&states))
+        };
+        let mut outputs = vec![(e.owner, epochs::encode(&[own]))];
+        outputs.extend(
+            e.adopted
+                .iter()
+                .map(|(owner, state)| (*owner, epochs::encode(std::slice::from_ref(state)))),
+        );
+        Ok(outputs)
     }
 
     /// Phase 2 (epoch mode): renames the prepared parts into place, and after the last
@@ -753,8 +771,8 @@ impl TempFileWriter {
         }
         if !e.pending.is_empty() {
             let parts = e.pending.clone();
-            e.awaiting = true;
-            self.send(IoJob::Publish(parts))?;
+            let sent = self.send(IoJob::Publish(parts))?.is_none();
+            self.set_awaiting(sent);
             return Ok(false);
         }
         if e.final_prepared && !e.joined {
@@ -762,23 +780,31 @@ impl TempFileWriter {
                 path: e.path.clone(),
                 parts: e.parts,
             }];
-            outputs.extend(e.adopted.iter().cloned());
+            outputs.extend(e.adopted.iter().map(|(_, state)| state.clone()));
             let header = e.header.clone();
-            e.awaiting = true;
-            self.send(IoJob::Join(outputs, header))?;
+            let sent = self.send(IoJob::Join(outputs, header))?.is_none();
+            self.set_awaiting(sent);
             return Ok(false);
         }
         Ok(true)
     }
 
-    /// After a restore (epoch mode): takes back the outputs a snapshot saved (see
-    /// [`prepare`](Self::prepare)). This writer's own output goes on after its parts; another
-    /// instance's (the sink now runs fewer instances) is adopted and joined at the end. Parts
-    /// numbered after the saved ones are removed. The next [`poll_publish`](Self::poll_publish)
-    /// renames the saved parts into place again.
+    /// Epochs: whether an answer of the I/O thread is owed (a job was sent).
+    fn set_awaiting(&mut self, awaiting: bool) {
+        if let Some(e) = self.epochs.as_mut() {
+            e.awaiting = awaiting;
+        }
+    }
+
+    /// After a restore (epoch mode): takes back the outputs a snapshot saved under `owner`
+    /// (see [`prepare`](Self::prepare)). This writer's own output goes on after its parts;
+    /// another instance's (the sink now runs fewer instances) is adopted, saved under its
+    /// owner again, and joined at the end. Parts numbered after the saved ones are removed.
+    /// The next [`poll_publish`](Self::poll_publish) renames the saved parts into place
+    /// again.
     ///
     /// Returns how many parts the writer's own output has.
-    pub(crate) fn restore(&mut self, prepared: &[u8]) -> Result<u64, BoxError> {
+    pub(crate) fn restore(&mut self, owner: usize, prepared: &[u8]) -> Result<u64, BoxError> {
         let states = epochs::decode(prepared)?;
         for state in states {
             let own = self.epochs.as_ref().is_some_and(|e| e.path == state.path);
@@ -801,8 +827,8 @@ impl TempFileWriter {
                 self.send_blocking(IoJob::Start {
                     next: state.parts + 1,
                 })?;
-            } else if !e.adopted.iter().any(|a| a.path == state.path) {
-                e.adopted.push(state);
+            } else if !e.adopted.iter().any(|(_, a)| a.path == state.path) {
+                e.adopted.push((owner, state));
             }
         }
         Ok(self.epochs.as_ref().map_or(0, |e| e.parts))
@@ -1013,6 +1039,7 @@ where
                     tmp,
                     header,
                     ctx.waker().clone(),
+                    ctx.global_index(),
                 )?);
                 return Ok(());
             }
@@ -1066,11 +1093,13 @@ where
         true
     }
 
-    /// The epoch's part file, synced; see [`super::epochs`]. Blocks for that `fsync`.
-    fn prepare(&mut self) -> Result<Option<Vec<u8>>, BoxError> {
+    /// The epoch's part file, synced, saved under this instance; outputs taken over at a
+    /// restore are saved under their own instances. See [`super::epochs`]. Blocks for that
+    /// `fsync`.
+    fn prepare_outputs(&mut self, _instance: usize) -> Result<Vec<(usize, Vec<u8>)>, BoxError> {
         match &mut self.out {
-            Some(out) => Ok(Some(out.prepare()?)),
-            None => Ok(None),
+            Some(out) => Ok(out.prepare()?),
+            None => Ok(Vec::new()),
         }
     }
 
@@ -1081,9 +1110,9 @@ where
         }
     }
 
-    fn restore(&mut self, prepared: Vec<u8>) -> Result<(), BoxError> {
+    fn restore_output(&mut self, owner: usize, prepared: Vec<u8>) -> Result<(), BoxError> {
         match &mut self.out {
-            Some(out) => out.restore(&prepared).map(drop),
+            Some(out) => out.restore(owner, &prepared).map(drop),
             None => Ok(()),
         }
     }
@@ -1240,7 +1269,7 @@ mod tests {
         w.open(&epoch_ctx()).unwrap();
         w.write(1).unwrap();
         w.write(2).unwrap();
-        let first = w.prepare().unwrap().unwrap();
+        let first = w.prepare_outputs(0).unwrap();
         assert_eq!(names(dir.path()), ["out.csv.part-00000001.tmp"]);
         assert_eq!(
             fs::read_to_string(epochs::part_tmp(&path, 1)).unwrap(),
@@ -1251,11 +1280,11 @@ mod tests {
         commit(&mut w);
         assert_eq!(names(dir.path()), ["out.csv.part-00000001"]);
         // An epoch that wrote nothing makes no part.
-        assert_eq!(w.prepare().unwrap().unwrap(), first);
+        assert_eq!(w.prepare_outputs(0).unwrap(), first);
         w.write(3).unwrap();
         while !w.poll_close().unwrap() {}
         assert!(!path.exists(), "the file appears at the terminal commit");
-        w.prepare().unwrap();
+        w.prepare_outputs(0).unwrap();
         commit(&mut w);
         assert_eq!(fs::read_to_string(&path).unwrap(), "n\n1\n2\n3\n");
         assert_eq!(names(dir.path()), ["out.csv"]);
@@ -1271,11 +1300,11 @@ mod tests {
             let mut w = writer();
             w.open(&epoch_ctx()).unwrap();
             w.write(1).unwrap();
-            let saved = w.prepare().unwrap().unwrap();
+            let saved = w.prepare_outputs(0).unwrap();
             // The snapshot of epoch 1 is durable, but the process dies before phase 2; epoch
             // 2 is prepared by a snapshot that never completes, epoch 3 is being written.
             w.write(2).unwrap();
-            w.prepare().unwrap();
+            w.prepare_outputs(0).unwrap();
             w.write(3).unwrap();
             w.has_room().unwrap();
             saved
@@ -1289,18 +1318,22 @@ mod tests {
         fs::write(epochs::part_path(&path, 3), "stale\n").unwrap();
         let mut w = writer();
         w.open(&epoch_ctx()).unwrap();
-        w.restore(saved.clone()).unwrap();
+        for (owner, prepared) in saved.clone() {
+            w.restore_output(owner, prepared).unwrap();
+        }
         commit(&mut w);
         assert_eq!(names(dir.path()), ["out.txt.part-00000001"]);
         // Restoring the same snapshot again, with part 1 already in place, is fine.
         let mut again = writer();
         again.open(&epoch_ctx()).unwrap();
-        again.restore(saved).unwrap();
+        for (owner, prepared) in saved {
+            again.restore_output(owner, prepared).unwrap();
+        }
         commit(&mut again);
         drop(again);
         w.write(20).unwrap();
         while !w.poll_close().unwrap() {}
-        w.prepare().unwrap();
+        w.prepare_outputs(0).unwrap();
         commit(&mut w);
         assert_eq!(fs::read_to_string(&path).unwrap(), "1\n20\n");
         assert_eq!(names(dir.path()), ["out.txt"]);
@@ -1318,9 +1351,9 @@ mod tests {
             // Two snapshots complete (phase 1 of each), then the process dies before the
             // phase 2 of either: both parts are still temporary.
             w.write(1).unwrap();
-            w.prepare().unwrap();
+            w.prepare_outputs(0).unwrap();
             w.write(2).unwrap();
-            w.prepare().unwrap().unwrap()
+            w.prepare_outputs(0).unwrap()
         };
         assert_eq!(
             names(dir.path()),
@@ -1328,7 +1361,9 @@ mod tests {
         );
         let mut w = writer();
         w.open(&epoch_ctx()).unwrap();
-        w.restore(saved).unwrap();
+        for (owner, prepared) in saved {
+            w.restore_output(owner, prepared).unwrap();
+        }
         commit(&mut w);
         assert_eq!(
             names(dir.path()),
@@ -1336,7 +1371,7 @@ mod tests {
         );
         w.write(3).unwrap();
         while !w.poll_close().unwrap() {}
-        w.prepare().unwrap();
+        w.prepare_outputs(0).unwrap();
         commit(&mut w);
         assert_eq!(fs::read_to_string(&path).unwrap(), "1\n2\n3\n");
         assert_eq!(names(dir.path()), ["out.txt"]);
@@ -1355,7 +1390,7 @@ mod tests {
         w.open(&epoch_ctx()).unwrap();
         w.write(7).unwrap();
         while !w.poll_close().unwrap() {}
-        w.prepare().unwrap();
+        w.prepare_outputs(0).unwrap();
         commit(&mut w);
         assert_eq!(fs::read_to_string(&path).unwrap(), "7\n");
         assert_eq!(names(dir.path()), ["out.txt"]);
