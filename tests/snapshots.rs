@@ -1031,3 +1031,86 @@ fn retention_keeps_the_last_good_snapshot_and_list_flags_a_damaged_one() {
     }
     assert!(child.wait().unwrap().success());
 }
+
+/// Replacing the input between a kill and the rerun, or adding a file among those already
+/// listed, refuses the rerun naming the file (it resumed into the new input at the old
+/// positions, mixing old and new rows); `--on-input-change restart` starts over and gives
+/// the rows of an uninterrupted run over the new input.
+#[test]
+fn a_changed_input_refuses_the_rerun_naming_the_file_unless_told_to_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = events(dir.path(), 100_000);
+    let text = std::fs::read_to_string(&events).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let input = dir.path().join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    let half = lines.len() / 2;
+    std::fs::write(input.join("a.jsonl"), lines[..half].join("\n") + "\n").unwrap();
+    std::fs::write(input.join("c.jsonl"), lines[half..].join("\n") + "\n").unwrap();
+    let (output, state) = (dir.path().join("q5.csv"), dir.path().join("state"));
+    let args = run_args(
+        "q5",
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+        state.to_str().unwrap(),
+    );
+    assert!(
+        kill_after_snapshots(&args, &state, 2),
+        "the run ended before a snapshot"
+    );
+    // Added among the files already listed.
+    let b = input.join("b.jsonl");
+    std::fs::write(&b, lines[..1000].join("\n") + "\n").unwrap();
+    let o = weir(&args);
+    assert!(!o.status.success(), "resumed into a changed input");
+    let err = stderr(&o);
+    assert!(
+        err.contains(b.to_str().unwrap())
+            && err.contains("added")
+            && err.contains("--on-input-change restart"),
+        "{err}"
+    );
+    assert!(!output.exists(), "nothing was written");
+    std::fs::remove_file(&b).unwrap();
+    // Replaced: the same name, other content.
+    let a = input.join("a.jsonl");
+    std::fs::write(&a, lines[..half - 1].join("\n") + "\n").unwrap();
+    let o = weir(&args);
+    assert!(!o.status.success(), "resumed into a changed input");
+    let err = stderr(&o);
+    assert!(
+        err.contains(a.to_str().unwrap()) && err.contains("size"),
+        "{err}"
+    );
+    // Told to start over: the rows of an uninterrupted run over the new input.
+    let mut restart = args.clone();
+    restart.extend(["--on-input-change", "restart"]);
+    let o = weir(&restart);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("starting the job over"),
+        "{}",
+        stderr(&o)
+    );
+    let expected = dir.path().join("expected.csv");
+    let o = weir(&[
+        "nexmark",
+        "run",
+        "--query",
+        "q5",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        expected.to_str().unwrap(),
+        "--parallelism",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(sorted_lines(&output), sorted_lines(&expected));
+    // The flag's values are checked by the parser.
+    let mut bad = args.clone();
+    bad.extend(["--on-input-change", "ignore"]);
+    let o = weir(&bad);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--on-input-change"), "{}", stderr(&o));
+}

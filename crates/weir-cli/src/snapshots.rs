@@ -21,6 +21,7 @@ use clap::Args;
 use weir::core::snapshot::{
     Guarantee, LocalDirStore, Manifest, SnapshotConfig, SnapshotStore, verify,
 };
+use weir::sources::files::input_change;
 use weir::{Executor, Job, JobConfig, Pipeline};
 
 /// The default time between snapshots.
@@ -41,6 +42,21 @@ pub struct SnapshotArgs {
     #[arg(long, value_name = "G", default_value = "exactly-once", requires = "state_dir",
           value_parser = parse_guarantee)]
     pub guarantee: Guarantee,
+    /// When an input file changed since the snapshot a rerun would resume from: `refuse`
+    /// the run, naming the file, or `restart` the job from the beginning (its snapshots are
+    /// removed).
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = OnInputChange::Refuse,
+          requires = "state_dir")]
+    pub on_input_change: OnInputChange,
+}
+
+/// What a rerun does when its input changed since its newest snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnInputChange {
+    /// Refuse to run, naming the file that changed.
+    Refuse,
+    /// Remove the job's snapshots and start from the beginning.
+    Restart,
 }
 
 fn parse_guarantee(s: &str) -> Result<Guarantee, String> {
@@ -53,6 +69,7 @@ pub struct Snapshots {
     store: Arc<LocalDirStore>,
     dir: PathBuf,
     config: SnapshotConfig,
+    on_input_change: OnInputChange,
 }
 
 impl SnapshotArgs {
@@ -70,26 +87,54 @@ impl SnapshotArgs {
             interval,
             self.guarantee,
         );
-        Some(Snapshots { store, dir, config })
+        Some(Snapshots {
+            store,
+            dir,
+            config,
+            on_input_change: self.on_input_change,
+        })
     }
 }
 
 impl Snapshots {
     /// Submits `pipeline` under `config` with these settings, and says on standard error
-    /// when the job resumed from a snapshot (`resumed from snapshot 7 in DIR`).
+    /// when the job resumed from a snapshot (`resumed from snapshot 7 in DIR`). When an
+    /// input changed since that snapshot, the run is refused, or with `--on-input-change
+    /// restart` the job's snapshots are removed and it starts from the beginning.
     ///
     /// # Errors
-    /// As [`Pipeline::submit`]: an invalid pipeline, or a snapshot that does not fit it.
+    /// As [`Pipeline::submit`]: an invalid pipeline, or a snapshot that does not fit it; a
+    /// changed input names the file and the way to start over.
     pub fn submit(
         snapshots: Option<&Snapshots>,
         pipeline: &Pipeline,
         executor: &Executor,
         mut config: JobConfig,
-    ) -> weir::Result<Job> {
+    ) -> anyhow::Result<Job> {
         if let Some(s) = snapshots {
             config.snapshots = Some(s.config.clone());
         }
-        let job = pipeline.submit(executor, config)?;
+        let job = match pipeline.submit(executor, config.clone()) {
+            Ok(job) => job,
+            Err(e) => {
+                let Some((s, change)) = snapshots.zip(input_change(&e).map(ToString::to_string))
+                else {
+                    return Err(e.into());
+                };
+                match s.on_input_change {
+                    OnInputChange::Refuse => {
+                        return Err(anyhow::Error::new(e).context(format!(
+                            "{change}; restore the input, or rerun with --on-input-change restart to start the job over"
+                        )));
+                    }
+                    OnInputChange::Restart => {
+                        eprintln!("{change}: starting the job over (--on-input-change restart)");
+                        s.remove_all(&config.name)?;
+                        pipeline.submit(executor, config)?
+                    }
+                }
+            }
+        };
         if let (Some(s), Some(id)) = (snapshots, job.restored_from()) {
             eprintln!(
                 "resumed from snapshot {id} in {}",

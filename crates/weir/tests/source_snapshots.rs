@@ -109,3 +109,56 @@ fn a_failed_job_resumes_its_file_source_and_writes_every_line_once() {
     assert_eq!(lines, expected);
     assert!(snapshots > 1, "snapshots were taken: {snapshots}");
 }
+
+/// Files added after every file a run listed are new input: a run that resumes reads the
+/// saved files on from their positions and then the added ones, every line once, whichever
+/// instance had already finished its share. A file added among those listed is refused.
+#[test]
+fn files_appended_to_the_listing_are_read_after_a_resume_and_others_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    let write = |name: &str, lines: std::ops::Range<u32>| {
+        let text: String = lines.map(|i| format!("{name}-{i}\n")).collect();
+        std::fs::write(input.join(name), text).unwrap();
+    };
+    // One instance's share ends with the small first file: it is exhausted early.
+    write("a", 0..50);
+    write("c", 0..60_000);
+    let (output, state) = (dir.path().join("out.txt"), dir.path().join("state"));
+    let run = |fail_at: u64| {
+        let seen = Arc::new(AtomicU64::new(0));
+        let p = Pipeline::new();
+        let s = Arc::clone(&seen);
+        p.read_from(sources::files::text(&input).unwrap())
+            .map(move |line: String| {
+                if s.fetch_add(1, Ordering::Relaxed) == fail_at {
+                    panic!("injected failure");
+                }
+                line
+            })
+            .write_to(sinks::files::text(&output));
+        let mut config = config(&state, Guarantee::ExactlyOnce);
+        if let Some(s) = config.snapshots.as_mut() {
+            s.restart = RestartPolicy::never();
+        }
+        p.submit(&Executor::shared(), config)
+            .and_then(|job| Ok(job.join()?))
+    };
+    assert!(run(40_000).is_err(), "the first run fails half-way");
+    write("b", 0..10);
+    let refused = run(u64::MAX).unwrap_err();
+    let change = weir::sources::files::input_change(&refused).expect("an input change");
+    assert!(change.to_string().contains("/in/b"), "{change}");
+    std::fs::remove_file(input.join("b")).unwrap();
+    write("d", 0..30_000);
+    write("e", 0..7);
+    run(u64::MAX).unwrap();
+    let mut seen = std::collections::BTreeMap::<String, u32>::new();
+    for line in std::fs::read_to_string(&output).unwrap().lines() {
+        *seen.entry(line.to_owned()).or_default() += 1;
+    }
+    let expected = 50 + 60_000 + 30_000 + 7;
+    assert_eq!(seen.len(), expected, "every line of a, c, d and e");
+    assert!(seen.values().all(|&n| n == 1), "no line twice");
+}

@@ -133,20 +133,43 @@ impl SourcePlace {
         Ok(mine)
     }
 
-    /// Seeks `feed` to the saved position. A reader that cannot replay starts again where
-    /// it is (at-least-once only: exactly-once was refused in `init`).
+    /// Seeks `feed` to the saved position, and returns whether the input is still to be
+    /// taken as exhausted. A reader that saved a position is sought even if it had reached
+    /// its end: it checks that its input is the one the position belongs to, and reports at
+    /// its next read whether anything was added since (files appended to a file source's
+    /// listing); reading on from its end yields nothing more otherwise. A reader that cannot
+    /// replay starts again where it is (at-least-once only: exactly-once was refused in
+    /// `init`).
+    ///
+    /// # Errors
+    /// The reader's own seek error, with the vertex ([`SourceSeekError`]); the reader's
+    /// error stays the error's source, so callers can tell a changed input
+    /// ([`crate::sources::files::SourceError::InputChanged`]) from other failures.
     pub(crate) fn seek<R: SourceReader>(
         &self,
         feed: &mut SourceFeed<R>,
         state: &SavedSource,
-    ) -> Result<(), BoxError> {
+    ) -> Result<bool, BoxError> {
         match &state.position {
-            Some(position) if !state.exhausted => feed
-                .seek(position)
-                .map_err(|e| format!("source '{}': {e}", self.vertex).into()),
-            _ => Ok(()),
+            Some(position) => {
+                feed.seek(position).map_err(|source| SourceSeekError {
+                    vertex: self.vertex.clone(),
+                    source,
+                })?;
+                Ok(false)
+            }
+            None => Ok(state.exhausted),
         }
     }
+}
+
+/// A source could not resume at its saved position.
+#[derive(Debug, thiserror::Error)]
+#[error("source '{vertex}': {source}")]
+pub(crate) struct SourceSeekError {
+    vertex: String,
+    #[source]
+    source: BoxError,
 }
 
 /// What a source instance saves. See the [module docs](self).
@@ -237,8 +260,7 @@ impl<R: SourceReader> Processor for SourceHead<R> {
     fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
         let mut entries = ChainEntries::new(entries);
         if let Some(state) = self.place.restore(&mut entries)? {
-            self.place.seek(&mut self.feed, &state)?;
-            self.exhausted = state.exhausted;
+            self.exhausted = self.place.seek(&mut self.feed, &state)?;
         }
         self.chain.restore(&mut entries.head().next())
     }

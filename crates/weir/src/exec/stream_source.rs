@@ -307,8 +307,7 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
     fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
         let mut entries = ChainEntries::new(entries);
         if let Some(state) = self.place.restore(&mut entries)? {
-            self.place.seek(&mut self.feed, &state)?;
-            self.exhausted = state.exhausted;
+            self.exhausted = self.place.seek(&mut self.feed, &state)?;
             if let Some(time) = &state.event_time {
                 if !self.tracker.restore(&time.highest, &time.idle) {
                     return Err(format!(

@@ -31,12 +31,14 @@ use std::borrow::Cow;
 use std::fmt::Display;
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Take};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use weir_core::{BoxError, Counter, ProcessorContext};
 
+use super::identity::{self, Stamp};
 use super::{BatchSource, Emitter, SourceReader};
 
 /// Why a file-based source could not be built or failed while reading.
@@ -70,6 +72,15 @@ pub enum SourceError {
         /// The underlying error.
         source: io::Error,
     },
+    /// An input file changed since the read position a run resumes from was saved: the
+    /// position no longer means what it meant (see `sources/identity.rs`).
+    #[error("input {} {change} since the snapshot the run resumes from, so its saved read positions no longer fit the input", path.display())]
+    InputChanged {
+        /// The file at fault.
+        path: PathBuf,
+        /// What changed.
+        change: String,
+    },
     /// A read position saved in a snapshot does not fit the input: the files changed, or
     /// the position is damaged.
     #[error("cannot resume reading at the saved position: {reason}")]
@@ -85,6 +96,20 @@ pub enum SourceError {
         /// The underlying error.
         source: csv::Error,
     },
+}
+
+/// The input change that refused a resumed run, if `error` (or an error in its chain of
+/// sources) is one: [`SourceError::InputChanged`], naming the file. For a command that
+/// offers to start over instead.
+pub fn input_change<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a SourceError> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(change @ SourceError::InputChanged { .. }) = e.downcast_ref::<SourceError>() {
+            return Some(change);
+        }
+        next = e.source();
+    }
+    None
 }
 
 /// Creates a source that reads the lines of the text files at `path`.
@@ -132,6 +157,7 @@ pub(crate) fn text_placeholder(label: &str) -> BatchSource<String> {
         InputFiles {
             files: Vec::new(),
             total: 0,
+            listing: OnceLock::new(),
         },
     )
 }
@@ -151,6 +177,8 @@ const SCAN_BUDGET: u64 = 4 * 1024 * 1024;
 pub(crate) struct InputFile {
     pub(crate) path: PathBuf,
     pub(crate) len: u64,
+    /// Its modification time and inode when listed.
+    pub(crate) stamp: Stamp,
     /// Where the file starts in the concatenation of all the files.
     offset: u64,
 }
@@ -163,6 +191,9 @@ pub(crate) struct InputFile {
 pub struct InputFiles {
     pub(crate) files: Vec<InputFile>,
     total: u64,
+    /// The files' identities, encoded, once a position needs them (see
+    /// `sources/identity.rs`).
+    listing: OnceLock<Vec<u8>>,
 }
 
 impl InputFiles {
@@ -181,15 +212,51 @@ impl InputFiles {
         };
         let mut files = Vec::with_capacity(paths.len());
         let mut total = 0;
-        for (path, len) in paths {
+        for (path, meta) in paths {
+            let len = meta.len();
             files.push(InputFile {
                 path,
                 len,
+                stamp: Stamp::of(&meta),
                 offset: total,
             });
             total += len;
         }
-        Ok(InputFiles { files, total })
+        Ok(InputFiles {
+            files,
+            total,
+            listing: OnceLock::new(),
+        })
+    }
+
+    /// The identity of every file, encoded, as a saved position carries it. Computed once
+    /// (a checksum of each file's ends), on first use.
+    pub(crate) fn listing(&self) -> &[u8] {
+        self.listing.get_or_init(|| {
+            let identities: Vec<_> = self.files.iter().map(identity::identify).collect();
+            identity::encode_listing(&identities)
+        })
+    }
+
+    /// A reader's position `at`, with the listing it belongs to.
+    pub(crate) fn wrap_position(&self, at: &[u8]) -> Vec<u8> {
+        identity::wrap(self.listing(), at)
+    }
+
+    /// Checks a position from [`wrap_position`](Self::wrap_position), maybe made by an
+    /// earlier run, against these files: returns the reader's own position and how many of
+    /// these files the saved listing covers (the rest were appended since).
+    ///
+    /// # Errors
+    /// [`SourceError::InputChanged`] naming a file that is gone or changed, or added among
+    /// the files listed before; [`SourceError::Position`] for a damaged position.
+    pub(crate) fn unwrap_position<'a>(
+        &self,
+        position: &'a [u8],
+    ) -> Result<(&'a [u8], usize), SourceError> {
+        identity::unwrap(position, &self.files, |i| {
+            identity::identify(&self.files[i])
+        })
     }
 
     /// The total size of the files in bytes, as taken by [`resolve`](Self::resolve).
@@ -197,7 +264,7 @@ impl InputFiles {
         self.total
     }
 
-    fn glob(pattern: &str) -> Result<Vec<(PathBuf, u64)>, SourceError> {
+    fn glob(pattern: &str) -> Result<Vec<(PathBuf, fs::Metadata)>, SourceError> {
         let matches = glob::glob(pattern).map_err(|source| SourceError::BadPattern {
             pattern: pattern.to_owned(),
             source,
@@ -213,7 +280,7 @@ impl InputFiles {
                 source,
             })?;
             if meta.is_file() {
-                files.push((path, meta.len()));
+                files.push((path, meta));
             }
         }
         if files.is_empty() {
@@ -225,7 +292,7 @@ impl InputFiles {
         Ok(files)
     }
 
-    fn file_or_dir(path: &Path) -> Result<Vec<(PathBuf, u64)>, SourceError> {
+    fn file_or_dir(path: &Path) -> Result<Vec<(PathBuf, fs::Metadata)>, SourceError> {
         let io = |source: io::Error, at: &Path| match source.kind() {
             io::ErrorKind::NotFound if at == path => SourceError::NotFound {
                 path: path.to_owned(),
@@ -237,7 +304,7 @@ impl InputFiles {
         };
         let meta = fs::metadata(path).map_err(|e| io(e, path))?;
         if !meta.is_dir() {
-            return Ok(vec![(path.to_owned(), meta.len())]);
+            return Ok(vec![(path.to_owned(), meta)]);
         }
         let mut files = Vec::new();
         for entry in fs::read_dir(path).map_err(|e| io(e, path))? {
@@ -245,7 +312,7 @@ impl InputFiles {
             // Follows symbolic links, so a link to a file counts as a file.
             let meta = fs::metadata(&file).map_err(|e| io(e, &file))?;
             if meta.is_file() {
-                files.push((file, meta.len()));
+                files.push((file, meta));
             }
         }
         files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -255,13 +322,32 @@ impl InputFiles {
     /// The byte ranges of instance `index` of `count`: its share of the concatenated files,
     /// cut at file boundaries.
     fn split(&self, index: usize, count: usize) -> Vec<Segment> {
+        self.split_files(0..self.files.len(), index, count)
+    }
+
+    /// As [`split`](Self::split), for a run that resumes with `listed` files as a saved
+    /// position's listing had them and the rest appended since: the saved files are shared
+    /// out as they were, then the appended ones as a listing of their own.
+    fn split_after_restore(&self, listed: usize, index: usize, count: usize) -> Vec<Segment> {
+        let mut segments = self.split_files(0..listed, index, count);
+        segments.extend(self.split_files(listed..self.files.len(), index, count));
+        segments
+    }
+
+    /// Instance `index`'s share of the concatenation of `files`.
+    fn split_files(&self, files: Range<usize>, index: usize, count: usize) -> Vec<Segment> {
+        let Some(first) = self.files.get(files.start) else {
+            return Vec::new();
+        };
+        let base = first.offset;
+        let total: u64 = self.files[files.clone()].iter().map(|f| f.len).sum();
         let count = count.max(1) as u128;
-        let bound = |i: u128| (u128::from(self.total) * i / count) as u64;
+        let bound = |i: u128| base + (u128::from(total) * i / count) as u64;
         let (lo, hi) = (bound(index as u128), bound(index as u128 + 1));
-        self.files
+        self.files[files.clone()]
             .iter()
-            .enumerate()
-            .filter_map(|(file, f)| {
+            .zip(files)
+            .filter_map(|(f, file)| {
                 let (start, end) = (lo.max(f.offset), hi.min(f.offset + f.len));
                 (start < end).then(|| Segment {
                     file,
@@ -319,6 +405,8 @@ struct OpenSegment {
 pub struct LineReader {
     files: Arc<InputFiles>,
     numbered: bool,
+    /// This reader's share, from `open`: instance `index` of `count`.
+    share: (usize, usize),
     segments: Vec<Segment>,
     next_segment: usize,
     current: Option<OpenSegment>,
@@ -332,6 +420,7 @@ impl LineReader {
         LineReader {
             files,
             numbered,
+            share: (0, 1),
             segments: Vec::new(),
             next_segment: 0,
             current: None,
@@ -342,6 +431,7 @@ impl LineReader {
     /// Takes the share of instance `index` of `count`: the lines that start in its contiguous
     /// share of the bytes. `open(0, 1)` reads every line of every file, in file order.
     pub fn open(&mut self, index: usize, count: usize) {
+        self.share = (index, count);
         self.segments = self.files.split(index, count);
         self.next_segment = 0;
         self.current = None;
@@ -349,7 +439,8 @@ impl LineReader {
 
     /// Where the reader is: after the last line passed to `read`'s callback (see
     /// [`SourceReader::position`]). A file index, a byte offset in that file and the number
-    /// of the next line: a few bytes.
+    /// of the next line, with the identity of every input file (see
+    /// `sources/identity.rs`): about 70 bytes per file.
     pub fn position(&self) -> Vec<u8> {
         let at = match &self.current {
             // Lines of the open segment were passed: resume at the next one's first byte.
@@ -367,7 +458,7 @@ impl LineReader {
                 segment: self.next_segment,
             },
         };
-        super::encode_position(&at)
+        self.files.wrap_position(&super::encode_position(&at))
     }
 
     /// Moves the reader, opened with the same share, to `position` (from
@@ -376,12 +467,19 @@ impl LineReader {
     ///
     /// Cost: one `open` and `seek` of the file; the bytes before the offset are not read.
     ///
+    /// Files listed after those of the position's listing were appended since: they are
+    /// shared out among the instances after the saved ones.
+    ///
     /// # Errors
-    /// [`SourceError::Position`] if the position does not fit this share of the files (they
-    /// changed, or the parallelism did); [`SourceError::Io`] if the file cannot be opened.
+    /// [`SourceError::InputChanged`] if an input file changed since the position was
+    /// taken; [`SourceError::Position`] if the position does not fit this share of the files
+    /// (the parallelism changed); [`SourceError::Io`] if the file cannot be opened.
     pub fn seek(&mut self, position: &[u8]) -> Result<(), SourceError> {
+        let (at, listed) = self.files.unwrap_position(position)?;
+        let (index, count) = self.share;
+        self.segments = self.files.split_after_restore(listed, index, count);
         let at: LinePosition =
-            super::decode_position(position).map_err(|reason| SourceError::Position { reason })?;
+            super::decode_position(at).map_err(|reason| SourceError::Position { reason })?;
         let misfit = |what: String| SourceError::Position {
             reason: format!("{what}; the input files changed since the snapshot"),
         };
@@ -1020,6 +1118,57 @@ mod tests {
         }
         assert_eq!(numbers, (5001..=10_000).collect::<Vec<u64>>());
         assert!(calls > 2, "the prefix scan took {calls} calls");
+    }
+
+    #[test]
+    fn files_appended_after_a_position_are_shared_out_after_the_saved_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.txt", b"a1\na2\na3\na4\n");
+        write(dir.path(), "b.txt", b"b1\nb2\n");
+        let files = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let read_all = |reader: &mut LineReader| {
+            let mut lines = Vec::new();
+            while !reader
+                .read(|l| {
+                    lines.push(String::from_utf8(l.bytes.to_vec()).unwrap());
+                    true
+                })
+                .unwrap()
+            {}
+            lines
+        };
+        // Instance 0 of 2 reads its share to the end; instance 1 stops after one line.
+        let mut first = LineReader::new(Arc::clone(&files), false);
+        first.open(0, 2);
+        assert_eq!(read_all(&mut first), ["a1", "a2", "a3"]);
+        let done = first.position();
+        let mut second = LineReader::new(Arc::clone(&files), false);
+        second.open(1, 2);
+        let mut second_lines = Vec::new();
+        second
+            .read(|l| {
+                second_lines.push(String::from_utf8(l.bytes.to_vec()).unwrap());
+                false
+            })
+            .unwrap();
+        assert_eq!(second_lines, ["a4"]);
+        let stopped = second.position();
+        write(dir.path(), "c.txt", b"c1\nc2\nc3\nc4\nc5\nc6\n");
+        write(dir.path(), "d.txt", b"d1\n");
+        let now = Arc::new(InputFiles::resolve(dir.path()).unwrap());
+        let mut resumed = Vec::new();
+        for (index, position) in [(0, &done), (1, &stopped)] {
+            let mut reader = LineReader::new(Arc::clone(&now), false);
+            reader.open(index, 2);
+            reader.seek(position).unwrap();
+            resumed.extend(read_all(&mut reader));
+        }
+        resumed.sort();
+        assert_eq!(
+            resumed,
+            ["b1", "b2", "c1", "c2", "c3", "c4", "c5", "c6", "d1"],
+            "the rest of the saved files, then the appended ones, each line once"
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod collection;
 pub mod csv;
 pub mod files;
 pub mod generator;
+mod identity;
 pub mod json;
 pub mod reactive;
 pub mod stream;
