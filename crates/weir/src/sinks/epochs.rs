@@ -7,7 +7,8 @@
 //! `<FILE>.part-NNNNNNNN.tmp` (numbered from 1, one per epoch that wrote anything) on its
 //! I/O thread:
 //!
-//! - **prepare** (phase 1): the part is synced to disk and closed; its number goes into the
+//! - **prepare** (phase 1): the part is synced to disk and closed, and its directory synced
+//!   so that its name survives a power loss; its number and the parts' length go into the
 //!   snapshot ([`EpochState`]).
 //! - **commit** (phase 2): prepared parts are renamed to `<FILE>.part-NNNNNNNN`. Idempotent:
 //!   a part already renamed, or already joined, is fine.
@@ -19,7 +20,9 @@
 //! - **the end** (the terminal snapshot's commit): the header and the parts, in order, are
 //!   written to `<FILE>.tmp`, synced and renamed to `FILE`; then the parts are removed. If
 //!   the process dies on the way, the restored run joins again: while every part is there the
-//!   result is the same, and once one is gone `FILE` is already complete.
+//!   result is the same, and once one is gone `FILE` is already complete. The join checks
+//!   what it joins against the saved length: parts that fall short, or a part gone beside a
+//!   `FILE` that is not their join (an older output), fail the job naming the part.
 //!
 //! So while the job runs, the committed epochs lie beside `FILE` as numbered parts, and when
 //! it ends `FILE` holds exactly the committed output, the same as a run that never failed.
@@ -43,6 +46,9 @@ pub(crate) struct EpochState {
     pub path: PathBuf,
     /// Parts `1..=parts` hold the output so far.
     pub parts: u64,
+    /// Their length in bytes, all together: the final join checks the parts, or a file
+    /// joined before, against it.
+    pub bytes: u64,
 }
 
 /// Encodes the states an instance saves (its own output first).
@@ -81,6 +87,11 @@ fn parent(path: &Path) -> &Path {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     }
+}
+
+/// Syncs the directory `path` is in, so that its entry survives a crash.
+pub(crate) fn sync_parent(path: &Path) -> Result<(), SinkError> {
+    sync_dir(parent(path))
 }
 
 /// Syncs `dir`, so that renames and removals in it survive a crash.
@@ -155,17 +166,44 @@ pub(crate) fn publish(parts: &[(PathBuf, u64)]) -> Result<(), SinkError> {
     Ok(())
 }
 
-/// Joins `header` and parts `1..=parts` of `path` into `path` (through `tmp`), then removes
-/// the parts. See the [module docs](self) for why a second join after a crash is harmless.
+/// Joins `header` and the committed parts of `output` into its file (through `tmp`), then
+/// removes the parts. See the [module docs](self) for why a second join after a crash is
+/// harmless. What is joined is checked first: the parts must hold `output.bytes` bytes, and
+/// when some are gone (a join got as far as removing them) the file must be that join's, of
+/// the header's and the parts' length; anything else (a part lost, an older file of that
+/// name) is an error naming the part.
 pub(crate) fn join(
-    path: &Path,
+    output: &EpochState,
     tmp: &Path,
-    parts: u64,
     header: Option<&Arc<[u8]>>,
 ) -> Result<(), SinkError> {
-    let missing = (1..=parts).find(|&n| !part_path(path, n).exists());
+    let path = &output.path;
+    let joined_len = header.map_or(0, |h| h.len() as u64) + output.bytes;
+    let mut lens = Vec::with_capacity(output.parts as usize);
+    let mut missing = None;
+    for n in 1..=output.parts {
+        match fs::metadata(part_path(path, n)) {
+            Ok(meta) => lens.push(meta.len()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                missing.get_or_insert(n);
+            }
+            Err(e) => return Err(io_error(&part_path(path, n))(e)),
+        }
+    }
+    let fault = |message: String| SinkError::Write {
+        source: io::Error::new(io::ErrorKind::InvalidData, message),
+        path: path.to_owned(),
+    };
     match missing {
         None => {
+            let found: u64 = lens.iter().sum();
+            if found != output.bytes {
+                return Err(fault(format!(
+                    "the committed parts of {} hold {found} bytes, the snapshot says {}",
+                    path.display(),
+                    output.bytes
+                )));
+            }
             let mut out = File::create(tmp).map_err(|source| SinkError::Create {
                 path: tmp.to_owned(),
                 source,
@@ -173,7 +211,7 @@ pub(crate) fn join(
             if let Some(h) = header {
                 out.write_all(h).map_err(io_error(tmp))?;
             }
-            for n in 1..=parts {
+            for n in 1..=output.parts {
                 let part = part_path(path, n);
                 let mut input = File::open(&part).map_err(io_error(&part))?;
                 io::copy(&mut input, &mut out).map_err(io_error(tmp))?;
@@ -188,16 +226,14 @@ pub(crate) fn join(
             sync_dir(parent(path))?;
         }
         // A join got as far as removing parts: the file is whole.
-        Some(_) if path.exists() => {}
+        Some(_) if fs::metadata(path).is_ok_and(|m| m.len() == joined_len) => {}
         Some(n) => {
             let part = part_path(path, n);
-            return Err(SinkError::Write {
-                source: io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!("committed part {} is missing", part.display()),
-                ),
-                path: path.to_owned(),
-            });
+            return Err(fault(format!(
+                "committed part {} is missing, and {} is not the join of the parts",
+                part.display(),
+                path.display()
+            )));
         }
     }
     remove_parts_from(path, 1)
@@ -251,23 +287,57 @@ mod tests {
         publish(&parts).unwrap();
         assert!(part_path(&out, 2).exists() && !part_tmp(&out, 2).exists());
         let header: Arc<[u8]> = Arc::from(&b"h\n"[..]);
-        join(&out, &tmp, 2, Some(&header)).unwrap();
+        let state = EpochState {
+            path: out.clone(),
+            parts: 2,
+            bytes: 4,
+        };
+        join(&state, &tmp, Some(&header)).unwrap();
         assert_eq!(fs::read_to_string(&out).unwrap(), "h\na\nb\n");
         // A crash after the rename, before the parts were removed: joining again gives the
         // same file.
         fs::write(part_path(&out, 1), "a\n").unwrap();
         fs::write(part_path(&out, 2), "b\n").unwrap();
-        join(&out, &tmp, 2, Some(&header)).unwrap();
+        join(&state, &tmp, Some(&header)).unwrap();
         assert_eq!(fs::read_to_string(&out).unwrap(), "h\na\nb\n");
         // A crash while the parts were removed: the file stands.
         fs::write(part_path(&out, 2), "b\n").unwrap();
-        join(&out, &tmp, 2, Some(&header)).unwrap();
+        join(&state, &tmp, Some(&header)).unwrap();
         assert_eq!(fs::read_to_string(&out).unwrap(), "h\na\nb\n");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
         // Missing parts without the file: an error naming the part.
         fs::remove_file(&out).unwrap();
         fs::write(part_path(&out, 2), "b\n").unwrap();
-        let err = join(&out, &tmp, 2, None).unwrap_err();
+        let err = join(&state, &tmp, None).unwrap_err();
         assert!(err.to_string().contains("part-00000001"), "{err}");
+    }
+
+    #[test]
+    fn join_refuses_a_lost_part_beside_an_older_file_and_a_short_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.txt");
+        let tmp = dir.path().join("out.txt.tmp");
+        let state = EpochState {
+            path: out.clone(),
+            parts: 2,
+            bytes: 6,
+        };
+        // Part 1 lost (its name never reached the disk), and an output of an earlier run:
+        // not proof of a join.
+        fs::write(&out, "an older output\n").unwrap();
+        fs::write(part_path(&out, 2), "two\n").unwrap();
+        let err = join(&state, &tmp, None).unwrap_err().to_string();
+        assert!(
+            err.contains("part-00000001") && err.contains("not the join"),
+            "{err}"
+        );
+        assert_eq!(fs::read_to_string(&out).unwrap(), "an older output\n");
+        // Every part there, one short.
+        fs::write(part_path(&out, 1), "1").unwrap();
+        let err = join(&state, &tmp, None).unwrap_err().to_string();
+        assert!(err.contains("5 bytes") && err.contains("says 6"), "{err}");
+        fs::write(part_path(&out, 1), "1\n").unwrap();
+        join(&state, &tmp, None).unwrap();
+        assert_eq!(fs::read_to_string(&out).unwrap(), "1\ntwo\n");
     }
 }

@@ -395,6 +395,8 @@ struct Epochs {
     started: bool,
     /// Parts `1..=parts` hold the output so far.
     parts: u64,
+    /// Their length in bytes.
+    bytes: u64,
     /// The index of the instance whose output `path` is: its state is saved under it.
     owner: usize,
     /// Other instances' outputs taken over at a restore at lower parallelism, with the
@@ -438,8 +440,9 @@ enum IoDone {
     Written(Vec<u8>),
     Committed,
     Failed(SinkError),
-    /// The part sealed, if anything was written since the last seal.
-    Sealed(Option<u64>),
+    /// The part sealed and its length in bytes, if anything was written since the last
+    /// seal.
+    Sealed(Option<(u64, u64)>),
     Published,
     Joined,
 }
@@ -476,6 +479,7 @@ impl TempFileWriter {
             header,
             started: false,
             parts: 0,
+            bytes: 0,
             owner,
             adopted: Vec::new(),
             pending: Vec::new(),
@@ -511,6 +515,7 @@ impl TempFileWriter {
                     tmp: thread_tmp,
                     committed: false,
                     next_part: 1,
+                    part_len: 0,
                 }
                 .run(&jobs, &done, &waker);
             })
@@ -555,8 +560,8 @@ impl TempFileWriter {
         }
     }
 
-    /// Handles one answer of the I/O thread; a seal's part number is returned.
-    fn take(&mut self, done: IoDone) -> Result<Option<u64>, SinkError> {
+    /// Handles one answer of the I/O thread; a seal's part number and length are returned.
+    fn take(&mut self, done: IoDone) -> Result<Option<(u64, u64)>, SinkError> {
         match done {
             IoDone::Written(buf) => {
                 self.in_flight -= 1;
@@ -739,8 +744,9 @@ impl TempFileWriter {
             }
         };
         let e = self.epochs.as_mut().expect("checked above");
-        if let Some(n) = sealed {
+        if let Some((n, len)) = sealed {
             e.parts = n;
+            e.bytes += len;
             e.pending.push((e.path.clone(), n));
         }
         if e.closed {
@@ -749,6 +755,7 @@ impl TempFileWriter {
         let own = EpochState {
             path: e.path.clone(),
             parts: e.parts,
+            bytes: e.bytes,
         };
         let mut outputs = vec![(e.owner, epochs::encode(&[own]))];
         outputs.extend(
@@ -779,6 +786,7 @@ impl TempFileWriter {
             let mut outputs = vec![EpochState {
                 path: e.path.clone(),
                 parts: e.parts,
+                bytes: e.bytes,
             }];
             outputs.extend(e.adopted.iter().map(|(_, state)| state.clone()));
             let header = e.header.clone();
@@ -824,6 +832,7 @@ impl TempFileWriter {
             if own {
                 e.started = true;
                 e.parts = state.parts;
+                e.bytes = state.bytes;
                 self.send_blocking(IoJob::Start {
                     next: state.parts + 1,
                 })?;
@@ -884,6 +893,8 @@ struct IoThread {
     tmp: PathBuf,
     committed: bool,
     next_part: u64,
+    /// Bytes written to the open part.
+    part_len: u64,
 }
 
 impl IoThread {
@@ -936,12 +947,14 @@ impl IoThread {
                     })?;
                     self.tmp = path;
                     self.file = Some(f);
+                    self.part_len = 0;
                 }
                 let target = self.file.as_mut().expect("opened above");
                 target.write_all(&buf).map_err(|source| SinkError::Write {
                     path: self.tmp.clone(),
                     source,
                 })?;
+                self.part_len += buf.len() as u64;
                 buf.clear();
                 IoDone::Written(buf)
             }
@@ -969,9 +982,12 @@ impl IoThread {
                         path: self.tmp.clone(),
                         source,
                     })?;
+                    // The part's name too: the manifest that lists it may outlive a power
+                    // loss only if the directory entry does.
+                    epochs::sync_parent(&self.tmp)?;
                     let n = self.next_part;
                     self.next_part += 1;
-                    IoDone::Sealed(Some(n))
+                    IoDone::Sealed(Some((n, self.part_len)))
                 }
                 None => IoDone::Sealed(None),
             },
@@ -983,7 +999,7 @@ impl IoThread {
                 for output in outputs {
                     let mut tmp = output.path.clone().into_os_string();
                     tmp.push(".tmp");
-                    epochs::join(&output.path, Path::new(&tmp), output.parts, header.as_ref())?;
+                    epochs::join(&output, Path::new(&tmp), header.as_ref())?;
                 }
                 IoDone::Joined
             }
