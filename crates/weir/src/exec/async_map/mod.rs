@@ -35,7 +35,7 @@
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -666,6 +666,12 @@ impl<T: Item, R: Item> AsyncMapHead<T, R> {
     }
 }
 
+/// A unit or a watermark read back from a snapshot.
+enum Restored<T> {
+    Unit(Vec<T>),
+    Watermark(Watermark),
+}
+
 /// A unit or a watermark in a snapshot.
 enum Held<'a, T> {
     Unit(&'a [T]),
@@ -807,12 +813,19 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
         })
     }
 
+    /// Takes back the units and watermarks held by the old instances this one now stands
+    /// for (`old % parallelism`). One old instance's come back in their order. Several
+    /// (the stage runs fewer instances now) are merged: every unit first, each old
+    /// instance's in its order, then one watermark, the least of the old instances' last
+    /// ones, so that no unit comes out after a watermark above it and no item replayed from
+    /// upstream finds the watermark already past it.
     fn restore_from_snapshot(&mut self, entries: Vec<SnapshotEntry>) -> ProcessorResult<()> {
         let mut entries = ChainEntries::new(entries);
         let mut head = entries.head();
         let mut own = head.take();
         own.sort();
         let (me, parallelism) = self.instance;
+        let mut restored: Vec<(u32, Restored<T>)> = Vec::new();
         for (i, entry) in own.into_iter().enumerate() {
             let bad = |reason: &str| AsyncError::Snapshot {
                 entry: i,
@@ -833,16 +846,31 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
                         bad("holds items, but this stage has no snapshot_inputs()")
                     })?;
                     let inputs = (codec.decode)(bytes).map_err(|reason| bad(&reason))?;
-                    self.add_unit(inputs, false)?;
+                    restored.push((old, Restored::Unit(inputs)));
                 }
                 Some((&TAG_WATERMARK, bytes)) => {
                     let ts: [u8; 8] = bytes
                         .try_into()
                         .map_err(|_| bad("a watermark is 8 bytes"))?;
-                    self.add_watermark(Watermark(i64::from_be_bytes(ts)));
+                    let wm = Watermark(i64::from_be_bytes(ts));
+                    restored.push((old, Restored::Watermark(wm)));
                 }
                 _ => return Err(bad("unknown entry tag").into()),
             }
+        }
+        let merged = restored.windows(2).any(|w| w[0].0 != w[1].0);
+        let mut last_watermarks: BTreeMap<u32, Watermark> = BTreeMap::new();
+        for (old, held) in restored {
+            match held {
+                Restored::Unit(inputs) => self.add_unit(inputs, false)?,
+                Restored::Watermark(wm) if merged => {
+                    last_watermarks.insert(old, wm);
+                }
+                Restored::Watermark(wm) => self.add_watermark(wm),
+            }
+        }
+        if let Some(least) = last_watermarks.into_values().min() {
+            self.add_watermark(least);
         }
         self.chain.restore(&mut head.next())
     }

@@ -988,3 +988,47 @@ fn in_a_job_items_after_a_watermark_are_never_emitted_before_it() {
     after_wm.sort_unstable();
     assert_eq!((before, after_wm), (vec![10, 20], vec![30, 40]), "{seen:?}");
 }
+
+/// Two instances' held items restored into one: every item comes out before any watermark
+/// above it, and the one watermark sent is the lower of the two instances' last ones (the
+/// items of the later instance came out after the earlier one's higher watermark, and
+/// windows downstream dropped them as late).
+#[test]
+fn held_items_of_several_instances_restored_into_one_never_follow_a_higher_watermark() {
+    use Message::{Item as I, Watermark as W};
+    let options = || AsyncOptions::ordered().snapshot_inputs();
+    let stuck = spec(options(), units(8), hanging::<u32>());
+    let mut entries = Vec::new();
+    for (index, (items, wm, more)) in [([1, 2], 50, 3), ([4, 5], 20, 6)].into_iter().enumerate() {
+        let mut p = head(&stuck);
+        p.init(&ProcessorContext::new("async", index, 2, 1))
+            .unwrap();
+        let (mut outbox, _drains) = Outbox::for_test::<u32>(1, 64);
+        let mut inbox = Inbox::of::<u32>();
+        inbox.items::<u32>().extend(items);
+        p.process(0, &mut inbox, &mut outbox).unwrap();
+        assert!(p.try_process_watermark(Watermark(wm), &mut outbox).unwrap());
+        inbox.items::<u32>().push_back(more);
+        p.process(0, &mut inbox, &mut outbox).unwrap();
+        let mut writer = weir_core::SnapshotWriter::new();
+        assert!(p.save_to_snapshot(&mut outbox, &mut writer).unwrap());
+        p.close().unwrap();
+        entries.extend(writer.into_entries());
+    }
+    let working = spec(options(), units(8), instant(|x| x * 10));
+    let mut restored = head(&working);
+    restored.init(&ctx()).unwrap();
+    restored.restore_from_snapshot(entries).unwrap();
+    let (mut outbox, mut drains) = Outbox::for_test::<u32>(1, 64);
+    let start = Instant::now();
+    while !restored.complete(&mut outbox).unwrap() {
+        assert!(start.elapsed() < GENEROUS, "gave up waiting");
+        std::thread::yield_now();
+    }
+    let out = drains[0].drain_messages();
+    assert_eq!(
+        out,
+        [I(10), I(20), I(30), I(40), I(50), I(60), W(Watermark(20))],
+        "each instance's items in their order, then the lower watermark"
+    );
+}
