@@ -174,8 +174,10 @@ fn nexmark_survives_kill_9_at_random_moments() {
     let mut rng = Rng::new();
     let mut resumed = 0;
     // q0 and q8 write from every worker, so their rows are formatted there and reach the
-    // single file in blocks; q4, q5 and q7 write from one instance.
-    let queries = ["q0", "q4", "q5", "q7", "q8"];
+    // single file in blocks; q4, q5 and q7 write from one instance. Each killed run takes
+    // the next parallelism of 1, 2 and 4, so resumes rescale too, more than once.
+    let queries = ["q0", "q1", "q3", "q4", "q5", "q7", "q8"];
+    let parallelisms = ["1", "2", "4"];
     for query in queries {
         let reference = dir.path().join(format!("{query}-reference.csv"));
         let started = Instant::now();
@@ -202,8 +204,11 @@ fn nexmark_survives_kill_9_at_random_moments() {
             output.to_str().unwrap(),
             state.to_str().unwrap(),
         );
-        for _ in 0..rounds {
-            let mut child = spawn(&args);
+        for round in 0..rounds {
+            let mut rescaled = args.clone();
+            let at = rescaled.iter().position(|a| *a == "--parallelism").unwrap() + 1;
+            rescaled[at] = parallelisms[round as usize % parallelisms.len()];
+            let mut child = spawn(&rescaled);
             std::thread::sleep(Duration::from_millis(rng.below(span)));
             kill9(&mut child);
         }
