@@ -3,15 +3,17 @@
 //!
 //! ```text
 //! cargo bench --bench snapshots                                   # all three parts
-//! cargo bench --bench snapshots -- --events 10000000 --runs 3    # the cost part's input
+//! cargo bench --bench snapshots -- --events 100000000 --runs 3   # the cost part's input
 //! cargo bench --bench snapshots -- --parts cost,backpressure,recovery --keys 8000000
 //! ```
 //!
 //! # Cost
 //!
-//! q5 over the NEXMark generator: `--events` events (10 M) at 100,000 events per second of
-//! event time, so 100 s of event time in which q5's sliding windows fire and their state is
-//! evicted all through the run. Parallelism 2 (one instance per worker). Three runs: without
+//! q5 over the NEXMark generator: `--events` events (100 M) at 100,000 events per second of
+//! event time, so 1,000 s of event time in which q5's sliding windows fire and their state is
+//! evicted all through the run; about 6 s of wall time per run on 2 cores, so that the 1 s
+//! interval takes several snapshots (a run with fewer than 3, or fewer than half its
+//! interval count, fails the bench rather than report a ratio that measured nothing). Parallelism 2 (one instance per worker). Three runs: without
 //! snapshots (the yardstick: the same job doing the same work, so the ratio is what snapshots
 //! cost), with a snapshot every 1 s (the target: ≥ 0.9 of the yardstick) and every 100 ms.
 //! Each is the best of `--runs`; every run's row count and checksum must equal the first's.
@@ -199,8 +201,16 @@ fn cost(events: u64, runs: usize) {
             best.result.0,
             base_time.as_secs_f64() / best.time.as_secs_f64()
         );
-        if interval.is_some() {
+        if let Some(interval) = interval {
             print_snapshots("", &best.snapshots);
+            // A run that ends before its snapshots start measures nothing about them.
+            let taken = best.snapshots.iter().filter(|s| !s.terminal).count();
+            let wanted = (best.time.as_secs_f64() / interval.as_secs_f64() * 0.5) as usize;
+            assert!(
+                taken >= 3 && taken >= wanted,
+                "{label}: {taken} snapshots in {:.2} s; the run is too short for its interval (raise --events)",
+                best.time.as_secs_f64()
+            );
         }
     }
     println!();
@@ -302,7 +312,8 @@ fn main() {
     let num =
         |name: &str, default: u64| flag(&args, name).map_or(default, |v| v.parse().expect(name));
     let parts = flag(&args, "--parts").unwrap_or_else(|| "cost,backpressure,recovery".into());
-    let events = num("--events", 10_000_000);
+    // About 6 s per run on 2 cores: several snapshots at the 1 s interval.
+    let events = num("--events", 100_000_000);
     let runs = num("--runs", 3) as usize;
     if parts.contains("cost") {
         cost(events, runs);
