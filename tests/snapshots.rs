@@ -1119,3 +1119,81 @@ fn a_changed_input_refuses_the_rerun_naming_the_file_unless_told_to_restart() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--on-input-change"), "{}", stderr(&o));
 }
+
+/// A crash at every step of the snapshot protocol, in the store (a part written, the parts
+/// and their names synced, the manifest written, renamed, published) and in the file sink (a
+/// part sealed, published in phase 2, the parts joined at the end), at its first and third
+/// occurrence: the rerun resumes (or starts over) to exactly the rows of an uninterrupted
+/// run, and leaves no part file behind.
+#[test]
+fn a_crash_at_any_step_of_the_snapshot_protocol_resumes_to_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = events(dir.path(), 60_000);
+    let input = input.to_str().unwrap();
+    let reference = dir.path().join("reference.csv");
+    let o = weir(&[
+        "nexmark",
+        "run",
+        "--query",
+        "q5",
+        "--input",
+        input,
+        "--output",
+        reference.to_str().unwrap(),
+        "--parallelism",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected = sorted_lines(&reference);
+    let steps = [
+        "part-written",
+        "parts-synced",
+        "manifest-written",
+        "manifest-renamed",
+        "published",
+        "sink-sealed",
+        "sink-published",
+        "sink-joined",
+    ];
+    let mut crashed = 0;
+    for step in steps {
+        for at in [1, 3] {
+            let case = format!("{step}@{at}");
+            let output = dir.path().join(format!("q5-{step}-{at}.csv"));
+            let state = dir.path().join(format!("state-{step}-{at}"));
+            let args = run_args(
+                "q5",
+                input,
+                output.to_str().unwrap(),
+                state.to_str().unwrap(),
+            );
+            let o = Command::new(env!("CARGO_BIN_EXE_weir"))
+                .args(&args)
+                .env_remove("WEIR_LOG")
+                .env(weir::snapshot::crash::VARIABLE, &case)
+                .output()
+                .unwrap();
+            match o.status.code() {
+                Some(weir::snapshot::crash::EXIT_CODE) => crashed += 1,
+                // The step came fewer times than `at` (the join happens once).
+                Some(0) => {}
+                other => panic!("{case}: exit {other:?}: {}", stderr(&o)),
+            }
+            let o = weir(&args);
+            assert!(o.status.success(), "{case}: {}", stderr(&o));
+            assert_eq!(
+                sorted_lines(&output),
+                expected,
+                "{case}: the rerun's rows differ from an uninterrupted run's"
+            );
+            let name = output.file_name().unwrap().to_str().unwrap().to_owned();
+            let left: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.starts_with(&name) && *n != name)
+                .collect();
+            assert!(left.is_empty(), "{case}: files left behind: {left:?}");
+        }
+    }
+    assert!(crashed >= steps.len(), "only {crashed} runs crashed");
+}

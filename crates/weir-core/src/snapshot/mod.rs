@@ -48,6 +48,7 @@
 //! vertex, which keeps what is its own.
 
 pub mod coordinator;
+pub mod crash;
 mod format;
 mod restore;
 mod store;

@@ -4,6 +4,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::crash;
 use super::format::SnapshotError;
 
 /// Keeps snapshot files. The coordinator writes a snapshot's parts, then publishes its
@@ -123,7 +124,9 @@ impl SnapshotStore for LocalDirStore {
         let dir = self.snapshot_dir(job, id);
         fs::create_dir_all(&dir).map_err(io(&dir))?;
         let path = dir.join(file);
-        fs::write(&path, bytes).map_err(io(&path))
+        fs::write(&path, bytes).map_err(io(&path))?;
+        crash::step("part-written");
+        Ok(())
     }
 
     fn publish(&self, job: &str, id: u64, manifest: &[u8]) -> Result<(), SnapshotError> {
@@ -135,16 +138,23 @@ impl SnapshotStore for LocalDirStore {
                 .and_then(|f| f.sync_data())
                 .map_err(io(&path))?;
         }
+        // The parts' names too, before a manifest can name them.
+        sync_dir(&dir)?;
+        crash::step("parts-synced");
         let tmp = dir.join("manifest.tmp");
         let mut f = File::create(&tmp).map_err(io(&tmp))?;
         f.write_all(manifest).map_err(io(&tmp))?;
         f.sync_all().map_err(io(&tmp))?;
         drop(f);
+        crash::step("manifest-written");
         let path = dir.join(MANIFEST);
         fs::rename(&tmp, &path).map_err(io(&path))?;
+        crash::step("manifest-renamed");
         sync_dir(&dir)?;
         // The snapshot's own folder may be new: make its entry in the job's folder durable.
-        sync_dir(&self.job_dir(job))
+        sync_dir(&self.job_dir(job))?;
+        crash::step("published");
+        Ok(())
     }
 
     fn ids(&self, job: &str) -> Result<Vec<u64>, SnapshotError> {

@@ -224,6 +224,7 @@ pub(crate) fn join(
                 source,
             })?;
             sync_dir(parent(path))?;
+            weir_core::snapshot::crash::step("sink-joined");
         }
         // A join got as far as removing parts: the file is whole.
         Some(_) if fs::metadata(path).is_ok_and(|m| m.len() == joined_len) => {}

@@ -985,6 +985,7 @@ impl IoThread {
                     // The part's name too: the manifest that lists it may outlive a power
                     // loss only if the directory entry does.
                     epochs::sync_parent(&self.tmp)?;
+                    weir_core::snapshot::crash::step("sink-sealed");
                     let n = self.next_part;
                     self.next_part += 1;
                     IoDone::Sealed(Some((n, self.part_len)))
@@ -993,6 +994,7 @@ impl IoThread {
             },
             IoJob::Publish(parts) => {
                 epochs::publish(&parts)?;
+                weir_core::snapshot::crash::step("sink-published");
                 IoDone::Published
             }
             IoJob::Join(outputs, header) => {
