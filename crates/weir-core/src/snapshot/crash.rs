@@ -4,7 +4,7 @@
 //!
 //! The steps are named where they happen: in the snapshot store (`part-written`,
 //! `parts-synced`, `manifest-written`, `manifest-renamed`, `published`) and in the file
-//! sinks (`sink-sealed`, `sink-published`, `sink-joined`). A plan comes from the environment
+//! sinks (`sink-sealed`, `sink-published`, `sink-rolled`, `sink-joined`). A plan comes from the environment
 //! variable [`VARIABLE`], read once per process, as `NAME@N`: the N-th time (from 1) step
 //! NAME is reached, the process exits with [`EXIT_CODE`] at once, running no destructor and
 //! flushing nothing (what was written is in the page cache, as after a kill).

@@ -1,6 +1,6 @@
 //! Transactional file output: each snapshot epoch goes to a part file of its own, made
-//! durable in phase 1 and renamed into place in phase 2, and the parts are joined into the
-//! final file when the job ends.
+//! durable in phase 1 and renamed into place in phase 2; committed parts are rolled into one
+//! file as the job goes, and that file becomes the output when the job ends.
 //!
 //! A file sink in a job that takes snapshots ([`ProcessorContext::guarantee`] is not
 //! [`Guarantee::None`](weir_core::snapshot::Guarantee::None)) writes what it receives into
@@ -8,24 +8,28 @@
 //! I/O thread:
 //!
 //! - **prepare** (phase 1): the part is synced to disk and closed, and its directory synced
-//!   so that its name survives a power loss; its number and the parts' length go into the
-//!   snapshot ([`EpochState`]).
+//!   so that its name survives a power loss; its number and the length of all the parts so
+//!   far go into the snapshot ([`EpochState`]).
 //! - **commit** (phase 2): prepared parts are renamed to `<FILE>.part-NNNNNNNN`. Idempotent:
-//!   a part already renamed, or already joined, is fine.
-//! - **restore**: the snapshot's parts are taken back (and committed again); parts numbered
-//!   after them, from epochs the snapshot does not hold, are deleted, renamed or not. Each
-//!   output's state is saved under the index of the instance whose file it is, so a run at
-//!   lower parallelism adopts the outputs of missing instances (and joins them at its end),
-//!   and a run at higher parallelism gives each back to its own instance.
-//! - **the end** (the terminal snapshot's commit): the header and the parts, in order, are
-//!   written to `<FILE>.tmp`, synced and renamed to `FILE`; then the parts are removed. If
-//!   the process dies on the way, the restored run joins again: while every part is there the
-//!   result is the same, and once one is gone `FILE` is already complete. The join checks
-//!   what it joins against the saved length: parts that fall short, or a part gone beside a
-//!   `FILE` that is not their join (an older output), fail the job naming the part.
+//!   a part already renamed, or already rolled, is fine. Once [`ROLL_AT`] committed parts lie
+//!   loose, they are **rolled**: appended to `<FILE>.rolled-NNNNNNNN` (the header, then parts
+//!   1 to N), which is synced and renamed to its new number before the parts go. So a job
+//!   keeps at most a few dozen files however long it runs, and a restore's cost does not grow
+//!   with its age.
+//! - **restore**: the committed output of a snapshot is the first `bytes` bytes of the rolled
+//!   file's parts followed by the loose parts: the rolled file is cut back to that (past a
+//!   crashed roll's tail, or, restoring an older snapshot, past epochs it does not hold),
+//!   prepared parts it holds are renamed into place, and parts numbered after it are deleted,
+//!   renamed or not.
+//! - **the end** (the terminal snapshot's commit): the remaining parts are rolled, and the
+//!   rolled file is renamed to `FILE`. If the process dies on the way, the restored run does it
+//!   again; once the rename happened, `FILE` is complete, checked by its length.
 //!
-//! So while the job runs, the committed epochs lie beside `FILE` as numbered parts, and when
-//! it ends `FILE` holds exactly the committed output, the same as a run that never failed.
+//! Every step checks lengths against the snapshot's: a part that falls short, or one missing
+//! beside a `FILE` that is not the output (an older file of that name), fails the job naming
+//! the file. So while the job runs the committed epochs lie beside `FILE` as the rolled file
+//! and a few parts, and when it ends `FILE` holds exactly the committed output, the same as a
+//! run that never failed.
 //!
 //! [`ProcessorContext::guarantee`]: weir_core::ProcessorContext::guarantee
 
@@ -101,41 +105,70 @@ fn sync_dir(dir: &Path) -> Result<(), SinkError> {
         .map_err(io_error(dir))
 }
 
-/// Removes the parts of `path` numbered `from` or more, committed or not: epochs no snapshot
-/// holds. `from` 1 removes every part (a fresh start).
-pub(crate) fn remove_parts_from(path: &Path, from: u64) -> Result<(), SinkError> {
+/// A part file of an output found on disk.
+struct PartFile {
+    number: u64,
+    /// Prepared (`.tmp`), not yet committed.
+    prepared: bool,
+    file: PathBuf,
+}
+
+/// The part files of `path` (committed and prepared), from one listing of its folder: the
+/// cost of every step here is the folder's size, not the job's age.
+fn part_files(path: &Path) -> Result<Vec<PartFile>, SinkError> {
     let dir = parent(path);
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let prefix = format!("{name}.part-");
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_error(dir)(e)),
     };
-    let mut removed = false;
+    let mut parts = Vec::new();
     for entry in entries {
         let entry = entry.map_err(io_error(dir))?;
         let file = entry.file_name();
-        let Some(number) = file
-            .to_str()
-            .and_then(|f| f.strip_prefix(&prefix))
-            .map(|rest| rest.strip_suffix(".tmp").unwrap_or(rest))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
+        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
             continue;
         };
-        if number >= from {
-            let stale = entry.path();
-            fs::remove_file(&stale).map_err(io_error(&stale))?;
-            removed = true;
+        let (digits, prepared) = match rest.strip_suffix(".tmp") {
+            Some(digits) => (digits, true),
+            None => (rest, false),
+        };
+        if let Ok(number) = digits.parse::<u64>() {
+            parts.push(PartFile {
+                number,
+                prepared,
+                file: entry.path(),
+            });
+        }
+    }
+    Ok(parts)
+}
+
+/// Removes the part files of `path` (committed or prepared) whose number `doomed` picks,
+/// syncing the folder if any went.
+fn remove_parts_where(path: &Path, doomed: impl Fn(&PartFile) -> bool) -> Result<(), SinkError> {
+    let mut removed = false;
+    for part in part_files(path)?.iter().filter(|p| doomed(p)) {
+        match fs::remove_file(&part.file) {
+            Ok(()) => removed = true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(&part.file)(e)),
         }
     }
     if removed {
-        sync_dir(dir)?;
+        sync_dir(parent(path))?;
     }
     Ok(())
+}
+
+/// Removes the parts of `path` numbered `from` or more, committed or not: epochs no snapshot
+/// holds. `from` 1 removes every part (a fresh start).
+pub(crate) fn remove_parts_from(path: &Path, from: u64) -> Result<(), SinkError> {
+    remove_parts_where(path, |p| p.number >= from)
 }
 
 /// Renames each prepared part into place. A part whose temporary file is gone was renamed
@@ -166,78 +199,273 @@ pub(crate) fn publish(parts: &[(PathBuf, u64)]) -> Result<(), SinkError> {
     Ok(())
 }
 
-/// Joins `header` and the committed parts of `output` into its file (through `tmp`), then
-/// removes the parts. See the [module docs](self) for why a second join after a crash is
-/// harmless. What is joined is checked first: the parts must hold `output.bytes` bytes, and
-/// when some are gone (a join got as far as removing them) the file must be that join's, of
-/// the header's and the parts' length; anything else (a part lost, an older file of that
-/// name) is an error naming the part.
-pub(crate) fn join(
-    output: &EpochState,
-    tmp: &Path,
-    header: Option<&Arc<[u8]>>,
-) -> Result<(), SinkError> {
-    let path = &output.path;
-    let joined_len = header.map_or(0, |h| h.len() as u64) + output.bytes;
-    let mut lens = Vec::with_capacity(output.parts as usize);
-    let mut missing = None;
-    for n in 1..=output.parts {
-        match fs::metadata(part_path(path, n)) {
-            Ok(meta) => lens.push(meta.len()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                missing.get_or_insert(n);
-            }
-            Err(e) => return Err(io_error(&part_path(path, n))(e)),
-        }
+/// How many committed parts may lie loose before they are rolled.
+pub(crate) const ROLL_AT: u64 = 16;
+
+/// The rolled file of `path` holding parts `1..=n`.
+pub(crate) fn rolled_path(path: &Path, n: u64) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(format!(".rolled-{n:08}"));
+    p.into()
+}
+
+/// The rolled file of `path`, if any, and how many parts it holds.
+fn find_rolled(path: &Path) -> Result<Option<(u64, PathBuf)>, SinkError> {
+    let dir = parent(path);
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return Ok(None);
+    };
+    let prefix = format!("{name}.rolled-");
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(dir)(e)),
+    };
+    let mut found = None;
+    for entry in entries {
+        let entry = entry.map_err(io_error(dir))?;
+        let file = entry.file_name();
+        let Some(n) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        // One at a time: a roll renames the file to its new number.
+        found = Some((n, entry.path()));
     }
-    let fault = |message: String| SinkError::Write {
+    Ok(found)
+}
+
+fn fault(path: &Path, message: String) -> SinkError {
+    SinkError::Write {
         source: io::Error::new(io::ErrorKind::InvalidData, message),
         path: path.to_owned(),
-    };
-    match missing {
-        None => {
-            let found: u64 = lens.iter().sum();
-            if found != output.bytes {
-                return Err(fault(format!(
-                    "the committed parts of {} hold {found} bytes, the snapshot says {}",
-                    path.display(),
-                    output.bytes
-                )));
+    }
+}
+
+/// The length of committed parts `from..=to` of `path`, each of which must be there.
+fn loose_len(path: &Path, from: u64, to: u64) -> Result<u64, SinkError> {
+    let mut sum = 0;
+    for n in from..=to {
+        let part = part_path(path, n);
+        match fs::metadata(&part) {
+            Ok(meta) => sum += meta.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(fault(
+                    path,
+                    format!("committed part {} is missing", part.display()),
+                ));
             }
-            let mut out = File::create(tmp).map_err(|source| SinkError::Create {
-                path: tmp.to_owned(),
+            Err(e) => return Err(io_error(&part)(e)),
+        }
+    }
+    Ok(sum)
+}
+
+/// Removes the parts of `path` numbered up to `to` (the rolled file holds them).
+fn remove_parts_through(path: &Path, to: u64) -> Result<(), SinkError> {
+    remove_parts_where(path, |p| p.number <= to)
+}
+
+/// Removes every file of `path`'s output in the making (parts and the rolled file): a fresh
+/// start, which no snapshot holds.
+pub(crate) fn remove_all(path: &Path) -> Result<(), SinkError> {
+    remove_parts_from(path, 1)?;
+    if let Some((_, rolled)) = find_rolled(path)? {
+        fs::remove_file(&rolled).map_err(io_error(&rolled))?;
+        sync_dir(parent(path))?;
+    }
+    Ok(())
+}
+
+/// The rolled file of `output`, holding the header and parts `1..=r`, cut to exactly that
+/// (a crashed roll may have appended past it); created with the header if there is none.
+/// Returns `r` and the open file, positioned at its end.
+fn open_rolled(
+    output: &EpochState,
+    header: Option<&Arc<[u8]>>,
+) -> Result<(u64, PathBuf, File), SinkError> {
+    let path = &output.path;
+    let header_len = header.map_or(0, |h| h.len() as u64);
+    let (r, rolled) = match find_rolled(path)? {
+        Some(found) => found,
+        None => {
+            let rolled = rolled_path(path, 0);
+            let mut f = File::create(&rolled).map_err(|source| SinkError::Create {
+                path: rolled.clone(),
                 source,
             })?;
             if let Some(h) = header {
-                out.write_all(h).map_err(io_error(tmp))?;
+                f.write_all(h).map_err(io_error(&rolled))?;
             }
-            for n in 1..=output.parts {
-                let part = part_path(path, n);
-                let mut input = File::open(&part).map_err(io_error(&part))?;
-                io::copy(&mut input, &mut out).map_err(io_error(tmp))?;
-            }
-            out.sync_all().map_err(io_error(tmp))?;
-            drop(out);
-            fs::rename(tmp, path).map_err(|source| SinkError::Rename {
-                from: tmp.to_owned(),
-                to: path.to_owned(),
-                source,
-            })?;
-            sync_dir(parent(path))?;
-            weir_core::snapshot::crash::step("sink-joined");
+            (0, rolled)
         }
-        // A join got as far as removing parts: the file is whole.
-        Some(_) if fs::metadata(path).is_ok_and(|m| m.len() == joined_len) => {}
-        Some(n) => {
-            let part = part_path(path, n);
-            return Err(fault(format!(
-                "committed part {} is missing, and {} is not the join of the parts",
-                part.display(),
-                path.display()
-            )));
-        }
+    };
+    if r > output.parts {
+        return Err(fault(
+            path,
+            format!(
+                "{} holds {r} parts, more than the {} of the snapshot",
+                rolled.display(),
+                output.parts
+            ),
+        ));
     }
-    remove_parts_from(path, 1)
+    let loose = loose_len(path, r + 1, output.parts)?;
+    let f = File::options()
+        .append(true)
+        .open(&rolled)
+        .map_err(io_error(&rolled))?;
+    let len = f.metadata().map_err(io_error(&rolled))?.len();
+    let Some(expected) = (header_len + output.bytes)
+        .checked_sub(loose)
+        .filter(|&e| e <= len)
+    else {
+        return Err(fault(
+            path,
+            format!(
+                "the committed output of {} holds {} bytes ({} rolled, {loose} in parts), the snapshot says {}",
+                path.display(),
+                len.saturating_sub(header_len) + loose,
+                len.saturating_sub(header_len),
+                output.bytes
+            ),
+        ));
+    };
+    f.set_len(expected).map_err(io_error(&rolled))?;
+    Ok((r, rolled, f))
+}
+
+/// Appends committed parts `r+1..=output.parts` to the open rolled file and syncs it.
+fn append_parts(output: &EpochState, r: u64, rolled: &Path, f: &mut File) -> Result<(), SinkError> {
+    for n in r + 1..=output.parts {
+        let part = part_path(&output.path, n);
+        let mut input = File::open(&part).map_err(io_error(&part))?;
+        io::copy(&mut input, f).map_err(io_error(rolled))?;
+    }
+    f.sync_all().map_err(io_error(rolled))
+}
+
+/// Phase 2, after `output`'s parts were published: rolls the committed parts into the rolled
+/// file once [`ROLL_AT`] lie loose. See the [module docs](self).
+pub(crate) fn roll(output: &EpochState, header: Option<&Arc<[u8]>>) -> Result<(), SinkError> {
+    let held = find_rolled(&output.path)?.map_or(0, |(r, _)| r);
+    if output.parts.saturating_sub(held) < ROLL_AT {
+        return Ok(());
+    }
+    let (r, rolled, mut f) = open_rolled(output, header)?;
+    append_parts(output, r, &rolled, &mut f)?;
+    drop(f);
+    let to = rolled_path(&output.path, output.parts);
+    fs::rename(&rolled, &to).map_err(|source| SinkError::Rename {
+        from: rolled.clone(),
+        to: to.clone(),
+        source,
+    })?;
+    sync_dir(parent(&output.path))?;
+    weir_core::snapshot::crash::step("sink-rolled");
+    remove_parts_through(&output.path, output.parts)
+}
+
+/// After a restore to `output` (a snapshot's state): parts numbered after it are removed,
+/// prepared parts it holds are renamed into place, and the rolled file is cut back to the
+/// snapshot's output (renamed to the snapshot's last part if it held more). Idempotent.
+pub(crate) fn restore(output: &EpochState, header: Option<&Arc<[u8]>>) -> Result<(), SinkError> {
+    let path = &output.path;
+    remove_parts_from(path, output.parts + 1)?;
+    let prepared: Vec<(PathBuf, u64)> = part_files(path)?
+        .into_iter()
+        .filter(|p| p.prepared && p.number <= output.parts)
+        .map(|p| (path.clone(), p.number))
+        .collect();
+    publish(&prepared)?;
+    let Some((r, rolled)) = find_rolled(path)? else {
+        return Ok(());
+    };
+    if r > output.parts {
+        // An older snapshot than the rolled file's: its output is a prefix of it.
+        let expected = header.map_or(0, |h| h.len() as u64) + output.bytes;
+        let f = File::options()
+            .write(true)
+            .open(&rolled)
+            .map_err(io_error(&rolled))?;
+        let len = f.metadata().map_err(io_error(&rolled))?.len();
+        if len < expected {
+            return Err(fault(
+                path,
+                format!(
+                    "{} holds {len} bytes, the snapshot's output {expected}",
+                    rolled.display()
+                ),
+            ));
+        }
+        f.set_len(expected).map_err(io_error(&rolled))?;
+        f.sync_all().map_err(io_error(&rolled))?;
+        drop(f);
+        let to = rolled_path(path, output.parts);
+        fs::rename(&rolled, &to).map_err(|source| SinkError::Rename {
+            from: rolled.clone(),
+            to,
+            source,
+        })?;
+        sync_dir(parent(path))?;
+        return remove_parts_through(path, output.parts);
+    }
+    // Parts the rolled file holds may be left from a roll that stopped before removing them.
+    remove_parts_through(path, r)?;
+    let (_, _, f) = open_rolled(output, header)?;
+    f.sync_all().map_err(io_error(&rolled))
+}
+
+/// The end: rolls the remaining parts of `output` and renames the rolled file to the output
+/// file, then removes the parts. Done again after a crash, it finds `FILE` in place and
+/// checks its length. See the [module docs](self).
+pub(crate) fn join(output: &EpochState, header: Option<&Arc<[u8]>>) -> Result<(), SinkError> {
+    let path = &output.path;
+    let joined_len = header.map_or(0, |h| h.len() as u64) + output.bytes;
+    // Without a rolled file there are fewer than `ROLL_AT` parts, unless a join renamed it.
+    let unrolled = find_rolled(path)?.is_none();
+    if unrolled && !(1..=output.parts).all(|n| part_path(path, n).exists()) {
+        // A join renamed the rolled file into place and may have removed parts: `FILE`
+        // must be that join's.
+        if fs::metadata(path).is_ok_and(|m| m.len() == joined_len) {
+            return remove_parts_through(path, output.parts);
+        }
+        let missing = (1..=output.parts)
+            .find(|&n| !part_path(path, n).exists())
+            .unwrap_or(1);
+        return Err(fault(
+            path,
+            format!(
+                "committed part {} is missing, and {} is not the join of the parts",
+                part_path(path, missing).display(),
+                path.display()
+            ),
+        ));
+    }
+    let (r, rolled, mut f) = open_rolled(output, header)?;
+    append_parts(output, r, &rolled, &mut f)?;
+    let len = f.metadata().map_err(io_error(&rolled))?.len();
+    if len != joined_len {
+        return Err(fault(
+            path,
+            format!(
+                "the committed output of {} is {len} bytes, the snapshot says {joined_len}",
+                path.display()
+            ),
+        ));
+    }
+    drop(f);
+    fs::rename(&rolled, path).map_err(|source| SinkError::Rename {
+        from: rolled.clone(),
+        to: path.to_owned(),
+        source,
+    })?;
+    sync_dir(parent(path))?;
+    weir_core::snapshot::crash::step("sink-joined");
+    remove_parts_through(path, output.parts)
 }
 
 #[cfg(test)]
@@ -280,7 +508,6 @@ mod tests {
     fn publish_is_idempotent_and_join_survives_being_run_twice() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.txt");
-        let tmp = dir.path().join("out.txt.tmp");
         fs::write(part_tmp(&out, 1), "a\n").unwrap();
         fs::write(part_tmp(&out, 2), "b\n").unwrap();
         let parts = [(out.clone(), 1), (out.clone(), 2)];
@@ -293,23 +520,18 @@ mod tests {
             parts: 2,
             bytes: 4,
         };
-        join(&state, &tmp, Some(&header)).unwrap();
+        join(&state, Some(&header)).unwrap();
         assert_eq!(fs::read_to_string(&out).unwrap(), "h\na\nb\n");
-        // A crash after the rename, before the parts were removed: joining again gives the
-        // same file.
-        fs::write(part_path(&out, 1), "a\n").unwrap();
+        // A crash after the rename, before the parts were removed: joining again keeps the
+        // file.
         fs::write(part_path(&out, 2), "b\n").unwrap();
-        join(&state, &tmp, Some(&header)).unwrap();
-        assert_eq!(fs::read_to_string(&out).unwrap(), "h\na\nb\n");
-        // A crash while the parts were removed: the file stands.
-        fs::write(part_path(&out, 2), "b\n").unwrap();
-        join(&state, &tmp, Some(&header)).unwrap();
+        join(&state, Some(&header)).unwrap();
         assert_eq!(fs::read_to_string(&out).unwrap(), "h\na\nb\n");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
         // Missing parts without the file: an error naming the part.
         fs::remove_file(&out).unwrap();
         fs::write(part_path(&out, 2), "b\n").unwrap();
-        let err = join(&state, &tmp, None).unwrap_err();
+        let err = join(&state, None).unwrap_err();
         assert!(err.to_string().contains("part-00000001"), "{err}");
     }
 
@@ -317,7 +539,6 @@ mod tests {
     fn join_refuses_a_lost_part_beside_an_older_file_and_a_short_part() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.txt");
-        let tmp = dir.path().join("out.txt.tmp");
         let state = EpochState {
             path: out.clone(),
             parts: 2,
@@ -327,7 +548,7 @@ mod tests {
         // not proof of a join.
         fs::write(&out, "an older output\n").unwrap();
         fs::write(part_path(&out, 2), "two\n").unwrap();
-        let err = join(&state, &tmp, None).unwrap_err().to_string();
+        let err = join(&state, None).unwrap_err().to_string();
         assert!(
             err.contains("part-00000001") && err.contains("not the join"),
             "{err}"
@@ -335,10 +556,100 @@ mod tests {
         assert_eq!(fs::read_to_string(&out).unwrap(), "an older output\n");
         // Every part there, one short.
         fs::write(part_path(&out, 1), "1").unwrap();
-        let err = join(&state, &tmp, None).unwrap_err().to_string();
+        let err = join(&state, None).unwrap_err().to_string();
         assert!(err.contains("5 bytes") && err.contains("says 6"), "{err}");
         fs::write(part_path(&out, 1), "1\n").unwrap();
-        join(&state, &tmp, None).unwrap();
+        join(&state, None).unwrap();
         assert_eq!(fs::read_to_string(&out).unwrap(), "1\ntwo\n");
+    }
+
+    /// Writes parts `from..=to` of `out` as committed, part n holding `n\n`; returns the
+    /// state after `to` with `bytes` of all parts from 1.
+    fn commit_parts(out: &Path, from: u64, to: u64) -> EpochState {
+        for n in from..=to {
+            fs::write(part_path(out, n), format!("{n}\n")).unwrap();
+        }
+        let bytes = (1..=to).map(|n| format!("{n}\n").len() as u64).sum();
+        EpochState {
+            path: out.to_owned(),
+            parts: to,
+            bytes,
+        }
+    }
+
+    fn expected(header: &str, to: u64) -> String {
+        header.to_owned() + &(1..=to).map(|n| format!("{n}\n")).collect::<String>()
+    }
+
+    fn files(dir: &Path) -> usize {
+        fs::read_dir(dir).unwrap().count()
+    }
+
+    #[test]
+    fn committed_parts_are_rolled_so_a_long_job_keeps_few_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.csv");
+        let header: Arc<[u8]> = Arc::from(&b"n\n"[..]);
+        let mut most = 0;
+        for to in 1..=1000 {
+            let state = commit_parts(&out, to, to);
+            roll(&state, Some(&header)).unwrap();
+            most = most.max(files(dir.path()));
+        }
+        assert!(most <= ROLL_AT as usize + 1, "{most} files at most");
+        let state = commit_parts(&out, 1001, 1000);
+        join(&state, Some(&header)).unwrap();
+        assert_eq!(fs::read_to_string(&out).unwrap(), expected("n\n", 1000));
+        assert_eq!(files(dir.path()), 1);
+    }
+
+    #[test]
+    fn a_restore_cuts_the_rolled_file_back_to_the_snapshots_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.txt");
+        let header: Arc<[u8]> = Arc::from(&b"h\n"[..]);
+        // Rolled through part 40 (twice), then parts 41..45 loose.
+        let at_20 = commit_parts(&out, 1, 20);
+        roll(&at_20, Some(&header)).unwrap();
+        let at_40 = commit_parts(&out, 21, 40);
+        roll(&at_40, Some(&header)).unwrap();
+        let at_45 = commit_parts(&out, 41, 45);
+        // A crashed roll appended parts 41..45 but was not renamed.
+        let mut rolled = File::options()
+            .append(true)
+            .open(rolled_path(&out, 40))
+            .unwrap();
+        rolled.write_all(b"41\n42\n").unwrap();
+        drop(rolled);
+        // A prepared part 46 that no snapshot holds.
+        fs::write(part_tmp(&out, 46), "46\n").unwrap();
+        restore(&at_45, Some(&header)).unwrap();
+        restore(&at_45, Some(&header)).unwrap();
+        join(&at_45, Some(&header)).unwrap();
+        assert_eq!(fs::read_to_string(&out).unwrap(), expected("h\n", 45));
+        assert_eq!(files(dir.path()), 1);
+        // Restoring an older snapshot than the rolled file: its output is cut to that one's.
+        fs::remove_file(&out).unwrap();
+        commit_parts(&out, 1, 40);
+        let mut at_50 = commit_parts(&out, 1, 50);
+        roll(&at_50, Some(&header)).unwrap();
+        at_50.parts = 50;
+        restore(&at_20, Some(&header)).unwrap();
+        assert!(rolled_path(&out, 20).exists());
+        let at_22 = commit_parts(&out, 21, 22);
+        join(&at_22, Some(&header)).unwrap();
+        assert_eq!(fs::read_to_string(&out).unwrap(), expected("h\n", 22));
+    }
+
+    #[test]
+    fn a_fresh_start_removes_the_rolled_file_and_every_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.txt");
+        let state = commit_parts(&out, 1, 20);
+        roll(&state, None).unwrap();
+        commit_parts(&out, 21, 23);
+        fs::write(part_tmp(&out, 24), "24\n").unwrap();
+        remove_all(&out).unwrap();
+        assert_eq!(files(dir.path()), 0);
     }
 }

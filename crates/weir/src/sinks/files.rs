@@ -417,10 +417,14 @@ enum IoJob {
     Write(Vec<u8>),
     /// Close the file and rename it to its final name.
     Commit,
-    /// Epochs: remove the parts of `path` numbered `from` or more.
-    RemoveParts {
+    /// Epochs: a fresh start: remove every part and rolled file of `path`.
+    RemoveAll {
         path: PathBuf,
-        from: u64,
+    },
+    /// Epochs: bring the files of an output back to a snapshot's state.
+    Restore {
+        output: EpochState,
+        header: Option<Arc<[u8]>>,
     },
     /// Epochs: the next part to write is `next`.
     Start {
@@ -428,8 +432,13 @@ enum IoJob {
     },
     /// Epochs: sync and close the part being written, if any.
     Seal,
-    /// Epochs: rename these prepared parts into place.
-    Publish(Vec<(PathBuf, u64)>),
+    /// Epochs: rename these prepared parts into place, then roll the committed parts of
+    /// these outputs if enough lie loose.
+    Publish {
+        parts: Vec<(PathBuf, u64)>,
+        outputs: Vec<EpochState>,
+        header: Option<Arc<[u8]>>,
+    },
     /// Epochs: join each output's parts into its final file.
     Join(Vec<EpochState>, Option<Arc<[u8]>>),
 }
@@ -444,6 +453,8 @@ enum IoDone {
     /// seal.
     Sealed(Option<(u64, u64)>),
     Published,
+    /// An output brought back to a snapshot's state.
+    Restored,
     Joined,
 }
 
@@ -581,6 +592,7 @@ impl TempFileWriter {
                     e.pending.clear();
                 }
             }
+            IoDone::Restored => {}
             IoDone::Joined => {
                 if let Some(e) = self.epochs.as_mut() {
                     e.awaiting = false;
@@ -655,7 +667,7 @@ impl TempFileWriter {
         }
         e.started = true;
         let path = e.path.clone();
-        self.send_blocking(IoJob::RemoveParts { path, from: 1 })?;
+        self.send_blocking(IoJob::RemoveAll { path })?;
         self.send_blocking(IoJob::Start { next: 1 })
     }
 
@@ -776,20 +788,25 @@ impl TempFileWriter {
         if e.awaiting {
             return Ok(false);
         }
+        let mut outputs = vec![EpochState {
+            path: e.path.clone(),
+            parts: e.parts,
+            bytes: e.bytes,
+        }];
+        outputs.extend(e.adopted.iter().map(|(_, state)| state.clone()));
+        let header = e.header.clone();
         if !e.pending.is_empty() {
             let parts = e.pending.clone();
-            let sent = self.send(IoJob::Publish(parts))?.is_none();
+            let job = IoJob::Publish {
+                parts,
+                outputs,
+                header,
+            };
+            let sent = self.send(job)?.is_none();
             self.set_awaiting(sent);
             return Ok(false);
         }
         if e.final_prepared && !e.joined {
-            let mut outputs = vec![EpochState {
-                path: e.path.clone(),
-                parts: e.parts,
-                bytes: e.bytes,
-            }];
-            outputs.extend(e.adopted.iter().map(|(_, state)| state.clone()));
-            let header = e.header.clone();
             let sent = self.send(IoJob::Join(outputs, header))?.is_none();
             self.set_awaiting(sent);
             return Ok(false);
@@ -807,28 +824,35 @@ impl TempFileWriter {
     /// After a restore (epoch mode): takes back the outputs a snapshot saved under `owner`
     /// (see [`prepare`](Self::prepare)). This writer's own output goes on after its parts;
     /// another instance's (the sink now runs fewer instances) is adopted, saved under its
-    /// owner again, and joined at the end. Parts numbered after the saved ones are removed.
-    /// The next [`poll_publish`](Self::poll_publish) renames the saved parts into place
-    /// again.
+    /// owner again, and joined at the end. The I/O thread brings each output's files back to
+    /// the saved state first ([`epochs::restore`]): parts numbered after the saved ones go,
+    /// prepared ones are renamed into place, the rolled file is cut back.
     ///
     /// Returns how many parts the writer's own output has.
     pub(crate) fn restore(&mut self, owner: usize, prepared: &[u8]) -> Result<u64, BoxError> {
         let states = epochs::decode(prepared)?;
         for state in states {
             let own = self.epochs.as_ref().is_some_and(|e| e.path == state.path);
-            self.send_blocking(IoJob::RemoveParts {
-                path: state.path.clone(),
-                from: state.parts + 1,
-            })?;
-            let e = self
+            let header = self
                 .epochs
-                .as_mut()
-                .ok_or("restored a file sink that takes no snapshots")?;
-            // Every saved part, not only the last: the process may have died after this
-            // snapshot completed but before an earlier epoch's phase 2 renamed its part.
-            // Renaming a part already in place is a no-op.
-            e.pending
-                .extend((1..=state.parts).map(|n| (state.path.clone(), n)));
+                .as_ref()
+                .ok_or("restored a file sink that takes no snapshots")?
+                .header
+                .clone();
+            self.send_blocking(IoJob::Restore {
+                output: state.clone(),
+                header,
+            })?;
+            // Done before anything else runs: a failure fails the restore, naming the file.
+            loop {
+                let done = self.from_io.recv().map_err(|_| self.thread_gone())?;
+                let restored = matches!(done, IoDone::Restored);
+                self.take(done)?;
+                if restored {
+                    break;
+                }
+            }
+            let e = self.epochs.as_mut().expect("checked above");
             if own {
                 e.started = true;
                 e.parts = state.parts;
@@ -968,9 +992,13 @@ impl IoThread {
                 self.committed = true;
                 IoDone::Committed
             }
-            IoJob::RemoveParts { path, from } => {
-                epochs::remove_parts_from(&path, from)?;
+            IoJob::RemoveAll { path } => {
+                epochs::remove_all(&path)?;
                 return Ok(None);
+            }
+            IoJob::Restore { output, header } => {
+                epochs::restore(&output, header.as_ref())?;
+                IoDone::Restored
             }
             IoJob::Start { next } => {
                 self.next_part = next;
@@ -992,16 +1020,21 @@ impl IoThread {
                 }
                 None => IoDone::Sealed(None),
             },
-            IoJob::Publish(parts) => {
+            IoJob::Publish {
+                parts,
+                outputs,
+                header,
+            } => {
                 epochs::publish(&parts)?;
                 weir_core::snapshot::crash::step("sink-published");
+                for output in &outputs {
+                    epochs::roll(output, header.as_ref())?;
+                }
                 IoDone::Published
             }
             IoJob::Join(outputs, header) => {
                 for output in outputs {
-                    let mut tmp = output.path.clone().into_os_string();
-                    tmp.push(".tmp");
-                    epochs::join(&output, Path::new(&tmp), header.as_ref())?;
+                    epochs::join(&output, header.as_ref())?;
                 }
                 IoDone::Joined
             }
