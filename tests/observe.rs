@@ -397,3 +397,159 @@ fn every_long_running_command_takes_ui_and_ui_token() {
         assert!(help.contains("WEIR_UI_TOKEN"), "{command:?}: {help}");
     }
 }
+
+/// Other web pages cannot use a server on loopback: a foreign `Host` (DNS rebinding) is
+/// answered 421, a cross-origin POST 403 with the job still running, while the dashboard's
+/// own same-origin POST, a command-line client and a name given with `--ui-allowed-host`
+/// work; every response carries the security headers, none allows other origins, and
+/// flow-file content comes as a download.
+#[test]
+fn other_web_pages_can_neither_read_nor_cancel_through_a_loopback_server() {
+    let mut q5 = weir();
+    q5.args([
+        "nexmark",
+        "run",
+        "--query",
+        "q5",
+        "--events",
+        "100000000",
+        "--wall-rate",
+        "20000",
+        "--parallelism",
+        "2",
+        "--ui",
+        "127.0.0.1:0",
+        "--ui-allowed-host",
+        "weir.internal",
+    ]);
+    let mut run = Running::spawn(q5);
+    let url = run.url();
+    let port = url.rsplit(':').next().unwrap().to_string();
+    block_on(async {
+        let jobs = get_json_until(&format!("{url}/api/v1/jobs"), |j| {
+            j != &Value::Array(vec![])
+        })
+        .await;
+        let id = jobs[0]["id"].as_str().unwrap().to_string();
+        let client = reqwest::Client::new();
+        let with_host = |path: &str, host: &str| {
+            client
+                .get(format!("{url}{path}"))
+                .header("Host", host.to_string())
+        };
+        // DNS rebinding: a page on another name that resolves here.
+        for path in ["/api/v1/jobs", "/", "/metrics"] {
+            let r = with_host(path, &format!("attacker.example:{port}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 421, "{path}");
+            let body = r.text().await.unwrap();
+            assert!(body.contains("--ui-allowed-host"), "{body}");
+        }
+        for own in [format!("localhost:{port}"), format!("weir.internal:{port}")] {
+            let r = with_host("/api/v1/jobs", &own).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{own}");
+        }
+        // The headers, on the API and on the dashboard's page.
+        for path in ["/api/v1/jobs", "/"] {
+            let r = get(&format!("{url}{path}"), None).await;
+            let h = r.headers();
+            assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+            assert_eq!(h["referrer-policy"], "same-origin", "{path}");
+            let csp = h["content-security-policy"].to_str().unwrap();
+            assert!(
+                csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"),
+                "{csp}"
+            );
+            assert!(
+                h.keys().all(|k| !k.as_str().starts_with("access-control")),
+                "{path}: {h:?}"
+            );
+        }
+        // Cross-site request forgery: the request a browser sends from any page, without a
+        // preflight.
+        let cancel = format!("{url}/api/v1/jobs/{id}/cancel");
+        let forged = client
+            .post(&cancel)
+            .header("Origin", "http://attacker.example")
+            .header("Content-Type", "text/plain")
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(forged.status(), 403);
+        let forged = client
+            .post(&cancel)
+            .header("Sec-Fetch-Site", "cross-site")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(forged.status(), 403);
+        let job = get_json(&format!("{url}/api/v1/jobs/{id}")).await;
+        assert_eq!(job["status"], "running", "the forged cancels did nothing");
+        // The dashboard's own page: same origin.
+        let own = client
+            .post(&cancel)
+            .header("Origin", format!("http://127.0.0.1:{port}"))
+            .header("Sec-Fetch-Site", "same-origin")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(own.status(), 202);
+    });
+    assert_eq!(
+        run.wait(),
+        Some(1),
+        "the same-origin cancel ended the query"
+    );
+
+    // A command-line client on loopback needs nothing new.
+    let mut q5 = weir();
+    q5.args([
+        "nexmark",
+        "run",
+        "--query",
+        "q5",
+        "--events",
+        "100000000",
+        "--wall-rate",
+        "20000",
+        "--ui",
+        "127.0.0.1:0",
+    ]);
+    let mut run = Running::spawn(q5);
+    let url = run.url();
+    block_on(async {
+        let jobs = get_json_until(&format!("{url}/api/v1/jobs"), |j| {
+            j != &Value::Array(vec![])
+        })
+        .await;
+        let id = jobs[0]["id"].as_str().unwrap();
+        let r = reqwest::Client::new()
+            .post(format!("{url}/api/v1/jobs/{id}/cancel"))
+            .header("Content-Type", "application/json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+    });
+    assert_eq!(run.wait(), Some(1));
+}
+
+#[test]
+fn a_bad_allowed_host_is_refused_before_anything_runs() {
+    let output = weir()
+        .args([
+            "serve",
+            "--ui",
+            "127.0.0.1:0",
+            "--ui-allowed-host",
+            "weir.internal:8080",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--ui-allowed-host"), "{stderr}");
+}

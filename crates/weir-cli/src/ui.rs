@@ -35,6 +35,10 @@ pub struct UiArgs {
     /// when ADDR is not a loopback address.
     #[arg(long, value_name = "TOKEN", env = TOKEN_ENV, hide_env_values = true)]
     pub ui_token: Option<String>,
+    /// Also answer requests for this host name (repeatable); by default only the bound
+    /// address, localhost, 127.0.0.1 and [::1] are, which keeps other web pages out.
+    #[arg(long, value_name = "NAME", requires = "ui")]
+    pub ui_allowed_host: Vec<String>,
 }
 
 /// A running observability server and what it shows. Dropping it stops the server.
@@ -54,13 +58,13 @@ impl UiArgs {
         let Some(addr) = self.ui else {
             return Ok(None);
         };
-        start(addr, self.ui_token.clone()).map(Some)
+        start(addr, self.ui_token.clone(), self.ui_allowed_host.clone()).map(Some)
     }
 }
 
 /// Binds `addr` and serves an empty registry; prints the URL.
-fn start(addr: SocketAddr, token: Option<String>) -> anyhow::Result<Ui> {
-    let config = ServerConfig::new(addr, token)?;
+fn start(addr: SocketAddr, token: Option<String>, hosts: Vec<String>) -> anyhow::Result<Ui> {
+    let config = ServerConfig::new(addr, token)?.allow_hosts(hosts)?;
     let registry = Registry::new();
     let server = Server::start(&config, registry.clone())?;
     eprintln!("weir: dashboard at {}", server.url());
@@ -91,6 +95,10 @@ pub struct ServeArgs {
     /// The token every request must carry; required when ADDR is not a loopback address.
     #[arg(long, value_name = "TOKEN", env = TOKEN_ENV, hide_env_values = true)]
     pub ui_token: Option<String>,
+    /// Also answer requests for this host name (repeatable); by default only the bound
+    /// address, localhost, 127.0.0.1 and [::1] are.
+    #[arg(long, value_name = "NAME")]
+    pub ui_allowed_host: Vec<String>,
     /// Also run this flow definition, with its repositories in --repo.
     #[arg(long, requires = "repo")]
     pub flow: Option<PathBuf>,
@@ -113,7 +121,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         signal_hook::flag::register(signal, Arc::clone(&stop))
             .context("installing a signal handler")?;
     }
-    let ui = start(args.ui, args.ui_token)?;
+    let ui = start(args.ui, args.ui_token, args.ui_allowed_host)?;
     let engine = match (flow, &args.repo) {
         (Some(flow), Some(repo)) => {
             let engine = Engine::start(flow, repo)

@@ -137,6 +137,22 @@ impl ApiError {
         }
     }
 
+    /// A 421 for a request whose `Host` is not this server's (DNS rebinding).
+    pub fn misdirected(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::MISDIRECTED_REQUEST,
+            message: message.into(),
+        }
+    }
+
+    /// A 403 for a state-changing request from another origin.
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::FORBIDDEN,
+            message: message.into(),
+        }
+    }
+
     /// A 401 for a missing or wrong token.
     pub fn unauthorized() -> ApiError {
         ApiError {
@@ -456,6 +472,7 @@ pub(crate) async fn get_content(
     Path((id, ffid)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let flow = find_flow(&registry, &id)?;
+    let ffid_name = ffid.clone();
     let bytes = blocking(move || {
         flow.content(&ffid)
             .map_err(|e| ApiError::internal(format!("reading flow file `{ffid}`: {e}")))?
@@ -466,7 +483,24 @@ pub(crate) async fn get_content(
             })
     })
     .await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+    // A download, never a page: flow-file content must not run in the dashboard's origin.
+    let disposition = format!("attachment; filename=\"{}\"", ffid_for_header(&ffid_name));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+/// A flow file id as a file name in a header: only the characters a uuid has.
+fn ffid_for_header(ffid: &str) -> String {
+    ffid.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect()
 }
 
 /// This document.

@@ -44,6 +44,7 @@
 
 pub mod api;
 pub mod assets;
+mod guard;
 pub mod model;
 pub mod process;
 pub mod prometheus;

@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::api::{self, ApiError};
+use crate::guard::RequestGuard;
 use crate::registry::Registry;
 
 /// The environment variable that holds the token when `--ui-token` is not given.
@@ -37,6 +38,12 @@ pub enum ServeError {
     /// An empty token would let every request through.
     #[error("--ui-token: the token is empty")]
     EmptyToken,
+    /// A host name that cannot be one.
+    #[error("--ui-allowed-host `{host}`: give a host name alone, without port or path")]
+    BadHost {
+        /// The name given.
+        host: String,
+    },
     /// The address cannot be bound.
     #[error("--ui {addr}: cannot listen: {source}")]
     Bind {
@@ -50,11 +57,13 @@ pub enum ServeError {
     Runtime(String),
 }
 
-/// Where the server listens and the token it requires, checked when made.
+/// Where the server listens, the token it requires and the host names it answers to,
+/// checked when made.
 #[derive(Clone)]
 pub struct ServerConfig {
     addr: SocketAddr,
     token: Option<Arc<str>>,
+    allowed_hosts: Vec<String>,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -63,6 +72,7 @@ impl std::fmt::Debug for ServerConfig {
         f.debug_struct("ServerConfig")
             .field("addr", &self.addr)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("allowed_hosts", &self.allowed_hosts)
             .finish()
     }
 }
@@ -84,7 +94,24 @@ impl ServerConfig {
         Ok(ServerConfig {
             addr,
             token: token.map(Arc::from),
+            allowed_hosts: Vec::new(),
         })
+    }
+
+    /// Also answers requests whose `Host` is one of `hosts` (names by which the machine is
+    /// reached, such as `weir.internal`); by default only the bound address, `localhost`,
+    /// `127.0.0.1` and `[::1]` are (see `guard.rs`).
+    ///
+    /// # Errors
+    /// [`ServeError::BadHost`] for a name that is empty or holds a port, a path or spaces.
+    pub fn allow_hosts(mut self, hosts: Vec<String>) -> Result<ServerConfig, ServeError> {
+        for host in &hosts {
+            if host.is_empty() || host.contains([':', '/', ' ', '@', '?', '#']) {
+                return Err(ServeError::BadHost { host: host.clone() });
+            }
+        }
+        self.allowed_hosts = hosts;
+        Ok(self)
     }
 
     /// The address to listen on.
@@ -133,10 +160,17 @@ async fn check_token(
     next.run(request).await
 }
 
-/// The routes over `registry`. The token check guards every API route and `/metrics`; the
-/// dashboard's pages and files (the fallback) are served without it, since they are the same
-/// embedded bytes for everyone and hold no data: the page then asks the API with the token.
-pub fn router(registry: Registry, config: &ServerConfig) -> Router {
+/// The routes over `registry`, for a server bound to `bound`. Every request goes through the
+/// host and origin checks first, and every response gets the security headers (see
+/// `guard.rs`). The token check guards every API route and `/metrics`; the dashboard's pages
+/// and files (the fallback) are served without it, since they are the same embedded bytes
+/// for everyone and hold no data: the page then asks the API with the token.
+pub fn router(registry: Registry, config: &ServerConfig, bound: SocketAddr) -> Router {
+    let guard = Arc::new(RequestGuard::new(
+        bound,
+        &config.allowed_hosts,
+        config.token.clone(),
+    ));
     Router::new()
         .route("/api/v1/jobs", get(api::list_jobs))
         .route("/api/v1/jobs/{id}", get(api::get_job))
@@ -170,6 +204,7 @@ pub fn router(registry: Registry, config: &ServerConfig) -> Router {
         ))
         .fallback(get(api::static_files))
         .with_state(registry)
+        .layer(middleware::from_fn_with_state(guard, crate::guard::guard))
 }
 
 /// A running server. Dropping it stops it (as [`Server::stop`] does).
@@ -212,7 +247,7 @@ impl Server {
             tokio::net::TcpListener::from_std(std_listener).map_err(bind)?
         };
         let addr = listener.local_addr().map_err(bind)?;
-        let app = router(registry.clone(), config);
+        let app = router(registry.clone(), config, addr);
         let (shutdown, stopped) = oneshot::channel::<()>();
         let serve = runtime.spawn(async move {
             let stopped = async {

@@ -561,6 +561,10 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
         content.headers()["content-type"],
         "application/octet-stream"
     );
+    // A download, never a page in the dashboard's origin.
+    let disposition = content.headers()["content-disposition"].to_str().unwrap();
+    assert_eq!(disposition, format!("attachment; filename=\"{uuid}\""));
+    assert_eq!(content.headers()["x-content-type-options"], "nosniff");
     assert_eq!(content.bytes().await.unwrap(), "one".as_bytes());
     c.json(
         "get",
