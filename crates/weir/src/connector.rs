@@ -29,6 +29,9 @@
 //! assert_eq!(batch, [2, 1, 0]);
 //! ```
 
+use std::io;
+use std::path::PathBuf;
+
 use weir_core::{BoxError, Item, ProcessorContext};
 
 /// Reads one source instance's share of the input.
@@ -327,4 +330,58 @@ pub trait SinkWriter: Send + 'static {
         let _ = owner;
         self.restore(prepared)
     }
+}
+
+/// Why a sink failed. Each variant names the file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The output directory cannot be created.
+    #[error("cannot create directory {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The temporary output file cannot be created.
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        /// The temporary file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// Writing the temporary output file failed (a full disk, for example).
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The temporary file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The finished temporary file cannot be renamed to its final name.
+    #[error("cannot rename {} to {}: {source}", from.display(), to.display())]
+    Rename {
+        /// The temporary file.
+        from: PathBuf,
+        /// The final name.
+        to: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// An item cannot be encoded (a `Display` impl that fails, a JSON map with non-string
+    /// keys, a nested CSV field...).
+    #[error("cannot encode a record for {}: {source}", path.display())]
+    Encode {
+        /// The output file.
+        path: PathBuf,
+        /// What went wrong.
+        source: BoxError,
+    },
+    /// Writing to standard output failed (a closed pipe, for example).
+    #[error("cannot write to standard output: {source}")]
+    Stdout {
+        /// The underlying error.
+        source: io::Error,
+    },
 }

@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use weir_core::{BoxError, Outbox, ProcessorContext, ProcessorResult, Watermark};
 
+use crate::connector::SinkError;
 use crate::exec::link::Link;
 use crate::exec::state::{LinkEntries, LinkWriter, refuse_save_if};
-use crate::sinks::files::SinkError;
 
 /// Bytes at which a block is handed on even in the middle of a batch.
 const BLOCK_BYTES: usize = 64 * 1024;

@@ -143,8 +143,8 @@ impl SourcePlace {
     ///
     /// # Errors
     /// The reader's own seek error, with the vertex ([`SourceSeekError`]); the reader's
-    /// error stays the error's source, so callers can tell a changed input
-    /// ([`crate::sources::files::SourceError::InputChanged`]) from other failures.
+    /// error stays the error's source, so callers can tell a changed input (the file
+    /// sources' `SourceError::InputChanged`) from other failures.
     pub(crate) fn seek<R: SourceReader>(
         &self,
         feed: &mut SourceFeed<R>,

@@ -67,59 +67,7 @@ use crate::exec::sink::sink_terminal;
 use crate::graph::Preformat;
 use crate::pipeline::wrap_with;
 
-/// Why a sink failed. Each variant names the file at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum SinkError {
-    /// The output directory cannot be created.
-    #[error("cannot create directory {}: {source}", path.display())]
-    CreateDir {
-        /// The directory.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
-    /// The temporary output file cannot be created.
-    #[error("cannot create {}: {source}", path.display())]
-    Create {
-        /// The temporary file.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
-    /// Writing the temporary output file failed (a full disk, for example).
-    #[error("cannot write {}: {source}", path.display())]
-    Write {
-        /// The temporary file.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
-    /// The finished temporary file cannot be renamed to its final name.
-    #[error("cannot rename {} to {}: {source}", from.display(), to.display())]
-    Rename {
-        /// The temporary file.
-        from: PathBuf,
-        /// The final name.
-        to: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
-    /// An item cannot be encoded (a `Display` impl that fails, a JSON map with non-string
-    /// keys, a nested CSV field...).
-    #[error("cannot encode a record for {}: {source}", path.display())]
-    Encode {
-        /// The output file.
-        path: PathBuf,
-        /// What went wrong.
-        source: BoxError,
-    },
-    /// Writing to standard output failed (a closed pipe, for example).
-    #[error("cannot write to standard output: {source}")]
-    Stdout {
-        /// The underlying error.
-        source: io::Error,
-    },
-}
+pub use crate::connector::SinkError;
 
 /// Creates a sink that writes each item as a line of text, `{item}\n`, into the file `path`.
 ///
