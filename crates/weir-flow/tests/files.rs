@@ -97,3 +97,61 @@ fn a_full_retry_loop_does_not_hold_its_own_processor() {
     }));
     engine.stop().unwrap();
 }
+
+/// In a stateless group, PutFile's output appears with the group's commit: a processor after
+/// it that fails rolls the transaction back with nothing written. (The file was written at
+/// once and stayed: the retry found it there and, with `fail` on conflict, routed the flow
+/// file to failure; with a generated name, as MergeContent gives, it was written twice.)
+#[test]
+fn a_stateless_group_rolled_back_after_put_file_leaves_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, out) = (dir.path().join("in"), dir.path().join("out"));
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("a.txt"), "the content").unwrap();
+    let probe = Arc::new(Probe::default());
+    // `Faulty` fails each flow file's first attempt, and GetFile makes a new flow file of
+    // the file after each rollback: every transaction fails after PutFile ran.
+    let yaml = format!(
+        r#"flow: put-then-fail
+groups:
+  - name: tx
+    engine: stateless
+    processors:
+      - {{ name: read, type: GetFile, penalty: 50 ms, properties: {{ Input Directory: "{input}" }} }}
+      - {{ name: mark, type: UpdateAttribute, properties: {{ fault: error }} }}
+      - {{ name: put, type: PutFile, properties: {{ Directory: "{out}", Conflict Resolution Strategy: fail }}, auto_terminate: [failure] }}
+      - {{ name: after, type: Faulty, penalty: 50 ms, auto_terminate: [success] }}
+    connections:
+      - {{ from: read, relationships: [success], to: mark }}
+      - {{ from: mark, relationships: [success], to: put }}
+      - {{ from: put, relationships: [success], to: after }}
+"#,
+        input = input.display(),
+        out = out.display()
+    );
+    let engine = start(&yaml, &probe, dir.path());
+    let written = || {
+        std::fs::read_dir(&out).map_or(Vec::new(), |d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        })
+    };
+    // Three transactions, each rolled back after PutFile ran in it.
+    assert!(
+        wait_for(Duration::from_secs(20), || probe.attempts().len() >= 3),
+        "attempts: {}; the output holds {:?}",
+        probe.attempts().len(),
+        written()
+    );
+    engine.stop().unwrap();
+    assert!(probe.attempts().iter().all(|a| a.outcome == "error"));
+    assert!(
+        written().is_empty(),
+        "rolled-back transactions left {:?}",
+        written()
+    );
+    assert!(
+        input.join("a.txt").exists(),
+        "the input stays for the next try"
+    );
+}

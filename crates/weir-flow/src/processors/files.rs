@@ -11,7 +11,7 @@ use regex::Regex;
 
 use super::{ProcessError, Processor, Trigger, eval, props};
 use crate::definition::Component;
-use crate::engine::{Session, SessionError};
+use crate::engine::{Completion, Session, SessionError};
 use crate::expression::Template;
 use crate::faults::{self, Step};
 use crate::provenance::EventType;
@@ -285,37 +285,74 @@ impl Processor for PutFile {
                 )));
             }
         }
-        // Directories that took a rename: synced once each before the session commits.
-        let mut renamed_into: Vec<PathBuf> = Vec::new();
+        // The renames wait for the session's commit (in a stateless group, the whole
+        // transaction's): a flow file rolled back after this trigger (a later processor of
+        // the group failed) leaves no output behind to be written again with it.
+        let mut renames: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(pending.len());
+        let mut dirs: Vec<PathBuf> = Vec::new();
         for (ff, tmp, target, dir, _) in pending {
-            match faults::rename(&tmp, &target) {
-                Ok(()) => {
-                    session.report(
-                        ff,
-                        EventType::SEND,
-                        Some(format!("file://{}", target.display()).into()),
-                        None,
-                    );
-                    session.transfer(ff, "success")?;
-                    if self.sync && !renamed_into.contains(&dir) {
-                        renamed_into.push(dir);
+            session.report(
+                ff,
+                EventType::SEND,
+                Some(format!("file://{}", target.display()).into()),
+                None,
+            );
+            session.transfer(ff, "success")?;
+            if self.sync && !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+            renames.push((tmp, target));
+        }
+        if !renames.is_empty() {
+            // What the commit step renamed, taken back if the commit then fails (its frame
+            // could not be written: a full disk): the flow files come again and are written
+            // again, once.
+            // A rollback before that leaves only temporary files, which go too.
+            let placed: Arc<Mutex<Vec<PathBuf>>> = Arc::default();
+            let record = Arc::clone(&placed);
+            let temporaries: Vec<PathBuf> = renames.iter().map(|(tmp, _)| tmp.clone()).collect();
+            session.before_commit(move || rename_into_place(renames, &dirs, &record));
+            session.on_complete(move |completion| {
+                if matches!(completion, Completion::RolledBack { .. }) {
+                    let placed =
+                        std::mem::take(&mut *placed.lock().unwrap_or_else(|p| p.into_inner()));
+                    for file in temporaries.iter().chain(&placed) {
+                        let _ = fs::remove_file(file);
                     }
                 }
-                Err(e) => {
-                    tracing::warn!("PutFile: cannot write {}: {e}", target.display());
-                    let _ = fs::remove_file(&tmp);
-                    session.penalize(ff);
-                    session.transfer(ff, "failure")?;
-                }
-            }
-        }
-        for dir in renamed_into {
-            // The renames may not survive a power loss: the session rolls back and its flow
-            // files come again.
-            crate::repository::sync_dir(&dir).map_err(|e| {
-                ProcessError::Other(format!("cannot sync directory {}: {e}", dir.display()))
-            })?;
+            });
         }
         Ok(Trigger::worked_if(!ffs.is_empty()))
     }
+}
+
+/// PutFile's commit step: renames each temporary file to its target (noting it in
+/// `placed`, for a commit that fails after it), then syncs each directory in `dirs` once (the
+/// renames may not survive a power loss otherwise: the session then rolls back and its flow
+/// files come again). A failure leaves the rest unrenamed (their temporary files are removed)
+/// and rolls the session back.
+fn rename_into_place(
+    renames: Vec<(PathBuf, PathBuf)>,
+    dirs: &[PathBuf],
+    placed: &Mutex<Vec<PathBuf>>,
+) -> Result<(), String> {
+    let mut renames = renames.into_iter();
+    while let Some((tmp, target)) = renames.next() {
+        if let Err(e) = faults::rename(&tmp, &target) {
+            let _ = fs::remove_file(&tmp);
+            for (tmp, _) in renames {
+                let _ = fs::remove_file(&tmp);
+            }
+            return Err(format!("PutFile: cannot write {}: {e}", target.display()));
+        }
+        placed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(target);
+    }
+    for dir in dirs {
+        crate::repository::sync_dir(dir)
+            .map_err(|e| format!("PutFile: cannot sync directory {}: {e}", dir.display()))?;
+    }
+    Ok(())
 }
