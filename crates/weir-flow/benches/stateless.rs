@@ -42,7 +42,7 @@ const PG_URL: &str = "host=127.0.0.1 user=postgres dbname=test";
 const BATCH: usize = 100;
 
 fn rt() -> &'static tokio::runtime::Handle {
-    weir::async_io::runtime().expect("runtime")
+    weir_runtime::runtime().expect("runtime")
 }
 
 fn amqp() -> AmqpConfig {

@@ -18,7 +18,7 @@ use weir_connectors::amqp::{AmqpConfig, AmqpPublisher};
 use weir_connectors::services::{self, AMQP};
 
 fn rt() -> &'static tokio::runtime::Handle {
-    weir::async_io::runtime().expect("runtime")
+    weir_runtime::runtime().expect("runtime")
 }
 
 fn amqp() -> AmqpConfig {

@@ -20,7 +20,7 @@ use weir_flow::provenance::{EventType, ProvenanceEvent, ProvenanceRepository, Qu
 const PG_URL: &str = "host=127.0.0.1 user=postgres dbname=test";
 
 fn rt() -> &'static tokio::runtime::Handle {
-    weir::async_io::runtime().expect("runtime")
+    weir_runtime::runtime().expect("runtime")
 }
 
 fn unique(prefix: &str) -> String {

@@ -1,6 +1,6 @@
 //! The traditional engine: every queue durable, every processor's work a session.
 //!
-//! Processors run on Weir's shared tokio runtime ([`weir::async_io::runtime`]): each
+//! Processors run on Weir's shared tokio runtime ([`weir_runtime::runtime`]): each
 //! concurrent task of a processor is an async task that waits for its schedule (timer, CRON
 //! or as fast as possible), for input and for room downstream, and then runs the processor's
 //! trigger on the runtime's blocking pool, since triggers read files and wait for the
@@ -338,7 +338,7 @@ impl Engine {
             tracing::warn!("{warning}");
         }
         let stateless_members = crate::stateless::members(&flow);
-        let runtime = weir::async_io::runtime()
+        let runtime = weir_runtime::runtime()
             .map_err(|e| EngineError::Runtime(e.to_string()))?
             .clone();
         let keys: Vec<String> = flow.connections.iter().map(|c| c.key.clone()).collect();

@@ -53,7 +53,7 @@ const POLL_WAIT: Duration = Duration::from_millis(50);
 const BATCH: usize = 100;
 
 fn runtime() -> Result<Handle, String> {
-    weir::async_io::runtime()
+    weir_runtime::runtime()
         .cloned()
         .map_err(|e| format!("runtime: {e}"))
 }

@@ -151,9 +151,7 @@ impl InvokeHttp {
             url: props::template(c, "HTTP URL")?,
             client,
             read_timeout: props::duration(c, "Read Timeout")?,
-            runtime: weir::async_io::runtime()
-                .map_err(|e| e.to_string())?
-                .clone(),
+            runtime: weir_runtime::runtime().map_err(|e| e.to_string())?.clone(),
         })
     }
 }

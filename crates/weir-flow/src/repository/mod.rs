@@ -31,7 +31,7 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 /// The first I/O error; every sync has ended when this returns.
 pub(crate) fn sync_together(files: &[(PathBuf, Arc<File>)]) -> io::Result<()> {
     use crate::faults::{self, Step};
-    let pool = match weir::async_io::runtime() {
+    let pool = match weir_runtime::runtime() {
         Ok(handle) if files.len() > 1 => handle,
         _ => {
             for (path, file) in files {
