@@ -48,6 +48,11 @@ pub enum Error {
     /// The runtime refused or failed the job.
     #[error(transparent)]
     Runtime(#[from] weir_core::Error),
+    /// A file-based source could not be built (its path, pattern or files): so that `?` on
+    /// `sources::files::text(..)` and the other file sources works in a function returning
+    /// [`Result`].
+    #[error(transparent)]
+    Source(#[from] crate::sources::files::SourceError),
 }
 
 /// A misuse found while a pipeline is built. It is kept with the pipeline and reported, as

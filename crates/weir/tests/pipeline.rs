@@ -405,3 +405,30 @@ fn items_read_in_the_same_call_as_a_source_error_reach_the_sink_first() {
         );
     }
 }
+
+/// The file sources' errors convert into `weir::Error`, so one `?` type serves a whole
+/// program, as in the README.
+#[test]
+fn a_source_error_goes_through_question_mark_into_weir_error() {
+    fn count_lines(path: &std::path::Path) -> weir::Result<usize> {
+        let p = Pipeline::new();
+        let (sink, lines) = sinks::collection::list();
+        p.read_from(sources::files::text(path)?).write_to(sink);
+        p.run()?;
+        Ok(lines.len())
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.txt");
+    std::fs::write(&file, "one\ntwo\n").unwrap();
+    assert_eq!(count_lines(&file).unwrap(), 2);
+    let missing = dir.path().join("missing.txt");
+    let err = count_lines(&missing).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            weir::Error::Source(weir::sources::files::SourceError::NotFound { .. })
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("missing.txt"), "{err}");
+}

@@ -19,7 +19,7 @@
 //! p.read_from(sources::csv::records::<Person>("people.csv")?)
 //!     .filter(|p: &Person| p.age >= 18)
 //!     .write_to(sinks::stdout::logger());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), weir::Error>(())
 //! ```
 //!
 //! # Counters

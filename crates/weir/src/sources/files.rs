@@ -12,7 +12,7 @@
 //! p.read_from(sources::files::text("data/*.txt")?)
 //!     .flat_map(|line: String| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
 //!     .write_to(sinks::stdout::lines());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), weir::Error>(())
 //! ```
 //!
 //! This module also holds what the file-based sources share: the path resolution and the

@@ -16,7 +16,7 @@
 //! p.read_from(sources::json::lines::<Trade>("trades/*.jsonl")?)
 //!     .filter(|t: &Trade| t.price > 100.0)
 //!     .write_to(sinks::stdout::logger());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), weir::Error>(())
 //! ```
 //!
 //! # Counters
