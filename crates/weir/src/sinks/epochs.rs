@@ -290,8 +290,9 @@ fn open_rolled(
     let path = &output.path;
     let header_len = header.map_or(0, |h| h.len() as u64);
     let (r, rolled) = match find_rolled(path)? {
-        Some(found) => found,
-        None => {
+        Some((r, rolled)) if r > 0 => (r, rolled),
+        // Part 0 is the header alone: written afresh, since a crash may have cut it short.
+        _ => {
             let rolled = rolled_path(path, 0);
             let mut f = File::create(&rolled).map_err(|source| SinkError::Create {
                 path: rolled.clone(),
@@ -639,6 +640,19 @@ mod tests {
         let at_22 = commit_parts(&out, 21, 22);
         join(&at_22, Some(&header)).unwrap();
         assert_eq!(fs::read_to_string(&out).unwrap(), expected("h\n", 22));
+    }
+
+    #[test]
+    fn a_rolled_file_cut_short_while_its_header_was_written_is_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.csv");
+        let header: Arc<[u8]> = Arc::from(&b"a,b\n"[..]);
+        // Killed after creating the rolled file, before its header: an empty file.
+        File::create(rolled_path(&out, 0)).unwrap();
+        let state = commit_parts(&out, 1, 3);
+        restore(&state, Some(&header)).unwrap();
+        join(&state, Some(&header)).unwrap();
+        assert_eq!(fs::read_to_string(&out).unwrap(), expected("a,b\n", 3));
     }
 
     #[test]
