@@ -271,9 +271,12 @@ pub struct Group {
     pub engine: GroupEngine,
 }
 
-/// The filters of a provenance search; every one is optional.
+/// The filters of a provenance search; every one is optional. A parameter it does not know
+/// is refused (400, naming it), not ignored: a misspelt filter would otherwise return
+/// everything.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct ProvenanceQuery {
     /// Only this flow file's events (its `uuid`).
     pub flowfile: Option<String>,
@@ -289,6 +292,9 @@ pub struct ProvenanceQuery {
     pub until_ms: Option<u64>,
     /// At most this many events, the oldest first [default 1000].
     pub limit: Option<u32>,
+    /// The server's token, for a client that cannot send it as a header.
+    #[serde(skip_serializing)]
+    pub token: Option<String>,
 }
 
 /// One provenance event.

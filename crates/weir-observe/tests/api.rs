@@ -513,6 +513,19 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
         )
         .await;
     }
+    // A misspelt filter is refused, naming it, instead of being ignored.
+    let body = c
+        .json(
+            "get",
+            &format!("{base}/provenance?compnent=route"),
+            "/api/v1/flows/{id}/provenance",
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(
+        body["error"].as_str().unwrap().contains("compnent"),
+        "{body}"
+    );
 
     // Lineage: the line, its parent file and the FORK between them.
     let lineage = c
