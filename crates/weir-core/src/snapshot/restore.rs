@@ -183,6 +183,18 @@ fn read_part(
     id: u64,
     part: &super::format::PartInfo,
 ) -> Result<Vec<SnapshotEntry>, SnapshotError> {
+    let (path, bytes) = read_sized_part(store, job, id, part)?;
+    decode_part(&path, &bytes)
+}
+
+/// Part `part` of snapshot `id` and where it lives, refused unless it has the size the
+/// manifest gives.
+fn read_sized_part(
+    store: &dyn SnapshotStore,
+    job: &str,
+    id: u64,
+    part: &super::format::PartInfo,
+) -> Result<(std::path::PathBuf, Vec<u8>), SnapshotError> {
     let bytes = store.read_part(job, id, &part.file)?;
     let path = store.location(job, id, &part.file);
     if bytes.len() as u64 != part.bytes {
@@ -191,7 +203,7 @@ fn read_part(
             reason: format!("{} bytes, the manifest says {}", bytes.len(), part.bytes),
         });
     }
-    decode_part(&path, &bytes)
+    Ok((path, bytes))
 }
 
 /// Checks snapshot `id` of `job` without decoding its entries: its manifest decodes, and
@@ -211,14 +223,7 @@ pub fn verify(
     };
     let manifest = Manifest::decode(&store.location(job, id, "manifest"), &bytes)?;
     for part in manifest.vertices.iter().flat_map(|v| &v.parts) {
-        let bytes = store.read_part(job, id, &part.file)?;
-        let path = store.location(job, id, &part.file);
-        if bytes.len() as u64 != part.bytes {
-            return Err(SnapshotError::Corrupt {
-                path,
-                reason: format!("{} bytes, the manifest says {}", bytes.len(), part.bytes),
-            });
-        }
+        let (path, bytes) = read_sized_part(store, job, id, part)?;
         super::format::check_part(&path, &bytes)?;
     }
     Ok(Some(manifest))
