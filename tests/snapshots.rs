@@ -103,6 +103,25 @@ fn sorted_lines(path: &Path) -> Vec<String> {
     lines
 }
 
+/// The rows of `query` over `input` run without snapshots at parallelism 2, written to
+/// `output`, sorted: what every interrupted run must end with.
+fn uninterrupted_rows(query: &str, input: &str, output: &Path) -> Vec<String> {
+    let o = weir(&[
+        "nexmark",
+        "run",
+        "--query",
+        query,
+        "--input",
+        input,
+        "--output",
+        output.to_str().unwrap(),
+        "--parallelism",
+        "2",
+    ]);
+    assert!(o.status.success(), "{query}: {}", stderr(&o));
+    sorted_lines(output)
+}
+
 fn run_args<'a>(query: &'a str, input: &'a str, output: &'a str, state: &'a str) -> Vec<&'a str> {
     vec![
         "nexmark",
@@ -181,19 +200,7 @@ fn nexmark_survives_kill_9_at_random_moments() {
     for query in queries {
         let reference = dir.path().join(format!("{query}-reference.csv"));
         let started = Instant::now();
-        let o = weir(&[
-            "nexmark",
-            "run",
-            "--query",
-            query,
-            "--input",
-            input,
-            "--output",
-            reference.to_str().unwrap(),
-            "--parallelism",
-            "2",
-        ]);
-        assert!(o.status.success(), "{query}: {}", stderr(&o));
+        uninterrupted_rows(query, input, &reference);
         // Kills land anywhere in a run's life, start-up and the final join included.
         let span = (started.elapsed().as_millis() as u64 * 3 / 2).max(50);
         let output = dir.path().join(format!("{query}.csv"));
@@ -245,19 +252,7 @@ fn a_damaged_newest_snapshot_is_skipped_with_a_warning_naming_the_file() {
     let input = events(dir.path(), 100_000);
     let (output, state) = (dir.path().join("q5.csv"), dir.path().join("state"));
     let reference = dir.path().join("reference.csv");
-    let o = weir(&[
-        "nexmark",
-        "run",
-        "--query",
-        "q5",
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        reference.to_str().unwrap(),
-        "--parallelism",
-        "2",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    uninterrupted_rows("q5", input.to_str().unwrap(), &reference);
     let args = run_args(
         "q5",
         input.to_str().unwrap(),
@@ -944,20 +939,8 @@ fn a_job_resumes_from_another_directory_with_its_output_named_relatively() {
     let got = sorted_lines(&work.join("q5.csv"));
     // The same query uninterrupted, without snapshots, for the expected rows.
     let expected_path = dir.path().join("expected.csv");
-    let o = weir(&[
-        "nexmark",
-        "run",
-        "--query",
-        "q5",
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        expected_path.to_str().unwrap(),
-        "--parallelism",
-        "2",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(got, sorted_lines(&expected_path));
+    let expected = uninterrupted_rows("q5", input.to_str().unwrap(), &expected_path);
+    assert_eq!(got, expected);
 }
 
 /// Retention counts only snapshots whose parts check out: with the newest damaged, the next
@@ -1098,20 +1081,8 @@ fn a_changed_input_refuses_the_rerun_naming_the_file_unless_told_to_restart() {
         stderr(&o)
     );
     let expected = dir.path().join("expected.csv");
-    let o = weir(&[
-        "nexmark",
-        "run",
-        "--query",
-        "q5",
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        expected.to_str().unwrap(),
-        "--parallelism",
-        "2",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(sorted_lines(&output), sorted_lines(&expected));
+    let expected = uninterrupted_rows("q5", input.to_str().unwrap(), &expected);
+    assert_eq!(sorted_lines(&output), expected);
     // The flag's values are checked by the parser.
     let mut bad = args.clone();
     bad.extend(["--on-input-change", "ignore"]);
@@ -1131,20 +1102,7 @@ fn a_crash_at_any_step_of_the_snapshot_protocol_resumes_to_the_same_rows() {
     let input = events(dir.path(), 60_000);
     let input = input.to_str().unwrap();
     let reference = dir.path().join("reference.csv");
-    let o = weir(&[
-        "nexmark",
-        "run",
-        "--query",
-        "q0",
-        "--input",
-        input,
-        "--output",
-        reference.to_str().unwrap(),
-        "--parallelism",
-        "2",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let expected = sorted_lines(&reference);
+    let expected = uninterrupted_rows("q0", input, &reference);
     let steps = [
         "part-written",
         "parts-synced",
