@@ -20,6 +20,24 @@ fn weir() -> Command {
     c
 }
 
+/// `weir nexmark run --query q5` paced by the wall clock (20,000 events/s of 100 M), so that
+/// it runs until cancelled, with `extra` arguments.
+fn paced_q5(extra: &[&str]) -> Command {
+    let mut q5 = weir();
+    q5.args([
+        "nexmark",
+        "run",
+        "--query",
+        "q5",
+        "--events",
+        "100000000",
+        "--wall-rate",
+        "20000",
+    ])
+    .args(extra);
+    q5
+}
+
 /// A running `weir` whose standard error is read line by line on a thread; killed on drop.
 struct Running {
     child: Child,
@@ -149,23 +167,7 @@ fn counter_sum(text: &str, family: &str, vertex: &str) -> f64 {
 
 #[test]
 fn a_running_query_is_served_scraped_and_cancelled_over_http() {
-    let mut q5 = weir();
-    // Paced by the wall clock, so it runs until cancelled.
-    q5.args([
-        "nexmark",
-        "run",
-        "--query",
-        "q5",
-        "--events",
-        "100000000",
-        "--wall-rate",
-        "20000",
-        "--parallelism",
-        "2",
-        "--ui",
-        "127.0.0.1:0",
-    ]);
-    let mut run = Running::spawn(q5);
+    let mut run = Running::spawn(paced_q5(&["--parallelism", "2", "--ui", "127.0.0.1:0"]));
     let url = run.url();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     block_on(async {
@@ -405,24 +407,14 @@ fn every_long_running_command_takes_ui_and_ui_token() {
 /// flow-file content comes as a download.
 #[test]
 fn other_web_pages_can_neither_read_nor_cancel_through_a_loopback_server() {
-    let mut q5 = weir();
-    q5.args([
-        "nexmark",
-        "run",
-        "--query",
-        "q5",
-        "--events",
-        "100000000",
-        "--wall-rate",
-        "20000",
+    let mut run = Running::spawn(paced_q5(&[
         "--parallelism",
         "2",
         "--ui",
         "127.0.0.1:0",
         "--ui-allowed-host",
         "weir.internal",
-    ]);
-    let mut run = Running::spawn(q5);
+    ]));
     let url = run.url();
     let port = url.rsplit(':').next().unwrap().to_string();
     block_on(async {
@@ -505,20 +497,7 @@ fn other_web_pages_can_neither_read_nor_cancel_through_a_loopback_server() {
     );
 
     // A command-line client on loopback needs nothing new.
-    let mut q5 = weir();
-    q5.args([
-        "nexmark",
-        "run",
-        "--query",
-        "q5",
-        "--events",
-        "100000000",
-        "--wall-rate",
-        "20000",
-        "--ui",
-        "127.0.0.1:0",
-    ]);
-    let mut run = Running::spawn(q5);
+    let mut run = Running::spawn(paced_q5(&["--ui", "127.0.0.1:0"]));
     let url = run.url();
     block_on(async {
         let jobs = get_json_until(&format!("{url}/api/v1/jobs"), |j| {
