@@ -27,6 +27,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use weir_core::error::panic_message;
+use weir_core::snapshot::Guarantee;
 use weir_core::{BoxError, ProcessorContext, TaskletWaker};
 
 use crate::connector::{Emitter, SourceReader};
@@ -62,6 +63,9 @@ pub(crate) struct SourceFeed<R: SourceReader> {
     handed: Option<Vec<u8>>,
     /// Whether the reader can replay (its position was `Some` when it was opened).
     replayable: bool,
+    /// Whether positions are taken at all: only a job that snapshots saves them, and a
+    /// position may cost (a file source's carries its input's listing).
+    positions: bool,
 }
 
 /// What the read-ahead thread sends.
@@ -90,6 +94,7 @@ impl<R: SourceReader> SourceFeed<R> {
             closed: false,
             handed: None,
             replayable: false,
+            positions: false,
         }
     }
 
@@ -101,23 +106,25 @@ impl<R: SourceReader> SourceFeed<R> {
         match &mut self.reader {
             Some(reader) => {
                 reader.open(ctx)?;
-                self.replayable = reader.position().is_some();
+                self.positions = ctx.guarantee() != Guarantee::None;
+                self.replayable = self.positions && reader.position().is_some();
                 Ok(())
             }
             None => Ok(()),
         }
     }
 
-    /// Whether the reader can replay its input ([`SourceReader::position`] is `Some`).
+    /// Whether the reader can replay its input ([`SourceReader::position`] is `Some`), in
+    /// a job that snapshots (false in one that does not: nothing asks).
     pub(crate) fn replayable(&self) -> bool {
         self.replayable
     }
 
     /// The reader's position after the last item [`read`](Self::read) handed out; `None`
-    /// when it cannot replay.
+    /// when it cannot replay, or when the job takes no snapshots.
     pub(crate) fn position(&self) -> Option<Vec<u8>> {
         match (&self.reader, &self.ahead) {
-            (Some(reader), None) => reader.position(),
+            (Some(reader), None) if self.positions => reader.position(),
             _ => self.handed.clone(),
         }
     }
@@ -205,14 +212,19 @@ impl<R: SourceReader> SourceFeed<R> {
             .take()
             .expect("a feed starts its thread once, with its reader");
         // Nothing handed out yet: the position is where the reader stands (after a seek).
-        self.handed = reader.position();
+        self.handed = if self.positions {
+            reader.position()
+        } else {
+            None
+        };
         let (tx, rx) = mpsc::sync_channel(READ_AHEAD);
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (stop, waker) = (Arc::clone(&stop), self.waker.clone());
+            let positions = self.positions;
             thread::Builder::new()
                 .name(self.thread_name.clone())
-                .spawn(move || read_ahead(reader, &tx, &stop, &waker))
+                .spawn(move || read_ahead(reader, &tx, &stop, &waker, positions))
                 .map_err(|e| format!("cannot start the read-ahead thread: {e}"))?
         };
         Ok(ReadAhead {
@@ -266,6 +278,7 @@ fn read_ahead<R: SourceReader>(
     tx: &SyncSender<Message<R::Item>>,
     stop: &AtomicBool,
     waker: &TaskletWaker,
+    positions: bool,
 ) {
     let mut pause = MIN_PAUSE;
     let send = |m: Message<R::Item>| {
@@ -281,7 +294,8 @@ fn read_ahead<R: SourceReader>(
         }));
         let got = !items.is_empty();
         // The position travels with the items it follows (see the module docs).
-        if got && !send(Message::Batch(items, runs, reader.position())) {
+        let position = if positions { reader.position() } else { None };
+        if got && !send(Message::Batch(items, runs, position)) {
             break;
         }
         match read {
