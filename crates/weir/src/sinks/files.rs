@@ -519,6 +519,22 @@ impl TempFileWriter {
         }
     }
 
+    /// Blocks until the I/O thread gives the answer `awaited` picks, handling the ones before
+    /// it; returns what [`take`](Self::take) returns for it.
+    fn wait_for(
+        &mut self,
+        awaited: impl Fn(&IoDone) -> bool,
+    ) -> Result<Option<(u64, u64)>, SinkError> {
+        loop {
+            let done = self.from_io.recv().map_err(|_| self.thread_gone())?;
+            let last = awaited(&done);
+            let taken = self.take(done)?;
+            if last {
+                return Ok(taken);
+            }
+        }
+    }
+
     /// Handles one answer of the I/O thread; a seal's part number and length are returned.
     fn take(&mut self, done: IoDone) -> Result<Option<(u64, u64)>, SinkError> {
         match done {
@@ -695,14 +711,7 @@ impl TempFileWriter {
             self.in_flight += 1;
         }
         self.send_blocking(IoJob::Seal)?;
-        let sealed = loop {
-            let done = self.from_io.recv().map_err(|_| self.thread_gone())?;
-            let is_seal = matches!(done, IoDone::Sealed(_));
-            let part = self.take(done)?;
-            if is_seal {
-                break part;
-            }
-        };
+        let sealed = self.wait_for(|done| matches!(done, IoDone::Sealed(_)))?;
         let e = self.epochs.as_mut().expect("checked above");
         if let Some((n, len)) = sealed {
             e.parts = n;
@@ -792,14 +801,7 @@ impl TempFileWriter {
                 header,
             })?;
             // Done before anything else runs: a failure fails the restore, naming the file.
-            loop {
-                let done = self.from_io.recv().map_err(|_| self.thread_gone())?;
-                let restored = matches!(done, IoDone::Restored);
-                self.take(done)?;
-                if restored {
-                    break;
-                }
-            }
+            self.wait_for(|done| matches!(done, IoDone::Restored))?;
             let e = self.epochs.as_mut().expect("checked above");
             if own {
                 e.started = true;
