@@ -4,43 +4,19 @@
 //! wrappers, heads, terminals), built while the stage's types were known. The planner then
 //! joins them without knowing the types, and the joins are checked by `ItemType`.
 
-use std::sync::Arc;
-
-use weir_core::{Edge, Item, ItemType, Processor, ProcessorContext};
+use weir_core::{Item, ItemType, Processor};
 
 use crate::error::Misuse;
+pub(crate) use crate::exec::factories::{
+    HeadFn, Preformat, RouteFn, SinkRoute, SinkTerminalFactory, SourceHeadFactory, TerminalFn,
+    WrapFn,
+};
 use crate::exec::link::{Emit, ErasedLink, erase, inbox_head};
 use crate::exec::probe_buffer::probe_buffer;
 
 /// Index of a node in its graph; nodes only ever refer to earlier nodes, so index order is a
 /// topological order.
 pub(crate) type NodeId = usize;
-/// Wraps the downstream chain into a chain one link longer. Called once per instance.
-pub(crate) type WrapFn = Arc<dyn Fn(ErasedLink) -> ErasedLink + Send + Sync>;
-/// Builds a head processor around its chain. Called once per instance.
-pub(crate) type HeadFn = Arc<dyn Fn(ErasedLink) -> Box<dyn Processor> + Send + Sync>;
-/// Builds a terminal link. Called once per instance.
-pub(crate) type TerminalFn = Arc<dyn Fn() -> ErasedLink + Send + Sync>;
-/// Makes an edge partitioned by the stage's key.
-pub(crate) type RouteFn = Arc<dyn Fn(Edge) -> Edge + Send + Sync>;
-/// Builds the head processor of a source vertex around the chain that follows it.
-pub(crate) type SourceHeadFactory =
-    Arc<dyn Fn(&ProcessorContext, ErasedLink) -> Box<dyn Processor> + Send + Sync>;
-
-/// Builds the terminal link of a sink for one instance.
-pub(crate) type SinkTerminalFactory = Arc<dyn Fn(&ProcessorContext) -> ErasedLink + Send + Sync>;
-
-/// How a sink that writes bytes has its records formatted before they travel to it, when it
-/// cannot run in the vertex of the stages before it (see [`crate::exec::format`]).
-#[derive(Clone)]
-pub(crate) struct Preformat {
-    /// Wraps a chain taking [`FormattedRecords`](crate::exec::format::FormattedRecords) into
-    /// a link taking the sink's items: fused into the vertex before the sink.
-    pub format: WrapFn,
-    /// The sink's terminal, taking the formatted blocks.
-    pub terminal: SinkTerminalFactory,
-}
-
 /// What the planner needs to know about a stage's item type.
 #[derive(Clone, Copy)]
 pub(crate) struct StageType {
@@ -122,16 +98,6 @@ pub(crate) enum NodeKind {
         /// Set when each instance must receive the items of the partitions it owns.
         route: Option<SinkRoute>,
     },
-}
-
-/// How a sink wants its input partitioned.
-#[derive(Clone)]
-pub(crate) struct SinkRoute {
-    /// Makes the partitioned edge into the sink.
-    pub route: RouteFn,
-    /// The route sends a pair `(K, _)` by the default partition of `K`: a stage whose output
-    /// is already so partitioned ([`Node::keyed_pairs`]) needs no edge.
-    pub by_pair_key: bool,
 }
 
 pub(crate) struct Node {

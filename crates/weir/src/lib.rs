@@ -42,12 +42,7 @@
 
 #![forbid(missing_docs)]
 
-pub mod aggregate;
-pub mod async_io;
-mod connector;
 mod error;
-mod event_time;
-pub(crate) mod exec;
 pub(crate) mod graph;
 pub mod jobs;
 pub mod map_stages;
@@ -57,6 +52,10 @@ pub(crate) mod plan;
 pub mod sinks;
 pub mod sources;
 pub mod stream;
+
+use weir_exec::links as exec;
+pub use weir_exec::{aggregate, async_io};
+use weir_exec::{connector, event_time};
 
 pub use error::{Error, Result};
 pub use pipeline::{BatchStage, JoinClause, KeyedBatchStage, Pipeline, Source, join_on};

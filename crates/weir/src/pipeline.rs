@@ -35,7 +35,7 @@ use crate::aggregate::AggregateOperation;
 use crate::error::{Misuse, Result};
 use crate::exec::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
 use crate::exec::join::{BuildTable, HashJoin1, HashJoin2, KeyFn, Merge1, Merge2};
-use crate::exec::link::{ErasedLink, Link, erase, unerase};
+use crate::exec::link::{erase, unerase};
 use crate::exec::sort::{Compare, SortHead};
 use crate::exec::transform::{
     FilterLink, FilterMapLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink,
@@ -184,12 +184,7 @@ impl<T> Debug for BatchStage<T> {
     }
 }
 
-/// Wraps a typed link constructor into the planner's erased form.
-pub(crate) fn wrap_with<T: Item, R: Item>(
-    make: impl Fn(Box<dyn Link<R>>) -> Box<dyn Link<T>> + Send + Sync + 'static,
-) -> WrapFn {
-    Arc::new(move |next: ErasedLink| erase::<T>(make(unerase::<R>(next))))
-}
+pub(crate) use crate::exec::factories::wrap_with;
 
 impl<T: Item> BatchStage<T> {
     fn at(graph: Rc<RefCell<Graph>>, node: NodeId) -> Self {

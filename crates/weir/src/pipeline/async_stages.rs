@@ -39,7 +39,7 @@ impl<T: Item + Debug> BatchStage<T> {
     /// assert_eq!(results.take(), (1..=20u64).map(|x| x * 10).collect::<Vec<_>>());
     /// ```
     ///
-    /// Each instance keeps at most `options.capacity` items in flight and takes no input
+    /// Each instance keeps at most `options.limits().capacity` items in flight and takes no input
     /// while full: backpressure, never blocking. The returned future runs on the runtime of
     /// [`crate::async_io::runtime`], so it may await any tokio I/O or timer; `f` itself is
     /// called there too. An error from the future fails the job (after the retries `options`
@@ -63,7 +63,7 @@ impl<T: Item + Debug> BatchStage<T> {
         let call = item_call(f);
         let make_call: MakeCall<T, R> = Arc::new(move || Ok(Arc::clone(&call)));
         let units = Units {
-            max_units: options.capacity,
+            max_units: options.limits().capacity,
             batch_size: 1,
             max_wait: Duration::ZERO,
         };
@@ -119,7 +119,7 @@ impl<T: Item + Debug> BatchStage<T> {
             Ok(item_call(move |item: T| f(&s, item)))
         });
         let units = Units {
-            max_units: options.capacity,
+            max_units: options.limits().capacity,
             batch_size: 1,
             max_wait: Duration::ZERO,
         };
@@ -152,7 +152,7 @@ impl<T: Item + Debug> BatchStage<T> {
     /// per instance, so at most `parallelism × batch_size` items are being called plus one
     /// batch being filled; then the stage takes no input. Ordering, timeout (per batch),
     /// retries (of the whole batch) and the watermark rule are as in
-    /// [`map_async`](Self::map_async); `options.capacity` is not used. A batch that comes
+    /// [`map_async`](Self::map_async); `options.limits().capacity` is not used. A batch that comes
     /// back with the wrong number of results fails with
     /// [`AsyncError::ResultCount`](crate::async_io::AsyncError::ResultCount), which the
     /// retry strategy treats like any error. Errors name the batch by its size and first
@@ -229,7 +229,7 @@ impl<T: Item + Debug> BatchStage<T> {
             })
         } else if units.batch_size == 0 {
             Some("the batch size must be at least 1")
-        } else if options.timeout.is_zero() {
+        } else if options.limits().timeout.is_zero() {
             Some("the timeout must be longer than zero")
         } else {
             None
@@ -240,7 +240,7 @@ impl<T: Item + Debug> BatchStage<T> {
                 problem: problem.to_string(),
             });
         }
-        let ordered = options.order == OutputOrder::Ordered;
+        let ordered = options.limits().order == OutputOrder::Ordered;
         let spec = Arc::new(AsyncSpec::new(options, units, make_call));
         let head: HeadFn = Arc::new(move |chain| {
             Box::new(AsyncMapHead::new(Arc::clone(&spec), unerase::<R>(chain)))

@@ -116,3 +116,41 @@ impl<T: Item> Sink<T> {
         &self.name
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use weir_core::Item;
+    use weir_core::test_support::verify_processor;
+
+    use crate::exec::link::{Emit, ErasedLink, erase, inbox_head};
+
+    fn emit<T: Item>() -> ErasedLink {
+        erase::<T>(Box::new(Emit::new()))
+    }
+
+    #[test]
+    fn sink_terminal_writes_everything() {
+        let (sink, collected) = crate::sinks::collection::list::<u32>();
+        verify_processor(move |ctx| inbox_head::<u32>((sink.terminal)(ctx)))
+            .input((0..100u32).collect())
+            .expect_output::<()>(vec![]);
+        // Four harness runs, each writing all 100 items.
+        assert_eq!(collected.take().len(), 400);
+    }
+
+    #[test]
+    fn heads_of_blocking_readers_and_file_sinks_are_cooperative() {
+        // A file read may block: the reader runs on a read-ahead thread, and the head, with the
+        // chain's CPU work, stays on the cooperative workers. So does a file sink's formatting.
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.txt");
+        std::fs::write(&input, "a\nb\n").unwrap();
+        let source = crate::sources::files::text(&input).unwrap();
+        let ctx = weir_core::ProcessorContext::new("read", 0, 1, 0);
+        let head = (source.head)(&ctx, emit::<String>());
+        assert!(head.is_cooperative());
+        let sink = crate::sinks::files::text::<String>(dir.path().join("out.txt"));
+        let terminal = crate::exec::link::unerase::<String>((sink.terminal)(&ctx));
+        assert!(terminal.is_cooperative());
+    }
+}

@@ -105,3 +105,57 @@ pub(crate) fn encode_position<P: Serialize>(position: &P) -> Vec<u8> {
 pub(crate) fn decode_position<P: DeserializeOwned>(bytes: &[u8]) -> Result<P, String> {
     postcard::from_bytes(bytes).map_err(|e| format!("a damaged read position ({e})"))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use weir_core::conveyor::Message;
+    use weir_core::test_support::verify_processor;
+    use weir_core::{Item, Watermark};
+
+    use crate::event_time::Timestamped;
+    use crate::exec::link::{Emit, ErasedLink, erase};
+
+    fn emit<T: Item>() -> ErasedLink {
+        erase::<T>(Box::new(Emit::new()))
+    }
+
+    #[test]
+    fn source_head_reads_to_the_end() {
+        verify_processor(|ctx| {
+            let reader = crate::sources::collection::items(0..5000u32);
+            (reader.head)(ctx, emit::<u32>())
+        })
+        .expect_output((0..5000u32).collect());
+    }
+
+    #[test]
+    fn stream_source_head_stamps_drops_late_items_and_ends_with_max() {
+        let source = crate::sources::stream::items(vec![10i64, 30, 15, 40]);
+        let policy = crate::exec::stream_source::EventTimePolicy {
+            timestamp: Arc::new(|x: &i64| *x),
+            allowed_lag: 10,
+            idle_timeout: None,
+        };
+        verify_processor(move |ctx| {
+            let head = std::sync::Arc::clone(&source.head);
+            head(ctx, emit::<Timestamped<i64>>(), policy.clone())
+        })
+        .expect_messages(vec![
+            Message::Item(Timestamped {
+                timestamp: 10,
+                item: 10i64,
+            }),
+            Message::Item(Timestamped {
+                timestamp: 30,
+                item: 30,
+            }),
+            Message::Item(Timestamped {
+                timestamp: 40,
+                item: 40,
+            }),
+            Message::Watermark(Watermark::MAX),
+        ]);
+    }
+}

@@ -13,18 +13,15 @@ use super::AsyncError;
 use super::options::RetryPolicy;
 
 /// A boxed future of one call's results.
-pub(crate) type CallFuture<R> = Pin<Box<dyn Future<Output = Result<Vec<R>, BoxError>> + Send>>;
+pub type CallFuture<R> = Pin<Box<dyn Future<Output = Result<Vec<R>, BoxError>> + Send>>;
 /// Calls the service for a unit's inputs: one item in `map_async`, a batch in
 /// `map_async_batched`.
-pub(crate) type CallFn<T, R> = Arc<dyn Fn(Vec<T>) -> CallFuture<R> + Send + Sync>;
+pub type CallFn<T, R> = Arc<dyn Fn(Vec<T>) -> CallFuture<R> + Send + Sync>;
 /// Makes a processor instance's [`CallFn`] in `init`, fetching a shared service if any.
-pub(crate) type MakeCall<T, R> =
-    Arc<dyn Fn() -> Result<CallFn<T, R>, super::AsyncError> + Send + Sync>;
+pub type MakeCall<T, R> = Arc<dyn Fn() -> Result<CallFn<T, R>, super::AsyncError> + Send + Sync>;
 
 /// Wraps a per-item function into a unit call (a unit holds one item).
-pub(crate) fn item_call<T, R, Fut, I, E>(
-    f: impl Fn(T) -> Fut + Send + Sync + 'static,
-) -> CallFn<T, R>
+pub fn item_call<T, R, Fut, I, E>(f: impl Fn(T) -> Fut + Send + Sync + 'static) -> CallFn<T, R>
 where
     T: Item,
     R: Item,
@@ -47,9 +44,7 @@ where
 }
 
 /// Wraps a batch function into a unit call that checks the result count.
-pub(crate) fn batch_call<T, R, Fut, E>(
-    f: impl Fn(Vec<T>) -> Fut + Send + Sync + 'static,
-) -> CallFn<T, R>
+pub fn batch_call<T, R, Fut, E>(f: impl Fn(Vec<T>) -> Fut + Send + Sync + 'static) -> CallFn<T, R>
 where
     T: Item,
     R: Item,
@@ -75,14 +70,16 @@ where
 
 /// The last error of a unit whose retries ran out.
 #[derive(Debug)]
-pub(crate) struct AttemptError {
+pub struct AttemptError {
+    /// The error of the last attempt.
     pub error: BoxError,
+    /// How many attempts were made, the first included.
     pub attempts: u32,
 }
 
 /// Calls `call` until it succeeds with results the policy accepts, the policy stops retrying
 /// this error, or the attempts run out. The inputs are cloned for each call but the last.
-pub(crate) async fn call_with_retries<T: Clone, R>(
+pub async fn call_with_retries<T: Clone, R>(
     call: &CallFn<T, R>,
     policy: &RetryPolicy<R>,
     inputs: Vec<T>,

@@ -28,8 +28,10 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Durable for T {}
 /// Encodes and decodes `T` without the code that uses it knowing `T: Durable`: a pair of
 /// function pointers made where the bound holds (a stream stage's builder) and carried by
 /// the link. Cost: two words; one postcard pass per value saved or restored.
-pub(crate) struct StateCodec<T> {
+pub struct StateCodec<T> {
+    /// Appends the encoding of a value to the buffer.
     pub encode: fn(&T, &mut Vec<u8>) -> Result<(), BoxError>,
+    /// Decodes a value [`encode`](Self::encode) wrote.
     pub decode: fn(&[u8]) -> Result<T, BoxError>,
 }
 
@@ -42,7 +44,7 @@ impl<T> Copy for StateCodec<T> {}
 
 impl<T: Durable> StateCodec<T> {
     /// The postcard codec of `T`.
-    pub(crate) fn postcard() -> Self {
+    pub fn postcard() -> Self {
         StateCodec {
             encode: |value, out| {
                 let bytes = postcard::to_extend(value, std::mem::take(out))?;
@@ -56,7 +58,7 @@ impl<T: Durable> StateCodec<T> {
 
 impl<T> StateCodec<T> {
     /// `value` as a new byte vector.
-    pub(crate) fn to_bytes(self, value: &T) -> Result<Vec<u8>, BoxError> {
+    pub fn to_bytes(self, value: &T) -> Result<Vec<u8>, BoxError> {
         let mut out = Vec::new();
         (self.encode)(value, &mut out)?;
         Ok(out)
@@ -65,7 +67,7 @@ impl<T> StateCodec<T> {
 
 /// The error of a stateful link that cannot be saved: it was built without a codec (a batch
 /// stage in a job that takes snapshots).
-pub(crate) fn not_durable(stage: &str) -> BoxError {
+pub fn not_durable(stage: &str) -> BoxError {
     format!(
         "{stage} keeps state that cannot be saved in a snapshot: only stream stages save their state; run this job without snapshots"
     )
@@ -76,7 +78,7 @@ pub(crate) fn not_durable(stage: &str) -> BoxError {
 /// being emitted, closed sessions not sent): the snapshot protocol empties these before it
 /// saves, so this is a bug, and the job fails rather than take a snapshot that loses them.
 /// Cost: one branch per save.
-pub(crate) fn refuse_save_if(held: bool, what: &str) -> ProcessorResult<()> {
+pub fn refuse_save_if(held: bool, what: &str) -> ProcessorResult<()> {
     if held {
         return Err(format!(
             "saved with {what}: the snapshot would lose them (a bug in the snapshot protocol)"
@@ -87,19 +89,21 @@ pub(crate) fn refuse_save_if(held: bool, what: &str) -> ProcessorResult<()> {
 }
 
 /// Where one link of a chain saves: the shared writer, and the link's scope.
-pub(crate) struct LinkWriter<'a> {
+pub struct LinkWriter<'a> {
     writer: &'a mut SnapshotWriter,
     scope: u8,
 }
 
 impl<'a> LinkWriter<'a> {
     /// The writer of the chain's head (scope 0).
-    pub(crate) fn head(writer: &'a mut SnapshotWriter) -> Self {
+    pub fn head(writer: &'a mut SnapshotWriter) -> Self {
         LinkWriter { writer, scope: 0 }
     }
 
     /// The writer of the next link.
-    pub(crate) fn next(&mut self) -> LinkWriter<'_> {
+    // The scope of the next link in the chain, not an iterator step.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> LinkWriter<'_> {
         LinkWriter {
             writer: self.writer,
             scope: self.scope + 1,
@@ -114,21 +118,21 @@ impl<'a> LinkWriter<'a> {
     }
 
     /// Saves state of this instance's own (a position, a counter).
-    pub(crate) fn put(&mut self, key: &[u8], value: Vec<u8>) {
+    pub fn put(&mut self, key: &[u8], value: Vec<u8>) {
         let key = self.scoped(key);
         self.writer.put(key, value);
     }
 
     /// Saves state of `partition` (`0..271`): on restore it goes to the instance that owns
     /// that partition then.
-    pub(crate) fn put_in_partition(&mut self, partition: u16, key: &[u8], value: Vec<u8>) {
+    pub fn put_in_partition(&mut self, partition: u16, key: &[u8], value: Vec<u8>) {
         let key = self.scoped(key);
         self.writer.put_keyed(partition, key, value);
     }
 
     /// Saves the state of one key: it goes to the key's partition, and on restore to the
     /// instance that owns that partition then.
-    pub(crate) fn put_keyed<K: PartitionKey + ?Sized>(
+    pub fn put_keyed<K: PartitionKey + ?Sized>(
         &mut self,
         key: &K,
         encoded_key: &[u8],
@@ -141,13 +145,13 @@ impl<'a> LinkWriter<'a> {
 
 /// What a chain restores from: the entries the instance received, by scope.
 #[derive(Default)]
-pub(crate) struct ChainEntries {
+pub struct ChainEntries {
     by_scope: HashMap<u8, Vec<SnapshotEntry>>,
 }
 
 impl ChainEntries {
     /// Sorts entries by the scope in their first key byte, removing it.
-    pub(crate) fn new(entries: Vec<SnapshotEntry>) -> Self {
+    pub fn new(entries: Vec<SnapshotEntry>) -> Self {
         let mut by_scope: HashMap<u8, Vec<SnapshotEntry>> = HashMap::new();
         for mut e in entries {
             if e.key.is_empty() {
@@ -160,7 +164,7 @@ impl ChainEntries {
     }
 
     /// The reader for the chain's head (scope 0).
-    pub(crate) fn head(&mut self) -> LinkEntries<'_> {
+    pub fn head(&mut self) -> LinkEntries<'_> {
         LinkEntries {
             entries: self,
             scope: 0,
@@ -169,14 +173,16 @@ impl ChainEntries {
 }
 
 /// One link's entries, and the way to the next link's.
-pub(crate) struct LinkEntries<'a> {
+pub struct LinkEntries<'a> {
     entries: &'a mut ChainEntries,
     scope: u8,
 }
 
 impl LinkEntries<'_> {
     /// The next link's entries.
-    pub(crate) fn next(&mut self) -> LinkEntries<'_> {
+    // The scope of the next link in the chain, not an iterator step.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> LinkEntries<'_> {
         LinkEntries {
             entries: self.entries,
             scope: self.scope + 1,
@@ -184,7 +190,7 @@ impl LinkEntries<'_> {
     }
 
     /// Takes this link's entries (key without the scope byte).
-    pub(crate) fn take(&mut self) -> Vec<SnapshotEntry> {
+    pub fn take(&mut self) -> Vec<SnapshotEntry> {
         self.entries
             .by_scope
             .remove(&self.scope)
@@ -195,9 +201,12 @@ impl LinkEntries<'_> {
 /// Where an instance sits, and what its job guarantees: what a link needs to restore times
 /// saved per instance (a watermark, the next window to emit). Set at `init`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct InstancePlace {
+pub struct InstancePlace {
+    /// The instance's index among its vertex's instances.
     pub index: u32,
+    /// How many instances the vertex has.
     pub parallelism: u32,
+    /// What the job's snapshots guarantee.
     pub guarantee: Guarantee,
 }
 
@@ -212,7 +221,8 @@ impl Default for InstancePlace {
 }
 
 impl InstancePlace {
-    pub(crate) fn of(ctx: &ProcessorContext) -> Self {
+    /// The place of the instance `ctx` describes.
+    pub fn of(ctx: &ProcessorContext) -> Self {
         InstancePlace {
             index: ctx.global_index() as u32,
             parallelism: ctx.total_parallelism().max(1) as u32,
@@ -223,7 +233,7 @@ impl InstancePlace {
 
 /// Which time a rescaled instance keeps when several old instances' come to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rescaled {
+pub enum Rescaled {
     /// The greatest: after a shuffle, aligned barriers mean every instance had seen the same
     /// watermarks, so the greatest never emits a window twice.
     Greatest,
@@ -232,12 +242,7 @@ pub(crate) enum Rescaled {
 }
 
 /// Saves a time of this instance's (`name` plus its index).
-pub(crate) fn put_instance_time(
-    state: &mut LinkWriter<'_>,
-    place: InstancePlace,
-    name: &[u8],
-    time: i64,
-) {
+pub fn put_instance_time(state: &mut LinkWriter<'_>, place: InstancePlace, name: &[u8], time: i64) {
     let mut key = name.to_vec();
     key.extend(place.index.to_le_bytes());
     state.put(&key, time.to_le_bytes().to_vec());
@@ -245,13 +250,13 @@ pub(crate) fn put_instance_time(
 
 /// Collects the times saved under `name` by [`put_instance_time`].
 #[derive(Debug, Default)]
-pub(crate) struct InstanceTimes {
+pub struct InstanceTimes {
     times: Vec<(u32, i64)>,
 }
 
 impl InstanceTimes {
     /// Takes `e` if it is a time saved under `name`; returns whether it was.
-    pub(crate) fn take(&mut self, name: &[u8], e: &SnapshotEntry) -> bool {
+    pub fn take(&mut self, name: &[u8], e: &SnapshotEntry) -> bool {
         if e.partition.is_some()
             || e.key.len() != name.len() + 4
             || !e.key.starts_with(name)
@@ -269,7 +274,7 @@ impl InstanceTimes {
     /// otherwise, with exactly-once, the old instances' by `rescaled`, and with at-least-once
     /// the least (unaligned barriers: the instances had not seen the same watermarks, and a
     /// replayed item must not be dropped). `None` when nothing was saved.
-    pub(crate) fn resolve(&self, place: InstancePlace, rescaled: Rescaled) -> Option<i64> {
+    pub fn resolve(&self, place: InstancePlace, rescaled: Rescaled) -> Option<i64> {
         let old_parallelism = self.times.iter().map(|(i, _)| i + 1).max()?;
         if old_parallelism == place.parallelism
             && let Some(&(_, own)) = self.times.iter().find(|(i, _)| *i == place.index)
@@ -293,13 +298,14 @@ impl InstanceTimes {
 /// still commit exactly once.
 ///
 /// Cost: one virtual call per hook; nothing per item.
-pub(crate) struct HoldingSnapshots {
+pub struct HoldingSnapshots {
     inner: Box<dyn Processor>,
     hold: Option<SnapshotHold>,
 }
 
 impl HoldingSnapshots {
-    pub(crate) fn new(inner: Box<dyn Processor>) -> Self {
+    /// Wraps `inner`, which keeps state between snapshots.
+    pub fn new(inner: Box<dyn Processor>) -> Self {
         HoldingSnapshots { inner, hold: None }
     }
 }

@@ -6,18 +6,18 @@ use weir_core::test_support::verify_processor;
 use weir_core::{Item, Processor};
 
 use crate::aggregate::{AggregateOperation, counting, summing};
-use crate::exec::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
-use crate::exec::join::{BuildTable, HashJoin1, HashJoin2};
-use crate::exec::link::{Emit, Link, inbox_head};
-use crate::exec::sort::SortHead;
-use crate::exec::transform::{FilterLink, FilterMapLink, FlatMapLink, KeyedStatefulLink, MapLink};
+use crate::links::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
+use crate::links::join::{BuildTable, HashJoin1, HashJoin2};
+use crate::links::link::{Emit, Link, inbox_head};
+use crate::links::sort::SortHead;
+use crate::links::transform::{FilterLink, FilterMapLink, FlatMapLink, KeyedStatefulLink, MapLink};
 
 fn emit<T: Item>() -> Box<dyn Link<T>> {
     Box::new(Emit::new())
 }
 
-fn erased<T: Item>(link: Box<dyn Link<T>>) -> crate::exec::link::ErasedLink {
-    crate::exec::link::erase(link)
+fn erased<T: Item>(link: Box<dyn Link<T>>) -> crate::links::link::ErasedLink {
+    crate::links::link::erase(link)
 }
 
 #[test]
@@ -62,15 +62,6 @@ fn filter_map_behind_an_inbox() {
             .map(|x| u64::from(x) * 10)
             .collect(),
     );
-}
-
-#[test]
-fn source_head_reads_to_the_end() {
-    verify_processor(|ctx| {
-        let reader = crate::sources::collection::items(0..5000u32);
-        (reader.head)(ctx, erased(emit::<u32>()))
-    })
-    .expect_output((0..5000u32).collect());
 }
 
 #[test]
@@ -201,16 +192,6 @@ fn keyed_state_keeps_the_first_item_of_each_key() {
     .expect_output(vec![(1u8, 1u32), (2, 2), (3, 4)]);
 }
 
-#[test]
-fn sink_terminal_writes_everything() {
-    let (sink, collected) = crate::sinks::collection::list::<u32>();
-    verify_processor(move |ctx| inbox_head::<u32>((sink.terminal)(ctx)))
-        .input((0..100u32).collect())
-        .expect_output::<()>(vec![]);
-    // Four harness runs, each writing all 100 items.
-    assert_eq!(collected.take().len(), 400);
-}
-
 mod streaming {
     use std::sync::Arc;
 
@@ -220,12 +201,12 @@ mod streaming {
 
     use super::{emit, erased};
     use crate::aggregate::counting;
-    use crate::exec::link::{Link, inbox_head};
-    use crate::exec::state::StateCodec;
-    use crate::exec::stream_join::StreamJoin;
-    use crate::exec::transform::ExpiringKeyedLink;
-    use crate::exec::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
-    use crate::stream::{KeyedWindowResult, Timestamped, Window, WindowDefinition};
+    use crate::event_time::{KeyedWindowResult, Timestamped, Window, WindowDefinition};
+    use crate::links::link::{Link, inbox_head};
+    use crate::links::state::StateCodec;
+    use crate::links::stream_join::StreamJoin;
+    use crate::links::transform::ExpiringKeyedLink;
+    use crate::links::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
 
     fn ts<T>(timestamp: i64, item: T) -> Message<Timestamped<T>> {
         Message::Item(Timestamped { timestamp, item })
@@ -456,35 +437,6 @@ mod streaming {
             },
         ]);
     }
-
-    #[test]
-    fn stream_source_head_stamps_drops_late_items_and_ends_with_max() {
-        let source = crate::sources::stream::items(vec![10i64, 30, 15, 40]);
-        let policy = crate::exec::stream_source::EventTimePolicy {
-            timestamp: Arc::new(|x: &i64| *x),
-            allowed_lag: 10,
-            idle_timeout: None,
-        };
-        verify_processor(move |ctx| {
-            let head = std::sync::Arc::clone(&source.head);
-            head(ctx, erased(emit::<Timestamped<i64>>()), policy.clone())
-        })
-        .expect_messages(vec![
-            Message::Item(Timestamped {
-                timestamp: 10,
-                item: 10i64,
-            }),
-            Message::Item(Timestamped {
-                timestamp: 30,
-                item: 30,
-            }),
-            Message::Item(Timestamped {
-                timestamp: 40,
-                item: 40,
-            }),
-            Message::Watermark(Watermark::MAX),
-        ]);
-    }
 }
 
 #[test]
@@ -500,23 +452,7 @@ fn probe_buffer_hands_on_items_and_markers_in_order() {
         Message::Item(4),
         Message::Item(5),
     ];
-    verify_processor(|_| crate::exec::probe_buffer::probe_buffer::<u32>(erased(emit::<u32>())))
+    verify_processor(|_| crate::links::probe_buffer::probe_buffer::<u32>(erased(emit::<u32>())))
         .input_events(input.clone())
         .expect_messages(input);
-}
-
-#[test]
-fn heads_of_blocking_readers_and_file_sinks_are_cooperative() {
-    // A file read may block: the reader runs on a read-ahead thread, and the head, with the
-    // chain's CPU work, stays on the cooperative workers. So does a file sink's formatting.
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.txt");
-    std::fs::write(&input, "a\nb\n").unwrap();
-    let source = crate::sources::files::text(&input).unwrap();
-    let ctx = weir_core::ProcessorContext::new("read", 0, 1, 0);
-    let head = (source.head)(&ctx, erased(emit::<String>()));
-    assert!(head.is_cooperative());
-    let sink = crate::sinks::files::text::<String>(dir.path().join("out.txt"));
-    let terminal = crate::exec::link::unerase::<String>((sink.terminal)(&ctx));
-    assert!(terminal.is_cooperative());
 }

@@ -24,8 +24,8 @@
 //! ```
 //!
 //! This is Flink's async I/O (FLIP-12) on Jet's cooperative runtime. The stages are
-//! [`BatchStage::map_async`](crate::BatchStage::map_async) (one call per item),
-//! [`map_async_batched`](crate::BatchStage::map_async_batched) (one call per batch of items)
+//! `weir::BatchStage::map_async` (one call per item),
+//! `map_async_batched` (one call per batch of items)
 //! and their `_using` forms that share a client built by a [`ServiceFactory`]. Each is
 //! configured by [`AsyncOptions`]: [`OutputOrder`], capacity, timeout with an optional
 //! fallback, and a [`RetryStrategy`] with the errors and results it retries.
@@ -68,9 +68,9 @@
 //! One shared tokio runtime ([`runtime`]) serves every async stage of the process; no stage
 //! starts its own.
 
-pub(crate) mod call;
+pub mod call;
 mod error;
-pub(crate) mod options;
+pub mod options;
 mod runtime;
 mod service;
 

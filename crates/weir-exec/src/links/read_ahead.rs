@@ -33,15 +33,15 @@ use weir_core::{BoxError, ProcessorContext, TaskletWaker};
 use crate::connector::{Emitter, SourceReader};
 
 /// The most items a source hands to its chain at once.
-pub(crate) const BATCH: usize = 1024;
+pub const BATCH: usize = 1024;
 
 /// Batches the read-ahead thread may hold ready before it waits for the head: enough to ride
 /// out the head's worker being busy with its other tasklets for a scheduler slice or two.
-pub(crate) const READ_AHEAD: usize = 16;
+pub const READ_AHEAD: usize = 16;
 
 /// What one read gave, besides the items it appended.
 #[derive(Debug)]
-pub(crate) enum ReadOutcome {
+pub enum ReadOutcome {
     /// More may come: call again.
     More,
     /// The input is exhausted (and the reader closed, on a read-ahead thread).
@@ -52,7 +52,7 @@ pub(crate) enum ReadOutcome {
 }
 
 /// A source's reader, run inline or on a read-ahead thread. See the [module docs](self).
-pub(crate) struct SourceFeed<R: SourceReader> {
+pub struct SourceFeed<R: SourceReader> {
     /// The reader, until it moves to its thread (or for good, when it is cooperative).
     reader: Option<R>,
     ahead: Option<ReadAhead<R::Item>>,
@@ -85,7 +85,8 @@ struct ReadAhead<T> {
 }
 
 impl<R: SourceReader> SourceFeed<R> {
-    pub(crate) fn new(reader: R) -> Self {
+    /// A feed that will read from `reader` on an I/O thread of its own, once started.
+    pub fn new(reader: R) -> Self {
         SourceFeed {
             reader: Some(reader),
             ahead: None,
@@ -100,7 +101,7 @@ impl<R: SourceReader> SourceFeed<R> {
 
     /// Opens the reader on the calling thread (the job's submitter), so that a bad path or
     /// an unreachable server refuses the job before anything runs.
-    pub(crate) fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
+    pub fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
         self.thread_name = format!("weir-io-{}-{}", ctx.vertex(), ctx.global_index());
         self.waker = ctx.waker().clone();
         match &mut self.reader {
@@ -116,13 +117,13 @@ impl<R: SourceReader> SourceFeed<R> {
 
     /// Whether the reader can replay its input ([`SourceReader::position`] is `Some`), in
     /// a job that snapshots (false in one that does not: nothing asks).
-    pub(crate) fn replayable(&self) -> bool {
+    pub fn replayable(&self) -> bool {
         self.replayable
     }
 
     /// The reader's position after the last item [`read`](Self::read) handed out; `None`
     /// when it cannot replay, or when the job takes no snapshots.
-    pub(crate) fn position(&self) -> Option<Vec<u8>> {
+    pub fn position(&self) -> Option<Vec<u8>> {
         match (&self.reader, &self.ahead) {
             (Some(reader), None) if self.positions => reader.position(),
             _ => self.handed.clone(),
@@ -131,7 +132,7 @@ impl<R: SourceReader> SourceFeed<R> {
 
     /// Moves the reader to `position` (see [`SourceReader::seek`]). Only before the first
     /// read: a restore comes right after `open`.
-    pub(crate) fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
+    pub fn seek(&mut self, position: &[u8]) -> Result<(), BoxError> {
         match &mut self.reader {
             Some(reader) if self.ahead.is_none() => reader.seek(position),
             _ => Err("a source can only seek before it reads".into()),
@@ -139,14 +140,14 @@ impl<R: SourceReader> SourceFeed<R> {
     }
 
     /// How many partitions the reader reads (see [`SourceReader::partitions`]).
-    pub(crate) fn partitions(&self) -> usize {
+    pub fn partitions(&self) -> usize {
         self.reader.as_ref().map_or(1, SourceReader::partitions)
     }
 
     /// Appends the next batch to `items` (at most [`BATCH`]), with the partition runs in
     /// `runs` when given. Never blocks: with a read-ahead thread, no batch ready yet is
     /// `More` with nothing appended.
-    pub(crate) fn read(
+    pub fn read(
         &mut self,
         items: &mut Vec<R::Item>,
         runs: Option<&mut Vec<(usize, u32)>>,
@@ -237,7 +238,7 @@ impl<R: SourceReader> SourceFeed<R> {
 
     /// Stops the read-ahead thread, if any, and closes the reader. Returns the reader's
     /// `close` error when the reader never left this thread.
-    pub(crate) fn close(&mut self) -> Result<(), BoxError> {
+    pub fn close(&mut self) -> Result<(), BoxError> {
         if std::mem::replace(&mut self.closed, true) {
             return Ok(());
         }

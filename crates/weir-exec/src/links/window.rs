@@ -29,15 +29,15 @@ use weir_core::{
 
 use crate::aggregate::AggregateOperation;
 use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};
-use crate::exec::link::{Link, chain_idle, chain_watermark, save_chain};
-use crate::exec::state::{
+use crate::links::link::{Link, chain_idle, chain_watermark, save_chain};
+use crate::links::state::{
     ChainEntries, InstancePlace, InstanceTimes, LinkEntries, LinkWriter, Rescaled, StateCodec,
     put_instance_time, refuse_save_if,
 };
 
 /// The frame geometry of a tumbling, sliding or global window.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Frames {
+pub struct Frames {
     size: i64,
     slide: i64,
     /// One window over all time, closed by the final watermark.
@@ -45,7 +45,8 @@ pub(crate) struct Frames {
 }
 
 impl Frames {
-    pub(crate) fn of(def: &WindowDefinition) -> Self {
+    /// The frames of the window definition `def`.
+    pub fn of(def: &WindowDefinition) -> Self {
         match *def {
             WindowDefinition::Tumbling { size } => Frames {
                 size,
@@ -68,7 +69,7 @@ impl Frames {
 
     /// The end of the frame holding `timestamp`.
     #[inline]
-    pub(crate) fn frame_end(&self, timestamp: i64) -> i64 {
+    pub fn frame_end(&self, timestamp: i64) -> i64 {
         if self.global {
             i64::MAX
         } else {
@@ -76,7 +77,8 @@ impl Frames {
         }
     }
 
-    pub(crate) fn window_start(&self, end: i64) -> i64 {
+    /// The start of the window that ends at `end`.
+    pub fn window_start(&self, end: i64) -> i64 {
         if self.global {
             i64::MIN
         } else {
@@ -87,14 +89,17 @@ impl Frames {
 
 /// One frame's partial accumulator of one key, on its way to the combine stage.
 #[derive(Debug, Clone)]
-pub(crate) struct Frame<K, A> {
+pub struct Frame<K, A> {
+    /// The key.
     pub key: K,
+    /// The end of the frame, exclusive, in ms of event time.
     pub end: i64,
+    /// The frame's partial accumulator.
     pub acc: A,
 }
 
 /// Stage one: accumulates items per frame and key; emits frames as the watermark passes them.
-pub(crate) struct FrameAccumulate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
+pub struct FrameAccumulate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     frames: Frames,
     key: Arc<KF>,
     op: Arc<Op>,
@@ -111,10 +116,11 @@ pub(crate) struct FrameAccumulate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
 }
 
 /// How window state is saved: each key, and each accumulator.
-pub(crate) type WindowCodec<K, A> = (StateCodec<K>, StateCodec<A>);
+pub type WindowCodec<K, A> = (StateCodec<K>, StateCodec<A>);
 
 impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> FrameAccumulate<T, K, KF, Op> {
-    pub(crate) fn new(
+    /// Accumulates frames of keyed items; see the type's docs for the arguments.
+    pub fn new(
         def: &WindowDefinition,
         key: Arc<KF>,
         op: Arc<Op>,
@@ -353,7 +359,7 @@ where
 }
 
 /// Stage two: combines frames into windows and pushes `(window, key, result)` down its chain.
-pub(crate) struct SlidingCombine<T, K, Op: AggregateOperation<T>> {
+pub struct SlidingCombine<T, K, Op: AggregateOperation<T>> {
     frames: Frames,
     op: Arc<Op>,
     received: BTreeMap<i64, FxHashMap<K, Op::Acc>>,
@@ -380,7 +386,8 @@ struct Emitting<K, A> {
 }
 
 impl<T, K, Op: AggregateOperation<T>> SlidingCombine<T, K, Op> {
-    pub(crate) fn new(
+    /// Combines frames into windows; see the type's docs for the arguments.
+    pub fn new(
         def: &WindowDefinition,
         op: Arc<Op>,
         chain: Box<dyn Link<Timestamped<KeyedWindowResult<K, Op::Output>>>>,
@@ -661,7 +668,7 @@ struct Session<A> {
 }
 
 /// Session windows per key, after a partitioned edge.
-pub(crate) struct SessionLink<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
+pub struct SessionLink<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     gap: i64,
     key: Arc<KF>,
     op: Arc<Op>,
@@ -677,7 +684,8 @@ pub(crate) struct SessionLink<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
 }
 
 impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> SessionLink<T, K, KF, Op> {
-    pub(crate) fn new(
+    /// Keeps session windows per key; see the type's docs for the arguments.
+    pub fn new(
         gap: i64,
         key: Arc<KF>,
         op: Arc<Op>,

@@ -3,7 +3,7 @@
 //! # Snapshots
 //!
 //! A source head saves, at scope 0 of its chain's entries, its reader's position (after the
-//! last item handed to the chain: see [`crate::exec::read_ahead`]), whether the input was
+//! last item handed to the chain: see [`crate::links::read_ahead`]), whether the input was
 //! exhausted, and for a stream source its event-time state. Its backlog goes out first, and a
 //! stream source hands its pending watermark down before it saves. The entry is keyed by the
 //! instance's index; entries of unkeyed state reach every instance on restore, and each takes
@@ -23,11 +23,13 @@ use weir_core::{
 };
 
 use crate::connector::SourceReader;
-use crate::exec::link::{ErasedLink, Link, save_chain, unerase};
-use crate::exec::read_ahead::{BATCH, ReadOutcome, SourceFeed};
-use crate::exec::state::{ChainEntries, LinkWriter};
+use crate::links::link::{ErasedLink, Link, save_chain, unerase};
+use crate::links::read_ahead::{BATCH, ReadOutcome, SourceFeed};
+use crate::links::state::{ChainEntries, LinkWriter};
 
-pub(crate) struct SourceHead<R: SourceReader> {
+/// The head processor of a batch source: it takes the batches its reader filled (on a
+/// read-ahead thread when the reader may block) and pushes them down its chain.
+pub struct SourceHead<R: SourceReader> {
     feed: SourceFeed<R>,
     chain: Box<dyn Link<R::Item>>,
     batch: Vec<R::Item>,
@@ -39,7 +41,8 @@ pub(crate) struct SourceHead<R: SourceReader> {
     metrics: Option<Arc<InstanceMetrics>>,
 }
 
-pub(crate) fn source_head<R: SourceReader>(reader: R, chain: ErasedLink) -> Box<dyn Processor> {
+/// A source head reading with `reader` into `chain`.
+pub fn source_head<R: SourceReader>(reader: R, chain: ErasedLink) -> Box<dyn Processor> {
     Box::new(SourceHead {
         feed: SourceFeed::new(reader),
         chain: unerase::<R::Item>(chain),
@@ -53,7 +56,7 @@ pub(crate) fn source_head<R: SourceReader>(reader: R, chain: ErasedLink) -> Box<
 
 /// A source instance's name and place, for its snapshot entry and its messages.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct SourcePlace {
+pub struct SourcePlace {
     vertex: String,
     instance: usize,
     parallelism: usize,
@@ -61,13 +64,13 @@ pub(crate) struct SourcePlace {
 
 impl SourcePlace {
     /// The vertex name.
-    pub(crate) fn vertex(&self) -> &str {
+    pub fn vertex(&self) -> &str {
         &self.vertex
     }
 
     /// Takes the place from `ctx` and checks that the reader suits the job's guarantee:
     /// exactly-once needs a reader that can replay.
-    pub(crate) fn init(ctx: &ProcessorContext, replayable: bool) -> ProcessorResult<Self> {
+    pub fn init(ctx: &ProcessorContext, replayable: bool) -> ProcessorResult<Self> {
         let place = SourcePlace {
             vertex: ctx.vertex().to_owned(),
             instance: ctx.global_index(),
@@ -95,7 +98,7 @@ impl SourcePlace {
     }
 
     /// Saves `state` at scope 0, keyed by this instance's index.
-    pub(crate) fn save(&self, head: &mut LinkWriter<'_>, mut state: SavedSource) {
+    pub fn save(&self, head: &mut LinkWriter<'_>, mut state: SavedSource) {
         state.instance = self.instance as u64;
         state.parallelism = self.parallelism as u64;
         let value = postcard::to_stdvec(&state).expect("a source state always encodes");
@@ -107,10 +110,7 @@ impl SourcePlace {
     ///
     /// # Errors
     /// An entry does not decode, or the source was saved at another parallelism.
-    pub(crate) fn restore(
-        &self,
-        entries: &mut ChainEntries,
-    ) -> Result<Option<SavedSource>, BoxError> {
+    pub fn restore(&self, entries: &mut ChainEntries) -> Result<Option<SavedSource>, BoxError> {
         let mut mine = None;
         for e in entries.head().take() {
             let state: SavedSource = postcard::from_bytes(&e.value).map_err(|err| {
@@ -145,7 +145,7 @@ impl SourcePlace {
     /// The reader's own seek error, with the vertex ([`SourceSeekError`]); the reader's
     /// error stays the error's source, so callers can tell a changed input (the file
     /// sources' `SourceError::InputChanged`) from other failures.
-    pub(crate) fn seek<R: SourceReader>(
+    pub fn seek<R: SourceReader>(
         &self,
         feed: &mut SourceFeed<R>,
         state: &SavedSource,
@@ -166,7 +166,7 @@ impl SourcePlace {
 /// A source could not resume at its saved position.
 #[derive(Debug, thiserror::Error)]
 #[error("source '{vertex}': {source}")]
-pub(crate) struct SourceSeekError {
+pub struct SourceSeekError {
     vertex: String,
     #[source]
     source: BoxError,
@@ -174,11 +174,14 @@ pub(crate) struct SourceSeekError {
 
 /// What a source instance saves. See the [module docs](self).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct SavedSource {
+pub struct SavedSource {
+    /// The instance that saved this.
     pub instance: u64,
+    /// How many instances the source had when it saved.
     pub parallelism: u64,
     /// The reader's position; `None` when it cannot replay.
     pub position: Option<Vec<u8>>,
+    /// Whether the reader had read everything.
     pub exhausted: bool,
     /// A stream source's event-time state.
     pub event_time: Option<SavedEventTime>,
@@ -187,9 +190,12 @@ pub(crate) struct SavedSource {
 /// A stream source's event-time state: the highest timestamp per partition, which are idle,
 /// and the last watermark it sent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct SavedEventTime {
+pub struct SavedEventTime {
+    /// The highest timestamp seen per partition; `None` where none arrived yet.
     pub highest: Vec<Option<i64>>,
+    /// Which partitions were idle.
     pub idle: Vec<bool>,
+    /// The last watermark the instance sent.
     pub sent: i64,
 }
 

@@ -16,13 +16,13 @@ use weir_core::{
 };
 
 use crate::aggregate::AggregateOperation;
-use crate::exec::link::{
+use crate::links::link::{
     Link, chain_head_hooks, chain_restore, complete_chain, drain_into_chain, save_chain,
 };
-use crate::exec::state::{LinkEntries, LinkWriter, not_durable};
+use crate::links::state::{LinkEntries, LinkWriter, not_durable};
 
 /// Accumulates items per key; emits `(key, accumulator)` pairs on output 0 at the end.
-pub(crate) struct AccumulateByKey<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
+pub struct AccumulateByKey<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     key: Arc<KF>,
     op: Arc<Op>,
     groups: FxHashMap<K, Op::Acc>,
@@ -32,7 +32,8 @@ pub(crate) struct AccumulateByKey<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
 }
 
 impl<T, K, KF: ?Sized, Op: AggregateOperation<T>> AccumulateByKey<T, K, KF, Op> {
-    pub(crate) fn new(key: Arc<KF>, op: Arc<Op>) -> Self {
+    /// Accumulates items by the key `key` returns, with `op`.
+    pub fn new(key: Arc<KF>, op: Arc<Op>) -> Self {
         AccumulateByKey {
             key,
             op,
@@ -119,14 +120,15 @@ where
 }
 
 /// Accumulates every item into one accumulator; emits it on output 0 at the end.
-pub(crate) struct AccumulateAll<T, Op: AggregateOperation<T>> {
+pub struct AccumulateAll<T, Op: AggregateOperation<T>> {
     op: Arc<Op>,
     acc: Option<Op::Acc>,
     _t: PhantomData<fn(T)>,
 }
 
 impl<T, Op: AggregateOperation<T>> AccumulateAll<T, Op> {
-    pub(crate) fn new(op: Arc<Op>) -> Self {
+    /// Accumulates every item into one accumulator, with `op`.
+    pub fn new(op: Arc<Op>) -> Self {
         let acc = Some(op.create());
         AccumulateAll {
             op,
@@ -204,7 +206,7 @@ impl<T: 'static, Op: AggregateOperation<T>> Link<T> for AccumulateAll<T, Op> {
 }
 
 /// Combines `(key, accumulator)` partials and pushes `(key, result)` into its chain.
-pub(crate) struct CombineByKey<T, K, Op: AggregateOperation<T>> {
+pub struct CombineByKey<T, K, Op: AggregateOperation<T>> {
     op: Arc<Op>,
     groups: FxHashMap<K, Op::Acc>,
     draining: Option<hash_map::IntoIter<K, Op::Acc>>,
@@ -213,7 +215,9 @@ pub(crate) struct CombineByKey<T, K, Op: AggregateOperation<T>> {
 }
 
 impl<T, K, Op: AggregateOperation<T>> CombineByKey<T, K, Op> {
-    pub(crate) fn new(op: Arc<Op>, chain: Box<dyn Link<(K, Op::Output)>>) -> Self {
+    /// Combines keyed partial accumulators with `op` and, when its input ends, hands `(key,
+    /// result)` pairs to `chain`.
+    pub fn new(op: Arc<Op>, chain: Box<dyn Link<(K, Op::Output)>>) -> Self {
         CombineByKey {
             op,
             groups: FxHashMap::default(),
@@ -276,7 +280,7 @@ where
 }
 
 /// Combines every partial accumulator into one result and pushes it into its chain.
-pub(crate) struct CombineAll<T, Op: AggregateOperation<T>> {
+pub struct CombineAll<T, Op: AggregateOperation<T>> {
     op: Arc<Op>,
     acc: Option<Op::Acc>,
     emitted: bool,
@@ -285,7 +289,9 @@ pub(crate) struct CombineAll<T, Op: AggregateOperation<T>> {
 }
 
 impl<T, Op: AggregateOperation<T>> CombineAll<T, Op> {
-    pub(crate) fn new(op: Arc<Op>, chain: Box<dyn Link<Op::Output>>) -> Self {
+    /// Combines partial accumulators with `op` and, when its input ends, hands the one result
+    /// to `chain`.
+    pub fn new(op: Arc<Op>, chain: Box<dyn Link<Op::Output>>) -> Self {
         let acc = Some(op.create());
         CombineAll {
             op,

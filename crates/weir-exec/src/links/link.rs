@@ -15,10 +15,10 @@ use std::collections::VecDeque;
 
 use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark};
 
-use crate::exec::state::{LinkEntries, LinkWriter, refuse_save_if};
+use crate::links::state::{LinkEntries, LinkWriter, refuse_save_if};
 
 /// One step of a fused chain. See the [module docs](self).
-pub(crate) trait Link<T>: Send {
+pub trait Link<T>: Send {
     /// Called once per processor instance, before any item.
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()>;
     /// Takes one item. Returns false when the terminal's backlog is full.
@@ -74,16 +74,16 @@ pub(crate) trait Link<T>: Send {
 }
 
 /// A `Box<dyn Link<T>>` whose `T` the planner does not know statically.
-pub(crate) type ErasedLink = Box<dyn Any + Send>;
+pub type ErasedLink = Box<dyn Any + Send>;
 
 /// Erases a typed link for the planner.
-pub(crate) fn erase<T: Item>(link: Box<dyn Link<T>>) -> ErasedLink {
+pub fn erase<T: Item>(link: Box<dyn Link<T>>) -> ErasedLink {
     Box::new(link)
 }
 
 /// Recovers a typed link. The planner only joins links whose types it checked, so a mismatch
 /// is a planner bug.
-pub(crate) fn unerase<T: Item>(link: ErasedLink) -> Box<dyn Link<T>> {
+pub fn unerase<T: Item>(link: ErasedLink) -> Box<dyn Link<T>> {
     match link.downcast::<Box<dyn Link<T>>>() {
         Ok(l) => *l,
         Err(_) => unreachable!(
@@ -95,19 +95,20 @@ pub(crate) fn unerase<T: Item>(link: ErasedLink) -> Box<dyn Link<T>> {
 
 /// Implements the delegating methods of a non-terminal link whose next link is `self.next`,
 /// the snapshot hooks included: for a link without state of its own.
+#[macro_export]
 macro_rules! delegate_to_next {
     () => {
-        $crate::exec::link::delegate_flow_to_next!();
+        $crate::delegate_flow_to_next!();
 
         fn save(
             &mut self,
-            state: &mut $crate::exec::state::LinkWriter<'_>,
+            state: &mut $crate::links::state::LinkWriter<'_>,
         ) -> weir_core::ProcessorResult<()> {
             self.next.save(&mut state.next())
         }
         fn restore(
             &mut self,
-            entries: &mut $crate::exec::state::LinkEntries<'_>,
+            entries: &mut $crate::links::state::LinkEntries<'_>,
         ) -> weir_core::ProcessorResult<()> {
             self.next.restore(&mut entries.next())
         }
@@ -116,15 +117,16 @@ macro_rules! delegate_to_next {
         }
     };
 }
-pub(crate) use delegate_to_next;
+pub use crate::delegate_to_next;
 
 /// Implements the delegating methods of a non-terminal link whose next link is `self.next`,
 /// except the snapshot hooks: for a link with state, which saves it and then calls the next.
 /// `delegate_flow_to_next!(except_complete)` leaves out `complete` too, for a link that
 /// drops its state when its input ends.
+#[macro_export]
 macro_rules! delegate_flow_to_next {
     () => {
-        $crate::exec::link::delegate_flow_to_next!(except_complete);
+        $crate::delegate_flow_to_next!(except_complete);
         fn complete(&mut self, outbox: &mut weir_core::Outbox) -> weir_core::ProcessorResult<bool> {
             self.next.complete(outbox)
         }
@@ -151,23 +153,30 @@ macro_rules! delegate_flow_to_next {
         }
     };
 }
-pub(crate) use delegate_flow_to_next;
+pub use crate::delegate_flow_to_next;
 
 /// The terminal that emits to every output ordinal of the vertex (one per downstream vertex).
-pub(crate) struct Emit<T> {
+pub struct Emit<T> {
     backlog: VecDeque<T>,
     limit: usize,
 }
 
 /// How many items an [`Emit`] holds before it asks the head to stop feeding.
-pub(crate) const EMIT_BACKLOG: usize = 1024;
+pub const EMIT_BACKLOG: usize = 1024;
 
 impl<T> Emit<T> {
-    pub(crate) fn new() -> Self {
+    /// An emitter with an empty backlog.
+    pub fn new() -> Self {
         Emit {
             backlog: VecDeque::new(),
             limit: EMIT_BACKLOG,
         }
+    }
+}
+
+impl<T> Default for Emit<T> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -241,12 +250,13 @@ impl<T: Item> Link<T> for Emit<T> {
 }
 
 /// A head that feeds its chain from the inbox: every input ordinal carries `T`.
-pub(crate) struct InboxHead<T: Item> {
+pub struct InboxHead<T: Item> {
     chain: Box<dyn Link<T>>,
 }
 
 impl<T: Item> InboxHead<T> {
-    pub(crate) fn new(chain: Box<dyn Link<T>>) -> Self {
+    /// A head that feeds its inbox to `chain`.
+    pub fn new(chain: Box<dyn Link<T>>) -> Self {
         InboxHead { chain }
     }
 }
@@ -306,14 +316,14 @@ macro_rules! chain_head_hooks {
             wm: weir_core::Watermark,
             outbox: &mut weir_core::Outbox,
         ) -> weir_core::ProcessorResult<bool> {
-            $crate::exec::link::chain_watermark(&mut *self.chain, wm, outbox)
+            $crate::links::link::chain_watermark(&mut *self.chain, wm, outbox)
         }
 
         fn try_process_idle(
             &mut self,
             outbox: &mut weir_core::Outbox,
         ) -> weir_core::ProcessorResult<bool> {
-            $crate::exec::link::chain_idle(&mut *self.chain, outbox)
+            $crate::links::link::chain_idle(&mut *self.chain, outbox)
         }
 
         fn snapshot_commit_finish(&mut self, _success: bool) -> weir_core::ProcessorResult<bool> {
@@ -332,10 +342,10 @@ macro_rules! stateless_head_snapshots {
             outbox: &mut weir_core::Outbox,
             writer: &mut weir_core::SnapshotWriter,
         ) -> weir_core::ProcessorResult<bool> {
-            $crate::exec::link::save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
+            $crate::links::link::save_chain(&mut *self.chain, outbox, writer, |_| Ok(()))
         }
 
-        $crate::exec::link::chain_restore!();
+        $crate::links::link::chain_restore!();
     };
 }
 pub(crate) use stateless_head_snapshots;
@@ -348,7 +358,7 @@ macro_rules! chain_restore {
             &mut self,
             entries: Vec<weir_core::SnapshotEntry>,
         ) -> weir_core::ProcessorResult<()> {
-            let mut entries = $crate::exec::state::ChainEntries::new(entries);
+            let mut entries = $crate::links::state::ChainEntries::new(entries);
             self.chain.restore(&mut entries.head().next())
         }
     };
@@ -359,7 +369,7 @@ pub(crate) use chain_restore;
 /// before it) and the chain gets ready ([`Link::prepare_save`]); then `own` saves the head's
 /// state at scope 0, and the chain from scope 1. False while the backlog cannot go out or
 /// the chain is not ready.
-pub(crate) fn save_chain<T>(
+pub fn save_chain<T>(
     chain: &mut dyn Link<T>,
     outbox: &mut Outbox,
     writer: &mut weir_core::SnapshotWriter,
@@ -375,17 +385,14 @@ pub(crate) fn save_chain<T>(
 }
 
 /// Ends a head's chain: flushes the backlog, then completes the chain. True when finished.
-pub(crate) fn complete_chain<T>(
-    chain: &mut dyn Link<T>,
-    outbox: &mut Outbox,
-) -> ProcessorResult<bool> {
+pub fn complete_chain<T>(chain: &mut dyn Link<T>, outbox: &mut Outbox) -> ProcessorResult<bool> {
     Ok(chain.flush(outbox)? && chain.complete(outbox)?)
 }
 
 /// Pushes the rest of `items` down `chain` as room allows, then completes the chain: how a
 /// head that emits only at the end of its input (a combine, a sort) finishes. Call it again
 /// while it returns false; it picks up where it stopped.
-pub(crate) fn drain_into_chain<T>(
+pub fn drain_into_chain<T>(
     items: &mut impl Iterator<Item = T>,
     chain: &mut dyn Link<T>,
     outbox: &mut Outbox,
@@ -408,7 +415,7 @@ pub(crate) fn drain_into_chain<T>(
 }
 
 /// How every head hands a watermark to its chain: after the backlog is out.
-pub(crate) fn chain_watermark<T>(
+pub fn chain_watermark<T>(
     chain: &mut dyn Link<T>,
     wm: Watermark,
     outbox: &mut Outbox,
@@ -417,12 +424,12 @@ pub(crate) fn chain_watermark<T>(
 }
 
 /// How every head tells its chain that its inputs went idle: after the backlog is out.
-pub(crate) fn chain_idle<T>(chain: &mut dyn Link<T>, outbox: &mut Outbox) -> ProcessorResult<bool> {
+pub fn chain_idle<T>(chain: &mut dyn Link<T>, outbox: &mut Outbox) -> ProcessorResult<bool> {
     Ok(chain.flush(outbox)? && chain.idle(outbox)?)
 }
 
 /// Makes the [`InboxHead`] processor for an erased chain taking `T`; stored as a plain `fn`
 /// in the planner's specs.
-pub(crate) fn inbox_head<T: Item>(chain: ErasedLink) -> Box<dyn Processor> {
+pub fn inbox_head<T: Item>(chain: ErasedLink) -> Box<dyn Processor> {
     Box::new(InboxHead::new(unerase::<T>(chain)))
 }

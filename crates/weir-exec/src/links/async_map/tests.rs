@@ -21,7 +21,7 @@ use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, Watermark};
 use super::{AsyncMapHead, AsyncSpec, Completion, Units};
 use crate::async_io::call::{CallFn, MakeCall, batch_call, item_call};
 use crate::async_io::{AsyncOptions, RetryStrategy};
-use crate::exec::link::{Emit, Link};
+use crate::links::link::{Emit, Link};
 
 const GENEROUS: Duration = Duration::from_secs(60);
 
@@ -510,7 +510,7 @@ fn a_late_completion_after_the_timeout_is_ignored_and_completing_twice_is_harmle
 
     // The slot is reused with a new generation; complete its unit twice.
     let spec =
-        crate::exec::async_map::tests::spec(AsyncOptions::ordered(), units(2), hanging::<u32>());
+        crate::links::async_map::tests::spec(AsyncOptions::ordered(), units(2), hanging::<u32>());
     let mut p = head(&spec);
     p.init(&ctx).unwrap();
     inbox.items::<u32>().push_back(6);
@@ -830,13 +830,13 @@ impl Link<u32> for Witness {
     }
     fn save(
         &mut self,
-        state: &mut crate::exec::state::LinkWriter<'_>,
+        state: &mut crate::links::state::LinkWriter<'_>,
     ) -> weir_core::ProcessorResult<()> {
         self.next.save(&mut state.next())
     }
     fn restore(
         &mut self,
-        entries: &mut crate::exec::state::LinkEntries<'_>,
+        entries: &mut crate::links::state::LinkEntries<'_>,
     ) -> weir_core::ProcessorResult<()> {
         self.next.restore(&mut entries.next())
     }

@@ -16,21 +16,21 @@ use weir_core::{
 };
 
 use crate::event_time::{Timestamped, Window};
-use crate::exec::join::KeyFn;
-use crate::exec::link::{Link, chain_idle, chain_watermark, complete_chain, save_chain};
-use crate::exec::state::{
+use crate::links::join::KeyFn;
+use crate::links::link::{Link, chain_idle, chain_watermark, complete_chain, save_chain};
+use crate::links::state::{
     ChainEntries, InstancePlace, InstanceTimes, LinkWriter, Rescaled, StateCodec, put_instance_time,
 };
-use crate::exec::window::Frames;
+use crate::links::window::Frames;
 
 /// Builds a match, or `None` to skip the pair.
-pub(crate) type StreamMerge<L, R, O> = Arc<dyn Fn(&Window, &L, &R) -> Option<O> + Send + Sync>;
+pub type StreamMerge<L, R, O> = Arc<dyn Fn(&Window, &L, &R) -> Option<O> + Send + Sync>;
 
 /// One side's kept items, by (window end, key).
 type SideState<K, T> = FxHashMap<(i64, K), Vec<Timestamped<T>>>;
 
 /// How a stream join saves its state: keys, and each side's kept items.
-pub(crate) type JoinCodec<K, L, R> = (
+pub type JoinCodec<K, L, R> = (
     StateCodec<K>,
     StateCodec<Vec<Timestamped<L>>>,
     StateCodec<Vec<Timestamped<R>>>,
@@ -72,7 +72,9 @@ fn restore_side<K: Hash + Eq, T>(
     Ok(end)
 }
 
-pub(crate) struct StreamJoin<L, R, K, O> {
+/// A windowed join of two keyed streams: items of each side are kept per key and window, and a
+/// window's joined pairs go out when the watermark passes its end.
+pub struct StreamJoin<L, R, K, O> {
     left_key: KeyFn<L, K>,
     right_key: KeyFn<R, K>,
     window: Option<Frames>,
@@ -92,7 +94,8 @@ pub(crate) struct StreamJoin<L, R, K, O> {
 }
 
 impl<L, R, K, O> StreamJoin<L, R, K, O> {
-    pub(crate) fn new(
+    /// A stream join; see the type's docs for the arguments.
+    pub fn new(
         keys: (KeyFn<L, K>, KeyFn<R, K>),
         window: Option<Frames>,
         ttl: Option<i64>,

@@ -4,10 +4,12 @@
 use weir_core::{BoxError, Counter, Outbox, ProcessorContext, ProcessorResult};
 
 use crate::connector::SinkWriter;
-use crate::exec::link::{ErasedLink, Link, erase};
-use crate::exec::state::{LinkEntries, LinkWriter};
+use crate::links::link::{ErasedLink, Link, erase};
+use crate::links::state::{LinkEntries, LinkWriter};
 
-pub(crate) struct SinkTerminal<W: SinkWriter> {
+/// The terminal link of a sink: it hands each batch to the instance's [`SinkWriter`] and
+/// reports no room while the writer has none.
+pub struct SinkTerminal<W: SinkWriter> {
     writer: W,
     /// A write error, raised at the next flush: `push` cannot return it.
     failed: Option<BoxError>,
@@ -34,7 +36,8 @@ impl<W: SinkWriter> SinkTerminal<W> {
     }
 }
 
-pub(crate) fn sink_terminal<W: SinkWriter>(writer: W) -> ErasedLink {
+/// A sink terminal around `writer`, erased for the planner.
+pub fn sink_terminal<W: SinkWriter>(writer: W) -> ErasedLink {
     erase::<W::Item>(Box::new(SinkTerminal {
         writer,
         failed: None,

@@ -9,11 +9,14 @@ use weir_core::{Item, Outbox, PartitionKey, ProcessorContext, ProcessorResult, W
 
 use crate::event_time::Timestamped;
 
-use crate::exec::link::{Link, delegate_flow_to_next, delegate_to_next};
-use crate::exec::state::{LinkEntries, LinkWriter, StateCodec, not_durable, refuse_save_if};
+use crate::links::link::{Link, delegate_flow_to_next, delegate_to_next};
+use crate::links::state::{LinkEntries, LinkWriter, StateCodec, not_durable, refuse_save_if};
 
-pub(crate) struct MapLink<F, R> {
+/// Maps each item with `f`.
+pub struct MapLink<F, R> {
+    /// The function.
     pub f: Arc<F>,
+    /// The rest of the chain.
     pub next: Box<dyn Link<R>>,
     /// Reused output batch.
     pub out: Vec<R>,
@@ -37,8 +40,10 @@ impl<T, R: Item, F: Fn(T) -> R + Send + Sync> Link<T> for MapLink<F, R> {
 
 /// Maps and filters in one pass. An item gives at most one result, so unlike a flat map
 /// nothing is held back between calls: a batch's results go on in one hand-off.
-pub(crate) struct FilterMapLink<F, R> {
+pub struct FilterMapLink<F, R> {
+    /// The function; `None` drops the item.
     pub f: Arc<F>,
+    /// The rest of the chain.
     pub next: Box<dyn Link<R>>,
     /// Reused output batch.
     pub out: Vec<R>,
@@ -63,8 +68,11 @@ impl<T, R: Item, F: Fn(T) -> Option<R> + Send + Sync> Link<T> for FilterMapLink<
     delegate_to_next!();
 }
 
-pub(crate) struct FilterLink<F, T> {
+/// Keeps the items for which `f` is true.
+pub struct FilterLink<F, T> {
+    /// The predicate.
     pub f: Arc<F>,
+    /// The rest of the chain.
     pub next: Box<dyn Link<T>>,
 }
 
@@ -95,7 +103,7 @@ const FLAT_MAP_RUN: usize = 1024;
 /// keeping the rest of the current item's results (as its iterator) and the items not yet
 /// expanded, and goes on at the next `flush`. So one item that yields millions never lands
 /// more than a run in the chain's backlog.
-pub(crate) struct FlatMapLink<F, T, I: IntoIterator> {
+pub struct FlatMapLink<F, T, I: IntoIterator> {
     f: Arc<F>,
     next: Box<dyn Link<I::Item>>,
     /// Results collected for the next hand-off (reused).
@@ -107,7 +115,8 @@ pub(crate) struct FlatMapLink<F, T, I: IntoIterator> {
 }
 
 impl<F, T, I: IntoIterator> FlatMapLink<F, T, I> {
-    pub(crate) fn new(f: Arc<F>, next: Box<dyn Link<I::Item>>) -> Self {
+    /// A flat map with `f`, feeding `next`.
+    pub fn new(f: Arc<F>, next: Box<dyn Link<I::Item>>) -> Self {
         FlatMapLink {
             f,
             next,
@@ -235,8 +244,11 @@ where
     }
 }
 
-pub(crate) struct PeekLink<F, T> {
+/// Calls `f` on each item, then hands it on unchanged.
+pub struct PeekLink<F, T> {
+    /// The function.
     pub f: Arc<F>,
+    /// The rest of the chain.
     pub next: Box<dyn Link<T>>,
 }
 
@@ -257,9 +269,12 @@ impl<T: Item, F: Fn(&T) + Send + Sync> Link<T> for PeekLink<F, T> {
 }
 
 /// A map with state kept per processor instance.
-pub(crate) struct StatefulLink<F, S, R> {
+pub struct StatefulLink<F, S, R> {
+    /// The instance's state.
     pub state: S,
+    /// The function, given the state and the item.
     pub f: Arc<F>,
+    /// The rest of the chain.
     pub next: Box<dyn Link<R>>,
     /// Reused output batch.
     pub out: Vec<R>,
@@ -309,11 +324,16 @@ impl<T, S: Send, R: Item, F: Fn(&mut S, T) -> Option<R> + Send + Sync> Link<T>
 
 /// A map with state kept per key. It runs after a partitioned edge, so every key's items
 /// reach the same instance.
-pub(crate) struct KeyedStatefulLink<KF: ?Sized, C, F, K, S, R> {
+pub struct KeyedStatefulLink<KF: ?Sized, C, F, K, S, R> {
+    /// Each key's state.
     pub states: FxHashMap<K, S>,
+    /// Reads an item's key.
     pub key: Arc<KF>,
+    /// Makes the state of a key seen for the first time.
     pub create: Arc<C>,
+    /// The function, given the key's state, the key and the item.
     pub f: Arc<F>,
+    /// The rest of the chain.
     pub next: Box<dyn Link<R>>,
 }
 
@@ -368,13 +388,20 @@ where
 
 /// A stream map with state per key that expires: a key's state is dropped once the watermark
 /// is more than `ttl` ms past the last event time that touched it.
-pub(crate) struct ExpiringKeyedLink<KF: ?Sized, C, F, K, S, R> {
+pub struct ExpiringKeyedLink<KF: ?Sized, C, F, K, S, R> {
+    /// Each key's state, with the last event time that touched it.
     pub states: FxHashMap<K, (S, i64)>,
+    /// How long, in ms of event time, a key's state lives after its last item.
     pub ttl: i64,
+    /// The watermark up to which expired states were dropped.
     pub evicted_at: i64,
+    /// Reads an item's key.
     pub key: Arc<KF>,
+    /// Makes the state of a key seen for the first time.
     pub create: Arc<C>,
+    /// The function, given the key's state, the key and the item.
     pub f: Arc<F>,
+    /// The rest of the chain.
     pub next: Box<dyn Link<Timestamped<R>>>,
     /// Saves each key and its `(state, last seen)`.
     pub codec: (StateCodec<K>, StateCodec<(S, i64)>),

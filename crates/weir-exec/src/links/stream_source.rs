@@ -9,13 +9,13 @@
 //!
 //! Only time spent trying to read counts, on a clock of the source's own (like Flink's
 //! pausable clock): it stops while the chain cannot take more (backpressure), and it counts
-//! at most [`MAX_READ_GAP`] between two read attempts, so a source whose worker was busy with
+//! at most `MAX_READ_GAP` between two read attempts, so a source whose worker was busy with
 //! other tasklets for a while is not idle for that: a partition goes idle only after many
 //! attempts that found nothing.
 //!
 //! # Snapshots
 //!
-//! As a batch source head (see [`crate::exec::source`]), plus the event-time state: the
+//! As a batch source head (see [`crate::links::source`]), plus the event-time state: the
 //! highest timestamp per partition, which partitions are idle, and the last watermark sent,
 //! so that watermarks and lateness go on after a restore as in an uninterrupted run. The
 //! pending watermark goes down the chain before the head saves.
@@ -31,10 +31,10 @@ use weir_core::{
 
 use crate::connector::SourceReader;
 use crate::event_time::{TimestampFn, Timestamped};
-use crate::exec::link::{ErasedLink, Link, chain_idle, chain_watermark, save_chain, unerase};
-use crate::exec::read_ahead::{BATCH, ReadOutcome, SourceFeed};
-use crate::exec::source::{SavedEventTime, SavedSource, SourcePlace};
-use crate::exec::state::ChainEntries;
+use crate::links::link::{ErasedLink, Link, chain_idle, chain_watermark, save_chain, unerase};
+use crate::links::read_ahead::{BATCH, ReadOutcome, SourceFeed};
+use crate::links::source::{SavedEventTime, SavedSource, SourcePlace};
+use crate::links::state::ChainEntries;
 
 /// The most that one gap between two read attempts adds to the reading clock. An idle source
 /// is asked to read at least every millisecond or so (its worker's longest pause); a longer
@@ -42,8 +42,10 @@ use crate::exec::state::ChainEntries;
 const MAX_READ_GAP: Duration = Duration::from_millis(5);
 
 /// How a stream source assigns event time.
-pub(crate) struct EventTimePolicy<T> {
+pub struct EventTimePolicy<T> {
+    /// Reads an item's event time.
     pub timestamp: TimestampFn<T>,
+    /// How far, in ms, an item may arrive behind the highest time seen before it is late.
     pub allowed_lag: i64,
     /// How long a partition may deliver nothing before it stops holding the watermark back;
     /// `None`: the job's idle timeout.
@@ -60,7 +62,9 @@ impl<T> Clone for EventTimePolicy<T> {
     }
 }
 
-pub(crate) struct StreamSourceHead<R: SourceReader> {
+/// The head processor of a stream source: it stamps each item with its event time, drops late
+/// items, and emits watermarks per partition, idle partitions excluded.
+pub struct StreamSourceHead<R: SourceReader> {
     feed: SourceFeed<R>,
     policy: EventTimePolicy<R::Item>,
     idle_timeout: Duration,
@@ -92,7 +96,8 @@ pub(crate) struct StreamSourceHead<R: SourceReader> {
     place: SourcePlace,
 }
 
-pub(crate) fn stream_source_head<R: SourceReader>(
+/// A stream source head reading with `reader` under `policy` into `chain`.
+pub fn stream_source_head<R: SourceReader>(
     reader: R,
     policy: EventTimePolicy<R::Item>,
     chain: ErasedLink,

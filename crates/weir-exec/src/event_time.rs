@@ -1,6 +1,6 @@
 //! Event time: items with their timestamps, and the windows that cut a stream.
 //!
-//! These are the values that flow between the stream API ([`crate::stream`]) and the
+//! These are the values that flow between the stream API (`weir::stream`) and the
 //! processors that run it, so they live below both.
 //!
 //! ```
@@ -121,4 +121,4 @@ pub struct KeyedWindowResult<K, R> {
 }
 
 /// Reads an item's event time.
-pub(crate) type TimestampFn<T> = Arc<dyn Fn(&T) -> i64 + Send + Sync>;
+pub type TimestampFn<T> = Arc<dyn Fn(&T) -> i64 + Send + Sync>;

@@ -51,13 +51,14 @@ use weir_core::{
 use crate::async_io::call::{AttemptError, CallFn, MakeCall, call_with_retries};
 use crate::async_io::options::{Codec, Describe, Fallback, RetryPolicy};
 use crate::async_io::{AsyncError, AsyncOptions, OutputOrder, runtime};
-use crate::exec::link::{Link, chain_idle, chain_watermark, save_chain};
-use crate::exec::state::ChainEntries;
+use crate::links::link::{Link, chain_idle, chain_watermark, save_chain};
+use crate::links::state::ChainEntries;
 
 /// Longest item description in an error.
 const DESCRIPTION_LIMIT: usize = 200;
 
-pub(crate) fn debug_description<T: Debug>(item: &T) -> String {
+/// Names `item` in an error by its `Debug` text, cut to 200 bytes at a character boundary.
+pub fn debug_description<T: Debug>(item: &T) -> String {
     let mut text = format!("{item:?}");
     if text.len() > DESCRIPTION_LIMIT {
         let mut end = DESCRIPTION_LIMIT;
@@ -71,15 +72,20 @@ pub(crate) fn debug_description<T: Debug>(item: &T) -> String {
 }
 
 /// How units are formed: one item each, or batches.
-pub(crate) struct Units {
+pub struct Units {
+    /// At most this many units (items, or batches) in flight per instance.
     pub max_units: usize,
+    /// Items per unit: 1 for a per-item call.
     pub batch_size: usize,
+    /// How long a partly filled batch waits for more items before it is called.
     pub max_wait: Duration,
 }
 
 /// What every instance of an async map vertex shares.
-pub(crate) struct AsyncSpec<T, R> {
+pub struct AsyncSpec<T, R> {
+    /// Makes the call each unit runs (once per instance).
     pub make_call: MakeCall<T, R>,
+    /// Whether results go out in input order or as they complete.
     pub order: OutputOrder,
     /// Units in flight at most: the capacity (items), or the batched stage's parallelism.
     pub max_units: usize,
@@ -87,21 +93,23 @@ pub(crate) struct AsyncSpec<T, R> {
     pub batch_size: usize,
     /// How long a partial batch waits for more items.
     pub max_wait: Duration,
+    /// Time for a unit from its first call through its last retry.
     pub timeout: Duration,
+    /// Which errors and results are retried, and how often.
     pub policy: RetryPolicy<R>,
+    /// Replaces the results of a unit that timed out; `None`: a timeout fails the job.
     pub fallback: Option<Fallback<T, R>>,
+    /// Names an item in an error.
     pub describe: Describe<T>,
+    /// Encodes the inputs in flight for a snapshot; `None`: the stage refuses to snapshot while
+    /// it holds any.
     pub codec: Option<Codec<T>>,
 }
 
 impl<T: Debug + 'static, R> AsyncSpec<T, R> {
     /// The spec of a stage built with `options`, forming `units`, calling what `make_call`
     /// makes.
-    pub(crate) fn new(
-        options: AsyncOptions<T, R>,
-        units: Units,
-        make_call: MakeCall<T, R>,
-    ) -> Self {
+    pub fn new(options: AsyncOptions<T, R>, units: Units, make_call: MakeCall<T, R>) -> Self {
         AsyncSpec {
             make_call,
             order: options.order,
@@ -172,7 +180,7 @@ struct Segment {
 }
 
 /// A unit's outcome, sent back from the runtime.
-pub(crate) struct Completion<R> {
+pub struct Completion<R> {
     slot: u32,
     generation: u32,
     outcome: Result<Vec<R>, AttemptError>,
@@ -189,7 +197,10 @@ enum Ready<R> {
 const TAG_UNIT: u8 = 0;
 const TAG_WATERMARK: u8 = 1;
 
-pub(crate) struct AsyncMapHead<T, R> {
+/// The head processor of an async stage: it starts calls on the shared runtime, takes their
+/// completions without waiting, and hands results to its chain in the configured order (see the
+/// [module docs](self)).
+pub struct AsyncMapHead<T, R> {
     spec: Arc<AsyncSpec<T, R>>,
     chain: Box<dyn Link<R>>,
     /// This instance's index and the vertex's parallelism: saved inputs are keyed by the
@@ -215,7 +226,8 @@ pub(crate) struct AsyncMapHead<T, R> {
 }
 
 impl<T: Item, R: Item> AsyncMapHead<T, R> {
-    pub(crate) fn new(spec: Arc<AsyncSpec<T, R>>, chain: Box<dyn Link<R>>) -> Self {
+    /// A head running `spec` for one instance, feeding `chain`.
+    pub fn new(spec: Arc<AsyncSpec<T, R>>, chain: Box<dyn Link<R>>) -> Self {
         let (tx, rx) = mpsc::channel();
         let mut segments = VecDeque::new();
         segments.push_back(Segment::default());
@@ -245,7 +257,7 @@ impl<T: Item, R: Item> AsyncMapHead<T, R> {
 
     /// The sender completions come back on (tests inject late and duplicate ones).
     #[cfg(test)]
-    pub(crate) fn completion_sender(&self) -> mpsc::Sender<Completion<R>> {
+    pub fn completion_sender(&self) -> mpsc::Sender<Completion<R>> {
         self.tx.clone()
     }
 

@@ -126,24 +126,26 @@ impl RetryStrategy {
 }
 
 /// Decides whether a failed call is retried.
-pub(crate) type ErrorPredicate = Arc<dyn Fn(&(dyn StdError + 'static)) -> bool + Send + Sync>;
+pub type ErrorPredicate = Arc<dyn Fn(&(dyn StdError + 'static)) -> bool + Send + Sync>;
 /// Decides whether a successful call's results call for a retry.
-pub(crate) type ResultPredicate<R> = Arc<dyn Fn(&[R]) -> bool + Send + Sync>;
+pub type ResultPredicate<R> = Arc<dyn Fn(&[R]) -> bool + Send + Sync>;
 /// Replaces an item whose call timed out.
-pub(crate) type Fallback<T, R> = Arc<dyn Fn(T) -> Vec<R> + Send + Sync>;
+pub type Fallback<T, R> = Arc<dyn Fn(T) -> Vec<R> + Send + Sync>;
 /// Names an item in an error.
-pub(crate) type Describe<T> = Arc<dyn Fn(&T) -> String + Send + Sync>;
+pub type Describe<T> = Arc<dyn Fn(&T) -> String + Send + Sync>;
 
 /// Encodes the inputs in flight for a snapshot.
-pub(crate) struct Codec<T> {
+pub struct Codec<T> {
+    /// Encodes the inputs in flight into a snapshot value.
     pub encode: Encode<T>,
+    /// Decodes what [`encode`](Self::encode) wrote.
     pub decode: Decode<T>,
 }
 
 /// Encodes a unit's inputs for a snapshot entry.
-pub(crate) type Encode<T> = Arc<dyn Fn(&[T]) -> Result<Vec<u8>, String> + Send + Sync>;
+pub type Encode<T> = Arc<dyn Fn(&[T]) -> Result<Vec<u8>, String> + Send + Sync>;
 /// Decodes a snapshot entry back into a unit's inputs.
-pub(crate) type Decode<T> = Arc<dyn Fn(&[u8]) -> Result<Vec<T>, String> + Send + Sync>;
+pub type Decode<T> = Arc<dyn Fn(&[u8]) -> Result<Vec<T>, String> + Send + Sync>;
 
 impl<T> Clone for Codec<T> {
     fn clone(&self) -> Self {
@@ -162,8 +164,20 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<Vec<T>, String> {
     postcard::from_bytes(bytes).map_err(|e| e.to_string())
 }
 
+/// What [`AsyncOptions::limits`] reports: the settings an async stage checks and plans by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AsyncLimits {
+    /// Whether results keep the input's order.
+    pub order: OutputOrder,
+    /// Items in flight per instance, at most.
+    pub capacity: usize,
+    /// Time per item from its first call through its last retry.
+    pub timeout: Duration,
+}
+
 /// The retry settings a call runs under.
-pub(crate) struct RetryPolicy<R> {
+pub struct RetryPolicy<R> {
+    /// The delays between attempts, and how many there are.
     pub strategy: RetryStrategy,
     /// `None`: every error is retried (while attempts remain).
     pub on_error: Option<ErrorPredicate>,
@@ -172,11 +186,13 @@ pub(crate) struct RetryPolicy<R> {
 }
 
 impl<R> RetryPolicy<R> {
-    pub(crate) fn retries_error(&self, e: &(dyn StdError + 'static)) -> bool {
+    /// Whether the error `e` is retried (while attempts remain).
+    pub fn retries_error(&self, e: &(dyn StdError + 'static)) -> bool {
         self.on_error.as_ref().is_none_or(|p| p(e))
     }
 
-    pub(crate) fn retries_result(&self, results: &[R]) -> bool {
+    /// Whether a call that returned `results` is retried (while attempts remain).
+    pub fn retries_result(&self, results: &[R]) -> bool {
         self.on_result.as_ref().is_some_and(|p| p(results))
     }
 }
@@ -188,7 +204,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How an async stage calls its service. Build it with [`ordered`](Self::ordered) or
 /// [`unordered`](Self::unordered) and the setters; pass it to
-/// [`BatchStage::map_async`](crate::BatchStage::map_async) and its siblings.
+/// `weir::BatchStage::map_async` and its siblings.
 ///
 /// ```
 /// use std::time::Duration;
@@ -282,7 +298,7 @@ impl<T, R> AsyncOptions<T, R> {
     /// waiting, the stage takes no more input: backpressure, not blocking. Completed results
     /// that wait for an earlier item (ordered mode) count as in flight.
     ///
-    /// [`map_async_batched`](crate::BatchStage::map_async_batched) bounds batches in flight
+    /// `map_async_batched` bounds batches in flight
     /// by its `parallelism` argument instead and does not use this.
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
@@ -366,7 +382,7 @@ impl<T, R> AsyncOptions<T, R> {
 
     /// The same options for a stream stage, whose items carry their event time: every
     /// function sees the item, and results keep the input's time.
-    pub(crate) fn timestamped(self) -> AsyncOptions<Timestamped<T>, Timestamped<R>>
+    pub fn timestamped(self) -> AsyncOptions<Timestamped<T>, Timestamped<R>>
     where
         T: Clone + Send + 'static,
         R: Clone + Send + 'static,
@@ -428,7 +444,17 @@ impl<T, R> AsyncOptions<T, R> {
         }
     }
 
-    pub(crate) fn policy(&self) -> RetryPolicy<R> {
+    /// The order, capacity and timeout these options set, for the stage that runs them.
+    pub fn limits(&self) -> AsyncLimits {
+        AsyncLimits {
+            order: self.order,
+            capacity: self.capacity,
+            timeout: self.timeout,
+        }
+    }
+
+    /// The retry settings a call of these options runs under. Cost: two `Arc` clones.
+    pub fn policy(&self) -> RetryPolicy<R> {
         RetryPolicy {
             strategy: self.strategy,
             on_error: self.on_error.clone(),

@@ -1,7 +1,7 @@
 //! The contract between connectors and the runtime: a [`SourceReader`] reads one source
 //! instance's share into an [`Emitter`], and a [`SinkWriter`] writes one sink instance's share.
 //!
-//! Sources ([`crate::sources`]) and sinks ([`crate::sinks`]) implement these; the processors that
+//! Sources (`weir::sources`) and sinks (`weir::sinks`) implement these; the processors that
 //! run them (`exec`) call them. Both sides depend on this module, never on each other.
 //!
 //! ```
@@ -141,7 +141,7 @@ impl<'a, T> Emitter<'a, T> {
 
     /// Like [`new`](Self::new), also recording which partition each item came from (see
     /// [`emit_from`](Self::emit_from)) into `runs`.
-    pub(crate) fn with_partitions(
+    pub fn with_partitions(
         items: &'a mut Vec<T>,
         limit: usize,
         runs: &'a mut Vec<(usize, u32)>,

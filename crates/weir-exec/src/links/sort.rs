@@ -4,13 +4,15 @@ use std::sync::Arc;
 
 use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
 
-use crate::exec::link::{Link, chain_head_hooks, chain_restore, drain_into_chain, save_chain};
-use crate::exec::state::not_durable;
+use crate::links::link::{Link, chain_head_hooks, chain_restore, drain_into_chain, save_chain};
+use crate::links::state::not_durable;
 
 /// A sort comparator shared by every instance.
-pub(crate) type Compare<T> = Arc<dyn Fn(&T, &T) -> std::cmp::Ordering + Send + Sync>;
+pub type Compare<T> = Arc<dyn Fn(&T, &T) -> std::cmp::Ordering + Send + Sync>;
 
-pub(crate) struct SortHead<T> {
+/// The head of a sort vertex: it collects every item, sorts them with its comparison when the
+/// input ends, and hands them to its chain in order.
+pub struct SortHead<T> {
     items: Vec<T>,
     compare: Compare<T>,
     draining: Option<std::vec::IntoIter<T>>,
@@ -18,7 +20,8 @@ pub(crate) struct SortHead<T> {
 }
 
 impl<T: Item> SortHead<T> {
-    pub(crate) fn new(compare: Compare<T>, chain: Box<dyn Link<T>>) -> Self {
+    /// A sort head ordering by `compare`, feeding `chain`.
+    pub fn new(compare: Compare<T>, chain: Box<dyn Link<T>>) -> Self {
         SortHead {
             items: Vec::new(),
             compare,

@@ -11,20 +11,21 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
 
-use crate::exec::link::{Link, chain_head_hooks, chain_restore, complete_chain, save_chain};
-use crate::exec::state::not_durable;
+use crate::links::link::{Link, chain_head_hooks, chain_restore, complete_chain, save_chain};
+use crate::links::state::not_durable;
 
 /// A join key function, shared by every instance.
-pub(crate) type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
+pub type KeyFn<T, K> = Arc<dyn Fn(&T) -> K + Send + Sync>;
 
 /// The rows of one build side, by join key.
-pub(crate) struct BuildTable<K, B> {
+pub struct BuildTable<K, B> {
     rows: FxHashMap<K, Vec<B>>,
     key: KeyFn<B, K>,
 }
 
 impl<K: Hash + Eq, B> BuildTable<K, B> {
-    pub(crate) fn new(key: KeyFn<B, K>) -> Self {
+    /// Collects the build side, keyed by `key`.
+    pub fn new(key: KeyFn<B, K>) -> Self {
         BuildTable {
             rows: FxHashMap::default(),
             key,
@@ -48,13 +49,13 @@ impl<K: Hash + Eq, B> BuildTable<K, B> {
 }
 
 /// Merge function of a one-sided join: `None` result drops the row (inner join on a miss).
-pub(crate) type Merge1<T, B, R> = Arc<dyn Fn(&T, Option<&B>) -> Option<R> + Send + Sync>;
+pub type Merge1<T, B, R> = Arc<dyn Fn(&T, Option<&B>) -> Option<R> + Send + Sync>;
 /// Merge function of a two-sided join.
-pub(crate) type Merge2<T, B1, B2, R> =
+pub type Merge2<T, B1, B2, R> =
     Arc<dyn Fn(&T, Option<&B1>, Option<&B2>) -> Option<R> + Send + Sync>;
 
 /// Joins the probe side with one build side.
-pub(crate) struct HashJoin1<T, K, B, R> {
+pub struct HashJoin1<T, K, B, R> {
     probe_key: KeyFn<T, K>,
     table: BuildTable<K, B>,
     merge: Merge1<T, B, R>,
@@ -62,7 +63,8 @@ pub(crate) struct HashJoin1<T, K, B, R> {
 }
 
 impl<T, K: Hash + Eq, B, R> HashJoin1<T, K, B, R> {
-    pub(crate) fn new(
+    /// A hash join of the probe side against one build side.
+    pub fn new(
         probe_key: KeyFn<T, K>,
         table: BuildTable<K, B>,
         merge: Merge1<T, B, R>,
@@ -144,7 +146,7 @@ impl<T: Item, K: Item + Hash + Eq, B: Item, R: Item> Processor for HashJoin1<T, 
 }
 
 /// Joins the probe side with two build sides.
-pub(crate) struct HashJoin2<T, K1, B1, K2, B2, R> {
+pub struct HashJoin2<T, K1, B1, K2, B2, R> {
     probe_key1: KeyFn<T, K1>,
     probe_key2: KeyFn<T, K2>,
     table1: BuildTable<K1, B1>,
@@ -154,7 +156,8 @@ pub(crate) struct HashJoin2<T, K1, B1, K2, B2, R> {
 }
 
 impl<T, K1: Hash + Eq, B1, K2: Hash + Eq, B2, R> HashJoin2<T, K1, B1, K2, B2, R> {
-    pub(crate) fn new(
+    /// A hash join of the probe side against two build sides.
+    pub fn new(
         probe_keys: (KeyFn<T, K1>, KeyFn<T, K2>),
         tables: (BuildTable<K1, B1>, BuildTable<K2, B2>),
         merge: Merge2<T, B1, B2, R>,

@@ -18,7 +18,7 @@ use weir_core::{
     Counter, Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult, Watermark,
 };
 
-use crate::exec::link::{ErasedLink, Link, chain_idle, chain_watermark, save_chain, unerase};
+use crate::links::link::{ErasedLink, Link, chain_idle, chain_watermark, save_chain, unerase};
 
 /// A marker held in place among the buffered items.
 #[derive(Debug, Clone, Copy)]
@@ -28,7 +28,7 @@ enum Marker {
 }
 
 /// Holds its input until the chain behind it takes it. See the [module docs](self).
-pub(crate) struct ProbeBuffer<T> {
+pub struct ProbeBuffer<T> {
     held: VecDeque<T>,
     /// Markers, each with the number of items that went in before it.
     markers: VecDeque<(u64, Marker)>,
@@ -42,7 +42,7 @@ pub(crate) struct ProbeBuffer<T> {
 
 /// Makes a [`ProbeBuffer`] around an erased chain taking `T`; stored as a plain `fn` in the
 /// planner's stage types.
-pub(crate) fn probe_buffer<T: Item>(chain: ErasedLink) -> Box<dyn Processor> {
+pub fn probe_buffer<T: Item>(chain: ErasedLink) -> Box<dyn Processor> {
     Box::new(ProbeBuffer {
         held: VecDeque::new(),
         markers: VecDeque::new(),
@@ -163,7 +163,7 @@ impl<T: Item> Processor for ProbeBuffer<T> {
         &mut self,
         entries: Vec<weir_core::SnapshotEntry>,
     ) -> ProcessorResult<()> {
-        let mut entries = crate::exec::state::ChainEntries::new(entries);
+        let mut entries = crate::links::state::ChainEntries::new(entries);
         self.chain.restore(&mut entries.head().next())
     }
 
