@@ -49,12 +49,30 @@ pub mod map_stages;
 pub mod maps;
 pub mod pipeline;
 pub(crate) mod plan;
-pub mod sinks;
-pub mod sources;
 pub mod stream;
 
 use weir_exec::links as exec;
 pub use weir_exec::{aggregate, async_io};
+
+/// Sources: where a pipeline's items come from. The connectors, and the table of what each
+/// reads and how it resumes, are in [`weir_io::sources`]; the map source reads a partitioned
+/// map.
+pub mod sources {
+    pub use weir_io::sources::*;
+
+    /// Reads a partitioned map: see [`map_stages::source`](crate::map_stages::source).
+    pub use crate::map_stages::source as map;
+}
+
+/// Sinks: where a pipeline's results go. The connectors, and the table of what each writes
+/// and what it guarantees after a restore, are in [`weir_io::sinks`]; the map sink writes a
+/// partitioned map.
+pub mod sinks {
+    pub use weir_io::sinks::*;
+
+    /// Writes a partitioned map: see [`map_stages::sink`](crate::map_stages::sink).
+    pub use crate::map_stages::sink as map;
+}
 use weir_exec::{connector, event_time};
 
 pub use error::{Error, Result};

@@ -51,6 +51,8 @@ use crate::sources::BatchSource;
 mod async_stages;
 mod results;
 
+pub use results::JobResults;
+
 /// A pipeline under construction. See the [module docs](self).
 #[derive(Clone)]
 pub struct Pipeline {
@@ -155,7 +157,13 @@ pub trait Source {
 impl<T: Item> Source for BatchSource<T> {
     type Stage = BatchStage<T>;
     fn read_into(self, pipeline: &Pipeline) -> BatchStage<T> {
-        pipeline.add_source_node(self.name, self.parallelism, self.head, self.pooled_parsing)
+        let parts = self.into_parts();
+        pipeline.add_source_node(
+            parts.name,
+            parts.parallelism,
+            parts.head,
+            parts.pooled_parsing,
+        )
     }
 }
 
@@ -596,8 +604,9 @@ impl<T: Item> BatchStage<T> {
 
     /// Writes every item to `sink`. Every branch of a pipeline ends here.
     pub fn write_to(&self, sink: Sink<T>) {
+        let sink = sink.into_parts();
         self.graph.borrow_mut().add(Node {
-            name: sink.name.clone(),
+            name: sink.name,
             kind: NodeKind::Sink {
                 terminal: sink.terminal,
                 preformat: sink.preformat,

@@ -419,3 +419,17 @@ fn a_result_stream_reports_a_failure_of_another_branch_after_its_own_ends() {
     }
     assert!(job.join().is_err());
 }
+
+#[test]
+fn a_reactive_source_refuses_a_second_run() {
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::reactive::from_stream(futures::stream::iter(vec![
+        1u8, 2,
+    ])))
+    .write_to(sink);
+    p.run().unwrap();
+    assert_eq!(out.len(), 2);
+    let e = p.run().unwrap_err();
+    assert!(e.to_string().contains("already consumed"), "{e}");
+}

@@ -43,109 +43,44 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir_core::{Item, PartitionKey, Processor, ProcessorContext};
+use weir_core::{Item, PartitionKey};
 
 use crate::aggregate::AggregateOperation;
 use crate::async_io::AsyncOptions;
 use crate::exec::join::KeyFn;
-use crate::exec::link::{ErasedLink, Link, erase, unerase};
+use crate::exec::link::{Link, erase, unerase};
 use crate::exec::state::StateCodec;
 use crate::exec::stream_join::{StreamJoin, StreamMerge};
-use crate::exec::stream_source::{EventTimePolicy, stream_source_head};
+use crate::exec::stream_source::EventTimePolicy;
 use crate::exec::transform::ExpiringKeyedLink;
 use crate::exec::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
 use crate::graph::{HeadFn, NodeKind, StageType, TerminalFn};
 use crate::pipeline::{BatchStage, JoinClause, Pipeline, Source, route_by, wrap_with};
 use crate::sinks::Sink;
-use crate::sources::SourceReader;
 
-use crate::event_time::TimestampFn;
 pub use crate::event_time::{
     KeyedWindowResult, Timestamped, Window, WindowDefinition, WindowResult,
 };
 pub use crate::exec::state::Durable;
-
-/// Builds a stream source's head around its chain, with the chosen event-time policy.
-type StreamHeadFactory<T> = Arc<
-    dyn Fn(&ProcessorContext, ErasedLink, EventTimePolicy<T>) -> Box<dyn Processor> + Send + Sync,
->;
-
-/// An infinite (or finite) source of `T`s in event time. Pass it to
-/// [`Pipeline::read_from`](crate::Pipeline::read_from).
-pub struct StreamSource<T> {
-    pub(crate) name: String,
-    pub(crate) parallelism: Option<usize>,
-    pub(crate) head: StreamHeadFactory<T>,
-    native: Option<TimestampFn<T>>,
-    pooled_parsing: bool,
-}
-
-impl<T: Item> StreamSource<T> {
-    /// A stream source named `name` whose instances each read with the reader `factory`
-    /// makes. A reader whose `read` never returns true makes an infinite stream.
-    pub fn new<R, F>(name: impl Into<String>, parallelism: Option<usize>, factory: F) -> Self
-    where
-        R: SourceReader<Item = T>,
-        F: Fn(&ProcessorContext) -> R + Send + Sync + 'static,
-    {
-        let head: StreamHeadFactory<T> =
-            Arc::new(move |ctx, chain, policy| stream_source_head(factory(ctx), policy, chain));
-        StreamSource {
-            name: name.into(),
-            parallelism,
-            head,
-            native: None,
-            pooled_parsing: false,
-        }
-    }
-
-    /// Declares that items carry their own event time, read by `timestamp`; enables
-    /// [`StreamSourceStage::with_native_timestamps`].
-    pub fn with_native_timestamps(
-        mut self,
-        timestamp: impl Fn(&T) -> i64 + Send + Sync + 'static,
-    ) -> Self {
-        self.native = Some(Arc::new(timestamp));
-        self
-    }
-
-    /// Declares, when `pooled`, that the source's instance hands out items parsed on a pool
-    /// of threads, as [`chunked`](crate::sources::chunked) readers with more than one thread
-    /// do: the heavy per-item work of reading already runs on every core.
-    ///
-    /// A source with a single instance (one that keeps file order, say) normally has the
-    /// stages after it spread over the workers behind an edge, which moves every item
-    /// to another vertex. With this declaration the planner instead fuses the stateless
-    /// stages after the source, and an aggregation's accumulate step, into the source's
-    /// own vertex, as a hand-written loop would run them on the thread that receives the
-    /// parsed items: only what is left after filtering and pre-aggregation crosses an edge.
-    /// Put [`rebalance`](StreamStage::rebalance) after the source to spread costly stages
-    /// over the workers instead; a stage given its own
-    /// [`local_parallelism`](StreamStage::local_parallelism) keeps it.
-    ///
-    /// No effect on a source with an instance per worker, whose stages fuse anyway.
-    pub fn with_pooled_parsing(mut self, pooled: bool) -> Self {
-        self.pooled_parsing = pooled;
-        self
-    }
-}
+pub use crate::sources::stream::StreamSource;
+use crate::sources::stream::StreamSourceParts;
 
 impl<T: Item> Source for StreamSource<T> {
     type Stage = StreamSourceStage<T>;
     fn read_into(self, pipeline: &Pipeline) -> Self::Stage {
-        StreamSourceStage::new(pipeline.clone(), self)
+        StreamSourceStage::new(pipeline.clone(), self.into_parts())
     }
 }
 
 /// A stream source just read, before its event time is chosen.
 pub struct StreamSourceStage<T> {
     pipeline: crate::Pipeline,
-    source: StreamSource<T>,
+    source: StreamSourceParts<T>,
     idle_timeout: Option<Duration>,
 }
 
 impl<T: Item> StreamSourceStage<T> {
-    pub(crate) fn new(pipeline: crate::Pipeline, source: StreamSource<T>) -> Self {
+    pub(crate) fn new(pipeline: crate::Pipeline, source: StreamSourceParts<T>) -> Self {
         StreamSourceStage {
             pipeline,
             source,

@@ -62,12 +62,12 @@ use weir_core::{BoxError, Item, ProcessorContext, TaskletWaker};
 
 use super::epochs::{self, EpochState};
 use super::{Sink, SinkWriter};
-use crate::exec::format::{FormatLink, FormattedRecords};
-use crate::exec::sink::sink_terminal;
-use crate::graph::Preformat;
-use crate::pipeline::wrap_with;
+use weir_exec::links::factories::Preformat;
+use weir_exec::links::factories::wrap_with;
+use weir_exec::links::format::{FormatLink, FormattedRecords};
+use weir_exec::links::sink::sink_terminal;
 
-pub use crate::connector::SinkError;
+pub use weir_exec::connector::SinkError;
 
 /// Creates a sink that writes each item as a line of text, `{item}\n`, into the file `path`.
 ///
@@ -237,7 +237,7 @@ impl Target {
 ///
 /// Where the sink cannot run in the vertex of the stages before it (a single file behind
 /// stages on every worker), they format the records and the sink appends the bytes: see
-/// [`crate::exec::format`].
+/// [`weir_exec::links::format`].
 pub(crate) fn file_sink<T, F>(name: String, target: Target, format: F) -> Sink<T>
 where
     T: Item,

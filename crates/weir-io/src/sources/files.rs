@@ -151,7 +151,7 @@ fn text_source(name: String, files: InputFiles) -> BatchSource<String> {
 
 /// A text source over no files, labelled `text(label)`: it plans exactly like [`text`] and
 /// reads nothing. For showing a job's plan before its input exists.
-pub(crate) fn text_placeholder(label: &str) -> BatchSource<String> {
+pub fn text_placeholder(label: &str) -> BatchSource<String> {
     text_source(
         format!("text({label})"),
         InputFiles {

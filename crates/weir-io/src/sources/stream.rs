@@ -19,16 +19,111 @@
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
-use weir_core::{BoxError, Counter, Item, ProcessorContext};
+use weir_core::{BoxError, Counter, Item, Processor, ProcessorContext};
 
 use crate::sources::chunked::{ChunkOptions, ChunkedSource};
 use crate::sources::files::{InputFiles, SourceError};
 use crate::sources::json::JsonLinesFormat;
 use crate::sources::{Emitter, SourceReader};
-use crate::stream::StreamSource;
+use weir_exec::event_time::TimestampFn;
+use weir_exec::links::link::ErasedLink;
+use weir_exec::links::stream_source::{EventTimePolicy, stream_source_head};
+
+/// Builds a stream source's head around its chain, with the chosen event-time policy.
+pub type StreamHeadFactory<T> = Arc<
+    dyn Fn(&ProcessorContext, ErasedLink, EventTimePolicy<T>) -> Box<dyn Processor> + Send + Sync,
+>;
+
+/// An infinite (or finite) source of `T`s in event time. Pass it to
+/// `weir::Pipeline::read_from`.
+pub struct StreamSource<T> {
+    name: String,
+    parallelism: Option<usize>,
+    head: StreamHeadFactory<T>,
+    native: Option<TimestampFn<T>>,
+    pooled_parsing: bool,
+}
+
+/// What the planner takes from a [`StreamSource`] (see [`StreamSource::into_parts`]).
+pub struct StreamSourceParts<T> {
+    /// The source's name, the name of its vertex.
+    pub name: String,
+    /// A fixed instance count, or `None` for one instance per worker.
+    pub parallelism: Option<usize>,
+    /// Builds an instance's head processor around the chain after it, with the event-time
+    /// policy the pipeline chose.
+    pub head: StreamHeadFactory<T>,
+    /// The items' own event time, when the source declared one.
+    pub native: Option<TimestampFn<T>>,
+    /// Whether the source's items are parsed on a pool (see
+    /// [`StreamSource::with_pooled_parsing`]).
+    pub pooled_parsing: bool,
+}
+
+impl<T: Item> StreamSource<T> {
+    /// Takes the source apart for the planner.
+    pub fn into_parts(self) -> StreamSourceParts<T> {
+        StreamSourceParts {
+            name: self.name,
+            parallelism: self.parallelism,
+            head: self.head,
+            native: self.native,
+            pooled_parsing: self.pooled_parsing,
+        }
+    }
+
+    /// A stream source named `name` whose instances each read with the reader `factory`
+    /// makes. A reader whose `read` never returns true makes an infinite stream.
+    pub fn new<R, F>(name: impl Into<String>, parallelism: Option<usize>, factory: F) -> Self
+    where
+        R: SourceReader<Item = T>,
+        F: Fn(&ProcessorContext) -> R + Send + Sync + 'static,
+    {
+        let head: StreamHeadFactory<T> =
+            Arc::new(move |ctx, chain, policy| stream_source_head(factory(ctx), policy, chain));
+        StreamSource {
+            name: name.into(),
+            parallelism,
+            head,
+            native: None,
+            pooled_parsing: false,
+        }
+    }
+
+    /// Declares that items carry their own event time, read by `timestamp`; enables
+    /// `weir::stream::StreamSourceStage::with_native_timestamps`.
+    pub fn with_native_timestamps(
+        mut self,
+        timestamp: impl Fn(&T) -> i64 + Send + Sync + 'static,
+    ) -> Self {
+        self.native = Some(Arc::new(timestamp));
+        self
+    }
+
+    /// Declares, when `pooled`, that the source's instance hands out items parsed on a pool
+    /// of threads, as [`chunked`](crate::sources::chunked) readers with more than one thread
+    /// do: the heavy per-item work of reading already runs on every core.
+    ///
+    /// A source with a single instance (one that keeps file order, say) normally has the
+    /// stages after it spread over the workers behind an edge, which moves every item
+    /// to another vertex. With this declaration the planner instead fuses the stateless
+    /// stages after the source, and an aggregation's accumulate step, into the source's
+    /// own vertex, as a hand-written loop would run them on the thread that receives the
+    /// parsed items: only what is left after filtering and pre-aggregation crosses an edge.
+    /// Put `rebalance` after the source to spread costly stages
+    /// over the workers instead; a stage given its own
+    /// `local_parallelism` keeps it.
+    ///
+    /// No effect on a source with an instance per worker, whose stages fuse anyway.
+    pub fn with_pooled_parsing(mut self, pooled: bool) -> Self {
+        self.pooled_parsing = pooled;
+        self
+    }
+}
 
 /// The items of a list as a finite stream, from one instance, in order. For tests and examples.
 pub fn items<T: Item>(items: impl IntoIterator<Item = T>) -> StreamSource<T> {
@@ -234,7 +329,7 @@ pub const SOCKET_MAX_LINE: usize = 1 << 20;
 /// Reads lines of text from a TCP server at `addr` until it closes the connection. One
 /// instance; the reader blocks on the socket, so it reads ahead on an I/O thread of its own.
 /// Use it with
-/// [`with_ingestion_timestamps`](crate::stream::StreamSourceStage::with_ingestion_timestamps)
+/// `weir::stream::StreamSourceStage::with_ingestion_timestamps`
 /// for a live demo.
 ///
 /// A line is stripped of its `\n` (and a `\r` before it). Invalid UTF-8 is decoded lossily

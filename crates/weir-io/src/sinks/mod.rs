@@ -12,7 +12,7 @@
 //! | JSON Lines | [`json`] | exactly-once |
 //! | CSV | [`csv`] | exactly-once |
 //! | an async `Stream` (bounded channel), or a blocking iterator | [`stream`] | at-least-once |
-//! | a partitioned map ([`weir_maps`]) | [`map()`] | exactly-once |
+//! | a partitioned map (`weir_maps`) | `weir::sinks::map` | exactly-once |
 //!
 //! # Guarantees after a restore
 //!
@@ -24,7 +24,7 @@
 //!
 //! The map sink holds each snapshot interval's writes until the snapshot is durable, and
 //! saves the partitions it wrote in the snapshot, so a restore (also in a new process, whose
-//! map starts empty) puts them back (see [`map_stages::sink`](crate::map_stages::sink)).
+//! map starts empty) puts them back (see `weir::sinks::map`).
 //!
 //! The other sinks hand out what they receive at once: a collection, standard output and a
 //! channel cannot take back what they delivered, so after a restore the results produced
@@ -42,26 +42,50 @@ use std::sync::Arc;
 
 use weir_core::{Item, ProcessorContext};
 
-use crate::exec::sink::sink_terminal;
-use crate::graph::{Preformat, SinkRoute, SinkTerminalFactory};
+use weir_exec::links::factories::{Preformat, SinkRoute, SinkTerminalFactory};
+use weir_exec::links::sink::sink_terminal;
 
-pub use crate::connector::SinkWriter;
-/// Writes a partitioned map: see [`map_stages::sink`](crate::map_stages::sink).
-pub use crate::map_stages::sink as map;
+pub use weir_exec::connector::SinkWriter;
 
-/// A destination for `T`s. Pass it to [`BatchStage::write_to`](crate::BatchStage::write_to).
+/// A destination for `T`s. Pass it to `weir::BatchStage::write_to`.
 pub struct Sink<T> {
-    pub(crate) name: String,
-    pub(crate) parallelism: Option<usize>,
-    pub(crate) terminal: SinkTerminalFactory,
+    name: String,
+    parallelism: Option<usize>,
+    terminal: SinkTerminalFactory,
     /// For a sink that writes bytes: how the stages before it format its records when it
     /// does not run in their vertex.
-    pub(crate) preformat: Option<Preformat>,
-    pub(crate) route: Option<SinkRoute>,
+    preformat: Option<Preformat>,
+    route: Option<SinkRoute>,
     _item: std::marker::PhantomData<fn(T)>,
 }
 
+/// What the planner takes from a [`Sink`] (see [`Sink::into_parts`]).
+pub struct SinkParts {
+    /// The sink's name, the name of its vertex.
+    pub name: String,
+    /// A fixed instance count, or `None` for one instance per worker.
+    pub parallelism: Option<usize>,
+    /// Builds an instance's terminal link.
+    pub terminal: SinkTerminalFactory,
+    /// For a sink that writes bytes: how the stages before it format its records when it
+    /// does not run in their vertex.
+    pub preformat: Option<Preformat>,
+    /// Set when each instance must receive the items of the partitions it owns.
+    pub route: Option<SinkRoute>,
+}
+
 impl<T: Item> Sink<T> {
+    /// Takes the sink apart for the planner.
+    pub fn into_parts(self) -> SinkParts {
+        SinkParts {
+            name: self.name,
+            parallelism: self.parallelism,
+            terminal: self.terminal,
+            preformat: self.preformat,
+            route: self.route,
+        }
+    }
+
     /// A sink named `name` whose instances each write with the writer `factory` makes.
     ///
     /// `parallelism` fixes the instance count (`Some(1)` for a single output file); `None`
@@ -89,7 +113,7 @@ impl<T: Item> Sink<T> {
     }
 
     /// A sink whose instances end their chain in the terminal `terminal` makes.
-    pub(crate) fn from_terminal(
+    pub fn from_terminal(
         name: impl Into<String>,
         parallelism: Option<usize>,
         terminal: SinkTerminalFactory,
@@ -106,7 +130,7 @@ impl<T: Item> Sink<T> {
 
     /// The same sink, fed over a partitioned edge made by `route`, so that each instance
     /// receives the items of the partitions it owns.
-    pub(crate) fn routed(mut self, route: SinkRoute) -> Self {
+    pub fn routed(mut self, route: SinkRoute) -> Self {
         self.route = Some(route);
         self
     }
@@ -122,7 +146,7 @@ mod tests {
     use weir_core::Item;
     use weir_core::test_support::verify_processor;
 
-    use crate::exec::link::{Emit, ErasedLink, erase, inbox_head};
+    use weir_exec::links::link::{Emit, ErasedLink, erase, inbox_head};
 
     fn emit<T: Item>() -> ErasedLink {
         erase::<T>(Box::new(Emit::new()))
@@ -147,10 +171,10 @@ mod tests {
         std::fs::write(&input, "a\nb\n").unwrap();
         let source = crate::sources::files::text(&input).unwrap();
         let ctx = weir_core::ProcessorContext::new("read", 0, 1, 0);
-        let head = (source.head)(&ctx, emit::<String>());
+        let head = (source.into_parts().head)(&ctx, emit::<String>());
         assert!(head.is_cooperative());
         let sink = crate::sinks::files::text::<String>(dir.path().join("out.txt"));
-        let terminal = crate::exec::link::unerase::<String>((sink.terminal)(&ctx));
+        let terminal = weir_exec::links::link::unerase::<String>((sink.terminal)(&ctx));
         assert!(terminal.is_cooperative());
     }
 }

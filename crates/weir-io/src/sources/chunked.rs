@@ -146,7 +146,7 @@ pub const CHUNKS_AHEAD: usize = 4;
 
 /// Items per piece of a [`Parsed`]: as many as a source hands its chain at once, so that a
 /// whole piece can become the batch.
-const PIECE: usize = crate::exec::read_ahead::BATCH;
+const PIECE: usize = weir_exec::links::read_ahead::BATCH;
 
 /// What a format makes of one chunk: the items and the malformed records in file order,
 /// each with where its record ends.

@@ -20,8 +20,8 @@
 //! assert_eq!(got, [1, 2, 3]);
 //! ```
 //!
-//! For batch jobs, [`BatchStage::results`](crate::BatchStage::results) runs the pipeline
-//! and hands back a [`JobResults`] iterator, which is simpler still.
+//! For batch jobs, `weir::BatchStage::results` runs the pipeline
+//! and hands back a `JobResults` iterator, which is simpler still.
 //!
 //! # The Reactive Streams contract
 //!
@@ -35,7 +35,7 @@
 //!   then the end; never a silent end.
 //! - **Cancellation.** A consumer that drops the stream makes the sink fail the job with
 //!   [`StreamError::ConsumerGone`], which stops every upstream stage. Dropping a
-//!   [`JobResults`] cancels its job.
+//!   `JobResults` cancels its job.
 //!
 //! Cost: one channel send per item (no allocation, no lock: tokio's and std's bounded
 //! channels are lock-free on this path).
@@ -53,13 +53,10 @@ use std::task::{Context, Poll};
 
 use futures::Stream;
 use tokio::sync::mpsc as tokio_mpsc;
-use weir_core::{
-    CancelHandle, Item, Job, JobStatus, JobWatch, Outbox, ProcessorContext, ProcessorResult,
-};
+use weir_core::{Item, JobStatus, JobWatch, Outbox, ProcessorContext, ProcessorResult};
 
 use super::{Sink, SinkTerminalFactory};
-use crate::error::Error;
-use crate::exec::link::{Link, erase};
+use weir_exec::links::link::{Link, erase};
 
 /// Why results stopped coming.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -173,13 +170,16 @@ impl<T: Item, O: Outlet<T>> Link<T> for ChannelTerminal<T, O> {
 
     /// Items handed to the consumer are out of the job's hands: after a restore, those
     /// after the snapshot are handed over again (at-least-once). Nothing to save.
-    fn save(&mut self, _state: &mut crate::exec::state::LinkWriter<'_>) -> ProcessorResult<()> {
+    fn save(
+        &mut self,
+        _state: &mut weir_exec::links::state::LinkWriter<'_>,
+    ) -> ProcessorResult<()> {
         Ok(())
     }
 
     fn restore(
         &mut self,
-        _entries: &mut crate::exec::state::LinkEntries<'_>,
+        _entries: &mut weir_exec::links::state::LinkEntries<'_>,
     ) -> ProcessorResult<()> {
         Ok(())
     }
@@ -276,73 +276,9 @@ impl<T> Stream for ResultStream<T> {
     }
 }
 
-/// A running batch job's results as a blocking iterator, from
-/// [`BatchStage::results`](crate::BatchStage::results).
-///
-/// `next` blocks until an item arrives or the job ends: call it from an ordinary thread,
-/// never from a cooperative processor or an async task. Items come through a buffer of the
-/// size given to `results`; while it is full the job's sink stops and backpressure holds
-/// the sources. When the job fails or is cancelled, the iterator yields one `Err` with the
-/// job's error (as `Job::join` reports it) after the items that made it, then `None`.
-/// Dropping the iterator before its end cancels the job.
-pub struct JobResults<T> {
-    rx: mpsc::Receiver<T>,
-    job: Option<Job>,
-    cancel: CancelHandle,
-}
-
-impl<T> std::fmt::Debug for JobResults<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JobResults")
-            .field("job", &self.job)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T> JobResults<T> {
-    /// A handle that cancels the job, from any thread.
-    pub fn cancel_handle(&self) -> CancelHandle {
-        self.cancel.clone()
-    }
-
-    /// The job, while it has not ended: for its metrics and status.
-    pub fn job(&self) -> Option<&Job> {
-        self.job.as_ref()
-    }
-}
-
-impl<T> Iterator for JobResults<T> {
-    type Item = Result<T, Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Ok(item) = self.rx.recv() {
-            return Some(Ok(item));
-        }
-        // Every sender is gone: the sink completed, or the job stopped.
-        let job = self.job.take()?;
-        job.join().err().map(|e| Err(e.into()))
-    }
-}
-
-impl<T> Drop for JobResults<T> {
-    fn drop(&mut self) {
-        if self.job.is_some() {
-            self.cancel.cancel();
-        }
-    }
-}
-
-/// A sink feeding a [`JobResults`] through a buffer of `buffer` items, and the receiver.
-pub(crate) fn iter_sink<T: Item>(buffer: usize) -> (Sink<T>, mpsc::Receiver<T>) {
+/// A sink feeding a bounded std channel of `buffer` items, one instance, for one run, and
+/// the channel's receiver: what `weir::BatchStage::results` iterates over.
+pub fn iter_sink<T: Item>(buffer: usize) -> (Sink<T>, mpsc::Receiver<T>) {
     let (tx, rx) = mpsc::sync_channel(buffer);
     (channel_sink("results", tx, WatchSlot::default()), rx)
-}
-
-/// Wraps a submitted job and the receiver of its results sink.
-pub(crate) fn job_results<T>(job: Job, rx: mpsc::Receiver<T>) -> JobResults<T> {
-    JobResults {
-        rx,
-        cancel: job.cancel_handle(),
-        job: Some(job),
-    }
 }

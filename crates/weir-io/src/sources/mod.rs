@@ -31,24 +31,45 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use weir_core::{Item, ProcessorContext};
 
-use crate::exec::source::source_head;
-use crate::graph::SourceHeadFactory;
+use weir_exec::links::factories::SourceHeadFactory;
+use weir_exec::links::source::source_head;
 
-pub use crate::connector::{Emitter, SourceReader};
-/// Reads a partitioned map: see [`map_stages::source`](crate::map_stages::source).
-pub use crate::map_stages::source as map;
+pub use weir_exec::connector::{Emitter, SourceReader};
 
-/// A finite source of `T`s. Pass it to [`Pipeline::read_from`](crate::Pipeline::read_from).
+/// A finite source of `T`s. Pass it to `weir::Pipeline::read_from`.
 pub struct BatchSource<T> {
-    pub(crate) name: String,
-    pub(crate) parallelism: Option<usize>,
-    pub(crate) head: SourceHeadFactory,
-    pub(crate) pooled_parsing: bool,
+    name: String,
+    parallelism: Option<usize>,
+    head: SourceHeadFactory,
+    pooled_parsing: bool,
     size_hint: Option<u64>,
     _item: std::marker::PhantomData<fn() -> T>,
 }
 
+/// What the planner takes from a [`BatchSource`] (see [`BatchSource::into_parts`]).
+pub struct SourceParts {
+    /// The source's name, the name of its vertex.
+    pub name: String,
+    /// A fixed instance count, or `None` for one instance per worker.
+    pub parallelism: Option<usize>,
+    /// Builds an instance's head processor around the chain after it.
+    pub head: SourceHeadFactory,
+    /// Whether the source's items are parsed on a pool (see
+    /// [`BatchSource::with_pooled_parsing`]).
+    pub pooled_parsing: bool,
+}
+
 impl<T: Item> BatchSource<T> {
+    /// Takes the source apart for the planner.
+    pub fn into_parts(self) -> SourceParts {
+        SourceParts {
+            name: self.name,
+            parallelism: self.parallelism,
+            head: self.head,
+            pooled_parsing: self.pooled_parsing,
+        }
+    }
+
     /// A source named `name` whose instances each read with the reader `factory` makes.
     ///
     /// `parallelism` fixes the instance count (`Some(1)` for an input that cannot be split);
@@ -72,7 +93,7 @@ impl<T: Item> BatchSource<T> {
     /// Declares, when `pooled`, that the source's instance hands out items parsed on a pool
     /// of threads (as [`chunked`] readers do with more than one thread): the per-item work
     /// of reading already runs on every core. This mirrors
-    /// [`StreamSource::with_pooled_parsing`](crate::stream::StreamSource::with_pooled_parsing)
+    /// [`StreamSource::with_pooled_parsing`](crate::sources::stream::StreamSource::with_pooled_parsing)
     /// for batch pipelines.
     pub fn with_pooled_parsing(mut self, pooled: bool) -> Self {
         self.pooled_parsing = pooled;
@@ -114,8 +135,8 @@ mod tests {
     use weir_core::test_support::verify_processor;
     use weir_core::{Item, Watermark};
 
-    use crate::event_time::Timestamped;
-    use crate::exec::link::{Emit, ErasedLink, erase};
+    use weir_exec::event_time::Timestamped;
+    use weir_exec::links::link::{Emit, ErasedLink, erase};
 
     fn emit<T: Item>() -> ErasedLink {
         erase::<T>(Box::new(Emit::new()))
@@ -125,15 +146,15 @@ mod tests {
     fn source_head_reads_to_the_end() {
         verify_processor(|ctx| {
             let reader = crate::sources::collection::items(0..5000u32);
-            (reader.head)(ctx, emit::<u32>())
+            (reader.into_parts().head)(ctx, emit::<u32>())
         })
         .expect_output((0..5000u32).collect());
     }
 
     #[test]
     fn stream_source_head_stamps_drops_late_items_and_ends_with_max() {
-        let source = crate::sources::stream::items(vec![10i64, 30, 15, 40]);
-        let policy = crate::exec::stream_source::EventTimePolicy {
+        let source = crate::sources::stream::items(vec![10i64, 30, 15, 40]).into_parts();
+        let policy = weir_exec::links::stream_source::EventTimePolicy {
             timestamp: Arc::new(|x: &i64| *x),
             allowed_lag: 10,
             idle_timeout: None,
