@@ -42,17 +42,11 @@
 
 #![forbid(missing_docs)]
 
-mod error;
-pub(crate) mod graph;
-pub mod jobs;
-pub mod map_stages;
-pub mod maps;
-pub mod pipeline;
-pub(crate) mod plan;
-pub mod stream;
-
-use weir_exec::links as exec;
 pub use weir_exec::{aggregate, async_io};
+pub use weir_pipeline::{
+    BatchStage, Error, JoinClause, KeyedBatchStage, Pipeline, Result, Source, jobs, join_on,
+    map_stages, maps, pipeline, stream,
+};
 
 /// Sources: where a pipeline's items come from. The connectors, and the table of what each
 /// reads and how it resumes, are in [`weir_io::sources`]; the map source reads a partitioned
@@ -61,7 +55,7 @@ pub mod sources {
     pub use weir_io::sources::*;
 
     /// Reads a partitioned map: see [`map_stages::source`](crate::map_stages::source).
-    pub use crate::map_stages::source as map;
+    pub use weir_pipeline::map_stages::source as map;
 }
 
 /// Sinks: where a pipeline's results go. The connectors, and the table of what each writes
@@ -71,12 +65,9 @@ pub mod sinks {
     pub use weir_io::sinks::*;
 
     /// Writes a partitioned map: see [`map_stages::sink`](crate::map_stages::sink).
-    pub use crate::map_stages::sink as map;
+    pub use weir_pipeline::map_stages::sink as map;
 }
-use weir_exec::{connector, event_time};
 
-pub use error::{Error, Result};
-pub use pipeline::{BatchStage, JoinClause, KeyedBatchStage, Pipeline, Source, join_on};
 pub use sinks::{Sink, SinkWriter};
 pub use sources::{BatchSource, SourceReader};
 pub use weir_core as core;

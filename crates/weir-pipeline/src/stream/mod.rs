@@ -45,25 +45,25 @@ use std::time::Duration;
 
 use weir_core::{Item, PartitionKey};
 
-use crate::aggregate::AggregateOperation;
-use crate::async_io::AsyncOptions;
-use crate::exec::join::KeyFn;
-use crate::exec::link::{Link, erase, unerase};
-use crate::exec::state::StateCodec;
-use crate::exec::stream_join::{StreamJoin, StreamMerge};
-use crate::exec::stream_source::EventTimePolicy;
-use crate::exec::transform::ExpiringKeyedLink;
-use crate::exec::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
 use crate::graph::{HeadFn, NodeKind, StageType, TerminalFn};
 use crate::pipeline::{BatchStage, JoinClause, Pipeline, Source, route_by, wrap_with};
-use crate::sinks::Sink;
+use weir_exec::aggregate::AggregateOperation;
+use weir_exec::async_io::AsyncOptions;
+use weir_exec::links::join::KeyFn;
+use weir_exec::links::link::{Link, erase, unerase};
+use weir_exec::links::state::StateCodec;
+use weir_exec::links::stream_join::{StreamJoin, StreamMerge};
+use weir_exec::links::stream_source::EventTimePolicy;
+use weir_exec::links::transform::ExpiringKeyedLink;
+use weir_exec::links::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
+use weir_io::sinks::Sink;
 
-pub use crate::event_time::{
+pub use weir_exec::event_time::{
     KeyedWindowResult, Timestamped, Window, WindowDefinition, WindowResult,
 };
-pub use crate::exec::state::Durable;
-pub use crate::sources::stream::StreamSource;
-use crate::sources::stream::StreamSourceParts;
+pub use weir_exec::links::state::Durable;
+pub use weir_io::sources::stream::StreamSource;
+use weir_io::sources::stream::StreamSourceParts;
 
 impl<T: Item> Source for StreamSource<T> {
     type Stage = StreamSourceStage<T>;
@@ -89,7 +89,7 @@ impl<T: Item> StreamSourceStage<T> {
     }
 
     /// How long a source instance may read nothing before it declares itself idle, and one
-    /// of its partitions (see [`Emitter::emit_from`](crate::sources::Emitter::emit_from))
+    /// of its partitions (see [`Emitter::emit_from`](weir_io::sources::Emitter::emit_from))
     /// before it stops holding the instance's watermark back. An idle instance tells its
     /// consumers in band, after everything it sent, and they stop waiting for its watermark
     /// until it sends again. Time the source spends held back by backpressure does not

@@ -1,5 +1,5 @@
 //! Async stages on [`BatchStage`]: calls to outside services that never block a worker. See
-//! [`crate::async_io`].
+//! [`weir_exec::async_io`].
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -9,12 +9,12 @@ use std::time::Duration;
 use weir_core::{BoxError, Item};
 
 use super::BatchStage;
-use crate::async_io::call::{MakeCall, batch_call, item_call};
-use crate::async_io::{AsyncOptions, OutputOrder, ServiceFactory};
 use crate::error::Misuse;
-use crate::exec::async_map::{AsyncMapHead, AsyncSpec, Units};
-use crate::exec::link::unerase;
 use crate::graph::{HeadFn, NodeKind};
+use weir_exec::async_io::call::{MakeCall, batch_call, item_call};
+use weir_exec::async_io::{AsyncOptions, OutputOrder, ServiceFactory};
+use weir_exec::links::async_map::{AsyncMapHead, AsyncSpec, Units};
+use weir_exec::links::link::unerase;
 
 impl<T: Item + Debug> BatchStage<T> {
     /// Calls `f` for every item on the shared async runtime and emits the results of the
@@ -41,7 +41,7 @@ impl<T: Item + Debug> BatchStage<T> {
     ///
     /// Each instance keeps at most `options.limits().capacity` items in flight and takes no input
     /// while full: backpressure, never blocking. The returned future runs on the runtime of
-    /// [`crate::async_io::runtime`], so it may await any tokio I/O or timer; `f` itself is
+    /// [`weir_exec::async_io::runtime`], so it may await any tokio I/O or timer; `f` itself is
     /// called there too. An error from the future fails the job (after the retries `options`
     /// allows), at once, without waiting for the other items; a timeout fails it too unless
     /// a fallback is set. Errors name the item by its `Debug` text.
@@ -154,7 +154,7 @@ impl<T: Item + Debug> BatchStage<T> {
     /// retries (of the whole batch) and the watermark rule are as in
     /// [`map_async`](Self::map_async); `options.limits().capacity` is not used. A batch that comes
     /// back with the wrong number of results fails with
-    /// [`AsyncError::ResultCount`](crate::async_io::AsyncError::ResultCount), which the
+    /// [`AsyncError::ResultCount`](weir_exec::async_io::AsyncError::ResultCount), which the
     /// retry strategy treats like any error. Errors name the batch by its size and first
     /// item.
     pub fn map_async_batched<R, F, Fut, E>(

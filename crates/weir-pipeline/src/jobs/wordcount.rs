@@ -16,10 +16,10 @@
 
 use compact_str::CompactString;
 
-use crate::aggregate::counting;
 use crate::pipeline::Pipeline;
-use crate::sinks::Sink;
-use crate::sources::BatchSource;
+use weir_exec::aggregate::counting;
+use weir_io::sinks::Sink;
+use weir_io::sources::BatchSource;
 
 /// A word: a small string stored inline up to 24 bytes.
 pub type Word = CompactString;
@@ -138,8 +138,8 @@ pub fn pipeline(source: BatchSource<String>, sink: Sink<(Word, u64)>) -> Pipelin
 /// exactly like a real run and touches no file.
 pub fn preview() -> Pipeline {
     pipeline(
-        crate::sources::files::text_placeholder("INPUT"),
-        crate::sinks::files::text_with("OUTPUT", format_line),
+        weir_io::sources::files::text_placeholder("INPUT"),
+        weir_io::sinks::files::text_with("OUTPUT", format_line),
     )
 }
 

@@ -7,12 +7,12 @@
 use weir_core::{Item, ItemType, Processor};
 
 use crate::error::Misuse;
-pub(crate) use crate::exec::factories::{
+pub(crate) use weir_exec::links::factories::{
     HeadFn, Preformat, RouteFn, SinkRoute, SinkTerminalFactory, SourceHeadFactory, TerminalFn,
     WrapFn,
 };
-use crate::exec::link::{Emit, ErasedLink, erase, inbox_head};
-use crate::exec::probe_buffer::probe_buffer;
+use weir_exec::links::link::{Emit, ErasedLink, erase, inbox_head};
+use weir_exec::links::probe_buffer::probe_buffer;
 
 /// Index of a node in its graph; nodes only ever refer to earlier nodes, so index order is a
 /// topological order.
@@ -21,11 +21,11 @@ pub(crate) type NodeId = usize;
 #[derive(Clone, Copy)]
 pub(crate) struct StageType {
     pub item: ItemType,
-    /// Makes an [`InboxHead`](crate::exec::link::InboxHead) for a chain taking this type.
+    /// Makes an [`InboxHead`](weir_exec::links::link::InboxHead) for a chain taking this type.
     pub inbox_head: fn(ErasedLink) -> Box<dyn Processor>,
     /// Makes an [`Emit`] terminal for this type.
     pub emit: fn() -> ErasedLink,
-    /// Makes a [`ProbeBuffer`](crate::exec::probe_buffer::ProbeBuffer) for a chain taking
+    /// Makes a [`ProbeBuffer`](weir_exec::links::probe_buffer::ProbeBuffer) for a chain taking
     /// this type.
     pub probe_buffer: fn(ErasedLink) -> Box<dyn Processor>,
 }

@@ -41,13 +41,13 @@ use std::sync::Arc;
 use weir_core::{Dag, Edge, ItemType, Processor, ProcessorContext, Vertex};
 
 use crate::error::{Error, Result};
-use crate::exec::format::FormattedRecords;
-use crate::exec::link::ErasedLink;
-use crate::exec::state::HoldingSnapshots;
 use crate::graph::{
     Graph, HeadFn, NodeId, NodeKind, RouteFn, SinkTerminalFactory, SourceHeadFactory, StageType,
     TerminalFn, WrapFn,
 };
+use weir_exec::links::format::FormattedRecords;
+use weir_exec::links::link::ErasedLink;
+use weir_exec::links::state::HoldingSnapshots;
 
 #[derive(Clone)]
 enum Head {
@@ -577,16 +577,18 @@ impl Planner<'_> {
 mod tests {
     use weir_core::BoxError;
 
-    use crate::aggregate::counting;
+    use crate::Pipeline;
     use crate::jobs::wordcount::{self, Word};
-    use crate::{BatchSource, Pipeline, Sink, SinkWriter, SourceReader};
+    use weir_exec::aggregate::counting;
+    use weir_io::sinks::{Sink, SinkWriter};
+    use weir_io::sources::{BatchSource, SourceReader};
 
     struct Nothing;
     impl SourceReader for Nothing {
         type Item = String;
         fn read(
             &mut self,
-            _out: &mut crate::sources::Emitter<'_, String>,
+            _out: &mut weir_io::sources::Emitter<'_, String>,
         ) -> Result<bool, BoxError> {
             Ok(true)
         }
@@ -701,7 +703,7 @@ mod tests {
         let p = Pipeline::new();
         p.read_from(source(None))
             .map_async(
-                crate::async_io::AsyncOptions::ordered(),
+                weir_exec::async_io::AsyncOptions::ordered(),
                 |s: String| async move { Ok::<_, std::convert::Infallible>(Some(s.len())) },
             )
             .local_parallelism(1)

@@ -31,22 +31,22 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use weir_core::{Dag, Edge, Executor, Item, Job, JobConfig, PartitionKey};
 
-use crate::aggregate::AggregateOperation;
 use crate::error::{Misuse, Result};
-use crate::exec::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
-use crate::exec::join::{BuildTable, HashJoin1, HashJoin2, KeyFn, Merge1, Merge2};
-use crate::exec::link::{erase, unerase};
-use crate::exec::sort::{Compare, SortHead};
-use crate::exec::transform::{
-    FilterLink, FilterMapLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink,
-};
 use crate::graph::{
     Graph, HeadFn, Node, NodeId, NodeKind, RouteFn, SourceHeadFactory, StageType, TerminalFn,
     WrapFn,
 };
 use crate::plan::plan;
-use crate::sinks::Sink;
-use crate::sources::BatchSource;
+use weir_exec::aggregate::AggregateOperation;
+use weir_exec::links::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
+use weir_exec::links::join::{BuildTable, HashJoin1, HashJoin2, KeyFn, Merge1, Merge2};
+use weir_exec::links::link::{erase, unerase};
+use weir_exec::links::sort::{Compare, SortHead};
+use weir_exec::links::transform::{
+    FilterLink, FilterMapLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink,
+};
+use weir_io::sinks::Sink;
+use weir_io::sources::BatchSource;
 
 mod async_stages;
 mod results;
@@ -192,7 +192,7 @@ impl<T> Debug for BatchStage<T> {
     }
 }
 
-pub(crate) use crate::exec::factories::wrap_with;
+pub(crate) use weir_exec::links::factories::wrap_with;
 
 impl<T: Item> BatchStage<T> {
     fn at(graph: Rc<RefCell<Graph>>, node: NodeId) -> Self {

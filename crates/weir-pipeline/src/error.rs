@@ -52,7 +52,7 @@ pub enum Error {
     /// `sources::files::text(..)` and the other file sources works in a function returning
     /// [`Result`].
     #[error(transparent)]
-    Source(#[from] crate::sources::files::SourceError),
+    Source(#[from] weir_io::sources::files::SourceError),
 }
 
 /// A misuse found while a pipeline is built. It is kept with the pipeline and reported, as

@@ -1,5 +1,5 @@
 //! Pipeline stages over partitioned maps ([`weir_maps`]): reading a map
-//! ([`sources::map`](crate::sources::map)), writing one ([`sinks::map`](crate::sinks::map)) and
+//! ([`source`]), writing one ([`sink`]) and
 //! enriching items by keyed lookup ([`BatchStage::map_using_map`]).
 //!
 //! ```
@@ -22,7 +22,7 @@
 //! assert_eq!(orders.get(&"pear".to_string()).unwrap(), None);
 //! ```
 //!
-//! Every stage uses the map's partitioning ([`weir_partition`]), which is also the one
+//! Every stage uses the map's partitioning (`weir_partition`), which is also the one
 //! partitioned edges use: instance `i` of a vertex with `n` instances handles the partitions
 //! [`Partitioner::owner_table`](weir_core::Partitioner::owner_table)`(n)` gives it.
 //!
@@ -41,13 +41,13 @@ use weir_core::{
 };
 use weir_maps::{MapKey, MapValue, PartitionedMap, Pending, Store};
 
-use crate::connector::{Emitter, SourceReader};
-use crate::exec::link::{Link, delegate_to_next, erase};
-use crate::exec::state::{Durable, LinkEntries, LinkWriter};
 use crate::graph::{RouteFn, SinkRoute, SinkTerminalFactory};
 use crate::pipeline::{BatchStage, wrap_with};
-use crate::sinks::Sink;
-use crate::sources::BatchSource;
+use weir_exec::connector::{Emitter, SourceReader};
+use weir_exec::links::link::{Link, delegate_to_next, erase};
+use weir_exec::links::state::{Durable, LinkEntries, LinkWriter};
+use weir_io::sinks::Sink;
+use weir_io::sources::BatchSource;
 
 /// The partitions instance `index` of `total` handles: the same split partitioned edges make.
 fn partitions_of(partitioner: Partitioner, index: usize, total: usize) -> Vec<u32> {
@@ -672,7 +672,7 @@ mod tests {
     use weir_maps::MapService;
 
     use super::*;
-    use crate::exec::state::ChainEntries;
+    use weir_exec::links::state::ChainEntries;
 
     /// Calls `commit` until the owners have answered.
     fn commit(sink: &mut MapSink<u64, u64>) {
