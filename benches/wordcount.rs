@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use rustc_hash::FxHashMap;
-use weir::jobs::wordcount::{Word, next_word, push_lowercase};
+use weir_cli::jobs::wordcount::{Word, next_word, push_lowercase};
 
 const DEFAULT_CORPUS: &str = "target/corpus/zipf-100mb.txt";
 

@@ -8,7 +8,7 @@ use weir::maps::AffinityKey;
 
 fn main() {
     // The built-in demonstration: placements with and without affinity keys, and the sums.
-    let report = weir::jobs::affinity::run(4).expect("the demonstration runs");
+    let report = weir_cli::jobs::affinity::run(4).expect("the demonstration runs");
     print!("{}", report.render());
     assert_eq!(
         report.sums.iter().map(|s| s.1).collect::<Vec<_>>(),

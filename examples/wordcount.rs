@@ -9,6 +9,7 @@
 use std::process::ExitCode;
 
 use weir::prelude::*;
+use weir_cli::jobs::wordcount::Word;
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -27,7 +28,7 @@ fn main() -> ExitCode {
     let p = Pipeline::new();
     p.read_from(source)
         // Split each line into lowercase words; `Word` stores short words inline.
-        .flat_map(weir::jobs::wordcount::words)
+        .flat_map(weir_cli::jobs::wordcount::words)
         // Count per word: accumulated on each core, then combined by word.
         .grouping_key(|word: &Word| word.clone())
         .aggregate(aggregate::counting())

@@ -28,6 +28,7 @@
 //! from the repository root runs it and the root end-to-end tests can find it.
 
 mod commands;
+pub mod jobs;
 pub mod model_server;
 mod progress;
 mod snapshots;

@@ -23,8 +23,14 @@
 //! let p = Pipeline::new();
 //! let (sink, counts) = sinks::collection::list();
 //! p.read_from(sources::collection::items(vec!["to be or not to be".to_string()]))
-//!     .flat_map(weir::jobs::wordcount::words)
-//!     .grouping_key(|word: &Word| word.clone())
+//!     .flat_map(|line: String| {
+//!         // Lowercase words: runs of letters and digits.
+//!         line.split(|c: char| !c.is_alphanumeric())
+//!             .filter(|w| !w.is_empty())
+//!             .map(str::to_lowercase)
+//!             .collect::<Vec<_>>()
+//!     })
+//!     .grouping_key(|word: &String| word.clone())
 //!     .aggregate(aggregate::counting())
 //!     .write_to(sink);
 //! let executor = Executor::new(ExecutorConfig::default()).unwrap();

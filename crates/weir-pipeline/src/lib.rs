@@ -31,7 +31,6 @@
 
 mod error;
 pub(crate) mod graph;
-pub mod jobs;
 pub mod map_stages;
 pub mod maps;
 pub mod pipeline;

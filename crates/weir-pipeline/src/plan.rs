@@ -578,7 +578,6 @@ mod tests {
     use weir_core::BoxError;
 
     use crate::Pipeline;
-    use crate::jobs::wordcount::{self, Word};
     use weir_exec::aggregate::counting;
     use weir_io::sinks::{Sink, SinkWriter};
     use weir_io::sources::{BatchSource, SourceReader};
@@ -624,7 +623,18 @@ mod tests {
 
     #[test]
     fn word_count_fuses_source_tokenizer_and_accumulator() {
-        let p = wordcount::pipeline(source(None), sink::<(Word, u64)>(Some(1)));
+        // Word count: lines split into words, counted per word, most frequent first.
+        let p = Pipeline::new();
+        p.read_from(source(None))
+            .flat_map(|line: String| {
+                line.split_whitespace()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .grouping_key(|word: &String| word.clone())
+            .aggregate(counting())
+            .sort_by(|a: &(String, u64), b: &(String, u64)| b.1.cmp(&a.1))
+            .write_to(sink::<(String, u64)>(Some(1)));
         let (names, edges) = shape(&p);
         assert_eq!(
             names,

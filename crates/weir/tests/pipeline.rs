@@ -88,8 +88,13 @@ fn word_count_through_the_api() {
         p.read_from(sources::collection::items(
             lines.into_iter().map(String::from),
         ))
-        .flat_map(weir::jobs::wordcount::words)
-        .grouping_key(|w: &Word| w.clone())
+        .flat_map(|line: String| {
+            line.split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect::<Vec<_>>()
+        })
+        .grouping_key(|w: &String| w.clone())
         .aggregate(counting())
     });
     let got: HashMap<String, u64> = out.into_iter().map(|(w, c)| (w.to_string(), c)).collect();

@@ -23,7 +23,7 @@ pub enum Example {
 pub fn run(example: Example) -> anyhow::Result<()> {
     match example {
         Example::Affinity { owners } => {
-            let report = weir::jobs::affinity::run(owners as usize)
+            let report = crate::jobs::affinity::run(owners as usize)
                 .context("the affinity demonstration failed")?;
             print!("{}", report.render());
             Ok(())

@@ -1,7 +1,7 @@
 //! `weir explain JOB`: prints a built-in job's plan.
 
+use crate::jobs::wordcount;
 use clap::{Args, Subcommand};
-use weir::jobs::wordcount;
 
 /// The jobs `weir explain` knows.
 #[derive(Debug, Subcommand)]

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::jobs::wordcount;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use weir::jobs::wordcount;
 use weir::{Executor, ExecutorConfig, JobConfig, sinks, sources};
 
 use crate::progress;

@@ -9,10 +9,16 @@
 //!
 //! let p = Pipeline::new();
 //! p.read_from(sources::files::text("books/")?)
-//!     .flat_map(weir::jobs::wordcount::words)
-//!     .grouping_key(|word: &Word| word.clone())
+//!     .flat_map(|line: String| {
+//!         // Lowercase words: runs of letters and digits.
+//!         line.split(|c: char| !c.is_alphanumeric())
+//!             .filter(|w| !w.is_empty())
+//!             .map(str::to_lowercase)
+//!             .collect::<Vec<_>>()
+//!     })
+//!     .grouping_key(|word: &String| word.clone())
 //!     .aggregate(aggregate::counting())
-//!     .write_to(sinks::files::parts_with("counts/", |(word, n): &(Word, u64), out: &mut Vec<u8>| {
+//!     .write_to(sinks::files::parts_with("counts/", |(word, n): &(String, u64), out: &mut Vec<u8>| {
 //!         out.extend_from_slice(format!("{word}\t{n}\n").as_bytes());
 //!     }));
 //! p.run()?;

@@ -1,7 +1,7 @@
 //! Word count: the canonical batch job.
 //!
 //! ```
-//! use weir::jobs::wordcount::words;
+//! use weir_cli::jobs::wordcount::words;
 //!
 //! let found: Vec<_> = words("Hello, wörld! hello_there 42".to_string()).collect();
 //! assert_eq!(found, ["hello", "wörld", "hello_there", "42"]);
@@ -16,10 +16,10 @@
 
 use compact_str::CompactString;
 
-use crate::pipeline::Pipeline;
-use weir_exec::aggregate::counting;
-use weir_io::sinks::Sink;
-use weir_io::sources::BatchSource;
+use weir::Pipeline;
+use weir::aggregate::counting;
+use weir::sinks::Sink;
+use weir::sources::BatchSource;
 
 /// A word: a small string stored inline up to 24 bytes.
 pub type Word = CompactString;
@@ -138,8 +138,8 @@ pub fn pipeline(source: BatchSource<String>, sink: Sink<(Word, u64)>) -> Pipelin
 /// exactly like a real run and touches no file.
 pub fn preview() -> Pipeline {
     pipeline(
-        weir_io::sources::files::text_placeholder("INPUT"),
-        weir_io::sinks::files::text_with("OUTPUT", format_line),
+        weir::sources::files::text_placeholder("INPUT"),
+        weir::sinks::files::text_with("OUTPUT", format_line),
     )
 }
 

@@ -1,17 +1,17 @@
 //! The data-affinity demonstration (Hazelcast's `PartitionAware`): three maps hold
 //! `key{i}-{j} → i*j`; with [`AffinityKey`]s every `key{i}-*` entry of all three maps lands on
 //! one partition and one owner, and a partition-aware task sums them there locally. The
-//! owners are the workers of an executor ([`crate::maps::on_executor`]).
+//! owners are the workers of an executor ([`weir::maps::on_executor`]).
 //!
 //! ```
-//! let report = weir::jobs::affinity::run(4).unwrap();
+//! let report = weir_cli::jobs::affinity::run(4).unwrap();
 //! assert_eq!(report.sums.iter().map(|s| s.1).collect::<Vec<_>>(), vec![15, 30, 45, 60, 75]);
 //! assert!(report.affinity_groups_on_one_owner());
 //! ```
 
 use std::fmt::Write;
 
-use weir_core::{Executor, ExecutorConfig};
+use weir::{Executor, ExecutorConfig};
 use weir_maps::{
     AffinityKey, MapError, MapService, OwnerTask, PartitionAware, PartitionView, PartitionedMap,
 };
@@ -21,7 +21,7 @@ use weir_maps::{
 pub enum AffinityError {
     /// The executor whose workers own the maps could not start.
     #[error(transparent)]
-    Runtime(#[from] weir_core::Error),
+    Runtime(#[from] weir::core::Error),
     /// A map call failed (it does not, short of a bug).
     #[error(transparent)]
     Map(#[from] MapError),
@@ -150,7 +150,7 @@ pub fn run(owners: usize) -> Result<AffinityReport, AffinityError> {
         workers: owners,
         ..ExecutorConfig::default()
     })?;
-    let service: MapService = crate::maps::on_executor(&executor)?;
+    let service: MapService = weir::maps::on_executor(&executor)?;
     let plain: Vec<PartitionedMap<String, u64>> = ["plain1", "plain2", "plain3"]
         .iter()
         .map(|n| service.map(n))
