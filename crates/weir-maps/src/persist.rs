@@ -1,7 +1,7 @@
 //! Saving a map to a directory and loading it back: one file per partition, each with a
 //! CRC32C, so that a map survives a restart as a small embedded store.
 //!
-//! A file is one frame:
+//! A file is one frame of [`weir_frame`]:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use weir_frame::FileFormat;
 
 use crate::MapError;
 use crate::map::{MapKey, MapValue, PartitionedMap};
@@ -29,8 +30,9 @@ use crate::map::{MapKey, MapValue, PartitionedMap};
 /// The version written into every map file; a reader refuses any other.
 pub const MAP_FORMAT_VERSION: u16 = 1;
 
-const MAGIC: &[u8; 8] = b"WEIRMAP\0";
-const HEADER: usize = 24;
+/// Map partition files, framed by [`weir_frame`].
+const MAP_FILE: FileFormat =
+    FileFormat::new(b"WEIRMAP\0", MAP_FORMAT_VERSION, "map file", "partition");
 
 /// What a save or a load did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,55 +58,16 @@ pub fn partition_file(dir: &Path, partition: u32) -> PathBuf {
 }
 
 fn frame(partition: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + payload.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&MAP_FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&(partition as u16).to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(payload);
-    out
+    MAP_FILE.frame(partition as u16, payload)
 }
 
 fn unframe<'a>(path: &Path, partition: u32, bytes: &'a [u8]) -> Result<&'a [u8], MapError> {
-    let corrupt = |reason: String| MapError::Corrupt {
-        path: path.to_path_buf(),
-        reason,
-    };
-    if bytes.len() < HEADER {
-        return Err(corrupt(format!(
-            "{} bytes, shorter than the header",
-            bytes.len()
-        )));
-    }
-    if &bytes[..8] != MAGIC {
-        return Err(corrupt("not a Weir map file (bad magic)".into()));
-    }
-    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != MAP_FORMAT_VERSION {
-        return Err(corrupt(format!(
-            "format version {version}, this build reads {MAP_FORMAT_VERSION}"
-        )));
-    }
-    let stored = u16::from_le_bytes([bytes[10], bytes[11]]) as u32;
-    if stored != partition {
-        return Err(corrupt(format!(
-            "holds partition {stored}, expected {partition}"
-        )));
-    }
-    let crc = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
-    let len = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
-    let payload = &bytes[HEADER..];
-    if payload.len() as u64 != len {
-        return Err(corrupt(format!(
-            "payload is {} bytes, the header says {len}",
-            payload.len()
-        )));
-    }
-    if crc32c::crc32c(payload) != crc {
-        return Err(corrupt("checksum mismatch".into()));
-    }
-    Ok(payload)
+    MAP_FILE
+        .unframe(partition as u16, bytes)
+        .map_err(|e| MapError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
 }
 
 fn sync_dir(dir: &Path) -> Result<(), MapError> {

@@ -1,13 +1,12 @@
 //! The on-disk format of snapshot parts and manifests.
 //!
-//! Every file is one frame:
+//! Every file is one frame of [`weir_frame`]:
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 8 | magic `WEIRSNAP` |
 //! | 2 | format version, little-endian ([`FORMAT_VERSION`]) |
-//! | 1 | kind: 0 a part, 1 a manifest |
-//! | 1 | reserved, 0 |
+//! | 2 | kind, little-endian: 0 a part, 1 a manifest |
 //! | 4 | CRC32C of the payload, little-endian |
 //! | 8 | payload length, little-endian |
 //! | n | payload |
@@ -19,16 +18,18 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use weir_frame::FileFormat;
 
 use super::{Guarantee, SnapshotEntry};
 
 /// The version written into every frame; a reader refuses any other.
 pub const FORMAT_VERSION: u16 = 1;
 
-const MAGIC: &[u8; 8] = b"WEIRSNAP";
-const HEADER: usize = 24;
-const KIND_PART: u8 = 0;
-const KIND_MANIFEST: u8 = 1;
+/// Snapshot parts and manifests, framed by [`weir_frame`].
+const SNAPSHOT_FILE: FileFormat =
+    FileFormat::new(b"WEIRSNAP", FORMAT_VERSION, "snapshot file", "frame kind");
+const KIND_PART: u16 = 0;
+const KIND_MANIFEST: u16 = 1;
 
 /// What can go wrong reading or writing a snapshot.
 #[derive(Debug, thiserror::Error)]
@@ -133,60 +134,17 @@ impl Manifest {
     }
 }
 
-fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + payload.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.push(kind);
-    out.push(0);
-    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(payload);
-    out
+fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
+    SNAPSHOT_FILE.frame(kind, payload)
 }
 
-fn unframe<'a>(path: &Path, kind: u8, bytes: &'a [u8]) -> Result<&'a [u8], SnapshotError> {
-    let corrupt = |reason: String| SnapshotError::Corrupt {
-        path: path.to_path_buf(),
-        reason,
-    };
-    if bytes.len() < HEADER {
-        return Err(corrupt(format!(
-            "{} bytes, shorter than the {HEADER}-byte header",
-            bytes.len()
-        )));
-    }
-    if &bytes[..8] != MAGIC {
-        return Err(corrupt("not a Weir snapshot file (bad magic)".into()));
-    }
-    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != FORMAT_VERSION {
-        return Err(corrupt(format!(
-            "format version {version}, this build reads {FORMAT_VERSION}"
-        )));
-    }
-    if bytes[10] != kind {
-        return Err(corrupt(format!(
-            "frame kind {}, expected {kind}",
-            bytes[10]
-        )));
-    }
-    if bytes[11] != 0 {
-        return Err(corrupt(format!("reserved header byte is {}", bytes[11])));
-    }
-    let crc = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
-    let len = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
-    let payload = &bytes[HEADER..];
-    if payload.len() as u64 != len {
-        return Err(corrupt(format!(
-            "payload is {} bytes, the header says {len}",
-            payload.len()
-        )));
-    }
-    if crc32c::crc32c(payload) != crc {
-        return Err(corrupt("checksum mismatch".into()));
-    }
-    Ok(payload)
+fn unframe<'a>(path: &Path, kind: u16, bytes: &'a [u8]) -> Result<&'a [u8], SnapshotError> {
+    SNAPSHOT_FILE
+        .unframe(kind, bytes)
+        .map_err(|e| SnapshotError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
 }
 
 /// Encodes one instance's entries as a part file.
