@@ -75,10 +75,7 @@ fn job(executor: &Executor, parallelism: usize, items: u64, hop: bool) -> (Durat
             shared: Arc::clone(&sink_shared),
         }));
     let start = Instant::now();
-    let config = JobConfig {
-        default_parallelism: Some(parallelism),
-        ..JobConfig::default()
-    };
+    let config = JobConfig::default().with_default_parallelism(parallelism);
     p.submit(executor, config)
         .expect("submits")
         .join()

@@ -633,10 +633,7 @@ fn engine_run(query: Option<Query>, input: &Input, parallelism: usize, observe: 
     let job = p
         .submit(
             &executor,
-            JobConfig {
-                default_parallelism: Some(parallelism),
-                ..JobConfig::default()
-            },
+            JobConfig::default().with_default_parallelism(parallelism),
         )
         .expect("submit");
     let polling = observer.as_ref().map(|o| o.poll(&job));
@@ -1210,10 +1207,7 @@ fn latency_child(events: u64, wall_rate: u64, parallelism: usize) {
     let started = Instant::now();
     p.submit(
         &executor,
-        JobConfig {
-            default_parallelism: Some(parallelism),
-            ..JobConfig::default()
-        },
+        JobConfig::default().with_default_parallelism(parallelism),
     )
     .unwrap()
     .join()

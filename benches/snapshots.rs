@@ -115,11 +115,8 @@ fn q5_run(events: u64, interval: Option<Duration>, spin: Option<Duration>) -> Ru
             Guarantee::ExactlyOnce,
         )
     });
-    let config = JobConfig {
-        name: "q5".into(),
-        snapshots,
-        ..JobConfig::default()
-    };
+    let mut config = JobConfig::default().with_name("q5");
+    config.snapshots = snapshots;
     let start = Instant::now();
     let job = p.submit(&Executor::shared(), config).expect("submit");
     assert!(job.wait_timeout(Duration::from_secs(3600)), "the job ends");
@@ -263,14 +260,14 @@ fn state_job(keys: u64) -> Pipeline {
 fn recovery(keys: u64) {
     println!("## recovery: keyed state of {keys} keys × 100 bytes\n");
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let config = || JobConfig {
-        name: "state".into(),
-        snapshots: Some(SnapshotConfig::new(
-            Arc::new(LocalDirStore::new(dir.path())),
-            Duration::from_secs(3600),
-            Guarantee::ExactlyOnce,
-        )),
-        ..JobConfig::default()
+    let config = || {
+        JobConfig::default()
+            .with_name("state")
+            .with_snapshots(SnapshotConfig::new(
+                Arc::new(LocalDirStore::new(dir.path())),
+                Duration::from_secs(3600),
+                Guarantee::ExactlyOnce,
+            ))
     };
     let start = Instant::now();
     let job = state_job(keys)

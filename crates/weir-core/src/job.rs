@@ -38,8 +38,23 @@ impl JobStatus {
 /// The default of [`JobConfig::idle_timeout`].
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Settings for one job.
+/// Settings for one job. Start from the defaults and change what you need:
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_core::JobConfig;
+///
+/// let config = JobConfig::default()
+///     .with_name("orders")
+///     .with_default_parallelism(2)
+///     .with_idle_timeout(Duration::from_secs(5));
+/// assert_eq!(config.default_parallelism, Some(2));
+/// ```
+///
+/// The fields can be read and changed in place; new settings may be added in any release,
+/// so the struct cannot be built field by field outside this crate.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct JobConfig {
     /// A name for logs and metrics.
     pub name: String,
@@ -78,6 +93,50 @@ impl Default for JobConfig {
 }
 
 impl JobConfig {
+    /// The same settings, with the job named `name` in logs and metrics.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The same settings, with `parallelism` instances per vertex that does not set its own.
+    pub fn with_default_parallelism(mut self, parallelism: usize) -> Self {
+        self.default_parallelism = Some(parallelism);
+        self
+    }
+
+    /// The same settings, with at most `items` moved into an inbox per call.
+    pub fn with_inbox_batch(mut self, items: usize) -> Self {
+        self.inbox_batch = items;
+        self
+    }
+
+    /// The same settings, with at most `items` accepted by an output port per call.
+    pub fn with_outbox_batch(mut self, items: usize) -> Self {
+        self.outbox_batch = items;
+        self
+    }
+
+    /// The same settings, with stream sources declaring themselves idle after `timeout`
+    /// without input (see [`JobConfig::idle_timeout`]).
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// The same settings, with the stall watchdog warning after `timeout` without progress
+    /// (see [`JobConfig::stall_timeout`]).
+    pub fn with_stall_timeout(mut self, timeout: Duration) -> Self {
+        self.stall_timeout = timeout;
+        self
+    }
+
+    /// The same settings, with snapshots and restarts as `snapshots` says.
+    pub fn with_snapshots(mut self, snapshots: SnapshotConfig) -> Self {
+        self.snapshots = Some(snapshots);
+        self
+    }
+
     /// The snapshot settings in force: `None` without snapshots, or with
     /// [`Guarantee::None`].
     pub fn snapshotting(&self) -> Option<&SnapshotConfig> {

@@ -324,10 +324,7 @@ fn backpressure_bounds_items_in_flight() {
     );
     dag.edge(Edge::between(source, sink).capacity(CAPACITY));
 
-    let config = JobConfig {
-        inbox_batch: INBOX_BATCH,
-        ..JobConfig::default()
-    };
+    let config = JobConfig::default().with_inbox_batch(INBOX_BATCH);
     let job = executor.submit(dag, config).unwrap();
     assert!(
         job.wait_timeout(TIMEOUT),
@@ -746,10 +743,7 @@ fn concurrent_jobs_share_one_executor() {
         );
         dag.edge(Edge::between(source, map));
         dag.edge(Edge::between(map, sink));
-        let config = JobConfig {
-            name: format!("job-{j}"),
-            ..JobConfig::default()
-        };
+        let config = JobConfig::default().with_name(format!("job-{j}"));
         running.push((j, executor.submit(dag, config).unwrap(), collected));
     }
     for (j, job, collected) in running {
@@ -930,13 +924,7 @@ fn a_lower_priority_input_is_drained_first() {
     dag.edge(Edge::between(build, join).to_ordinal(1).priority(-1));
     finish(
         executor
-            .submit(
-                dag,
-                JobConfig {
-                    inbox_batch: 64,
-                    ..JobConfig::default()
-                },
-            )
+            .submit(dag, JobConfig::default().with_inbox_batch(64))
             .unwrap(),
     )
     .unwrap();
@@ -1502,10 +1490,7 @@ fn a_job_that_starves_itself_is_reported_as_stalled() {
     let job = executor()
         .submit(
             dag,
-            JobConfig {
-                stall_timeout: Duration::from_millis(100),
-                ..JobConfig::default()
-            },
+            JobConfig::default().with_stall_timeout(Duration::from_millis(100)),
         )
         .unwrap();
     let deadline = std::time::Instant::now() + TIMEOUT;

@@ -296,11 +296,9 @@ fn config(dir: &std::path::Path, guarantee: Guarantee, restart: RestartPolicy) -
     );
     snapshots.restart = restart;
     snapshots.restart.backoff = Duration::from_millis(1);
-    JobConfig {
-        name: "keyed-sum".into(),
-        snapshots: Some(snapshots),
-        ..JobConfig::default()
-    }
+    JobConfig::default()
+        .with_name("keyed-sum")
+        .with_snapshots(snapshots)
 }
 
 fn expected(items: u64) -> BTreeMap<u64, (u64, u64)> {
@@ -742,11 +740,9 @@ fn store_config(
         SnapshotConfig::new(store, Duration::from_millis(2), Guarantee::ExactlyOnce);
     snapshots.restart = restart;
     snapshots.restart.backoff = Duration::from_millis(1);
-    JobConfig {
-        name: "items".into(),
-        snapshots: Some(snapshots),
-        ..JobConfig::default()
-    }
+    JobConfig::default()
+        .with_name("items")
+        .with_snapshots(snapshots)
 }
 
 fn crash_and_resume(crash: Crash) {

@@ -36,13 +36,7 @@ fn the_generator_source_at_parallelism_2_makes_the_generators_events() {
         p.read_from(source::generator(config(20_000), parallelism).unwrap())
             .write_to(sink);
         let job = p
-            .submit(
-                &executor,
-                JobConfig {
-                    default_parallelism: Some(2),
-                    ..Default::default()
-                },
-            )
+            .submit(&executor, JobConfig::default().with_default_parallelism(2))
             .unwrap();
         job.join().unwrap();
         let got = out.take();

@@ -21,10 +21,7 @@ fn run(
     let stream = p.read_from(events).with_native_timestamps(lag);
     let (sink, rows) = sinks::collection::list();
     queries::csv_rows(query, &stream).write_to(sink);
-    let config = JobConfig {
-        default_parallelism: Some(parallelism),
-        ..JobConfig::default()
-    };
+    let config = JobConfig::default().with_default_parallelism(parallelism);
     let job = p.submit(&Executor::shared(), config).unwrap();
     assert!(
         job.wait_timeout(Duration::from_secs(120)),
@@ -136,10 +133,7 @@ fn replays_keeping_only_the_strings_a_query_reads_give_the_reference_rows_and_cs
             &p.read_from(replay()).with_native_timestamps(4_000),
             &output,
         );
-        let config = JobConfig {
-            default_parallelism: Some(2),
-            ..JobConfig::default()
-        };
+        let config = JobConfig::default().with_default_parallelism(2);
         p.submit(&Executor::shared(), config)
             .unwrap()
             .join()

@@ -88,10 +88,7 @@ fn paced_job(executor: &Executor) -> (Job, Arc<AtomicU64>) {
     );
     dag.edge(Edge::between(source, double));
     dag.edge(Edge::between(double, sink).all_to_one());
-    let config = JobConfig {
-        name: "paced".into(),
-        ..JobConfig::default()
-    };
+    let config = JobConfig::default().with_name("paced");
     (executor.submit(dag, config).unwrap(), count)
 }
 

@@ -189,10 +189,7 @@ fn a_service_factory_builds_one_service_for_every_instance() {
         .write_to(sink);
     p.submit(
         &Executor::shared(),
-        JobConfig {
-            default_parallelism: Some(2),
-            ..Default::default()
-        },
+        JobConfig::default().with_default_parallelism(2),
     )
     .unwrap()
     .join()

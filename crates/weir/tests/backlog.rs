@@ -85,10 +85,7 @@ fn a_flat_map_that_explodes_keeps_the_backlog_within_two_batches() {
     let job = p
         .submit(
             &weir::Executor::shared(),
-            JobConfig {
-                default_parallelism: Some(2),
-                ..JobConfig::default()
-            },
+            JobConfig::default().with_default_parallelism(2),
         )
         .unwrap();
     assert!(

@@ -16,10 +16,7 @@ fn run(p: &Pipeline, parallelism: usize) -> Result<u64, String> {
         ..Default::default()
     })
     .unwrap();
-    let config = JobConfig {
-        default_parallelism: Some(parallelism),
-        ..Default::default()
-    };
+    let config = JobConfig::default().with_default_parallelism(parallelism);
     let job = p.submit(&executor, config).map_err(|e| e.to_string())?;
     while !job.wait_timeout(std::time::Duration::from_millis(20)) {}
     let written = job

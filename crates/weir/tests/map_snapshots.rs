@@ -66,12 +66,10 @@ fn config(dir: &std::path::Path, parallelism: usize, restart: RestartPolicy) -> 
         Guarantee::ExactlyOnce,
     );
     snapshots.restart = restart;
-    JobConfig {
-        name: "map-writer".into(),
-        default_parallelism: Some(parallelism),
-        snapshots: Some(snapshots),
-        ..JobConfig::default()
-    }
+    JobConfig::default()
+        .with_name("map-writer")
+        .with_default_parallelism(parallelism)
+        .with_snapshots(snapshots)
 }
 
 fn restarts() -> RestartPolicy {

@@ -42,12 +42,10 @@ fn config(state: &Path, parallelism: usize, last: bool) -> JobConfig {
         // The failure ends the run: the next one resumes at its own parallelism.
         snapshots.restart = RestartPolicy::never();
     }
-    JobConfig {
-        name: "parts-rescaling".into(),
-        default_parallelism: Some(parallelism),
-        snapshots: Some(snapshots),
-        ..JobConfig::default()
-    }
+    JobConfig::default()
+        .with_name("parts-rescaling")
+        .with_default_parallelism(parallelism)
+        .with_snapshots(snapshots)
 }
 
 /// Runs the job at each parallelism in turn, each run but the last stopped by a failure at

@@ -157,12 +157,10 @@ fn config_at(dir: &std::path::Path, guarantee: Guarantee, parallelism: usize) ->
         backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(10),
     };
-    JobConfig {
-        name: "stress".into(),
-        default_parallelism: Some(parallelism),
-        snapshots: Some(snapshots),
-        ..JobConfig::default()
-    }
+    JobConfig::default()
+        .with_name("stress")
+        .with_default_parallelism(parallelism)
+        .with_snapshots(snapshots)
 }
 
 fn expected(items: u64) -> BTreeMap<(i64, u64), u64> {
@@ -281,10 +279,7 @@ fn the_same_job_without_snapshots_commits_at_its_end() {
     pipeline(&shared, items)
         .submit(
             &Executor::shared(),
-            JobConfig {
-                default_parallelism: Some(2),
-                ..JobConfig::default()
-            },
+            JobConfig::default().with_default_parallelism(2),
         )
         .unwrap()
         .join()

@@ -21,12 +21,10 @@ fn config(dir: &std::path::Path, guarantee: Guarantee) -> JobConfig {
         backoff: Duration::from_millis(1),
         max_backoff: Duration::from_millis(1),
     };
-    JobConfig {
-        name: "source-snapshots".into(),
-        default_parallelism: Some(2),
-        snapshots: Some(snapshots),
-        ..JobConfig::default()
-    }
+    JobConfig::default()
+        .with_name("source-snapshots")
+        .with_default_parallelism(2)
+        .with_snapshots(snapshots)
 }
 
 #[test]

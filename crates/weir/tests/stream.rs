@@ -366,10 +366,7 @@ fn results_do_not_depend_on_parallelism() {
         let job = p
             .submit(
                 &Executor::shared(),
-                JobConfig {
-                    default_parallelism: Some(parallelism),
-                    ..JobConfig::default()
-                },
+                JobConfig::default().with_default_parallelism(parallelism),
             )
             .unwrap();
         assert!(job.wait_timeout(std::time::Duration::from_secs(60)));
@@ -584,11 +581,9 @@ fn long_backpressure_never_makes_an_input_idle() {
     let stream = p
         .read_from(sources::stream::generator(0, Some(N), |n| n))
         .with_timestamps(stamp, 0);
-    let config = JobConfig {
-        idle_timeout: std::time::Duration::from_millis(50),
-        default_parallelism: Some(2),
-        ..JobConfig::default()
-    };
+    let config = JobConfig::default()
+        .with_idle_timeout(std::time::Duration::from_millis(50))
+        .with_default_parallelism(2);
     let (got, late) = count_windows_behind_a_slow_stage(&p, stream, config);
     assert_eq!(late, 0, "items were dropped as late");
     assert_eq!(got, tumbling_counts((0..N).map(|n| stamp(&n))));

@@ -148,11 +148,9 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
     let job = pipeline
         .submit(
             &executor,
-            JobConfig {
-                name: "nexmark-generate".into(),
-                default_parallelism: Some(1),
-                ..Default::default()
-            },
+            JobConfig::default()
+                .with_name("nexmark-generate")
+                .with_default_parallelism(1),
         )
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     while !job.wait_timeout(Duration::from_millis(50)) {}
@@ -282,11 +280,9 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
             format!("seed-{}", args.seed),
         ],
     };
-    let config = JobConfig {
-        name: job_name("nexmark", &name_parts),
-        default_parallelism: Some(parallelism),
-        ..Default::default()
-    };
+    let config = JobConfig::default()
+        .with_name(job_name("nexmark", &name_parts))
+        .with_default_parallelism(parallelism);
     let snapshots = args.snapshots.snapshots();
     let name = config.name.clone();
     let job = Snapshots::submit(snapshots.as_ref(), &pipeline, &executor, config)

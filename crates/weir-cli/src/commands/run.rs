@@ -74,15 +74,13 @@ fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
     let pipeline = wordcount::pipeline(input, sink);
     let (executor, parallelism) = executor(args.parallelism)?;
     let started = Instant::now();
-    let config = JobConfig {
+    let config = JobConfig::default()
         // The same command gives the same name, so a rerun finds its snapshots.
-        name: job_name(
+        .with_name(job_name(
             "wordcount",
             &[path_part(&args.input), path_part(&args.output)],
-        ),
-        default_parallelism: Some(parallelism),
-        ..Default::default()
-    };
+        ))
+        .with_default_parallelism(parallelism);
     let snapshots = args.snapshots.snapshots();
     let name = config.name.clone();
     let job = Snapshots::submit(snapshots.as_ref(), &pipeline, &executor, config)

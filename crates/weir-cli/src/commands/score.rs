@@ -592,11 +592,12 @@ pub fn score(args: ScoreArgs) -> anyhow::Result<()> {
     .context("cannot start the worker thread")?;
     let started = Instant::now();
     // The same input and output give the same name, so a rerun finds its snapshots.
-    let config = JobConfig {
-        name: job_name("score", &[path_part(&args.input), path_part(&args.output)]),
-        default_parallelism: Some(1),
-        ..Default::default()
-    };
+    let config = JobConfig::default()
+        .with_name(job_name(
+            "score",
+            &[path_part(&args.input), path_part(&args.output)],
+        ))
+        .with_default_parallelism(1);
     let name = config.name.clone();
     let snapshots = args.snapshots.snapshots();
     let job = Snapshots::submit(snapshots.as_ref(), &p, &executor, config)

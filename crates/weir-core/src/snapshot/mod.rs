@@ -9,11 +9,9 @@
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let store = Arc::new(LocalDirStore::new(dir.path()));
-//! let config = JobConfig {
-//!     name: "orders".into(),
-//!     snapshots: Some(SnapshotConfig::new(store, Duration::from_secs(1), Guarantee::ExactlyOnce)),
-//!     ..JobConfig::default()
-//! };
+//! let config = JobConfig::default()
+//!     .with_name("orders")
+//!     .with_snapshots(SnapshotConfig::new(store, Duration::from_secs(1), Guarantee::ExactlyOnce));
 //! # let _ = config;
 //! ```
 //!
