@@ -111,7 +111,7 @@ use weir_nexmark::reference::{
     self, Q0Row, Q1Row, Q2Row, Q3Row, Q4Row, Q5_SLIDE_MS, Q5_WINDOW_MS, Q5Row, Q7_WINDOW_MS, Q7Row,
     Q8Row,
 };
-use weir_nexmark::{Event, Generator, Query, queries, source};
+use weir_nexmark::{Event, Generator, Query, pipelines, source};
 
 /// The allowed lag of the watermark, as the reference's default.
 const LAG_MS: i64 = reference::DEFAULT_ALLOWED_LAG_MS as i64;
@@ -729,14 +729,14 @@ fn attach_query(query: Option<Query>, events: &StreamStage<Event>, shared: &Arc<
         return events.write_to(checksum_sink(shared));
     };
     match query {
-        Query::Q0 => queries::q0(events).write_to(checksum_sink(shared)),
-        Query::Q1 => queries::q1(events).write_to(checksum_sink(shared)),
-        Query::Q2 => queries::q2(events).write_to(checksum_sink(shared)),
-        Query::Q3 => queries::q3(events).write_to(checksum_sink(shared)),
-        Query::Q4 => queries::q4(events).write_to(checksum_sink(shared)),
-        Query::Q5 => queries::q5(events).write_to(checksum_sink(shared)),
-        Query::Q7 => queries::q7(events).write_to(checksum_sink(shared)),
-        Query::Q8 => queries::q8(events).write_to(checksum_sink(shared)),
+        Query::Q0 => pipelines::q0(events).write_to(checksum_sink(shared)),
+        Query::Q1 => pipelines::q1(events).write_to(checksum_sink(shared)),
+        Query::Q2 => pipelines::q2(events).write_to(checksum_sink(shared)),
+        Query::Q3 => pipelines::q3(events).write_to(checksum_sink(shared)),
+        Query::Q4 => pipelines::q4(events).write_to(checksum_sink(shared)),
+        Query::Q5 => pipelines::q5(events).write_to(checksum_sink(shared)),
+        Query::Q7 => pipelines::q7(events).write_to(checksum_sink(shared)),
+        Query::Q8 => pipelines::q8(events).write_to(checksum_sink(shared)),
     }
 }
 
@@ -1198,10 +1198,10 @@ fn latency_child(events: u64, wall_rate: u64, parallelism: usize) {
             local: Vec::new(),
         })
     };
-    queries::q5(&stream)
+    pipelines::q5(&stream)
         .map(|r| r.window_end)
         .write_to(sink(&latencies));
-    queries::q7(&stream)
+    pipelines::q7(&stream)
         .map(|r| r.window_end)
         .write_to(sink(&latencies));
     let started = Instant::now();

@@ -42,7 +42,7 @@ use weir::prelude::*;
 use weir::snapshot::{Guarantee, LocalDirStore, SnapshotConfig, SnapshotStats};
 use weir::{BoxError, SinkWriter};
 use weir_nexmark::generator::GeneratorConfig;
-use weir_nexmark::queries;
+use weir_nexmark::pipelines;
 use weir_nexmark::reference::Q5Row;
 use weir_nexmark::source;
 
@@ -102,7 +102,7 @@ fn q5_run(events: u64, interval: Option<Duration>, spin: Option<Duration>) -> Ru
         }),
         None => events_stage,
     };
-    queries::q5(&events_stage).write_to(Sink::new("checksum", None, move |_| Checksum {
+    pipelines::q5(&events_stage).write_to(Sink::new("checksum", None, move |_| Checksum {
         count: 0,
         sum: 0,
         shared: Arc::clone(&sink_shared),

@@ -11,7 +11,7 @@
 //!   the per-call batch limit of 1024, one release store per run. Every pipeline vertex emits
 //!   through `Emit`, so this is the figure that matters for jobs.
 //! - `weir-offer`: `OutPort::offer` → `Sender::try_send`, one item and one release store at a
-//!   time, as the core processors (`weir_core::processors`, aggregations, window frames) emit.
+//!   time, as the core processors (`weir_core::builtin_processors`, aggregations, window frames) emit.
 //! - `hand-mpsc-sync-channel`: the same transfer through `std::sync::mpsc::sync_channel(1024)`,
 //!   the yardstick;
 //! - `hand-single-thread-loop`: no transfer at all, one thread summing the numbers (with

@@ -1,7 +1,7 @@
 //! The core DAG: vertices (processor suppliers) joined by typed edges (conveyors).
 //!
 //! ```
-//! use weir_core::{Dag, Edge, Vertex, processors::{IterSource, MapP, CollectSink}};
+//! use weir_core::{Dag, Edge, Vertex, builtin_processors::{IterSource, MapP, CollectSink}};
 //!
 //! let mut dag = Dag::new();
 //! let source = dag.vertex(Vertex::new("numbers", |_| IterSource::new(0..10u64)).emits::<u64>().local_parallelism(1));
@@ -688,7 +688,7 @@ fn check_ordinals(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::processors::{CollectSink, IterSource, MapP};
+    use crate::builtin_processors::{CollectSink, IterSource, MapP};
 
     fn source(name: &str) -> Vertex {
         Vertex::new(name, |_| IterSource::new(0..1u64)).emits::<u64>()

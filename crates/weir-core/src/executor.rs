@@ -1,7 +1,7 @@
 //! The executor: cooperative worker threads, one per core, shared by every job.
 //!
 //! ```
-//! use weir_core::{Dag, Edge, Executor, JobConfig, Vertex, processors::{IterSource, CollectSink}};
+//! use weir_core::{Dag, Edge, Executor, JobConfig, Vertex, builtin_processors::{IterSource, CollectSink}};
 //!
 //! let executor = Executor::shared();
 //! let mut dag = Dag::new();

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use weir_core::{Dag, Edge, Executor, JobConfig, Vertex};
-//! use weir_core::processors::{IterSource, MapP, CollectSink};
+//! use weir_core::builtin_processors::{IterSource, MapP, CollectSink};
 //!
 //! let mut dag = Dag::new();
 //! let source = dag.vertex(Vertex::new("source", |_| IterSource::new(1..=1000u64)).emits::<u64>().local_parallelism(1));
@@ -40,6 +40,7 @@
 
 #![forbid(missing_docs)]
 
+pub mod builtin_processors;
 pub mod conveyor;
 pub mod dag;
 pub mod error;
@@ -51,7 +52,6 @@ pub mod metrics;
 pub mod outbox;
 pub mod park;
 pub mod processor;
-pub mod processors;
 pub mod snapshot;
 pub mod stall;
 pub mod tasklet;

@@ -1,7 +1,7 @@
 //! The processor test harness, modelled on Jet's `TestSupport`.
 //!
 //! ```
-//! use weir_core::processors::MapP;
+//! use weir_core::builtin_processors::MapP;
 //! use weir_core::test_support::verify_processor;
 //!
 //! verify_processor(|_| MapP::new(|s: String| s.len()))
@@ -455,7 +455,7 @@ impl<S: ProcessorSupplier, O: Item> Run<'_, S, O> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::processors::MapP;
+    use crate::builtin_processors::MapP;
 
     #[test]
     fn watermarks_pass_through_in_order() {

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use weir_core::processors::{CollectSink, CountSink, FilterP, IterSource, MapP};
+use weir_core::builtin_processors::{CollectSink, CountSink, FilterP, IterSource, MapP};
 use weir_core::{Dag, Edge, Vertex};
 use weir_core::{
     DagError, Error, Executor, ExecutorConfig, Inbox, Job, JobConfig, JobStatus, MetricsSnapshot,

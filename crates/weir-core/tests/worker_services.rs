@@ -7,7 +7,7 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use weir_core::processors::{CollectSink, IterSource};
+use weir_core::builtin_processors::{CollectSink, IterSource};
 use weir_core::{
     Dag, Edge, Error, Executor, ExecutorConfig, Job, JobConfig, Progress, Vertex, WorkerService,
 };

@@ -48,7 +48,7 @@
 pub mod generator;
 pub mod model;
 pub mod parse;
-pub mod queries;
+pub mod pipelines;
 pub mod query;
 pub mod reference;
 pub mod source;

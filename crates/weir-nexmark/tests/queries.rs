@@ -8,7 +8,7 @@ use weir::prelude::*;
 use weir::{Executor, JobConfig};
 use weir_nexmark::generator::GeneratorConfig;
 use weir_nexmark::parse::KeptStrings;
-use weir_nexmark::{Event, Generator, Query, queries, reference, source};
+use weir_nexmark::{Event, Generator, Query, pipelines, reference, source};
 
 /// Runs `query` over `events`; returns its CSV rows, sorted, and the late events counted.
 fn run(
@@ -20,7 +20,7 @@ fn run(
     let p = Pipeline::new();
     let stream = p.read_from(events).with_native_timestamps(lag);
     let (sink, rows) = sinks::collection::list();
-    queries::csv_rows(query, &stream).write_to(sink);
+    pipelines::csv_rows(query, &stream).write_to(sink);
     let config = JobConfig::default().with_default_parallelism(parallelism);
     let job = p.submit(&Executor::shared(), config).unwrap();
     assert!(
@@ -128,7 +128,7 @@ fn replays_keeping_only_the_strings_a_query_reads_give_the_reference_rows_and_cs
         // The same rows, formatted straight into a CSV file under the header.
         let p = Pipeline::new();
         let output = dir.path().join(format!("{query}.csv"));
-        queries::write_csv(
+        pipelines::write_csv(
             query,
             &p.read_from(replay()).with_native_timestamps(4_000),
             &output,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use weir::core::processors::CountSink;
+use weir::core::builtin_processors::CountSink;
 use weir::core::{
     Dag, Edge, Executor, ExecutorConfig, Job, JobConfig, Outbox, Processor, ProcessorResult, Vertex,
 };
@@ -74,7 +74,7 @@ fn paced_job(executor: &Executor) -> (Job, Arc<AtomicU64>) {
     );
     let double = dag.vertex(
         Vertex::new("double", |_| {
-            weir::core::processors::MapP::new(|x: u64| x * 2)
+            weir::core::builtin_processors::MapP::new(|x: u64| x * 2)
         })
         .accepts::<u64>()
         .emits::<u64>()

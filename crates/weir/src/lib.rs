@@ -43,7 +43,7 @@
 //! Stages that call outside services ([`BatchStage::map_async`],
 //! [`BatchStage::map_async_batched`]) run their futures on one shared tokio runtime and hand
 //! the results back to the workers without blocking them: see [`async_io`]. Async streams
-//! go in and out through [`sources::stream`] and [`sinks::stream`], and
+//! go in and out through [`sources::reactive`] and [`sinks::reactive`], and
 //! [`BatchStage::results`] reads a job's results as an iterator.
 
 #![forbid(missing_docs)]

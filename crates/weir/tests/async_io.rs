@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use weir::async_io::{AsyncOptions, ServiceFactory, runtime};
 use weir::prelude::*;
-use weir::sinks::stream::StreamError;
+use weir::sinks::reactive::StreamError;
 
 const GENEROUS: Duration = Duration::from_secs(60);
 
@@ -261,7 +261,7 @@ const BUFFERS: usize = 1024 + 256;
 fn a_stream_source_is_pulled_on_demand_and_a_dropped_consumer_stops_it() {
     let (stream, polls, dropped) = endless();
     let p = Pipeline::new();
-    let (sink, mut results) = sinks::stream::channel::<u64>(4);
+    let (sink, mut results) = sinks::reactive::channel::<u64>(4);
     p.read_from(sources::reactive::from_stream(stream))
         .write_to(sink);
     let job = p.submit(&Executor::shared(), JobConfig::default()).unwrap();
@@ -292,7 +292,7 @@ fn a_stream_sink_ends_once_and_reports_a_failed_job_as_an_error() {
     let rt = runtime().unwrap();
     // Completed: the items, then the end, for good.
     let p = Pipeline::new();
-    let (sink, mut results) = sinks::stream::channel::<u8>(2);
+    let (sink, mut results) = sinks::reactive::channel::<u8>(2);
     p.read_from(sources::collection::items(vec![1u8, 2, 3]))
         .write_to(sink);
     let job = p.submit(&Executor::shared(), JobConfig::default()).unwrap();
@@ -309,7 +309,7 @@ fn a_stream_sink_ends_once_and_reports_a_failed_job_as_an_error() {
 
     // Failed: the items that made it, one error, the end.
     let p = Pipeline::new();
-    let (sink, mut results) = sinks::stream::channel::<u8>(8);
+    let (sink, mut results) = sinks::reactive::channel::<u8>(8);
     let failing = futures::stream::iter(vec![Ok(1u8), Err("upstream broke")]);
     p.read_from(sources::reactive::from_try_stream(failing))
         .write_to(sink);
@@ -384,7 +384,7 @@ fn dropping_the_results_iterator_cancels_the_job() {
 fn a_result_stream_reports_a_failure_of_another_branch_after_its_own_ends() {
     let rt = weir::async_io::runtime().unwrap();
     let p = Pipeline::new();
-    let (sink, mut results) = sinks::stream::channel::<u8>(8);
+    let (sink, mut results) = sinks::reactive::channel::<u8>(8);
     // This branch completes at once...
     p.read_from(sources::collection::items(vec![1u8, 2, 3]))
         .write_to(sink);

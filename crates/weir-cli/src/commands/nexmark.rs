@@ -18,7 +18,7 @@ use weir_nexmark::generator::{
     AUCTION_PROPORTION, DEFAULT_BASE_TIME_MS, DEFAULT_RATE, GeneratorConfig, TOTAL_PROPORTION,
 };
 use weir_nexmark::parse::KeptStrings;
-use weir_nexmark::{Event, Query, queries, reference, source};
+use weir_nexmark::{Event, Query, pipelines, reference, source};
 
 use crate::progress;
 use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
@@ -235,7 +235,7 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     // written alone, each row is formatted straight into the file's bytes; otherwise counted.
     let rows = events_for_check
         .is_some()
-        .then(|| queries::csv_rows(query, &stream));
+        .then(|| pipelines::csv_rows(query, &stream));
     match (&args.output, &rows) {
         (Some(path), Some(rows)) => {
             let header = format!("{}\n", query.header());
@@ -248,7 +248,7 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
                 },
             ));
         }
-        (Some(path), None) => queries::write_csv(query, &stream, path),
+        (Some(path), None) => pipelines::write_csv(query, &stream, path),
         (None, _) => {}
     }
     let collected = match (&events_for_check, &rows) {
@@ -260,7 +260,7 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
         _ => None,
     };
     if rows.is_none() && args.output.is_none() {
-        queries::row_count(query, &stream).write_to(sinks::collection::discard());
+        pipelines::row_count(query, &stream).write_to(sinks::collection::discard());
     }
 
     let mut executor_config = ExecutorConfig::default();

@@ -11,7 +11,7 @@
 //! | text files: one part file per instance, or a single file | [`files`] | exactly-once |
 //! | JSON Lines | [`json`] | exactly-once |
 //! | CSV | [`csv`] | exactly-once |
-//! | an async `Stream` (bounded channel), or a blocking iterator | [`stream`] | at-least-once |
+//! | an async `Stream` (bounded channel), or a blocking iterator | [`reactive`] | at-least-once |
 //! | a partitioned map (`weir_maps`) | `weir::sinks::map` | exactly-once |
 //!
 //! # Guarantees after a restore
@@ -35,8 +35,8 @@ pub mod csv;
 mod epochs;
 pub mod files;
 pub mod json;
+pub mod reactive;
 pub mod stdout;
-pub mod stream;
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@ use weir_core::{CancelHandle, Executor, Item, Job, JobConfig};
 
 use super::BatchStage;
 use crate::error::{Error, Result};
-use weir_io::sinks::stream::iter_sink;
+use weir_io::sinks::reactive::iter_sink;
 
 impl<T: Item> BatchStage<T> {
     /// Ends this branch in a buffer of `buffer` items, runs the whole pipeline on the shared

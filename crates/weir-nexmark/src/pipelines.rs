@@ -3,13 +3,13 @@
 //! ```
 //! use weir::prelude::*;
 //! use weir_nexmark::generator::GeneratorConfig;
-//! use weir_nexmark::{Query, queries, reference, source};
+//! use weir_nexmark::{Query, pipelines, reference, source};
 //!
 //! let config = GeneratorConfig { count: Some(20_000), ..Default::default() };
 //! let p = Pipeline::new();
 //! let events = p.read_from(source::stream_generator(config.clone(), None)?).with_native_timestamps(4_000);
 //! let (sink, rows) = sinks::collection::list();
-//! queries::csv_rows(Query::Q5, &events).write_to(sink);
+//! pipelines::csv_rows(Query::Q5, &events).write_to(sink);
 //! p.run()?;
 //!
 //! let all: Vec<_> = weir_nexmark::Generator::new(config)?.iter().collect();

@@ -1,6 +1,6 @@
 //! Small built-in processors: an iterator source, map and filter, and collecting or counting
-//! sinks. They serve tests, benchmarks and examples of the processor contract; the pipeline
-//! API in the `weir` crate builds its own fused processors on the same contract.
+//! sinks. They serve tests, benchmarks and examples of the processor contract; the processors
+//! that pipelines run (the `weir-exec` crate) are fused chains on the same contract.
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};

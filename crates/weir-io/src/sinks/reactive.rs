@@ -5,7 +5,7 @@
 //! use weir::prelude::*;
 //!
 //! let p = Pipeline::new();
-//! let (sink, mut results) = sinks::stream::channel::<u32>(16);
+//! let (sink, mut results) = sinks::reactive::channel::<u32>(16);
 //! p.read_from(sources::collection::items(1..=3u32)).write_to(sink);
 //! let job = p.submit(&Executor::shared(), JobConfig::default()).unwrap();
 //! let rt = weir::async_io::runtime().unwrap();
