@@ -1,0 +1,105 @@
+//! Reference results: the plain-Rust reference's checksums, cached per input.
+
+use super::*;
+
+/// The reference's count and checksum of every query and of the source, over `config`'s
+/// events with the allowed lag `lag`.
+pub(crate) fn reference_results(
+    config: &GeneratorConfig,
+    lag: i64,
+) -> Vec<(Option<Query>, Checksum)> {
+    let events: Vec<Event> = Generator::new(config.clone())
+        .expect("config")
+        .iter()
+        .collect();
+    let options = reference::Options {
+        allowed_lag_ms: lag as u64,
+    };
+    let mut out = vec![(None, Checksum::of(&events))];
+    for q in Query::ALL {
+        let sum = match q {
+            Query::Q0 => Checksum::of(&reference::q0(&events, &options).rows),
+            Query::Q1 => Checksum::of(&reference::q1(&events, &options).rows),
+            Query::Q2 => Checksum::of(&reference::q2(&events, &options).rows),
+            Query::Q3 => Checksum::of(&reference::q3(&events, &options).rows),
+            Query::Q4 => Checksum::of(&reference::q4(&events, &options).rows),
+            Query::Q5 => Checksum::of(&reference::q5(&events, &options).rows),
+            Query::Q7 => Checksum::of(&reference::q7(&events, &options).rows),
+            Query::Q8 => Checksum::of(&reference::q8(&events, &options).rows),
+        };
+        out.push((Some(q), sum));
+    }
+    out
+}
+
+/// The cached reference results of `config`, computed in a child process on first use.
+pub(crate) fn cached_reference(
+    me: &Path,
+    config: &GeneratorConfig,
+) -> FxHashMap<Option<Query>, Checksum> {
+    let path = Path::new(DATA_DIR).join(format!(
+        "nexmark-reference-v{CHECKSUM_VERSION}-{}-rate{}-seed{}-base{}-ooo{}-lag{LAG_MS}.txt",
+        config.count.expect("finite"),
+        config.rate,
+        config.seed,
+        config.base_time_ms,
+        config.out_of_order_ms,
+    ));
+    if !path.exists() {
+        eprintln!(
+            "computing the reference results into {} ...",
+            path.display()
+        );
+        std::fs::create_dir_all(DATA_DIR).expect("bench data dir");
+        let mut cmd = Command::new(me);
+        cmd.args(["--child", "reference"])
+            .args(Input::Generator(config.clone()).to_args())
+            .arg("--result")
+            .arg(&path);
+        support::time_child(&mut cmd);
+    }
+    let text = std::fs::read_to_string(&path).expect("reference results");
+    text.lines()
+        .map(|line| {
+            let (what, sum) = line.split_once(' ').expect("`what rows sum`");
+            let sum = Checksum::from_line(sum).expect("rows and checksum");
+            (parse_what(what), sum)
+        })
+        .collect()
+}
+
+/// Child: checks the hand loops against the reference on events out of order by up to 6 s,
+/// so that some are late with the 4 s lag.
+pub(crate) fn check_hand_loops() {
+    let config = GeneratorConfig {
+        count: Some(300_000),
+        rate: 20_000,
+        out_of_order_ms: 6_000,
+        ..GeneratorConfig::default()
+    };
+    let events: Vec<Event> = Generator::new(config.clone())
+        .expect("config")
+        .iter()
+        .collect();
+    let expected: FxHashMap<_, _> = reference_results(&config, LAG_MS).into_iter().collect();
+    let late = reference::split_late(
+        &events,
+        &reference::Options {
+            allowed_lag_ms: LAG_MS as u64,
+        },
+    )
+    .1;
+    assert!(late > 0, "the check input must have late events");
+    for q in HAND_QUERIES {
+        let got = hand_run(Some(q), events.iter().cloned(), LAG_MS);
+        assert_eq!(
+            got,
+            expected[&Some(q)],
+            "the {q} hand loop disagrees with the reference on out-of-order input"
+        );
+    }
+    println!(
+        "hand loops q0, q5, q7 match the reference on {} out-of-order events ({late} late)",
+        events.len()
+    );
+}

@@ -1,0 +1,590 @@
+//! NEXMark: every query as a Weir job at parallelism 1 and 2, over the in-process generator
+//! and over a JSON Lines event file (parse included), each run's result checked against the
+//! reference; q0, q5 and q7 also as hand-written single-thread loops, the yardstick; then
+//! the latency of window results in a rate-limited run.
+//!
+//! ```text
+//! cargo bench --bench nexmark                        # 10 M generated events, 2 M from a file
+//! cargo bench --bench nexmark -- --runs 3            # best of 3 (default 1)
+//! cargo bench --bench nexmark -- --inputs generator --queries q0,q5 --parallelism 1
+//! cargo bench --bench nexmark -- --events 2000000 --rate 20000 --no-latency
+//! cargo bench --bench nexmark -- --latency-only [--latency-events 20000000 --wall-rate 1000000]
+//! cargo bench --bench nexmark -- --observe --inputs generator --queries q5 --parallelism 2 --runs 5 --no-latency
+//! ```
+//!
+//! # Inputs
+//!
+//! - **generator**: `--events` events (10 M) at `--rate` events per second of event time
+//!   (100,000), so 100 s of event time: q5's and q7's windows fire and their state is evicted
+//!   all through the run. `weir_nexmark::source::stream_generator`, one instance per worker.
+//! - **file**: `--file-events` events (2 M) at `--file-rate` (20,000/s, again 100 s), written
+//!   once by the generator to `target/bench-data/` as JSON Lines (about 0.5 GB) and read back
+//!   by `weir_nexmark::source::stream_replay` (one instance handing out the events in file
+//!   order, strict parse of every line on a pool of parser threads). A query's runs keep
+//!   only the string fields it reads (`KeptStrings::for_query`: none for q0, q5 and q7),
+//!   the engine's and the hand loops' alike; every field is still checked.
+//!
+//! Event time is each event's `date_time`, with the allowed lag of 4 s.
+//!
+//! # What a run computes, and the check
+//!
+//! Each query's rows reach a sink that receives the query's row type (`Q0Row`, `Q5Row`,
+//! ...) and computes the row count and an order-independent checksum: the wrapping sum of a
+//! stable 64-bit hash of each row's fields (floats by their bits: the CSV text of an `f64`
+//! is its shortest round-trip form, so equal text is equal bits). Sink instances add their
+//! sums at close. The "source" runs checksum the events themselves.
+//!
+//! Every run's count and checksum must equal those of `weir_nexmark::reference` on the same
+//! events, or the bench fails. The reference results are computed once per event
+//! configuration, in a child process, and cached in `target/bench-data/`.
+//!
+//! # Yardsticks
+//!
+//! - **source, hand loop**: one thread that generates (or reads and parses) the events and
+//!   checksums them: the cost of the input alone. "vs source" divides a query's time by the
+//!   Weir source-only job's at the same parallelism.
+//! - **file, parsed by hand on p threads**: for the file input, the source and query hand
+//!   loops also run with the file read in 1 MiB chunks and parsed on `p` threads (std
+//!   threads and bounded channels, chunks dealt and taken back round-robin, so the events
+//!   arrive in file order; lines found with `memchr`, by the engine's own `for_each_line`),
+//!   the query's work on the main thread. A Weir run at parallelism
+//!   `p` is compared with the hand loop on `p` threads, and its file is parsed on `p` threads
+//!   too (`stream_replay_with`), so parallelism 1 is one core's work.
+//! - **q0, q5, q7, hand loop**: one thread doing the query's work as a careful engineer
+//!   would write it streaming: the reference's lateness (one watermark over all events, `max
+//!   date_time seen - 4 s`; an event below it is dropped), windows that fire as the
+//!   watermark passes their end, state evicted as they fire, rows built and checksummed as
+//!   the sink does. q5 counts bids per auction in 2 s frames and sums five frames per 10 s
+//!   window; q7 keeps per open 10 s window the highest price and its bids. Their results are
+//!   checked against the reference too, and on a small input with late events before the
+//!   timed runs. "vs hand" is the hand loop's time divided by the Weir job's (at parallelism
+//!   2, against the same single-thread loop). A query with a hand loop has its Weir runs
+//!   alternated with runs of that hand loop, one of each per round, and "vs hand" is the
+//!   median of the rounds' ratios (each round's is printed under the row): the machine is
+//!   shared and its speed drifts over minutes, so best times taken minutes apart make a
+//!   ratio that swings from one invocation to the next.
+//!
+//! Every measurement runs in a child process (this bench re-invoked), timed from spawn to
+//! exit (so it includes process start and planning), with its CPU time (user + system) and
+//! peak RSS from `wait4`; the best of `--runs` is shown. The machine is shared: before each
+//! run the bench waits (up to `--patience-s`, 30) until other work keeps less than
+//! `--quiet-percent` (10) of all CPU time busy, and the "others" column shows the share it
+//! saw before the best run. The reference is computed in a child so that this process stays
+//! small: Linux reports a child's `ru_maxrss` as at least its parent's RSS at the spawn.
+//!
+//! # Observability (`--observe`)
+//!
+//! Each Weir query run is repeated with the observability server on (`weir_observe`, bound
+//! to 127.0.0.1:0 on the shared tokio runtime, the job registered, its sampler running) and
+//! a client in the same process polling `GET /api/v1/jobs/{id}` and `GET /metrics` once a
+//! second, each answer checked (status 200, the job's JSON, a parsable scrape). "vs no ui"
+//! divides the plain run's time by the observed run's: the goal is at least 0.97. The
+//! observed runs alternate with the plain ones, so that a busy moment of the shared machine
+//! does not fall on one side only.
+//!
+//! # Latency
+//!
+//! The generator runs at `--wall-rate` events/s of wall-clock time with event time starting
+//! now, so event time follows the clock. The source's watermark passes a window's end `E`
+//! when it has seen event time `E + lag`, that is at wall time ≈ `E + lag`; the sink records
+//! `now − (E + lag)` for every window result of q5 and q7.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod checksum;
+mod engine;
+mod expected;
+mod hand;
+mod inputs;
+mod latency;
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rustc_hash::FxHashMap;
+use weir::prelude::*;
+use weir::sources::chunked::{ChunkOptions, for_each_line};
+use weir::stream::StreamStage;
+use weir::{BoxError, ExecutorConfig, Item, SinkWriter};
+use weir_nexmark::generator::GeneratorConfig;
+use weir_nexmark::parse::{KeptStrings, parse_line_keeping};
+use weir_nexmark::reference::{
+    self, Q0Row, Q1Row, Q2Row, Q3Row, Q4Row, Q5_SLIDE_MS, Q5_WINDOW_MS, Q5Row, Q7_WINDOW_MS, Q7Row,
+    Q8Row,
+};
+use weir_nexmark::{Event, Generator, Query, pipelines, source};
+
+use checksum::*;
+use engine::*;
+use expected::*;
+use hand::*;
+use inputs::*;
+use latency::*;
+
+/// The allowed lag of the watermark, as the reference's default.
+const LAG_MS: i64 = reference::DEFAULT_ALLOWED_LAG_MS as i64;
+/// Where generated event files and cached reference results go.
+const DATA_DIR: &str = "target/bench-data";
+/// Bump when the row hash changes, so that cached reference results are recomputed.
+const CHECKSUM_VERSION: u32 = 1;
+/// The queries that have a hand-written loop.
+const HAND_QUERIES: [Query; 3] = [Query::Q0, Query::Q5, Query::Q7];
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+// ---------------------------------------------------------------------------------------
+// The parent
+
+/// One measured configuration: its best run's wall time, CPU time, peak RSS and the share
+/// of the CPUs that other work kept busy just before it.
+#[derive(Clone, Copy)]
+struct Measured {
+    time: Duration,
+    cpu: Duration,
+    rss_kib: u64,
+    others_busy: f64,
+    result: Checksum,
+}
+
+/// How each configuration is measured: `runs` times, each run waiting (up to `patience`)
+/// until other work keeps less than `quiet` of all CPU time busy.
+#[derive(Clone, Copy)]
+struct Repeat {
+    runs: usize,
+    quiet: f64,
+    patience: Duration,
+}
+
+/// Runs a child `runs` times; checks every run's result against `expected`; keeps the best.
+fn measure(
+    me: &Path,
+    kind: &str,
+    query: Option<Query>,
+    input: &Input,
+    parallelism: usize,
+    repeat: Repeat,
+    expected: Checksum,
+) -> Measured {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let result_path = dir.path().join("result");
+    let mut best: Option<Measured> = None;
+    for _ in 0..repeat.runs {
+        let _ = std::fs::remove_file(&result_path);
+        let mut cmd = Command::new(me);
+        cmd.args(["--child", kind, "--what", what_name(query)])
+            .args(input.to_args())
+            .args(["--parallelism", &parallelism.to_string()])
+            .arg("--result")
+            .arg(&result_path)
+            .stdout(Stdio::null());
+        let others_busy = support::wait_for_quiet(repeat.quiet, repeat.patience);
+        let usage = support::run_child(&mut cmd);
+        let text = std::fs::read_to_string(&result_path).expect("the child wrote its result");
+        let result = Checksum::from_line(&text).expect("rows and checksum");
+        assert_eq!(
+            result,
+            expected,
+            "WRONG RESULT: {kind} {} on the {} input at parallelism {parallelism} gave {result}; \
+             the reference gives {expected}",
+            what_name(query),
+            input.name()
+        );
+        if best.is_none_or(|b| usage.wall < b.time) {
+            best = Some(Measured {
+                time: usage.wall,
+                cpu: usage.cpu,
+                rss_kib: usage.max_rss_kib,
+                others_busy,
+                result,
+            });
+        }
+    }
+    best.expect("at least one run")
+}
+
+/// Prints one table row.
+#[allow(clippy::too_many_arguments)]
+fn print_row(
+    label: &str,
+    parallelism: usize,
+    m: &Measured,
+    events: u64,
+    vs_hand: Option<f64>,
+    vs_source: Option<f64>,
+) {
+    let rate = events as f64 / m.time.as_secs_f64();
+    let ratio = |r: Option<f64>| r.map_or(String::new(), |r| format!("{r:.2}x"));
+    println!(
+        "{:<22} {:>2} {:>8.3} {:>7.2} {:>12.0} {:>12.0} {:>8} {:>9} {:>10} {:>8.1} {:>6.0}%",
+        label,
+        parallelism,
+        m.time.as_secs_f64(),
+        m.cpu.as_secs_f64(),
+        rate,
+        rate / parallelism as f64,
+        ratio(vs_hand),
+        ratio(vs_source),
+        m.result.rows,
+        m.rss_kib as f64 / 1024.0,
+        m.others_busy * 100.0
+    );
+}
+
+/// Measures a query's plain and observed Weir runs, alternating them `repeat.runs` times;
+/// the best of each.
+fn measure_observed(
+    me: &Path,
+    query: Option<Query>,
+    input: &Input,
+    parallelism: usize,
+    repeat: Repeat,
+    expected: Checksum,
+) -> (Measured, Measured) {
+    let once = Repeat { runs: 1, ..repeat };
+    let mut best: Option<(Measured, Measured)> = None;
+    for _ in 0..repeat.runs {
+        let plain = measure(me, "engine", query, input, parallelism, once, expected);
+        let observed = measure(
+            me,
+            "engine-observed",
+            query,
+            input,
+            parallelism,
+            once,
+            expected,
+        );
+        best = Some(match best {
+            None => (plain, observed),
+            Some((p, o)) => (
+                if plain.time < p.time { plain } else { p },
+                if observed.time < o.time { observed } else { o },
+            ),
+        });
+    }
+    best.expect("at least one run")
+}
+
+/// Measures a query's Weir run and its hand loop on `threads` threads alternately, one run
+/// of each per round, so that both sides of each round's ratio ran under about the same
+/// load (the machine is shared, and its speed drifts over minutes). Returns the best Weir
+/// run and each round's ratio, hand-loop time over Weir time.
+#[allow(clippy::too_many_arguments)]
+fn measure_against_hand(
+    me: &Path,
+    query: Query,
+    input: &Input,
+    parallelism: usize,
+    threads: usize,
+    repeat: Repeat,
+    expected: Checksum,
+) -> (Measured, Vec<f64>) {
+    let once = Repeat { runs: 1, ..repeat };
+    let mut best: Option<Measured> = None;
+    let mut ratios = Vec::with_capacity(repeat.runs);
+    for _ in 0..repeat.runs {
+        let hand = measure(me, "hand", Some(query), input, threads, once, expected);
+        let weir = measure(
+            me,
+            "engine",
+            Some(query),
+            input,
+            parallelism,
+            once,
+            expected,
+        );
+        ratios.push(hand.time.as_secs_f64() / weir.time.as_secs_f64());
+        if best.is_none_or(|b| weir.time < b.time) {
+            best = Some(weir);
+        }
+    }
+    (best.expect("at least one run"), ratios)
+}
+
+/// The median of `values` (not empty).
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    }
+}
+
+/// Measures every run of one input and prints its table. With `observe`, each query also
+/// runs with the observability server on and polled (see the module docs).
+fn bench_input(
+    me: &Path,
+    input: &Input,
+    selected: &[Query],
+    parallelisms: &[usize],
+    (repeat, observe): (Repeat, bool),
+) {
+    let config = input.config();
+    let expected = cached_reference(me, config);
+    let events = input.events();
+    let span_s = events as f64 / config.rate as f64;
+    println!();
+    println!(
+        "NEXMark, {} input: {events} events at {} events/s of event time ({span_s:.0} s), lag \
+         {LAG_MS} ms, best of {}; every result checked against the reference",
+        input.name(),
+        config.rate,
+        repeat.runs
+    );
+    if let Input::File { path, .. } = input {
+        let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+        println!(
+            "file {} ({:.0} MB), read by stream_replay (one instance, parsed on p threads), parse included",
+            path.display(),
+            bytes as f64 / 1e6
+        );
+    }
+    println!(
+        "{:<22} {:>2} {:>8} {:>7} {:>12} {:>12} {:>8} {:>9} {:>10} {:>8} {:>7}",
+        "run",
+        "p",
+        "seconds",
+        "cpu s",
+        "events/s",
+        "events/s/core",
+        "vs hand",
+        "vs source",
+        "rows",
+        "RSS MiB",
+        "others"
+    );
+    // A file is also parsed by hand on as many threads as the engine gets; the generator's
+    // hand loop is single-threaded.
+    let hand_threads: Vec<usize> = match input {
+        Input::File { .. } => parallelisms.to_vec(),
+        Input::Generator(_) => vec![1],
+    };
+    let mut hand_source = FxHashMap::default();
+    let mut hand = FxHashMap::default();
+    for &threads in &hand_threads {
+        let m = measure(me, "hand", None, input, threads, repeat, expected[&None]);
+        print_row("source, hand loop", threads, &m, events, None, None);
+        hand_source.insert(threads, m);
+        for q in HAND_QUERIES.into_iter().filter(|q| selected.contains(q)) {
+            let m = measure(
+                me,
+                "hand",
+                Some(q),
+                input,
+                threads,
+                repeat,
+                expected[&Some(q)],
+            );
+            print_row(&format!("{q}, hand loop"), threads, &m, events, None, None);
+            hand.insert((q, threads), m);
+        }
+    }
+    for &parallelism in parallelisms {
+        let threads = if hand_threads.contains(&parallelism) {
+            parallelism
+        } else {
+            1
+        };
+        let hand_source = hand_source[&threads];
+        let source = measure(
+            me,
+            "engine",
+            None,
+            input,
+            parallelism,
+            repeat,
+            expected[&None],
+        );
+        print_row(
+            "source, weir",
+            parallelism,
+            &source,
+            events,
+            Some(hand_source.time.as_secs_f64() / source.time.as_secs_f64()),
+            Some(1.0),
+        );
+        for &q in selected {
+            let vs_hand = |m: &Measured| {
+                hand.get(&(q, threads))
+                    .map(|h| h.time.as_secs_f64() / m.time.as_secs_f64())
+            };
+            let vs_source = |m: &Measured| Some(source.time.as_secs_f64() / m.time.as_secs_f64());
+            if observe {
+                let (plain, observed) =
+                    measure_observed(me, Some(q), input, parallelism, repeat, expected[&Some(q)]);
+                print_row(
+                    &format!("{q}, weir"),
+                    parallelism,
+                    &plain,
+                    events,
+                    vs_hand(&plain),
+                    vs_source(&plain),
+                );
+                print_row(
+                    &format!("{q}, weir + ui polled"),
+                    parallelism,
+                    &observed,
+                    events,
+                    vs_hand(&observed),
+                    vs_source(&observed),
+                );
+                println!(
+                    "{q} at parallelism {parallelism}: with the server on and polled every second, {:.3} of the throughput without it (goal >= 0.97)",
+                    plain.time.as_secs_f64() / observed.time.as_secs_f64()
+                );
+                continue;
+            }
+            // With a hand loop, alternated with it: "vs hand" is the median of the rounds'
+            // ratios, not the ratio of two best times taken minutes apart.
+            let (m, ratios) = if hand.contains_key(&(q, threads)) {
+                measure_against_hand(
+                    me,
+                    q,
+                    input,
+                    parallelism,
+                    threads,
+                    repeat,
+                    expected[&Some(q)],
+                )
+            } else {
+                let m = measure(
+                    me,
+                    "engine",
+                    Some(q),
+                    input,
+                    parallelism,
+                    repeat,
+                    expected[&Some(q)],
+                );
+                (m, Vec::new())
+            };
+            print_row(
+                &format!("{q}, weir"),
+                parallelism,
+                &m,
+                events,
+                (!ratios.is_empty()).then(|| median(&ratios)),
+                vs_source(&m),
+            );
+            if !ratios.is_empty() {
+                let rounds: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+                println!(
+                    "  {q} at parallelism {parallelism}, alternated with the {threads}-thread hand loop, ratio by round: {}",
+                    rounds.join(" ")
+                );
+            }
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| support::flag(&args, name);
+    if let Some(kind) = flag("--child") {
+        let parallelism: usize =
+            flag("--parallelism").map_or(1, |v| v.parse().expect("--parallelism"));
+        let result_path = flag("--result");
+        let write_result = |text: String| {
+            std::fs::write(result_path.as_ref().expect("--result"), text).expect("write result")
+        };
+        match kind.as_str() {
+            "engine" | "engine-observed" | "hand" => {
+                let input = Input::from_args(&flag);
+                let query = parse_what(&flag("--what").expect("--what"));
+                let result = match kind.as_str() {
+                    "engine" => engine_run(query, &input, parallelism, false),
+                    "engine-observed" => engine_run(query, &input, parallelism, true),
+                    _ => hand_child(query, &input, parallelism),
+                };
+                write_result(result.to_line());
+            }
+            "reference" => {
+                let input = Input::from_args(&flag);
+                let results = reference_results(input.config(), LAG_MS);
+                write_result(
+                    results
+                        .iter()
+                        .map(|(q, sum)| format!("{} {}\n", what_name(*q), sum.to_line()))
+                        .collect(),
+                );
+            }
+            "check-hand-loops" => check_hand_loops(),
+            "latency" => {
+                let events = flag("--events").map_or(20_000_000, |v| v.parse().unwrap());
+                let rate = flag("--wall-rate").map_or(1_000_000, |v| v.parse().unwrap());
+                latency_child(events, rate, parallelism);
+            }
+            other => panic!("unknown child {other}"),
+        }
+        return;
+    }
+
+    let me = std::env::current_exe().expect("own path");
+    let latency_events: u64 = flag("--latency-events").map_or(20_000_000, |v| v.parse().unwrap());
+    let wall_rate: u64 = flag("--wall-rate").map_or(1_000_000, |v| v.parse().unwrap());
+    if args.iter().any(|a| a == "--latency-only") {
+        return latency_run(&me, latency_events, wall_rate);
+    }
+    let number = |name: &str, default: u64| flag(name).map_or(default, |v| v.parse().expect(name));
+    let repeat = Repeat {
+        runs: number("--runs", 1) as usize,
+        quiet: number("--quiet-percent", 10) as f64 / 100.0,
+        patience: Duration::from_secs(number("--patience-s", 30)),
+    };
+    let selected: Vec<Query> = flag("--queries").map_or(Query::ALL.to_vec(), |v| {
+        v.split(',')
+            .map(|q| q.parse().expect("--queries"))
+            .collect()
+    });
+    let parallelisms: Vec<usize> = flag("--parallelism").map_or(vec![1, 2], |v| {
+        v.split(',')
+            .map(|p| p.parse().expect("--parallelism"))
+            .collect()
+    });
+    let inputs = flag("--inputs").unwrap_or_else(|| "generator,file".into());
+
+    let mut cmd = Command::new(&me);
+    cmd.args(["--child", "check-hand-loops"]);
+    support::time_child(&mut cmd);
+
+    for name in inputs.split(',') {
+        let input = match name {
+            "generator" => Input::Generator(GeneratorConfig {
+                count: Some(number("--events", 10_000_000)),
+                rate: number("--rate", 100_000),
+                ..GeneratorConfig::default()
+            }),
+            "file" => {
+                let events = GeneratorConfig {
+                    count: Some(number("--file-events", 2_000_000)),
+                    rate: number("--file-rate", 20_000),
+                    ..GeneratorConfig::default()
+                };
+                Input::File {
+                    path: event_file(&events),
+                    events,
+                }
+            }
+            other => panic!("unknown input {other} (generator, file)"),
+        };
+        let observe = args.iter().any(|a| a == "--observe");
+        bench_input(&me, &input, &selected, &parallelisms, (repeat, observe));
+    }
+    if !args.iter().any(|a| a == "--no-latency") {
+        println!();
+        latency_run(&me, latency_events, wall_rate);
+    }
+}
