@@ -48,7 +48,8 @@ use std::time::Duration;
 
 use crate::dag::{Dag, Routing, Vertex};
 use crate::error::{BoxError, Error, Result, panic_message};
-use crate::item::{ErasedEnd, ErasedRoute};
+use crate::inbound::InboundStream;
+use crate::item_type::{ErasedEnd, ErasedRoute};
 use crate::job::{Job, JobConfig, JobShared, JobStatus, JobWatch, Restarter};
 use crate::metrics::InstanceMetrics;
 use crate::outbox::{ErasedPort, Outbox};
@@ -57,7 +58,7 @@ use crate::processor::{Processor, ProcessorContext, TaskletWaker};
 use crate::snapshot::coordinator::{Coordinator, Slot};
 use crate::snapshot::{self, Guarantee, SnapshotHolds};
 use crate::stall::Watchdog;
-use crate::tasklet::{InboundStream, ProcessorTasklet, Progress, SnapshotDuty};
+use crate::tasklet::{ProcessorTasklet, Progress, SnapshotDuty};
 
 /// Settings for an [`Executor`].
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@
 use std::any::{Any, type_name};
 use std::collections::VecDeque;
 
-use crate::item::{Item, ItemType};
+use crate::item::Item;
 
 /// A queue of some item type, with the operations the runtime needs without knowing it.
 pub(crate) trait ErasedQueue: Send {
@@ -54,7 +54,7 @@ impl Inbox {
 
     /// An empty inbox for items of type `T`.
     pub fn of<T: Item>() -> Self {
-        ItemType::of::<T>().inbox()
+        Inbox::from_queue(Box::new(VecDeque::<T>::new()) as Box<dyn ErasedQueue>)
     }
 
     /// The items, as a typed queue. Take from the front; leave what you cannot handle yet.

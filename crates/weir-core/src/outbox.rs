@@ -26,10 +26,56 @@ use std::any::{Any, type_name};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::conveyor::{self, Message, Receiver, Sender};
-use crate::dag::PartitionFn;
+use crate::conveyor::{self, Message, Receiver, Sender, route_run};
+
 use crate::item::Item;
 use crate::watermark::Watermark;
+
+/// A typed partition function stored erased in an [`Edge`](crate::Edge): item → partition.
+pub(crate) type PartitionFn<T> = Arc<dyn PartitionOf<T>>;
+
+/// A partition function, called per item or over a whole run of items.
+///
+/// Every `Fn(&T) -> u32` is one. The run form is one virtual call per run, with the
+/// function inlined in its loop: what a partitioned port uses to route a batch.
+pub(crate) trait PartitionOf<T>: Send + Sync {
+    /// The partition of `item`.
+    fn partition(&self, item: &T) -> u32;
+    /// Moves up to `max` items from the front of `items`, in order, each into
+    /// `targets[owners[partition(item)]]`; stops at the first item whose target is full,
+    /// which stays at the front with everything behind it. Returns how many moved.
+    ///
+    /// Cost per item: the partition function, a table read, a move out of `items` and a
+    /// move into its target's ring; per call, an acquire load and a release store per
+    /// target. With more than four targets, or when a consumer is behind, a release store
+    /// per item instead (see [`route_run`](crate::conveyor::route_run)).
+    fn route_from(
+        &self,
+        items: &mut VecDeque<T>,
+        max: usize,
+        owners: &[u32],
+        targets: &mut [Sender<T>],
+    ) -> usize;
+}
+
+impl<T, F: Fn(&T) -> u32 + Send + Sync> PartitionOf<T> for F {
+    #[inline]
+    fn partition(&self, item: &T) -> u32 {
+        self(item)
+    }
+
+    fn route_from(
+        &self,
+        items: &mut VecDeque<T>,
+        max: usize,
+        owners: &[u32],
+        targets: &mut [Sender<T>],
+    ) -> usize {
+        route_run(targets, items, max, |item| {
+            owners[self(item) as usize] as usize
+        })
+    }
+}
 
 /// Default per-call limit on the items one port accepts.
 pub const DEFAULT_BATCH_LIMIT: usize = 1024;

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use crate::error::ProcessorResult;
 use crate::inbox::Inbox;
-use crate::job::JobWatch;
+use crate::job_watch::JobWatch;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
 use crate::park::Parker;
@@ -309,7 +309,7 @@ impl ProcessorContext {
             total_parallelism: local_parallelism,
             metrics,
             waker: TaskletWaker::default(),
-            idle_timeout: crate::job::DEFAULT_IDLE_TIMEOUT,
+            idle_timeout: crate::job_watch::DEFAULT_IDLE_TIMEOUT,
             job: JobWatch::default(),
             guarantee: Guarantee::None,
             holds: SnapshotHolds::default(),
