@@ -46,6 +46,7 @@ pub mod postgres;
 
 use std::sync::Mutex;
 use std::time::Duration;
+use weir_backoff::Backoff;
 
 /// Why a connector operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +106,9 @@ impl Health {
 
 /// The delay before the next connection attempt: 100 ms, doubling up to 5 s.
 pub(crate) fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(100u64.saturating_mul(1 << attempt.min(6)).min(5_000))
+    const RECONNECT: Backoff =
+        Backoff::new(Duration::from_millis(100), 2.0, Duration::from_secs(5));
+    RECONNECT.pause(attempt)
 }
 
 #[cfg(test)]

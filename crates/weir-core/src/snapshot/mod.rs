@@ -294,7 +294,7 @@ impl RestartPolicy {
 
     /// The pause before restart number `attempt` (1-based).
     pub fn pause(&self, attempt: u32) -> Duration {
-        let factor = 1u32 << attempt.saturating_sub(1).min(16);
-        self.backoff.saturating_mul(factor).min(self.max_backoff)
+        weir_backoff::Backoff::new(self.backoff, 2.0, self.max_backoff)
+            .pause(attempt.saturating_sub(1))
     }
 }

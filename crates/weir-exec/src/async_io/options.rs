@@ -4,6 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use weir_backoff::Backoff;
 
 use serde::Serialize;
 
@@ -116,11 +117,7 @@ impl RetryStrategy {
                 multiplier,
                 max_delay,
                 ..
-            } => {
-                let factor = multiplier.max(1.0).powi((attempt - 2) as i32);
-                let secs = (initial.as_secs_f64() * factor).min(max_delay.as_secs_f64());
-                Some(Duration::try_from_secs_f64(secs).unwrap_or(max_delay))
-            }
+            } => Some(Backoff::new(initial, multiplier, max_delay).pause(attempt - 2)),
         }
     }
 }
