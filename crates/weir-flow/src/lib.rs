@@ -18,10 +18,10 @@
 
 pub mod definition;
 pub mod engine;
-pub mod expression;
 pub mod faults;
-pub mod flowfile;
 pub mod processors;
 pub mod provenance;
 pub mod repository;
 pub mod stateless;
+
+pub use weir_flow_api::{expression, flowfile};

@@ -2,65 +2,9 @@
 //! relationships. Validation and the processors read the same table, so a property is
 //! declared once.
 
-/// The kind of value a property holds, checked at validation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PropertyKind {
-    /// Any text, no expressions.
-    Text,
-    /// Text with `${...}` expressions, evaluated per flow file.
-    Expression,
-    /// `true` or `false`.
-    Bool,
-    /// A whole number, at least 0.
-    Count,
-    /// A NiFi duration (`30 sec`).
-    Duration,
-    /// A NiFi size (`1 KB`).
-    Size,
-    /// A regular expression.
-    Regex,
-    /// One of a fixed list (matched ignoring case).
-    Choice(&'static [&'static str]),
-}
+pub use weir_flow_api::spec::{Dynamic, ProcessorSpec, PropertyKind, PropertySpec};
 
-/// One declared property.
-#[derive(Debug, Clone, Copy)]
-pub struct PropertySpec {
-    /// NiFi's display name, the key in the YAML `properties:` map.
-    pub name: &'static str,
-    /// Whether validation requires it (when it has no default).
-    pub required: bool,
-    /// The value used when the definition leaves it out.
-    pub default: Option<&'static str>,
-    /// What the value must look like.
-    pub kind: PropertyKind,
-}
-
-/// What extra (dynamic) properties mean for a type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dynamic {
-    /// Not allowed: an unknown property is a validation error.
-    None,
-    /// Each sets the attribute of its name (UpdateAttribute).
-    Attributes,
-    /// Each is a boolean expression and a relationship of its name (RouteOnAttribute).
-    Routes,
-}
-
-/// A processor type: its properties and relationships.
-#[derive(Debug, Clone, Copy)]
-pub struct ProcessorSpec {
-    /// NiFi's type name.
-    pub kind: &'static str,
-    /// Declared properties.
-    pub properties: &'static [PropertySpec],
-    /// Fixed relationships (RouteOnAttribute adds its dynamic ones).
-    pub relationships: &'static [&'static str],
-    /// Meaning of undeclared properties.
-    pub dynamic: Dynamic,
-    /// True when the type takes no input (it runs on its schedule, not on queued data).
-    pub source: bool,
-}
+use PropertyKind as K;
 
 const fn p(
     name: &'static str,
@@ -68,15 +12,8 @@ const fn p(
     default: Option<&'static str>,
     kind: PropertyKind,
 ) -> PropertySpec {
-    PropertySpec {
-        name,
-        required,
-        default,
-        kind,
-    }
+    PropertySpec::new(name, required, default, kind)
 }
-
-use PropertyKind as K;
 
 /// Every processor type of the traditional engine.
 pub const SPECS: &[ProcessorSpec] = &[
@@ -380,11 +317,4 @@ pub const SPECS: &[ProcessorSpec] = &[
 /// The spec of `kind`, if the traditional engine has it.
 pub fn spec(kind: &str) -> Option<&'static ProcessorSpec> {
     SPECS.iter().find(|s| s.kind == kind)
-}
-
-impl ProcessorSpec {
-    /// The declared property `name`.
-    pub fn property(&self, name: &str) -> Option<&'static PropertySpec> {
-        self.properties.iter().find(|p| p.name == name)
-    }
 }
