@@ -39,12 +39,12 @@ use weir_connectors::postgres::{
 };
 use weir_connectors::{ConnectorError, Health};
 
-use super::{DEAD_LETTER, ProcessError, Processor, Trigger, eval, props};
-use crate::definition::Component;
-use crate::engine::{Completion, Session, SessionFactory};
-use crate::expression::Template;
-use crate::flowfile::{SmolStr, int_value};
-use crate::provenance::EventType;
+use super::{BuildError, DEAD_LETTER, ProcessError, Processor, StartError, Trigger, eval, props};
+use weir_flow_api::component::Component;
+use weir_flow_api::expression::Template;
+use weir_flow_api::flowfile::{SmolStr, int_value};
+use weir_flow_api::provenance::EventType;
+use weir_flow_api::session::{Completion, Session, SessionFactory};
 
 /// How long a consumer's trigger waits for a first message before it reports idle.
 const POLL_WAIT: Duration = Duration::from_millis(50);
@@ -162,7 +162,7 @@ impl ConsumeAmqp {
         Some(*n)
     }
 
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let config = amqp_config(c)?;
         let queue = props::text(c, "Queue");
         Ok(ConsumeAmqp {
@@ -182,7 +182,7 @@ impl ConsumeAmqp {
 }
 
 impl Processor for ConsumeAmqp {
-    fn start(&self, _sessions: SessionFactory) -> Result<(), String> {
+    fn start(&self, _sessions: SessionFactory) -> Result<(), StartError> {
         let consumer = AmqpConsumer::start(
             &self.runtime,
             self.config.clone(),
@@ -202,7 +202,7 @@ impl Processor for ConsumeAmqp {
         }
     }
 
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let Some(consumer) = self.consumer.get() else {
             return Ok(Trigger::Idle);
         };
@@ -291,7 +291,7 @@ pub(super) struct PublishAmqp {
 }
 
 impl PublishAmqp {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let config = amqp_config(c)?;
         Ok(PublishAmqp {
             exchange: props::template(c, "Exchange Name")?,
@@ -304,7 +304,7 @@ impl PublishAmqp {
 }
 
 impl Processor for PublishAmqp {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
             let (exchange, key) = match (
@@ -364,7 +364,7 @@ pub(super) struct ConsumeJetStream {
 }
 
 impl ConsumeJetStream {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let config = JetStreamConfig::new(
             &props::text(c, "URL"),
             props::opt(c, "User Name").as_deref(),
@@ -390,7 +390,7 @@ impl ConsumeJetStream {
 }
 
 impl Processor for ConsumeJetStream {
-    fn start(&self, _sessions: SessionFactory) -> Result<(), String> {
+    fn start(&self, _sessions: SessionFactory) -> Result<(), StartError> {
         let consumer = JetStreamConsumer::start(
             &self.runtime,
             self.config.clone(),
@@ -406,7 +406,7 @@ impl Processor for ConsumeJetStream {
         Ok(())
     }
 
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let Some(consumer) = self.consumer.get() else {
             return Ok(Trigger::Idle);
         };
@@ -488,7 +488,7 @@ pub(super) struct PublishJetStream {
 }
 
 impl PublishJetStream {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let config = JetStreamConfig::new(
             &props::text(c, "URL"),
             props::opt(c, "User Name").as_deref(),
@@ -504,7 +504,7 @@ impl PublishJetStream {
 }
 
 impl Processor for PublishJetStream {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
             let Ok(subject) = eval(&self.subject, session, ff).map(Cow::into_owned) else {
@@ -552,7 +552,7 @@ pub(super) struct PutDatabaseRecord {
 }
 
 impl PutDatabaseRecord {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let (connect, statement) = (
             props::duration(c, "Connect Timeout")?,
             props::duration(c, "Statement Timeout")?,
@@ -608,7 +608,7 @@ impl PutDatabaseRecord {
     /// ([`Session::before_commit`]: a failed COMMIT rolls the group back and the brokers
     /// redeliver), rolled back when it rolls back. Every trigger registers both; the first to
     /// run settles the transaction and the others find nothing open.
-    fn settle_with_group(&self, session: &mut Session) {
+    fn settle_with_group(&self, session: &mut dyn Session) {
         let (writer, runtime, name) = (
             Arc::clone(&self.writer),
             self.runtime.clone(),
@@ -629,7 +629,7 @@ impl PutDatabaseRecord {
 }
 
 impl Processor for PutDatabaseRecord {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(self.batch)?;
         if ffs.is_empty() {
             return Ok(Trigger::Idle);

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 use sha2::Digest;
 
-use super::{ProcessError, Processor, Trigger, eval, props};
-use crate::definition::Component;
-use crate::engine::{FlowFileRef, Session, SessionFactory};
-use crate::expression::Template;
-use crate::flowfile::SmolStr;
+use super::{BuildError, ProcessError, Processor, StartError, Trigger, eval, props};
+use weir_flow_api::component::Component;
+use weir_flow_api::expression::Template;
+use weir_flow_api::flowfile::SmolStr;
+use weir_flow_api::session::{FlowFileRef, Session, SessionFactory};
 
 const BATCH: usize = 100;
 
@@ -48,12 +48,12 @@ fn random_content(size: usize, binary: bool) -> Vec<u8> {
 }
 
 impl GenerateFlowFile {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let size = props::size(c, "File Size")? as usize;
         let binary = props::text(c, "Data Format").eq_ignore_ascii_case("Binary");
         let spec = match c.kind {
-            crate::definition::ComponentKind::Processor(s) => s,
-            crate::definition::ComponentKind::Port => return Err("not a processor".into()),
+            weir_flow_api::component::ComponentKind::Processor(s) => s,
+            weir_flow_api::component::ComponentKind::Port => return Err("not a processor".into()),
         };
         let mut attributes = Vec::new();
         for (k, v) in &c.properties {
@@ -80,7 +80,7 @@ impl GenerateFlowFile {
 }
 
 impl Processor for GenerateFlowFile {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         for _ in 0..self.batch {
             let ff = session.create();
             let data = match &self.custom {
@@ -111,7 +111,7 @@ pub struct SplitText {
 }
 
 impl SplitText {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let lines = props::count(c, "Line Split Count")? as usize;
         if lines == 0 {
             return Err("Line Split Count must be at least 1".into());
@@ -125,7 +125,7 @@ impl SplitText {
 }
 
 impl Processor for SplitText {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let Some(ff) = session.get()? else {
             return Ok(Trigger::Idle);
         };
@@ -239,7 +239,7 @@ struct HeldBins {
 #[derive(Default)]
 struct Held {
     /// Holds every binned flow file, uncommitted, until a merge commits it.
-    session: Option<Session>,
+    session: Option<Box<dyn Session>>,
     bins: Vec<Bin>,
     /// When the bins given back at the last merge were made, by correlation value: taken
     /// again, they keep their age.
@@ -248,7 +248,7 @@ struct Held {
 }
 
 impl MergeContent {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let max_bins = props::count(c, "Maximum number of Bins")?;
         if max_bins == 0 {
             return Err("Maximum number of Bins must be at least 1".into());
@@ -286,7 +286,7 @@ impl MergeRules {
         self.max_bins.saturating_mul(self.max_entries).max(1)
     }
 
-    fn key(&self, session: &Session, ff: FlowFileRef) -> String {
+    fn key(&self, session: &dyn Session, ff: FlowFileRef) -> String {
         self.correlation
             .as_ref()
             .and_then(|a| session.attribute(ff, a))
@@ -352,7 +352,7 @@ impl MergeRules {
 
     /// Merges `bin` in `session`: one new flow file (JOIN) to `merged`, the originals to
     /// `original`.
-    fn merge(&self, session: &mut Session, bin: &Bin) -> Result<(), ProcessError> {
+    fn merge(&self, session: &mut dyn Session, bin: &Bin) -> Result<(), ProcessError> {
         let mut data = Vec::with_capacity(bin.size as usize);
         for (i, &f) in bin.members.iter().enumerate() {
             if i > 0 {
@@ -402,7 +402,7 @@ impl HeldBins {
             let got = session.get_batch(want)?;
             taken += got.len();
             for &ff in &got {
-                let (key, size) = (rules.key(session, ff), session.flowfile(ff).size());
+                let (key, size) = (rules.key(&**session, ff), session.flowfile(ff).size());
                 rules.place(bins, &mut ready, key, ff, size, |k| {
                     ages.remove(k).unwrap_or(now)
                 });
@@ -458,7 +458,7 @@ impl HeldBins {
         };
         let others = std::mem::take(&mut held.bins);
         for bin in ready {
-            if let Err(e) = rules.merge(&mut session, bin) {
+            if let Err(e) = rules.merge(&mut *session, bin) {
                 // Everything held goes back, penalized; it is binned again after.
                 session.rollback(true);
                 return Err(e);
@@ -490,7 +490,7 @@ impl HeldBins {
 impl MergeContent {
     /// A stateless trigger: every flow file waiting is binned; ready bins merge, the rest
     /// go back to the transaction's queue (see the type's docs).
-    fn trigger_in_transaction(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger_in_transaction(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         if self.fruitless.swap(false, Ordering::Relaxed) {
             // The input is what the last trigger gave back: no progress, so that the group's
             // sources are triggered again before this looks at it once more.
@@ -527,7 +527,7 @@ impl MergeContent {
 }
 
 impl Processor for MergeContent {
-    fn start(&self, sessions: SessionFactory) -> Result<(), String> {
+    fn start(&self, sessions: SessionFactory) -> Result<(), StartError> {
         if self.stateless {
             return Ok(());
         }
@@ -554,7 +554,7 @@ impl Processor for MergeContent {
         Ok(())
     }
 
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         if self.stateless {
             return self.trigger_in_transaction(session);
         }
@@ -596,7 +596,7 @@ pub struct ReplaceText {
 }
 
 impl ReplaceText {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let strategy = match props::text(c, "Replacement Strategy").as_str() {
             "Literal Replace" => Replace::Literal,
             "Prepend" => Replace::Prepend,
@@ -658,7 +658,7 @@ fn spliced(
 }
 
 impl Processor for ReplaceText {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         // Each copy of a group has its own instance: the lock is never contended.
         let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
@@ -731,7 +731,7 @@ pub struct CompressContent {
 }
 
 impl CompressContent {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         Ok(CompressContent {
             compress: props::text(c, "Mode") == "compress",
         })
@@ -739,7 +739,7 @@ impl CompressContent {
 }
 
 impl Processor for CompressContent {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
             let out = session.read_with(ff, |data| {
@@ -780,7 +780,7 @@ pub struct HashContent {
 }
 
 impl HashContent {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let algorithm = props::text(c, "Hash Algorithm");
         Ok(HashContent {
             attribute: SmolStr::from(format!("content_{algorithm}")),
@@ -799,7 +799,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 impl Processor for HashContent {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
             let digest = session.read_with(ff, |data| match self.algorithm.as_str() {

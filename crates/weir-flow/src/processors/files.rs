@@ -9,13 +9,13 @@ use std::time::{Duration, SystemTime};
 
 use regex::Regex;
 
-use super::{ProcessError, Processor, Trigger, eval, props};
-use crate::definition::Component;
-use crate::engine::{Completion, Session, SessionError};
-use crate::expression::Template;
+use super::{BuildError, ProcessError, Processor, Trigger, eval, props};
 use crate::faults::{self, Step};
-use crate::provenance::EventType;
-use crate::repository::journal::FileIdentity;
+use weir_flow_api::component::Component;
+use weir_flow_api::expression::Template;
+use weir_flow_api::provenance::EventType;
+use weir_flow_api::session::FileIdentity;
+use weir_flow_api::session::{Completion, Session, SessionError};
 
 /// GetFile: picks up files from a directory (RECEIVE). Without `Keep Source File`, a file is
 /// deleted only after the session that holds its content is durable; a crash in between
@@ -35,7 +35,7 @@ pub struct GetFile {
 }
 
 impl GetFile {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         Ok(GetFile {
             taken: Arc::default(),
             dir: PathBuf::from(props::text(c, "Input Directory")),
@@ -83,7 +83,7 @@ impl GetFile {
 }
 
 impl Processor for GetFile {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let mut files = Vec::new();
         let taken = Arc::clone(&self.taken);
         if let Err(e) = self.list(&self.dir, &lock(&taken), &mut files) {
@@ -191,7 +191,7 @@ pub struct PutFile {
 }
 
 impl PutFile {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let conflict = match props::text(c, "Conflict Resolution Strategy").as_str() {
             "replace" => Conflict::Replace,
             "ignore" => Conflict::Ignore,
@@ -207,7 +207,7 @@ impl PutFile {
 }
 
 impl Processor for PutFile {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(100)?;
         // Written to their temporary files: (flow file, temporary, target, directory, file).
         let mut pending = Vec::with_capacity(ffs.len());

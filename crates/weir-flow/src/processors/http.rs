@@ -10,11 +10,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 
-use super::{ProcessError, Processor, Trigger, eval, props};
-use crate::definition::Component;
-use crate::engine::{Session, SessionFactory};
-use crate::expression::Template;
-use crate::provenance::EventType;
+use super::{BuildError, ProcessError, Processor, StartError, Trigger, eval, props};
+use weir_flow_api::component::Component;
+use weir_flow_api::expression::Template;
+use weir_flow_api::provenance::EventType;
+use weir_flow_api::session::{Session, SessionFactory};
 
 /// ListenHTTP: each POST to `/<Base Path>` becomes a flow file (RECEIVE). The answer is
 /// 200 only once the session holding the data is durable; 503 when the flow is back-pressured
@@ -27,7 +27,7 @@ pub struct ListenHttp {
 }
 
 impl ListenHttp {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let port = props::count(c, "Listening Port")?;
         Ok(ListenHttp {
             address: props::text(c, "Listening Address"),
@@ -85,7 +85,7 @@ async fn receive(
 }
 
 impl Processor for ListenHttp {
-    fn start(&self, sessions: SessionFactory) -> Result<(), String> {
+    fn start(&self, sessions: SessionFactory) -> Result<(), StartError> {
         let addr = format!("{}:{}", self.address, self.port);
         let listener = std::net::TcpListener::bind(&addr)
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
@@ -107,7 +107,7 @@ impl Processor for ListenHttp {
         Ok(())
     }
 
-    fn trigger(&self, _session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, _session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         Ok(Trigger::Idle)
     }
 
@@ -139,7 +139,7 @@ pub struct InvokeHttp {
 }
 
 impl InvokeHttp {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let client = reqwest::Client::builder()
             .connect_timeout(props::duration(c, "Connection Timeout")?)
             .build()
@@ -157,7 +157,7 @@ impl InvokeHttp {
 }
 
 impl Processor for InvokeHttp {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let Some(ff) = session.get()? else {
             return Ok(Trigger::Idle);
         };

@@ -19,7 +19,7 @@
 //! /// Drops every flow file it gets.
 //! struct Sink;
 //! impl Processor for Sink {
-//!     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+//!     fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
 //!         let Some(ff) = session.get()? else { return Ok(Trigger::Idle) };
 //!         session.remove(ff);
 //!         Ok(Trigger::Worked)
@@ -43,13 +43,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::spec::{self, ProcessorSpec};
-use super::{Processor, build};
+use super::{BuildError, Processor, build};
 use crate::definition::{Component, ComponentKind};
 
 /// Makes a processor for a validated component of a custom type (its properties are
 /// checked against the type's spec already).
 pub type ProcessorFactory =
-    dyn Fn(&Component) -> Result<Arc<dyn Processor>, String> + Send + Sync + 'static;
+    dyn Fn(&Component) -> Result<Arc<dyn Processor>, BuildError> + Send + Sync + 'static;
 
 /// Why a type cannot be registered.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +90,7 @@ impl ProcessorRegistry {
         factory: F,
     ) -> Result<(), RegistryError>
     where
-        F: Fn(&Component) -> Result<Arc<dyn Processor>, String> + Send + Sync + 'static,
+        F: Fn(&Component) -> Result<Arc<dyn Processor>, BuildError> + Send + Sync + 'static,
     {
         if spec::spec(spec.kind).is_some() || self.types.contains_key(spec.kind) {
             return Err(RegistryError::Taken(spec.kind.to_string()));
@@ -123,8 +123,8 @@ impl ProcessorRegistry {
     /// built-in processor.
     ///
     /// # Errors
-    /// The factory's or the built-in constructor's message.
-    pub fn build(&self, c: &Component) -> Result<Arc<dyn Processor>, String> {
+    /// The factory's or the built-in constructor's [`BuildError`].
+    pub fn build(&self, c: &Component) -> Result<Arc<dyn Processor>, BuildError> {
         if let ComponentKind::Processor(s) = c.kind
             && let Some(custom) = self.types.get(s.kind)
         {

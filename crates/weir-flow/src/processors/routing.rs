@@ -1,13 +1,13 @@
 //! Attribute processors: UpdateAttribute, RouteOnAttribute, LogAttribute, and the
 //! pass-through of ports and funnels.
 
-use super::{ProcessError, Processor, Trigger, eval, props};
-use crate::definition::Component;
-use crate::engine::Session;
-use crate::expression::Template;
-use crate::flowfile::SmolStr;
+use super::{BuildError, ProcessError, Processor, Trigger, eval, props};
 use crate::processors::spec::Dynamic;
-use crate::provenance::EventType;
+use weir_flow_api::component::Component;
+use weir_flow_api::expression::Template;
+use weir_flow_api::flowfile::SmolStr;
+use weir_flow_api::provenance::EventType;
+use weir_flow_api::session::Session;
 
 /// How many flow files one trigger of a per-flow-file processor takes.
 const BATCH: usize = 100;
@@ -19,7 +19,7 @@ const ROUTE: SmolStr = SmolStr::new_static("RouteOnAttribute.Route");
 pub struct PassThrough;
 
 impl Processor for PassThrough {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
             session.transfer(ff, "success")?;
@@ -32,8 +32,8 @@ impl Processor for PassThrough {
 /// [`SmolStr`]s: an attribute set by name shares it instead of copying it per flow file.
 fn dynamic_templates(c: &Component) -> Result<Vec<(SmolStr, Template)>, String> {
     let spec = match c.kind {
-        crate::definition::ComponentKind::Processor(s) => s,
-        crate::definition::ComponentKind::Port => return Ok(vec![]),
+        weir_flow_api::component::ComponentKind::Processor(s) => s,
+        weir_flow_api::component::ComponentKind::Port => return Ok(vec![]),
     };
     let mut out = Vec::new();
     for (name, value) in &c.properties {
@@ -53,7 +53,7 @@ pub struct UpdateAttribute {
 }
 
 impl UpdateAttribute {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         Ok(UpdateAttribute {
             rules: dynamic_templates(c)?,
         })
@@ -61,7 +61,7 @@ impl UpdateAttribute {
 }
 
 impl Processor for UpdateAttribute {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         // One vector for the batch, emptied per flow file.
         let mut values = Vec::with_capacity(self.rules.len());
@@ -103,7 +103,7 @@ pub struct RouteOnAttribute {
 }
 
 impl RouteOnAttribute {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let strategy = match props::text(c, "Routing Strategy").as_str() {
             "Route to 'matched' if all match" => Strategy::All,
             "Route to 'matched' if any matches" => Strategy::Any,
@@ -117,7 +117,7 @@ impl RouteOnAttribute {
 }
 
 impl Processor for RouteOnAttribute {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         // One vector for the batch, emptied per flow file.
         let mut matched: Vec<&str> = Vec::with_capacity(self.routes.len());
@@ -155,7 +155,7 @@ pub struct LogAttribute {
 }
 
 impl LogAttribute {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let level = props::text(c, "Log Level")
             .parse()
             .map_err(|_| "Log Level: unknown level".to_string())?;
@@ -167,7 +167,7 @@ impl LogAttribute {
 }
 
 impl Processor for LogAttribute {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
         for &ff in &ffs {
             // `fileSize` first, as NiFi's LogAttribute lists the standard attributes before
