@@ -54,10 +54,13 @@
 //!   of a flow as its processor is built from it.
 //! - [`units`]: durations and sizes as NiFi writes them.
 //! - [`provenance`]: the events that record what happened to each flow file.
+//! - [`monitor`]: what observers see of a running flow ([`monitor::FlowMonitor`]), which the
+//!   engines implement ([`monitor::MonitoredFlow`]).
 
 pub mod component;
 pub mod expression;
 pub mod flowfile;
+pub mod monitor;
 pub mod processor;
 pub mod props;
 pub mod provenance;

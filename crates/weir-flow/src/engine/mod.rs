@@ -30,7 +30,7 @@ use crate::provenance::ProvenanceRepository;
 use crate::repository::journal::{FlowFileRepository, RepositoryError};
 pub use monitor::{
     Bulletin, BulletinLevel, ConnectionView, ControlError, FlowMonitor, FlowState, GroupView,
-    ProcessorView, RunState,
+    MonitoredFlow, ProcessorView, ProvenanceUnavailable, RunState,
 };
 use queue::Queue;
 use session::EngineSession;
@@ -436,7 +436,7 @@ impl Engine {
     /// A view of this flow for observers (a dashboard, a metrics endpoint) that can also
     /// start and stop its processors; it stays readable after [`Engine::stop`].
     pub fn monitor(&self) -> FlowMonitor {
-        FlowMonitor::new(Arc::clone(&self.shared))
+        monitor::EngineMonitor::monitor(Arc::clone(&self.shared))
     }
 
     /// The current counts.
