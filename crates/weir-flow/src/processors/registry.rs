@@ -112,8 +112,7 @@ impl ProcessorRegistry {
 
     /// Every type's name, built-in ones first (for error messages).
     pub fn kinds(&self) -> Vec<&'static str> {
-        spec::SPECS
-            .iter()
+        spec::specs()
             .map(|s| s.kind)
             .chain(self.types.keys().copied())
             .collect()
