@@ -30,13 +30,7 @@
 //! are written again in a chunk of their own; readers drop repeated ids. Retention by age and
 //! size is applied at each checkpoint, oldest first.
 //!
-//! The store records its format; a store of an earlier format (1: an entry per event with
-//! its attributes and an index entry per event by flow file, time and component; 2 and 3: an
-//! entry per event, index entries by flow file and spans) is converted when opened, a chunk
-//! of events per store batch so that an interrupted conversion resumes. Format 4's chunks
-//! (a list of events, each map in full or naming a later event's) are read where they are
-//! (see `provenance/legacy.rs`), and so are format 5's index entries (one per flow file and
-//! chunk); one of an unknown format is refused.
+//! The store records its format; one of another format is refused.
 //!
 //! [`sync`]: ProvenanceRepository::sync
 
@@ -54,21 +48,9 @@ pub use weir_flow_api::provenance::{EventType, Lineage, ProvenanceEvent, Query};
 
 mod chunk;
 mod flowfile_index;
-mod legacy;
 
 use chunk::Part;
 use flowfile_index::{FlowFileIndex, Unfolded};
-
-use legacy::decode_format_3;
-
-/// Decodes a stored chunk of either format it may have: 5, or 4 from an older store.
-fn decode_chunk(bytes: &[u8]) -> Result<Vec<ProvenanceEvent>, ProvenanceError> {
-    if chunk::is_chunk(bytes) {
-        chunk::decode(bytes)
-    } else {
-        legacy::decode_chunk(bytes)
-    }
-}
 
 /// A provenance store error.
 #[derive(Debug, thiserror::Error)]
@@ -82,16 +64,6 @@ pub enum ProvenanceError {
     /// The writer thread could not start, or is gone.
     #[error("provenance writer: {0}")]
     Writer(String),
-    /// An event names the event holding its attributes, and that one is missing.
-    #[error(
-        "provenance event {id}: its attributes are stored with event {holder}, which is missing"
-    )]
-    MissingAttributes {
-        /// The event read.
-        id: u64,
-        /// The event that should hold its attributes.
-        holder: u64,
-    },
     /// The store's folder could not be read or tidied before opening it.
     #[error("provenance store {path}: {source}")]
     Io {
@@ -133,12 +105,6 @@ struct Store {
     chunks: PartitionHandle,
     /// Which chunks name a flow file (see `provenance/flowfile_index.rs`).
     index: FlowFileIndex,
-    /// Format 5's index by flow file, key [`index_key`] (a uuid and the key of a chunk naming
-    /// it), value empty: read and cleaned by retention while a store of that format still
-    /// has entries in it when opened, never written.
-    by_flowfile: PartitionHandle,
-    /// True when `by_flowfile` had entries when the store was opened.
-    legacy_index: bool,
     /// Key: a chunk's key; value: its [`Span`].
     spans: PartitionHandle,
 }
@@ -153,23 +119,11 @@ struct Span {
     events: u64,
 }
 
-/// The store's format: 2 since events are summarized by span instead of indexed by time and
-/// by component, and share their attribute maps; 3 since a flow file's index entry lists its
-/// events of a write and an event may store its attributes as changes from a later event's;
-/// 4 since the events of a write are one chunk; 5 since a chunk holds each text and map once
-/// (see `provenance/chunk.rs`); 6 since the index by flow file is a list per chunk folded into
-/// runs (see `provenance/flowfile_index.rs`). Stores of formats 1 to 3 are converted when
-/// opened; format 4's chunks and format 5's index entries are read where they are, and new
-/// ones are written in format 5's chunks and format 6's index.
+/// The store's format: the events of a write are one chunk, which holds each text and map
+/// once (see `provenance/chunk.rs`), summarized by a span, and the index by flow file is a
+/// list per chunk folded into runs (see `provenance/flowfile_index.rs`). The first released
+/// format; its number counts the unreleased ones before it.
 const FORMAT: u8 = 6;
-/// The events partition of format 1 (every event with its attributes).
-const FORMAT_1_EVENTS: &str = "events";
-/// The events partition of formats 2 and 3 (attributes maybe held by another event).
-const FORMAT_3_EVENTS: &str = "records";
-/// The index partitions of formats 1 to 3, removed once their events are converted.
-const OLD_INDEXES: [&str; 4] = ["by_component", "by_time", "by_flowfile", "spans"];
-/// Events per chunk when converting a store of an earlier format.
-const CONVERTED_CHUNK: usize = 4096;
 
 /// How far the writer thread has got: hand-overs made, and hand-overs written.
 #[derive(Default)]
@@ -213,15 +167,6 @@ fn chunk_key(first: u64, last: u64) -> ChunkKey {
 /// The first id of a chunk key.
 fn first_of(key: &[u8]) -> u64 {
     u64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
-}
-
-/// Format 5's index key naming chunk `chunk` for flow file `uuid` (uuids hold no zero byte).
-fn index_key(uuid: &str, chunk: &ChunkKey) -> Vec<u8> {
-    let mut k = Vec::with_capacity(uuid.len() + 17);
-    k.extend_from_slice(uuid.as_bytes());
-    k.push(0);
-    k.extend_from_slice(chunk);
-    k
 }
 
 /// The uuids an event names: its flow file, its parents and its children.
@@ -340,82 +285,28 @@ impl Store {
         self.add(batch, &parts).map(drop)
     }
 
-    /// Removes the chunk `key` holding `events`, with its span and its unfolded list (a
-    /// run's entries naming it are skipped until the run goes, see
-    /// [`FlowFileIndex::remove_runs_before`]), and format 5's index entries if the store had
-    /// any.
-    fn remove(&self, batch: &mut fjall::Batch, key: &ChunkKey, events: &[ProvenanceEvent]) {
+    /// Removes the chunk `key`, with its span and its unfolded list (a run's entries naming
+    /// it are skipped until the run goes, see [`FlowFileIndex::remove_runs_before`]).
+    fn remove(&self, batch: &mut fjall::Batch, key: &ChunkKey) {
         batch.remove(&self.chunks, *key);
         batch.remove(&self.spans, *key);
         self.index.remove(batch, key);
-        if self.legacy_index {
-            let uuids: FxHashSet<&str> = events.iter().flat_map(uuids_of).collect();
-            for uuid in uuids {
-                batch.remove(&self.by_flowfile, index_key(uuid, key));
-            }
-        }
     }
 
-    /// Checks the store's format; converts a store of formats 1 to 3: its events, a chunk per
-    /// store batch, move to `chunks` with their spans and index entries, then its own
-    /// indexes go.
+    /// Checks the store's format: a new store is given the current one, a store of another
+    /// is refused.
     fn check_format(&self, meta: &PartitionHandle) -> Result<(), ProvenanceError> {
-        let found = meta.get("format")?;
-        match found.as_deref() {
-            None | Some([2..=FORMAT]) => {}
-            Some(other) => {
-                return Err(ProvenanceError::Format {
-                    found: other.first().copied().unwrap_or(0),
-                });
+        match meta.get("format")?.as_deref() {
+            Some([FORMAT]) => Ok(()),
+            None => {
+                meta.insert("format", [FORMAT])?;
+                self.keyspace.persist(PersistMode::SyncAll)?;
+                Ok(())
             }
+            Some(other) => Err(ProvenanceError::Format {
+                found: other.first().copied().unwrap_or(0),
+            }),
         }
-        for name in [FORMAT_1_EVENTS, FORMAT_3_EVENTS] {
-            if !self.keyspace.partition_exists(name) {
-                continue;
-            }
-            let old = self
-                .keyspace
-                .open_partition(name, PartitionCreateOptions::default())?;
-            loop {
-                let mut chunk = Vec::with_capacity(CONVERTED_CHUNK);
-                let mut keys = Vec::with_capacity(CONVERTED_CHUNK);
-                for kv in old.iter().take(CONVERTED_CHUNK) {
-                    let (k, v) = kv?;
-                    chunk.push(if name == FORMAT_1_EVENTS {
-                        postcard::from_bytes::<ProvenanceEvent>(&v)?
-                    } else {
-                        decode_format_3(&old, &v)?
-                    });
-                    keys.push(k);
-                }
-                if chunk.is_empty() {
-                    break;
-                }
-                // Keyed by id, so in id order.
-                let events: Vec<&ProvenanceEvent> = chunk.iter().collect();
-                let mut batch = self.keyspace.batch();
-                self.add_events(&mut batch, &events)?;
-                for k in keys {
-                    batch.remove(&old, k);
-                }
-                batch.commit()?;
-            }
-            self.keyspace.persist(PersistMode::SyncAll)?;
-            self.keyspace.delete_partition(old)?;
-        }
-        for name in OLD_INDEXES {
-            if self.keyspace.partition_exists(name) {
-                let old = self
-                    .keyspace
-                    .open_partition(name, PartitionCreateOptions::default())?;
-                self.keyspace.delete_partition(old)?;
-            }
-        }
-        if found.as_deref() != Some(&[FORMAT]) {
-            meta.insert("format", [FORMAT])?;
-            self.keyspace.persist(PersistMode::SyncAll)?;
-        }
-        Ok(())
     }
 
     /// The decoded chunk `key`, if stored, as queries show it: each event's attributes with
@@ -425,7 +316,7 @@ impl Store {
         let Some(mut events) = self
             .chunks
             .get(key)?
-            .map(|v| decode_chunk(&v))
+            .map(|v| chunk::decode(&v))
             .transpose()?
         else {
             return Ok(None);
@@ -493,7 +384,6 @@ impl ProvenanceRepository {
         let keyspace = Config::new(dir).open()?;
         let opts = PartitionCreateOptions::default;
         let meta = keyspace.open_partition("meta", opts())?;
-        let by_flowfile = keyspace.open_partition("chunk_index", opts())?;
         let store = Store {
             chunks: keyspace.open_partition("chunks", opts())?,
             index: FlowFileIndex {
@@ -501,8 +391,6 @@ impl ProvenanceRepository {
                 runs: keyspace.open_partition("flowfile_runs", opts())?,
                 run_ends: keyspace.open_partition("flowfile_run_ends", opts())?,
             },
-            legacy_index: !by_flowfile.is_empty()?,
-            by_flowfile,
             spans: keyspace.open_partition("chunk_spans", opts())?,
             keyspace,
         };
@@ -637,14 +525,6 @@ impl ProvenanceRepository {
     ) -> Result<Vec<ChunkKey>, ProvenanceError> {
         let mut keys = Vec::new();
         self.store.index.chunks_of(uuid, unfolded, &mut keys)?;
-        if self.store.legacy_index {
-            let mut p = uuid.as_bytes().to_vec();
-            p.push(0);
-            for kv in self.store.by_flowfile.prefix(p) {
-                let (k, _) = kv?;
-                keys.push(k[k.len() - 16..].try_into().expect("16 bytes"));
-            }
-        }
         keys.sort_unstable();
         keys.dedup();
         Ok(keys)
@@ -827,7 +707,7 @@ impl ProvenanceRepository {
             let (k, v) = kv?;
             let key: ChunkKey = k.as_ref().try_into().expect("16 bytes");
             kept = first_of(&key);
-            let events = decode_chunk(&v)?;
+            let events = chunk::decode(&v)?;
             // Each event's share of the chunk, and of the store's per-entry overhead.
             let share = v.len() as u64 / events.len().max(1) as u64 + 64;
             let gone = events
@@ -843,7 +723,7 @@ impl ProvenanceRepository {
             if gone == 0 {
                 break;
             }
-            self.store.remove(&mut batch, &key, &events);
+            self.store.remove(&mut batch, &key);
             removed += gone as u64;
             if gone < events.len() {
                 let left: Vec<&ProvenanceEvent> = events[gone..].iter().collect();
@@ -895,7 +775,6 @@ impl Drop for ProvenanceRepository {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use legacy::StoredAttributes;
     use proptest::prelude::*;
 
     /// A ROUTE event of `flowfile` by "route" at time 1000 + `id`, with `attributes`.
@@ -941,26 +820,6 @@ mod tests {
             flowfile,
             BTreeMap::from([("k".to_string(), id.to_string())]).into(),
         )
-    }
-
-    /// Three events of "ff-a" whose maps differ only in "k" ("first", then "last" twice).
-    fn three_events_of_one_flowfile() -> Vec<ProvenanceEvent> {
-        let map = |v: &str| -> crate::flowfile::Attributes {
-            BTreeMap::from([
-                ("k".to_string(), v.to_string()),
-                ("a".to_string(), "1".to_string()),
-                ("b".to_string(), "2".to_string()),
-                ("c".to_string(), "3".to_string()),
-                ("d".to_string(), "4".to_string()),
-            ])
-            .into()
-        };
-        (0..3)
-            .map(|i| ProvenanceEvent {
-                attributes: map(if i == 0 { "first" } else { "last" }),
-                ..event(i, "ff-a")
-            })
-            .collect()
     }
 
     #[test]
@@ -1289,41 +1148,6 @@ mod tests {
         assert!(store.store.index.runs.is_empty().unwrap());
     }
 
-    #[test]
-    fn a_store_of_format_5_is_looked_up_by_its_index_entries_and_cleaned_by_retention() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            // A format-5 store: the chunk as now, an index entry per flow file and chunk.
-            let store = ProvenanceRepository::open(dir.path(), Duration::ZERO, u64::MAX).unwrap();
-            store
-                .insert((0..6).map(|i| event(i, "ff-old")).collect())
-                .unwrap();
-            store.flush();
-            let key = chunk_key(0, 5);
-            store.store.index.unfolded.remove(key).unwrap();
-            store
-                .store
-                .by_flowfile
-                .insert(index_key("ff-old", &key), [])
-                .unwrap();
-            let meta = store
-                .store
-                .keyspace
-                .open_partition("meta", PartitionCreateOptions::default())
-                .unwrap();
-            meta.insert("format", [5]).unwrap();
-            store.store.keyspace.persist(PersistMode::SyncAll).unwrap();
-        }
-        let store = ProvenanceRepository::open(dir.path(), Duration::ZERO, u64::MAX).unwrap();
-        assert!(store.store.legacy_index);
-        store.insert(vec![event(6, "ff-old")]).unwrap();
-        assert_eq!(ids_of(&store, "ff-old").0, (0..7).collect::<Vec<_>>());
-        assert_eq!(store.enforce_retention(1_003).unwrap(), 3);
-        assert_eq!(ids_of(&store, "ff-old").0, (3..7).collect::<Vec<_>>());
-        assert_eq!(store.enforce_retention(1_010).unwrap(), 4);
-        assert!(store.store.by_flowfile.is_empty().unwrap());
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -1391,57 +1215,6 @@ mod tests {
         Retain(u64),
     }
 
-    /// An index key of formats 1 to 3: a uuid (or component), a zero byte and an event id.
-    fn old_index_key(prefix: &str, id: u64) -> Vec<u8> {
-        let mut k = prefix.as_bytes().to_vec();
-        k.push(0);
-        k.extend_from_slice(&id.to_be_bytes());
-        k
-    }
-
-    #[test]
-    fn a_store_of_the_first_format_is_converted_when_opened() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            // The first format: events, and an index entry per event by flow file, component
-            // and time; no format recorded.
-            let keyspace = Config::new(dir.path()).open().unwrap();
-            let opts = PartitionCreateOptions::default;
-            let events = keyspace.open_partition("events", opts()).unwrap();
-            let by_flowfile = keyspace.open_partition("by_flowfile", opts()).unwrap();
-            let by_component = keyspace.open_partition("by_component", opts()).unwrap();
-            let by_time = keyspace.open_partition("by_time", opts()).unwrap();
-            for id in 0..5u64 {
-                let e = event(id, "ff-old");
-                events
-                    .insert(id.to_be_bytes(), postcard::to_allocvec(&e).unwrap())
-                    .unwrap();
-                by_flowfile.insert(old_index_key("ff-old", id), []).unwrap();
-                by_component.insert(old_index_key("route", id), []).unwrap();
-                let mut time = (e.time_ms as u64).to_be_bytes().to_vec();
-                time.extend_from_slice(&id.to_be_bytes());
-                by_time.insert(time, []).unwrap();
-            }
-            keyspace.persist(PersistMode::SyncAll).unwrap();
-        }
-        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
-        for name in OLD_INDEXES.into_iter().chain([FORMAT_1_EVENTS]) {
-            assert!(!store.store.keyspace.partition_exists(name), "{name} left");
-        }
-        let q = Query {
-            component: Some("route".into()),
-            since_ms: Some(1_003),
-            ..Query::default()
-        };
-        assert_eq!(ids(&store.query(&q, usize::MAX).unwrap()), [3, 4]);
-        assert_eq!(store.lineage("ff-old").unwrap().events.len(), 5);
-        drop(store);
-        // Opened again, it is of the current format and nothing is converted twice.
-        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
-        assert_eq!(store.store.spans.len().unwrap(), 1);
-        assert_eq!(store.len().unwrap(), 5);
-    }
-
     #[test]
     fn a_write_is_one_chunk_with_one_list_of_its_flow_files() {
         let dir = tempfile::tempdir().unwrap();
@@ -1455,7 +1228,6 @@ mod tests {
         assert_eq!(store.store.chunks.len().unwrap(), 1);
         assert_eq!(store.store.index.unfolded_len().unwrap(), 2);
         assert_eq!(store.store.index.unfolded.len().unwrap(), 1);
-        assert!(store.store.by_flowfile.is_empty().unwrap());
         assert_eq!(
             ids(&store.lineage("ff-a").unwrap().events),
             [0, 1, 2, 4, 5, 6]
@@ -1494,159 +1266,6 @@ mod tests {
             ids(&store.lineage("ff").unwrap().events),
             [0, 5, 10, 15, 20]
         );
-    }
-
-    #[test]
-    fn a_store_of_format_3_is_converted_when_opened() {
-        let dir = tempfile::tempdir().unwrap();
-        let events = three_events_of_one_flowfile();
-        {
-            // Format 3: an entry per event (0 holds the changes from 1's map, 1 names 2's),
-            // an index entry per flow file and write, a span per write.
-            let keyspace = Config::new(dir.path()).open().unwrap();
-            let opts = PartitionCreateOptions::default;
-            let records = keyspace.open_partition("records", opts()).unwrap();
-            let by_flowfile = keyspace.open_partition("by_flowfile", opts()).unwrap();
-            let spans = keyspace.open_partition("spans", opts()).unwrap();
-            let meta = keyspace.open_partition("meta", opts()).unwrap();
-            let stored = [
-                StoredAttributes::Changed {
-                    base: 1,
-                    set: &[("k", "first")][..],
-                    removed: &[][..],
-                },
-                StoredAttributes::SameAs(2),
-                StoredAttributes::Inline(&events[2].attributes),
-            ];
-            for (e, attributes) in events.iter().zip(stored) {
-                records
-                    .insert(e.id.to_be_bytes(), {
-                        let mut bytes = Vec::new();
-                        legacy::encode(e, attributes, &mut bytes).unwrap();
-                        bytes
-                    })
-                    .unwrap();
-            }
-            let mut earlier = 0u64.to_be_bytes().to_vec();
-            earlier.extend_from_slice(&1u64.to_be_bytes());
-            by_flowfile
-                .insert(old_index_key("ff-a", 2), earlier)
-                .unwrap();
-            let span = Span {
-                min_time_ms: 1_000,
-                max_time_ms: 1_002,
-                components: vec!["route".into()],
-                events: 0,
-            };
-            spans
-                .insert(chunk_key(0, 2), postcard::to_allocvec(&span).unwrap())
-                .unwrap();
-            meta.insert("format", [3]).unwrap();
-            keyspace.persist(PersistMode::SyncAll).unwrap();
-        }
-        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
-        for name in OLD_INDEXES.into_iter().chain([FORMAT_3_EVENTS]) {
-            assert!(!store.store.keyspace.partition_exists(name), "{name} left");
-        }
-        let q = Query {
-            flowfile: Some("ff-a".into()),
-            ..Query::default()
-        };
-        assert_eq!(store.query(&q, usize::MAX).unwrap(), as_queried(&events));
-        assert_eq!(store.lineage("ff-a").unwrap().events, as_queried(&events));
-        assert_eq!(store.len().unwrap(), 3);
-        let meta = store
-            .store
-            .keyspace
-            .open_partition("meta", PartitionCreateOptions::default())
-            .unwrap();
-        assert_eq!(meta.get("format").unwrap().as_deref(), Some(&[FORMAT][..]));
-    }
-
-    #[test]
-    fn a_store_of_format_4_is_read_as_it_is_and_written_on_in_format_5() {
-        let dir = tempfile::tempdir().unwrap();
-        let old = three_events_of_one_flowfile();
-        {
-            // Format 4: one chunk of three events (0 holds the changes from 2's map, 1 names
-            // 2's, 2 holds its own), its span and the flow file's index entry.
-            let keyspace = Config::new(dir.path()).open().unwrap();
-            let opts = PartitionCreateOptions::default;
-            let chunks = keyspace.open_partition("chunks", opts()).unwrap();
-            let index = keyspace.open_partition("chunk_index", opts()).unwrap();
-            let spans = keyspace.open_partition("chunk_spans", opts()).unwrap();
-            let meta = keyspace.open_partition("meta", opts()).unwrap();
-            let bytes = legacy::encode_chunk(vec![
-                (
-                    &old[0],
-                    StoredAttributes::Changed {
-                        base: 2,
-                        set: &[("k", "first")][..],
-                        removed: &[][..],
-                    },
-                ),
-                (&old[1], StoredAttributes::SameAs(2)),
-                (&old[2], StoredAttributes::Inline(&old[2].attributes)),
-            ]);
-            assert!(!chunk::is_chunk(&bytes));
-            let key = chunk_key(0, 2);
-            chunks.insert(key, bytes).unwrap();
-            index.insert(index_key("ff-a", &key), []).unwrap();
-            let span = Span {
-                min_time_ms: 1_000,
-                max_time_ms: 1_002,
-                components: vec!["route".into()],
-                events: 3,
-            };
-            spans
-                .insert(key, postcard::to_allocvec(&span).unwrap())
-                .unwrap();
-            meta.insert("format", [4]).unwrap();
-            keyspace.persist(PersistMode::SyncAll).unwrap();
-        }
-        let store =
-            ProvenanceRepository::open(dir.path(), Duration::from_millis(1_000), u64::MAX).unwrap();
-        let q = Query {
-            flowfile: Some("ff-a".into()),
-            ..Query::default()
-        };
-        assert_eq!(store.query(&q, usize::MAX).unwrap(), as_queried(&old));
-        // New events of the same flow file go in a chunk of format 5 beside the old one.
-        let new: Vec<ProvenanceEvent> = (10..12).map(|i| event(i, "ff-a")).collect();
-        store.insert(new.clone()).unwrap();
-        let both: Vec<ProvenanceEvent> = old.iter().chain(&new).cloned().collect();
-        assert_eq!(store.lineage("ff-a").unwrap().events, as_queried(&both));
-        assert_eq!(
-            store.query(&Query::default(), usize::MAX).unwrap(),
-            as_queried(&both)
-        );
-        let formats: Vec<bool> = store
-            .store
-            .chunks
-            .iter()
-            .map(|kv| chunk::is_chunk(&kv.unwrap().1))
-            .collect();
-        assert_eq!(formats, [false, true]);
-        // Retention (cutoff 1_001) keeps part of the old chunk: it is written again, in
-        // format 5.
-        assert_eq!(store.enforce_retention(2_001).unwrap(), 1);
-        assert_eq!(
-            store.query(&Query::default(), usize::MAX).unwrap(),
-            as_queried(&both[1..])
-        );
-        assert!(
-            store
-                .store
-                .chunks
-                .iter()
-                .all(|kv| chunk::is_chunk(&kv.unwrap().1))
-        );
-        let meta = store
-            .store
-            .keyspace
-            .open_partition("meta", PartitionCreateOptions::default())
-            .unwrap();
-        assert_eq!(meta.get("format").unwrap().as_deref(), Some(&[FORMAT][..]));
     }
 
     #[test]
