@@ -18,10 +18,10 @@
 
 pub mod definition;
 pub mod engine;
-pub mod faults;
-pub mod processors;
 pub mod provenance;
 pub mod repository;
 pub mod stateless;
 
 pub use weir_flow_api::{expression, flowfile};
+pub use weir_flow_disk::faults;
+pub use weir_flow_processors as processors;

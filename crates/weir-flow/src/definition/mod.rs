@@ -337,6 +337,37 @@ impl Flow {
     /// As [`Flow::parse`], with the custom processor types of `registry` besides the
     /// built-in ones; the flow keeps the registry so that the engine can build them.
     ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use weir_flow::definition::Flow;
+    /// use weir_flow::engine::Session;
+    /// use weir_flow::processors::registry::ProcessorRegistry;
+    /// use weir_flow::processors::spec::{Dynamic, ProcessorSpec};
+    /// use weir_flow::processors::{ProcessError, Processor, Trigger};
+    ///
+    /// /// Drops every flow file it gets.
+    /// struct Sink;
+    /// impl Processor for Sink {
+    ///     fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
+    ///         let Some(ff) = session.get()? else { return Ok(Trigger::Idle) };
+    ///         session.remove(ff);
+    ///         Ok(Trigger::Worked)
+    ///     }
+    /// }
+    /// static SINK: ProcessorSpec = ProcessorSpec {
+    ///     kind: "Sink",
+    ///     properties: &[],
+    ///     relationships: &[],
+    ///     dynamic: Dynamic::None,
+    ///     source: false,
+    /// };
+    /// let mut registry = ProcessorRegistry::default();
+    /// registry.register(&SINK, |_| Ok(Arc::new(Sink))).unwrap();
+    /// let yaml = "flow: f\ngroups:\n  - name: g\n    processors:\n      - { name: gen, type: GenerateFlowFile }\n      - { name: sink, type: Sink }\n    connections:\n      - { from: gen, relationships: [success], to: sink }\n";
+    /// let flow = Flow::parse_with(yaml, "f.yaml", &registry).unwrap();
+    /// assert_eq!(flow.processors[1].type_name(), "Sink");
+    /// ```
+    ///
     /// # Errors
     /// [`ValidationErrors`] with every problem found.
     pub fn parse_with(

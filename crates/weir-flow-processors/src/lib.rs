@@ -1,5 +1,7 @@
-//! The processors of both engines, with NiFi's names, properties and relationships.
-
+//! The processors of both engines, with NiFi's names, properties and relationships. They
+//! depend on the flow API (`weir-flow-api`) and on no engine, so they run unchanged in the
+//! traditional and the stateless engine of `weir-flow`, which re-exports this crate as
+//! `weir_flow::processors`.
 //!
 //! Each processor type is one module holding its spec, its processor and their unit tests
 //! (`put_file.rs`: `PutFile`), and exposes one [`BuiltIn`]; the list of them here is the only

@@ -3,7 +3,6 @@
 use super::BuiltIn;
 use super::spec::{Dynamic, K, ProcessorSpec, p};
 use super::{BuildError, ProcessError, Processor, Trigger, eval, props};
-use crate::faults::{self, Step};
 use std::borrow::Cow;
 use std::fs;
 use std::path::PathBuf;
@@ -12,6 +11,7 @@ use weir_flow_api::component::Component;
 use weir_flow_api::expression::Template;
 use weir_flow_api::provenance::EventType;
 use weir_flow_api::session::{Completion, Session, SessionError};
+use weir_flow_disk::faults::{self, Step};
 
 /// The PutFile type: what it accepts and how it is built.
 pub(super) static BUILT_IN: BuiltIn = BuiltIn {
@@ -143,7 +143,7 @@ impl Processor for PutFile {
                 .iter()
                 .map(|(_, tmp, _, _, out)| (tmp.clone(), Arc::clone(out)))
                 .collect();
-            if let Err(e) = crate::repository::sync_together(&files) {
+            if let Err(e) = weir_flow_disk::sync_together(&files) {
                 for (_, tmp, ..) in &pending {
                     let _ = fs::remove_file(tmp);
                 }
@@ -218,7 +218,7 @@ fn rename_into_place(
             .push(target);
     }
     for dir in dirs {
-        crate::repository::sync_dir(dir)
+        weir_flow_disk::sync_dir(dir)
             .map_err(|e| format!("PutFile: cannot sync directory {}: {e}", dir.display()))?;
     }
     Ok(())

@@ -3,18 +3,15 @@
 //! A [`ProcessorRegistry`] adds types to the flow format: each has a [`ProcessorSpec`]
 //! (properties, relationships, whether it is a source), which validation reads exactly as it
 //! reads the built-in table, and a factory that makes the processor for a validated
-//! component. A flow parsed with [`Flow::parse_with`](crate::definition::Flow::parse_with)
-//! keeps its registry, so [`Engine::start`](crate::engine::Engine::start) builds custom
-//! processors like built-in ones and runs them under the same rules: a trigger that fails
+//! component. A flow parsed with `weir_flow::definition::Flow::parse_with` keeps its
+//! registry, so the engines build custom processors like built-in ones and runs them under the same rules: a trigger that fails
 //! or panics rolls its session back with its inputs penalized, and the engine goes on.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use weir_flow::definition::Flow;
-//! use weir_flow::engine::Session;
-//! use weir_flow::processors::registry::ProcessorRegistry;
-//! use weir_flow::processors::spec::{Dynamic, ProcessorSpec};
-//! use weir_flow::processors::{ProcessError, Processor, Trigger};
+//! use weir_flow_api::spec::{Dynamic, ProcessorSpec};
+//! use weir_flow_api::{ProcessError, Processor, Session, Trigger};
+//! use weir_flow_processors::registry::ProcessorRegistry;
 //!
 //! /// Drops every flow file it gets.
 //! struct Sink;
@@ -34,9 +31,8 @@
 //! };
 //! let mut registry = ProcessorRegistry::default();
 //! registry.register(&SINK, |_| Ok(Arc::new(Sink))).unwrap();
-//! let yaml = "flow: f\ngroups:\n  - name: g\n    processors:\n      - { name: gen, type: GenerateFlowFile }\n      - { name: sink, type: Sink }\n    connections:\n      - { from: gen, relationships: [success], to: sink }\n";
-//! let flow = Flow::parse_with(yaml, "f.yaml", &registry).unwrap();
-//! assert_eq!(flow.processors[1].type_name(), "Sink");
+//! assert_eq!(registry.spec("Sink").map(|s| s.kind), Some("Sink"));
+//! assert!(registry.register(&SINK, |_| Ok(Arc::new(Sink))).is_err(), "taken");
 //! ```
 
 use std::collections::BTreeMap;
@@ -44,7 +40,7 @@ use std::sync::Arc;
 
 use super::spec::{self, ProcessorSpec};
 use super::{BuildError, Processor, build};
-use crate::definition::{Component, ComponentKind};
+use weir_flow_api::component::{Component, ComponentKind};
 
 /// Makes a processor for a validated component of a custom type (its properties are
 /// checked against the type's spec already).
@@ -136,7 +132,7 @@ impl ProcessorRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::processors::spec::Dynamic;
+    use crate::spec::Dynamic;
 
     static GET_FILE_AGAIN: ProcessorSpec = ProcessorSpec {
         kind: "GetFile",
