@@ -101,7 +101,7 @@ pub trait Processor: Send + Sync {
     fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError>;
 
     /// Readies the next trigger while a stateless transaction this processor is a source of
-    /// waits on an outside service (see [`Session::wait`](crate::session::Session::wait)):
+    /// waits on an outside service (see `Session::wait`):
     /// on the copy's thread, touching no session or flow file (ConsumeAMQP takes the
     /// messages its client has received). What it readies enters a transaction only at a
     /// later trigger. A panic here is caught and logged. Default: nothing.

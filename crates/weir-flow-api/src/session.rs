@@ -10,8 +10,8 @@
 //!
 //! The trait's methods are the ones an engine implements, each callable through `dyn`;
 //! `impl dyn Session` adds the generic conveniences processors call
-//! ([`put_attribute`](Session::put_attribute), [`on_complete`](Session::on_complete),
-//! [`wait`](Session::wait), ...), each one call of a trait method.
+//! (`put_attribute`, `on_complete`,
+//! `wait`, ...), each one call of a trait method.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -58,13 +58,13 @@ pub enum SessionError {
     /// Content could not be read or written.
     #[error("content: {0}")]
     Content(#[from] io::Error),
-    /// A hook run before the commit ([`Session::before_commit`]) failed: the session rolled
+    /// A hook run before the commit (`Session::before_commit`) failed: the session rolled
     /// back.
     #[error("before the commit: {0}")]
     BeforeCommit(String),
 }
 
-/// How a session's work ended, for [`Session::on_complete`].
+/// How a session's work ended, for `Session::on_complete`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Completion {
     /// Committed and durable (traditional), or the whole stateless transaction committed:
@@ -160,7 +160,7 @@ pub trait Session: Send {
     fn create(&mut self) -> FlowFileRef;
 
     /// [`create`](Session::create) with a source's own attributes and its content, the map
-    /// built once (see [`create_with_content`](Session::create_with_content), which calls
+    /// built once (see `create_with_content`, which calls
     /// this).
     ///
     /// # Errors
@@ -183,7 +183,7 @@ pub trait Session: Send {
     /// The flow file as it is now.
     fn flowfile(&self, ff: FlowFileRef) -> &FlowFile;
 
-    /// Runs `work` on `runtime` to its end (see [`wait`](Session::wait), which calls this).
+    /// Runs `work` on `runtime` to its end (see `wait`, which calls this).
     fn wait_on(
         &self,
         runtime: &tokio::runtime::Handle,
@@ -194,7 +194,7 @@ pub trait Session: Send {
     fn attribute(&self, ff: FlowFileRef, name: &str) -> Option<Cow<'_, str>>;
 
     /// Sets an attribute (`uuid` cannot be changed); see
-    /// [`put_attribute`](Session::put_attribute), which calls this.
+    /// `put_attribute`, which calls this.
     fn set_attribute(&mut self, ff: FlowFileRef, name: SmolStr, value: SmolStr);
 
     /// Removes an attribute.
@@ -208,7 +208,7 @@ pub trait Session: Send {
     /// The content repository's I/O error.
     fn read(&self, ff: FlowFileRef) -> Result<bytes::Bytes, SessionError>;
 
-    /// Runs `f` on the whole content, borrowed (see [`read_with`](Session::read_with), which
+    /// Runs `f` on the whole content, borrowed (see `read_with`, which
     /// calls this).
     ///
     /// # Errors
@@ -291,11 +291,11 @@ pub trait Session: Send {
     fn is_empty(&self) -> bool;
 
     /// Adds `hook`, run once this session's work is settled (see
-    /// [`on_complete`](Session::on_complete), which calls this).
+    /// `on_complete`, which calls this).
     fn add_completion_hook(&mut self, hook: CompletionHook);
 
     /// Adds `hook`, run before this session's work is committed (see
-    /// [`before_commit`](Session::before_commit), which calls this).
+    /// `before_commit`, which calls this).
     fn add_before_commit_hook(&mut self, hook: BeforeCommitHook);
 
     /// Deletes `path` once this session's commit is durable (and again at recovery if the
@@ -355,8 +355,8 @@ impl dyn Session + '_ {
 
     /// [`create`](Session::create) with a source's own attributes (a message's routing key,
     /// say) and its content, the map built once: cheaper than a
-    /// [`put_attribute`](Session::put_attribute) each and a
-    /// [`write_owned`](Session::write_owned) after. An entry naming a core attribute
+    /// `put_attribute` each and a
+    /// `write_owned` after. An entry naming a core attribute
     /// (`uuid`, `filename`, `path`, `entryDate`, `lineageStartDate`) is ignored, and
     /// `fileSize` is the content's whatever an entry says; of entries with the same name the
     /// last is kept. Entries in name order that sort before `entryDate` cost least. The

@@ -4,10 +4,10 @@
 //! `weir_flow::processors`.
 //!
 //! Each processor type is one module holding its spec, its processor and their unit tests
-//! (`put_file.rs`: `PutFile`), and exposes one [`BuiltIn`]; the list of them here is the only
+//! (`put_file.rs`: `PutFile`), and exposes one `BuiltIn`; the list of them here is the only
 //! place a type is registered: validation's specs ([`spec::spec`]), the built-in list
 //! ([`spec::specs`]) and [`build`] all read it. A new built-in processor is a new module
-//! and a line in [`BUILT_INS`].
+//! and a line in `BUILT_INS`.
 
 mod brokers;
 mod compress_content;
