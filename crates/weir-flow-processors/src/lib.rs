@@ -3,6 +3,14 @@
 //! traditional and the stateless engine of `weir-flow`, which re-exports this crate as
 //! `weir_flow::processors`.
 //!
+//! ```
+//! use weir_flow_processors::spec;
+//!
+//! let put_file = spec::spec("PutFile").expect("a built-in type");
+//! assert!(put_file.property("Directory").is_some_and(|p| p.required));
+//! assert_eq!(spec::specs().count(), 19);
+//! ```
+//!
 //! Each processor type is one module holding its spec, its processor and their unit tests
 //! (`put_file.rs`: `PutFile`), and exposes one `BuiltIn`; the list of them here is the only
 //! place a type is registered: validation's specs ([`spec::spec`]), the built-in list
