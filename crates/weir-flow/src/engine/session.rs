@@ -1,4 +1,5 @@
-//! Sessions: a processor's unit of work, committed as one journal frame or rolled back.
+//! The engines' sessions (`EngineSession`, the flow API's [`Session`]): a processor's unit
+//! of work, committed as one journal frame or rolled back.
 //!
 //! A session gets flow files from the processor's incoming queues, creates, clones, reads
 //! and writes them, sets attributes, and transfers each to a relationship (or removes it).
