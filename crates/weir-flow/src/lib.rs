@@ -15,13 +15,23 @@
 //! engine.wait_until_idle(std::time::Duration::from_secs(2));
 //! engine.stop().expect("clean stop");
 //! ```
+//!
+//! The layers below are crates of their own, re-exported here at their old paths: the flow
+//! API (`weir-flow-api`: flow files, the expression language, the `Session` and `Processor`
+//! traits, the monitor observers read), the processors (`weir-flow-processors`, which see
+//! only that API) and the disk steps with their fault injection (`weir-flow-disk`).
 
 pub mod definition;
 pub mod engine;
-pub mod expression;
-pub mod faults;
-pub mod flowfile;
-pub mod processors;
 pub mod provenance;
 pub mod repository;
 pub mod stateless;
+
+/// The expression language (from `weir-flow-api`).
+pub use weir_flow_api::expression;
+/// Flow files and their attributes (from `weir-flow-api`).
+pub use weir_flow_api::flowfile;
+/// Fault injection for the flow simulator (from `weir-flow-disk`).
+pub use weir_flow_disk::faults;
+/// The built-in processors and the registry of custom ones (`weir-flow-processors`).
+pub use weir_flow_processors as processors;

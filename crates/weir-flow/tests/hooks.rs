@@ -41,7 +41,7 @@ static GATE: ProcessorSpec = ProcessorSpec {
 struct Gate(Arc<Log>);
 
 impl Processor for Gate {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let Some(ff) = session.get()? else {
             return Ok(Trigger::Idle);
         };

@@ -17,8 +17,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use utoipa::OpenApi;
-use weir_flow::engine::{ControlError, FlowMonitor};
-use weir_flow::provenance::{EventType, Query as ProvenanceFilter};
+use weir_flow_api::monitor::{ControlError, FlowMonitor};
+use weir_flow_api::provenance::{EventType, Query as ProvenanceFilter};
 
 use crate::model::Group;
 use crate::model::{
@@ -187,7 +187,7 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
-fn find_job(registry: &Registry, id: &str) -> Result<weir::core::JobMonitor, ApiError> {
+fn find_job(registry: &Registry, id: &str) -> Result<weir_core::JobMonitor, ApiError> {
     registry
         .job(id)
         .ok_or_else(|| ApiError::not_found(format!("no job `{id}`")))

@@ -97,7 +97,7 @@ type InstanceCounter = (
     &'static str,
     &'static str,
     Option<Unit>,
-    fn(&weir::core::MetricsSnapshot) -> f64,
+    fn(&weir_core::MetricsSnapshot) -> f64,
 );
 
 const INSTANCE_COUNTERS: &[InstanceCounter] = &[
@@ -146,7 +146,7 @@ impl RegistryCollector {
         for j in &jobs {
             *names.entry(j.name()).or_default() += 1;
         }
-        let label = |j: &weir::core::JobMonitor| {
+        let label = |j: &weir_core::JobMonitor| {
             if names[j.name()] > 1 {
                 format!("{}#{}", j.name(), j.id())
             } else {
@@ -248,7 +248,7 @@ impl RegistryCollector {
         type ProcessorCounter = (
             &'static str,
             &'static str,
-            fn(&weir_flow::engine::ProcessorView) -> u64,
+            fn(&weir_flow_api::monitor::ProcessorView) -> u64,
         );
         const PROCESSOR_COUNTERS: &[ProcessorCounter] = &[
             (

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use weir::core::{JobMonitor, JobStatus};
-use weir_flow::engine::FlowMonitor;
+use weir_core::{JobMonitor, JobStatus};
+use weir_flow_api::monitor::FlowMonitor;
 
 use crate::views::per_vertex;
 
@@ -213,7 +213,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn sample_of(job: &JobMonitor, now: Instant) -> Sample {
     let metrics = job.metrics();
     let vertices = per_vertex(job, &metrics);
-    let sum = |read: fn(&weir::core::MetricsSnapshot) -> u64| {
+    let sum = |read: fn(&weir_core::MetricsSnapshot) -> u64| {
         vertices
             .iter()
             .map(|instances| instances.iter().map(read).sum())

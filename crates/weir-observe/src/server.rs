@@ -233,8 +233,13 @@ impl Server {
     /// # Errors
     /// [`ServeError::Bind`] or [`ServeError::Runtime`].
     pub fn start(config: &ServerConfig, registry: Registry) -> Result<Server, ServeError> {
-        let runtime = weir::async_io::runtime()
-            .map_err(|e| ServeError::Runtime(e.to_string()))?
+        let runtime = weir_runtime::runtime()
+            .map_err(|e| {
+                ServeError::Runtime(format!(
+                    "cannot start the shared async runtime: {}",
+                    e.reason
+                ))
+            })?
             .clone();
         let bind = |source| ServeError::Bind {
             addr: config.addr,

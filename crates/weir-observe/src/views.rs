@@ -6,9 +6,9 @@
 use std::collections::BTreeSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use weir::core::{JobMonitor, JobStatus, MetricsSnapshot};
-use weir_flow::engine::{Bulletin, ConnectionView, FlowMonitor, ProcessorView, RunState};
-use weir_flow::provenance::{EventType, Lineage, ProvenanceEvent};
+use weir_core::{JobMonitor, JobStatus, MetricsSnapshot};
+use weir_flow_api::monitor::{Bulletin, ConnectionView, FlowMonitor, ProcessorView, RunState};
+use weir_flow_api::provenance::{EventType, Lineage, ProvenanceEvent};
 
 use crate::model;
 use crate::registry::{Registry, VertexRates};

@@ -24,7 +24,6 @@
 //! Every error names the file, the line and the field at fault; see [`ValidationError`].
 
 mod locate;
-pub mod units;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -34,9 +33,11 @@ use serde::Deserialize;
 
 use crate::expression::Template;
 use crate::processors::registry::ProcessorRegistry;
-use crate::processors::spec::{Dynamic, ProcessorSpec, PropertyKind};
+use crate::processors::spec::{Dynamic, PropertyKind};
 use locate::Locator;
-use units::{parse_duration, parse_size};
+pub use weir_flow_api::component::{Component, ComponentKind, Schedule};
+pub use weir_flow_api::units;
+use weir_flow_api::units::{parse_duration, parse_size};
 
 /// One thing wrong with a definition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,75 +207,6 @@ pub struct Settings {
     pub provenance_max_size: u64,
 }
 
-/// When a processor runs.
-#[derive(Debug, Clone)]
-pub enum Schedule {
-    /// Every period; a period of zero is "as fast as possible".
-    Timer(Duration),
-    /// On a Quartz-style CRON expression with seconds.
-    Cron(Box<croner::Cron>),
-}
-
-/// What a component is.
-#[derive(Debug, Clone, Copy)]
-pub enum ComponentKind {
-    /// A processor of a built-in type ([`crate::processors::spec::SPECS`]) or of a type
-    /// registered in the flow's [`ProcessorRegistry`].
-    Processor(&'static ProcessorSpec),
-    /// A group's port: a pass-through with one relationship, `success`.
-    Port,
-}
-
-/// One processor (or port) of the flow, validated.
-#[derive(Debug, Clone)]
-pub struct Component {
-    /// Unique name in the flow: the processor's name, or `GROUP/PORT` for a port.
-    pub name: String,
-    /// The group it belongs to.
-    pub group: String,
-    /// Its type.
-    pub kind: ComponentKind,
-    /// Properties as written (declared defaults are filled in).
-    pub properties: BTreeMap<String, String>,
-    /// When it runs.
-    pub schedule: Schedule,
-    /// Concurrent tasks.
-    pub concurrency: usize,
-    /// How long one task may keep its session open, triggering again, before committing.
-    pub run_duration: Duration,
-    /// How long a penalized flow file waits.
-    pub penalty: Duration,
-    /// How long the processor rests after yielding.
-    pub yield_duration: Duration,
-    /// Relationships that drop their flow files.
-    pub auto_terminate: BTreeSet<String>,
-    /// Every relationship it has (fixed and dynamic).
-    pub relationships: Vec<String>,
-    /// An output port marked `failure: true` (the stateless engine rolls back on reaching it).
-    pub failure_port: bool,
-    /// The timeout of the stateless group it belongs to; `None` in a traditional group.
-    /// Processors that wait on outside services bound their waits by it, and MergeContent
-    /// keeps its bins in the group's transaction rather than in held sessions.
-    pub group_timeout: Option<Duration>,
-    /// The line where it is defined.
-    pub line: Option<usize>,
-}
-
-impl Component {
-    /// The type's name (`Port` for ports).
-    pub fn type_name(&self) -> &'static str {
-        match self.kind {
-            ComponentKind::Processor(s) => s.kind,
-            ComponentKind::Port => "Port",
-        }
-    }
-
-    /// A property's value, or its declared default.
-    pub fn property(&self, name: &str) -> Option<&str> {
-        self.properties.get(name).map(String::as_str)
-    }
-}
-
 /// How a queue orders its flow files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Prioritizer {
@@ -368,7 +300,7 @@ impl Checker<'_> {
         match text {
             None => default,
             Some(t) => parse_duration(t).unwrap_or_else(|e| {
-                self.error(line, field, e);
+                self.error(line, field, e.to_string());
                 default
             }),
         }
@@ -404,6 +336,37 @@ impl Flow {
 
     /// As [`Flow::parse`], with the custom processor types of `registry` besides the
     /// built-in ones; the flow keeps the registry so that the engine can build them.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use weir_flow::definition::Flow;
+    /// use weir_flow::engine::Session;
+    /// use weir_flow::processors::registry::ProcessorRegistry;
+    /// use weir_flow::processors::spec::{Dynamic, ProcessorSpec};
+    /// use weir_flow::processors::{ProcessError, Processor, Trigger};
+    ///
+    /// /// Drops every flow file it gets.
+    /// struct Sink;
+    /// impl Processor for Sink {
+    ///     fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
+    ///         let Some(ff) = session.get()? else { return Ok(Trigger::Idle) };
+    ///         session.remove(ff);
+    ///         Ok(Trigger::Worked)
+    ///     }
+    /// }
+    /// static SINK: ProcessorSpec = ProcessorSpec {
+    ///     kind: "Sink",
+    ///     properties: &[],
+    ///     relationships: &[],
+    ///     dynamic: Dynamic::None,
+    ///     source: false,
+    /// };
+    /// let mut registry = ProcessorRegistry::default();
+    /// registry.register(&SINK, |_| Ok(Arc::new(Sink))).unwrap();
+    /// let yaml = "flow: f\ngroups:\n  - name: g\n    processors:\n      - { name: gen, type: GenerateFlowFile }\n      - { name: sink, type: Sink }\n    connections:\n      - { from: gen, relationships: [success], to: sink }\n";
+    /// let flow = Flow::parse_with(yaml, "f.yaml", &registry).unwrap();
+    /// assert_eq!(flow.processors[1].type_name(), "Sink");
+    /// ```
     ///
     /// # Errors
     /// [`ValidationErrors`] with every problem found.
@@ -656,7 +619,7 @@ fn build(def: FileDef, loc: &Locator, c: &mut Checker<'_>) -> Flow {
             count = bp.count.unwrap_or(count);
             if let Some(s) = &bp.size {
                 size = parse_size(s).unwrap_or_else(|e| {
-                    c.error(line, format!("{field}.back_pressure.size"), e);
+                    c.error(line, format!("{field}.back_pressure.size"), e.to_string());
                     size
                 });
             }
@@ -803,7 +766,7 @@ fn settings(s: &SettingsDef, loc: &Locator, c: &mut Checker<'_>) -> Settings {
                 c.error(
                     line("provenance_max_size"),
                     "settings.provenance_max_size",
-                    e,
+                    e.to_string(),
                 );
                 1 << 30
             }),
@@ -1075,8 +1038,8 @@ fn check_value(
             .parse::<u64>()
             .err()
             .map(|_| format!("`{value}` is not a whole number")),
-        PropertyKind::Duration => parse_duration(value).err(),
-        PropertyKind::Size => parse_size(value).err(),
+        PropertyKind::Duration => parse_duration(value).err().map(|e| e.to_string()),
+        PropertyKind::Size => parse_size(value).err().map(|e| e.to_string()),
         PropertyKind::Regex => regex::Regex::new(value)
             .err()
             .map(|e| format!("bad regular expression: {e}")),

@@ -30,12 +30,14 @@ use crate::provenance::ProvenanceRepository;
 use crate::repository::journal::{FlowFileRepository, RepositoryError};
 pub use monitor::{
     Bulletin, BulletinLevel, ConnectionView, ControlError, FlowMonitor, FlowState, GroupView,
-    ProcessorView, RunState,
+    MonitoredFlow, ProcessorView, ProvenanceUnavailable, RunState,
 };
 use queue::Queue;
+use session::EngineSession;
 pub use session::{
     BeforeCommitHook, Committed, Completion, CompletionHook, FlowFileRef, Session, SessionError,
 };
+pub use weir_flow_api::session::{SessionFactory, SessionSource};
 
 /// Why the engine could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -180,8 +182,8 @@ impl Shared {
     }
 
     /// A new session for `component`.
-    pub(crate) fn session(self: &Arc<Self>, component: usize) -> Session {
-        Session::new(Arc::clone(self), component)
+    pub(crate) fn session(self: &Arc<Self>, component: usize) -> EngineSession {
+        EngineSession::new(Arc::clone(self), component)
     }
 
     /// Records a committed session's counts; a session that moved nothing counts nothing.
@@ -242,35 +244,31 @@ impl Shared {
     }
 }
 
-/// A handle processors use outside triggers (ListenHTTP's request handlers): it opens
-/// sessions for its component.
-#[derive(Clone)]
-pub struct SessionFactory {
+/// The engine's sessions for one component, made outside triggers (ListenHTTP's request
+/// handlers, MergeContent's held bins) through a [`SessionFactory`].
+struct ComponentSessions {
     shared: Arc<Shared>,
     component: usize,
 }
 
-impl SessionFactory {
-    pub(crate) fn new(shared: Arc<Shared>, component: usize) -> SessionFactory {
-        SessionFactory { shared, component }
+/// A factory of `component`'s sessions.
+pub(crate) fn session_factory(shared: Arc<Shared>, component: usize) -> SessionFactory {
+    SessionFactory::new(Arc::new(ComponentSessions { shared, component }))
+}
+
+impl SessionSource for ComponentSessions {
+    fn session(&self) -> Box<dyn Session> {
+        Box::new(self.shared.session(self.component))
     }
 
-    /// A new session.
-    pub fn session(&self) -> Session {
-        self.shared.session(self.component)
-    }
-
-    /// True when a connection downstream is full, or the engine is stopping or poisoned:
-    /// a source must not take more data.
-    pub fn held_back(&self) -> bool {
+    fn held_back(&self) -> bool {
         self.shared.stopping()
             || !self.shared.scheduled(self.component)
             || self.shared.repo.poisoned().is_some()
             || self.shared.backed_up(self.component)
     }
 
-    /// Records a committed session's counts.
-    pub fn count(&self, committed: &Committed) {
+    fn count(&self, committed: &Committed) {
         self.shared.count(self.component, committed);
     }
 }
@@ -392,9 +390,9 @@ impl Engine {
                 .flow
                 .registry
                 .build(c)
-                .map_err(|reason| EngineError::Start {
+                .map_err(|e| EngineError::Start {
                     name: c.name.clone(),
-                    reason,
+                    reason: e.to_string(),
                 })?;
             if stateless_members.contains(&i) {
                 // Built here only to keep indices aligned; each stateless copy builds and
@@ -402,14 +400,11 @@ impl Engine {
                 processors.push(p);
                 continue;
             }
-            let factory = SessionFactory {
-                shared: Arc::clone(&shared),
-                component: i,
-            };
+            let factory = session_factory(Arc::clone(&shared), i);
             let _enter = runtime.enter();
-            p.start(factory).map_err(|reason| EngineError::Start {
+            p.start(factory).map_err(|e| EngineError::Start {
                 name: c.name.clone(),
-                reason,
+                reason: e.to_string(),
             })?;
             processors.push(p);
         }
@@ -441,7 +436,7 @@ impl Engine {
     /// A view of this flow for observers (a dashboard, a metrics endpoint) that can also
     /// start and stop its processors; it stays readable after [`Engine::stop`].
     pub fn monitor(&self) -> FlowMonitor {
-        FlowMonitor::new(Arc::clone(&self.shared))
+        monitor::EngineMonitor::monitor(Arc::clone(&self.shared))
     }
 
     /// The current counts.

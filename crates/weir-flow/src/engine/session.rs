@@ -1,4 +1,5 @@
-//! Sessions: a processor's unit of work, committed as one journal frame or rolled back.
+//! The engines' sessions (`EngineSession`, the flow API's [`Session`]): a processor's unit
+//! of work, committed as one journal frame or rolled back.
 //!
 //! A session gets flow files from the processor's incoming queues, creates, clones, reads
 //! and writes them, sets attributes, and transfers each to a relationship (or removes it).
@@ -9,9 +10,11 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::Shared;
 use crate::definition::ComponentKind;
@@ -19,10 +22,15 @@ use crate::flowfile::{Attributes, ContentClaim, FlowFile, SmolStr, int_value};
 use crate::provenance::{EventType, ProvenanceEvent};
 use crate::repository::journal::{FileIdentity, Op, RepositoryError, Txn};
 use crate::stateless::Transaction;
+pub use weir_flow_api::session::{
+    BeforeCommitHook, Committed, Completion, CompletionHook, FlowFileRef, Session, SessionError,
+};
 
-/// A flow file held by a session (an index into it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FlowFileRef(usize);
+impl From<RepositoryError> for SessionError {
+    fn from(e: RepositoryError) -> SessionError {
+        SessionError::Repository(Box::new(e))
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 enum Destination {
@@ -75,50 +83,9 @@ enum Origin {
     Join(Vec<String>),
 }
 
-/// Why a session could not commit.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    /// A flow file was neither transferred nor removed.
-    #[error("flow file {0} was not transferred to a relationship")]
-    NotTransferred(String),
-    /// A relationship the processor does not have.
-    #[error("unknown relationship `{0}`")]
-    UnknownRelationship(String),
-    /// The repository refused the commit.
-    #[error(transparent)]
-    Repository(#[from] RepositoryError),
-    /// Content could not be read or written.
-    #[error("content: {0}")]
-    Content(#[from] io::Error),
-    /// A hook run before the commit ([`Session::before_commit`]) failed: the session rolled
-    /// back.
-    #[error("before the commit: {0}")]
-    BeforeCommit(String),
-}
-
-/// How a session's work ended, for [`Session::on_complete`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Completion {
-    /// Committed and durable (traditional), or the whole stateless transaction committed:
-    /// a source may acknowledge what it received.
-    Committed,
-    /// Rolled back: a source must give back what it received, so that it comes again,
-    /// after `penalty` when one is set.
-    RolledBack {
-        /// How long the data should wait before it is offered again.
-        penalty: Option<Duration>,
-    },
-}
-
-/// A callback run once when a session's work is committed or rolled back.
-pub type CompletionHook = Box<dyn FnOnce(Completion) + Send>;
-
-/// Work that must succeed for a session's commit to happen (a destination's own commit):
-/// `Err` with why rolls the session, or its stateless transaction, back.
-pub type BeforeCommitHook = Box<dyn FnOnce() -> Result<(), String> + Send>;
-
-/// A processor's session. See the [module docs](self).
-pub struct Session {
+/// The engines' [`Session`]: in the traditional engine, or inside a stateless group's
+/// transaction. See the [module docs](self).
+pub(crate) struct EngineSession {
     shared: Arc<Shared>,
     component: usize,
     /// The component's name, made once for the session's events instead of once per event.
@@ -240,9 +207,9 @@ impl SessionClock {
     }
 }
 
-impl Session {
-    pub(crate) fn new(shared: Arc<Shared>, component: usize) -> Session {
-        Session {
+impl EngineSession {
+    pub(crate) fn new(shared: Arc<Shared>, component: usize) -> EngineSession {
+        EngineSession {
             component_name: SmolStr::new(&shared.flow.processors[component].name),
             clock: SessionClock::default(),
             shared,
@@ -264,83 +231,10 @@ impl Session {
         shared: Arc<Shared>,
         component: usize,
         transaction: Arc<Transaction>,
-    ) -> Session {
-        let mut s = Session::new(shared, component);
+    ) -> EngineSession {
+        let mut s = EngineSession::new(shared, component);
         s.transaction = Some(transaction);
         s
-    }
-
-    /// Runs `hook` once this session's work is settled: after the durable commit
-    /// (traditional), or after the whole group transaction commits (stateless), with
-    /// [`Completion::Committed`]; after a rollback with [`Completion::RolledBack`]. Sources
-    /// acknowledge or give back what they received here.
-    pub fn on_complete(&mut self, hook: impl FnOnce(Completion) + Send + 'static) {
-        self.completions.push(Box::new(hook));
-    }
-
-    /// Runs `hook` before this session's work is committed: before its journal frame
-    /// (traditional), or before the whole stateless transaction's frame and every
-    /// completion hook, so before any source acknowledges. A destination that keeps its own
-    /// transaction open for the group (PutDatabaseRecord) commits it here. An `Err` rolls
-    /// the session (or the transaction) back, and the completion hooks see
-    /// [`Completion::RolledBack`]. Hooks run in the order they were given; all run even
-    /// after one fails. A session that rolls back drops its hooks unrun.
-    pub fn before_commit(&mut self, hook: impl FnOnce() -> Result<(), String> + Send + 'static) {
-        self.before_commit.push(Box::new(hook));
-    }
-
-    /// The component's name.
-    pub fn component_name(&self) -> &str {
-        &self.shared.flow.processors[self.component].name
-    }
-
-    /// Takes the best flow file from the incoming queues, if any.
-    ///
-    /// # Errors
-    /// A swap-in that failed.
-    pub fn get(&mut self) -> Result<Option<FlowFileRef>, SessionError> {
-        Ok(self.get_batch(1)?.into_iter().next())
-    }
-
-    /// Takes up to `max` flow files from the incoming queues (visited in turn).
-    ///
-    /// # Errors
-    /// A swap-in that failed.
-    pub fn get_batch(&mut self, max: usize) -> Result<Vec<FlowFileRef>, SessionError> {
-        let mut out = Vec::new();
-        let now = Instant::now();
-        for &q in &self.shared.incoming[self.component] {
-            if out.len() >= max {
-                break;
-            }
-            let room = max - out.len();
-            if let Some(t) = self.transaction.as_ref().filter(|t| t.is_internal(q)) {
-                let (records, events) = (&mut self.records, &mut self.events);
-                t.poll_with(q, room, |taken| {
-                    // Room for the batch and about an event per flow file, at once: grown a
-                    // step at a time, these were reallocated about seven times for 100.
-                    out.reserve(taken.len());
-                    records.reserve(taken.len());
-                    events.reserve(taken.len());
-                    for ff in taken {
-                        out.push(FlowFileRef(records.len()));
-                        records.push(Record::taken(q, ff));
-                    }
-                });
-                continue;
-            }
-            let (got, expired) = self.shared.queues[q].poll(&self.shared.repo, room, now)?;
-            self.expired
-                .extend(expired.into_iter().map(|f| (q as u32, f)));
-            out.reserve(got.len());
-            self.records.reserve(got.len());
-            self.events.reserve(got.len());
-            for ff in got {
-                out.push(FlowFileRef(self.records.len()));
-                self.records.push(Record::taken(q, ff));
-            }
-        }
-        Ok(out)
     }
 
     fn push_new(&mut self, flowfile: FlowFile, origin: Origin) -> FlowFileRef {
@@ -354,7 +248,7 @@ impl Session {
             penalized: false,
             reported: false,
         });
-        FlowFileRef(self.records.len() - 1)
+        FlowFileRef::new(self.records.len() - 1)
     }
 
     fn fresh(&self, attributes: Attributes, lineage_start: Option<i64>) -> FlowFile {
@@ -393,154 +287,6 @@ impl Session {
         }
     }
 
-    /// Makes room for `flowfiles` more flow files and an event each, at once: a source about
-    /// to create a batch spares the session's vectors growing (and copying) step by step.
-    pub fn reserve(&mut self, flowfiles: usize) {
-        self.records.reserve(flowfiles);
-        self.events.reserve(flowfiles);
-    }
-
-    /// Creates an empty flow file with the core attributes (CREATE, unless a RECEIVE or
-    /// FETCH is reported for it).
-    pub fn create(&mut self) -> FlowFileRef {
-        let ff = self.fresh(Attributes::new(), None);
-        self.push_new(ff, Origin::Created)
-    }
-
-    /// [`create`](Self::create) with a source's own attributes (a message's routing key,
-    /// say) and its content, the map built once: cheaper than a
-    /// [`put_attribute`](Self::put_attribute) each and a [`write_owned`](Self::write_owned)
-    /// after. An entry naming a core attribute (`uuid`, `filename`, `path`, `entryDate`,
-    /// `lineageStartDate`) is ignored, and `fileSize` is the content's whatever an entry
-    /// says; of entries with the same name the last is kept. Entries in name order that sort before `entryDate` cost least. The content
-    /// is held as `write_owned` holds it.
-    ///
-    /// # Errors
-    /// The content repository's I/O error; then no flow file is created.
-    pub fn create_with_content(
-        &mut self,
-        attributes: impl IntoIterator<Item = (SmolStr, SmolStr)>,
-        content: impl Into<bytes::Bytes>,
-    ) -> Result<FlowFileRef, SessionError> {
-        let content = content.into();
-        let claim = self.store(content)?;
-        let mut ff = self.fresh_with(Attributes::new(), None, attributes);
-        ff.claim = claim;
-        Ok(self.push_new(ff, Origin::Created))
-    }
-
-    /// Creates a child of `parent`: its attributes, a new uuid, an empty content (FORK).
-    pub fn create_child(&mut self, parent: FlowFileRef) -> FlowFileRef {
-        let p = &self.records[parent.0].flowfile;
-        let (attrs, lineage, puuid) = (p.attributes.clone(), p.lineage_start, p.uuid().to_string());
-        let ff = self.fresh(attrs, Some(lineage));
-        self.push_new(ff, Origin::Child(puuid))
-    }
-
-    /// Creates one flow file from several parents (JOIN): attributes the parents share.
-    pub fn create_joined(&mut self, parents: &[FlowFileRef]) -> FlowFileRef {
-        let mut common: Option<Attributes> = None;
-        let mut lineage = i64::MAX;
-        for p in parents {
-            let ff = &self.records[p.0].flowfile;
-            lineage = lineage.min(ff.lineage_start);
-            match &mut common {
-                None => common = Some(ff.attributes.clone()),
-                Some(c) => c.retain(|k, v| ff.attributes.get(k) == Some(v)),
-            }
-        }
-        let uuids = parents
-            .iter()
-            .map(|p| self.records[p.0].flowfile.uuid().to_string())
-            .collect();
-        let ff = self.fresh(common.unwrap_or_default(), Some(lineage));
-        self.push_new(ff, Origin::Join(uuids))
-    }
-
-    /// A copy of `original` sharing its content (CLONE).
-    pub fn clone_flowfile(&mut self, original: FlowFileRef) -> FlowFileRef {
-        let o = self.records[original.0].flowfile.clone();
-        let mut ff = self.fresh(o.attributes.clone(), Some(o.lineage_start));
-        ff.claim = o.claim;
-        self.push_new(ff, Origin::Clone(o.uuid().to_string()))
-    }
-
-    /// The flow file as it is now.
-    pub fn flowfile(&self, ff: FlowFileRef) -> &FlowFile {
-        &self.records[ff.0].flowfile
-    }
-
-    /// Waits on `runtime` for `work`, a processor's requests to an outside service (a
-    /// database batch, a publish), and returns its result.
-    ///
-    /// Inside a stateless transaction, once `work` has been polled (its requests are on
-    /// their way) and is not done, the group's sources ready their next trigger and the
-    /// copy's last commit's provenance events are recorded while the service works (see
-    /// `Transaction::work_ahead`): work the next trigger and the commits would otherwise do
-    /// on the copy's serial path. Outside one, this is `runtime.block_on(work)`.
-    pub fn wait<F: std::future::Future>(
-        &self,
-        runtime: &tokio::runtime::Handle,
-        work: F,
-    ) -> F::Output {
-        // Events after the wait read the clock again.
-        self.clock.refresh();
-        let Some(txn) = &self.transaction else {
-            return runtime.block_on(work);
-        };
-        runtime.block_on(async {
-            let mut work = std::pin::pin!(work);
-            let first =
-                std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx))).await;
-            if let std::task::Poll::Ready(done) = first {
-                return done;
-            }
-            txn.work_ahead();
-            work.await
-        })
-    }
-
-    /// An attribute's value, `fileSize` included (see [`FlowFile::attribute`]).
-    pub fn attribute(&self, ff: FlowFileRef, name: &str) -> Option<Cow<'_, str>> {
-        self.records[ff.0].flowfile.attribute(name)
-    }
-
-    /// Sets an attribute (`uuid` cannot be changed). A long name given as a [`SmolStr`]
-    /// constant is shared, not copied (see [`Attributes::insert`]).
-    pub fn put_attribute<N>(&mut self, ff: FlowFileRef, name: N, value: impl Into<SmolStr>)
-    where
-        N: AsRef<str> + Into<SmolStr>,
-    {
-        if name.as_ref() == "uuid" {
-            return;
-        }
-        let r = &mut self.records[ff.0];
-        r.flowfile.attributes.insert(name, value);
-        r.attributes_changed = true;
-    }
-
-    /// Removes an attribute.
-    pub fn remove_attribute(&mut self, ff: FlowFileRef, name: &str) {
-        let r = &mut self.records[ff.0];
-        if r.flowfile.attributes.remove(name).is_some() {
-            r.attributes_changed = true;
-        }
-    }
-
-    /// Reads the whole content. Content a stateless transaction holds in memory is shared,
-    /// not copied (a reference count); content from the repository is read into a new
-    /// buffer.
-    ///
-    /// # Errors
-    /// The content repository's I/O error.
-    pub fn read(&self, ff: FlowFileRef) -> Result<bytes::Bytes, SessionError> {
-        match &self.records[ff.0].flowfile.claim {
-            None => Ok(bytes::Bytes::new()),
-            Some(c) if Transaction::is_memory_claim(c) => Ok(self.memory()?.read(c)),
-            Some(c) => Ok(self.shared.repo.content().read(c)?.into()),
-        }
-    }
-
     /// The transaction holding this session's in-memory content.
     fn memory(&self) -> Result<&Transaction, SessionError> {
         self.transaction.as_deref().ok_or_else(|| {
@@ -548,61 +294,6 @@ impl Session {
                 "in-memory content outside a stateless transaction",
             ))
         })
-    }
-
-    /// Runs `f` on the whole content, borrowed. Unlike [`Session::read`], content a stateless
-    /// transaction holds is not shared (a shared copy of a buffer made from a `Vec` costs an
-    /// allocation at its first share): a processor that makes new content from the old one
-    /// sees it for nothing (while `f` runs, the transaction's state is locked). Content from
-    /// the repository is read into a buffer for `f`.
-    ///
-    /// # Errors
-    /// The content repository's I/O error.
-    pub fn read_with<R>(
-        &self,
-        ff: FlowFileRef,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Result<R, SessionError> {
-        match &self.records[ff.0].flowfile.claim {
-            None => Ok(f(&[])),
-            Some(c) if Transaction::is_memory_claim(c) => {
-                Ok(self.memory()?.read_with(c, |b| f(b.map_or(&[], |b| b))))
-            }
-            Some(c) => Ok(f(&self.shared.repo.content().read(c)?)),
-        }
-    }
-
-    /// Replaces the content (a new claim; the old one is untouched).
-    ///
-    /// # Errors
-    /// The content repository's I/O error.
-    pub fn write(&mut self, ff: FlowFileRef, data: &[u8]) -> Result<(), SessionError> {
-        if self.transaction.is_some() {
-            // Held in memory: one copy into a buffer of its own.
-            return self.write_owned(ff, bytes::Bytes::copy_from_slice(data));
-        }
-        let claim = if data.is_empty() {
-            None
-        } else {
-            Some(self.write_to_repository(data)?)
-        };
-        self.set_claim(ff, claim);
-        Ok(())
-    }
-
-    /// As [`Session::write`], taking the content: a stateless transaction holds it as it
-    /// is (no copy, no allocation); the content repository writes it as `write` does.
-    ///
-    /// # Errors
-    /// The content repository's I/O error.
-    pub fn write_owned(
-        &mut self,
-        ff: FlowFileRef,
-        data: impl Into<bytes::Bytes>,
-    ) -> Result<(), SessionError> {
-        let claim = self.store(data.into())?;
-        self.set_claim(ff, claim);
-        Ok(())
     }
 
     /// Holds `data` as new content: in a stateless transaction's memory as it is, else
@@ -629,135 +320,9 @@ impl Session {
     /// Gives `ff` the content `claim`, just written (and, when in the repository, already
     /// among the session's new claims). Its `fileSize` follows: it is derived, not set.
     fn set_claim(&mut self, ff: FlowFileRef, claim: Option<ContentClaim>) {
-        let r = &mut self.records[ff.0];
+        let r = &mut self.records[ff.index()];
         r.flowfile.claim = claim;
         r.content_changed = true;
-    }
-
-    /// Replaces the content with the rest of `source`, copied in the kernel into the
-    /// content repository (no copy through memory); `len_hint` is the file's size. Inside a
-    /// stateless transaction the content is read into the transaction's memory instead, as
-    /// all content there is (it reaches the repository only if it leaves the group). As
-    /// [`Session::write`] otherwise.
-    ///
-    /// # Errors
-    /// The content repository's I/O error, or `source`'s.
-    pub fn write_from(
-        &mut self,
-        ff: FlowFileRef,
-        source: &mut std::fs::File,
-        len_hint: u64,
-    ) -> Result<(), SessionError> {
-        if self.transaction.is_some() {
-            let mut data = Vec::with_capacity(len_hint as usize);
-            io::Read::read_to_end(source, &mut data)?;
-            return self.write_owned(ff, data);
-        }
-        let claim = self.shared.repo.content().write_from(source, len_hint)?;
-        self.new_claims.push(claim);
-        let claim = (claim.len > 0).then_some(claim);
-        let r = &mut self.records[ff.0];
-        r.flowfile.claim = claim;
-        r.content_changed = true;
-        Ok(())
-    }
-
-    /// Appends the content of `ff` to `out`, large contents copied in the kernel.
-    ///
-    /// # Errors
-    /// The content repository's or `out`'s I/O error.
-    pub fn export(&self, ff: FlowFileRef, out: &mut std::fs::File) -> Result<(), SessionError> {
-        match &self.records[ff.0].flowfile.claim {
-            None => Ok(()),
-            Some(c) if Transaction::is_memory_claim(c) => {
-                let memory = self.memory()?;
-                Ok(memory.read_with(c, |b| io::Write::write_all(out, b.map_or(&[], |b| b)))?)
-            }
-            Some(c) => Ok(self.shared.repo.content().copy_to(c, out)?),
-        }
-    }
-
-    /// Sends `ff` to `relationship` at commit.
-    ///
-    /// # Errors
-    /// [`SessionError::UnknownRelationship`].
-    pub fn transfer(&mut self, ff: FlowFileRef, relationship: &str) -> Result<(), SessionError> {
-        let Some(i) = self.shared.flow.processors[self.component]
-            .relationships
-            .iter()
-            .position(|r| r == relationship)
-        else {
-            return Err(SessionError::UnknownRelationship(relationship.to_string()));
-        };
-        self.records[ff.0].destination = Destination::Relationship(i);
-        Ok(())
-    }
-
-    /// Puts `ff` back in its queue at commit, unchanged and not penalized.
-    pub fn give_back(&mut self, ff: FlowFileRef) {
-        if self.records[ff.0].original.is_some() {
-            self.records[ff.0].destination = Destination::Returned;
-        }
-    }
-
-    /// Removes `ff` from the flow at commit (DROP).
-    pub fn remove(&mut self, ff: FlowFileRef) {
-        self.records[ff.0].destination = Destination::Removed;
-    }
-
-    /// Marks `ff` penalized: in its next queue it waits out the processor's penalty.
-    pub fn penalize(&mut self, ff: FlowFileRef) {
-        self.records[ff.0].penalized = true;
-    }
-
-    /// As [`Session::report`], for an event that is true only if the work commits: inside
-    /// a stateless transaction it is dropped at a rollback, even a SEND (which
-    /// [`Session::report`] keeps, since the data left). A destination whose writes roll back
-    /// with the group (PutDatabaseRecord's) reports its SEND this way.
-    pub fn report_on_commit(
-        &mut self,
-        ff: FlowFileRef,
-        event_type: EventType,
-        transit_uri: Option<SmolStr>,
-        details: Option<SmolStr>,
-    ) {
-        if self.transaction.is_none() {
-            return self.report(ff, event_type, transit_uri, details);
-        }
-        self.records[ff.0].attributes_changed = false;
-        let e = self.event(
-            &self.records[ff.0].flowfile,
-            event_type,
-            details,
-            transit_uri,
-        );
-        self.commit_only_events.push(e);
-    }
-
-    /// Records an explicit provenance event (RECEIVE, FETCH, SEND, ROUTE,
-    /// REMOTE_INVOCATION) for `ff`.
-    pub fn report(
-        &mut self,
-        ff: FlowFileRef,
-        event_type: EventType,
-        transit_uri: Option<SmolStr>,
-        details: Option<SmolStr>,
-    ) {
-        if matches!(
-            event_type,
-            EventType::RECEIVE | EventType::CREATE | EventType::FETCH
-        ) {
-            self.records[ff.0].reported = true;
-        }
-        // The event carries the attributes as they are now.
-        self.records[ff.0].attributes_changed = false;
-        let e = self.event(
-            &self.records[ff.0].flowfile,
-            event_type,
-            details,
-            transit_uri,
-        );
-        self.events.push(e);
     }
 
     fn event(
@@ -782,16 +347,6 @@ impl Session {
             details,
             transit_uri,
         }
-    }
-
-    /// Number of flow files the session holds.
-    pub fn len(&self) -> usize {
-        self.records.len()
-    }
-
-    /// True when the session holds no flow file.
-    pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.expired.is_empty()
     }
 
     /// Commits: one durable frame, then the flow files move on. Returns how many flow files
@@ -1194,21 +749,333 @@ impl Session {
         self.events.clear();
         self.source_deletions.clear();
     }
+}
 
-    /// Deletes `path` once this session's commit is durable (and again at recovery if the
-    /// process dies in between), while it is still the file `identity` describes (taken from
-    /// the handle the content was read through): a new file under the same name is kept.
-    /// Inside a stateless transaction the deletion waits for the whole transaction's commit.
-    pub fn delete_source_on_commit(&mut self, path: String, identity: FileIdentity) {
+impl Session for EngineSession {
+    fn component_name(&self) -> &str {
+        &self.shared.flow.processors[self.component].name
+    }
+
+    fn get(&mut self) -> Result<Option<FlowFileRef>, SessionError> {
+        Ok(self.get_batch(1)?.into_iter().next())
+    }
+
+    fn get_batch(&mut self, max: usize) -> Result<Vec<FlowFileRef>, SessionError> {
+        let mut out = Vec::new();
+        let now = Instant::now();
+        for &q in &self.shared.incoming[self.component] {
+            if out.len() >= max {
+                break;
+            }
+            let room = max - out.len();
+            if let Some(t) = self.transaction.as_ref().filter(|t| t.is_internal(q)) {
+                let (records, events) = (&mut self.records, &mut self.events);
+                t.poll_with(q, room, |taken| {
+                    // Room for the batch and about an event per flow file, at once: grown a
+                    // step at a time, these were reallocated about seven times for 100.
+                    out.reserve(taken.len());
+                    records.reserve(taken.len());
+                    events.reserve(taken.len());
+                    for ff in taken {
+                        out.push(FlowFileRef::new(records.len()));
+                        records.push(Record::taken(q, ff));
+                    }
+                });
+                continue;
+            }
+            let (got, expired) = self.shared.queues[q].poll(&self.shared.repo, room, now)?;
+            self.expired
+                .extend(expired.into_iter().map(|f| (q as u32, f)));
+            out.reserve(got.len());
+            self.records.reserve(got.len());
+            self.events.reserve(got.len());
+            for ff in got {
+                out.push(FlowFileRef::new(self.records.len()));
+                self.records.push(Record::taken(q, ff));
+            }
+        }
+        Ok(out)
+    }
+
+    fn reserve(&mut self, flowfiles: usize) {
+        self.records.reserve(flowfiles);
+        self.events.reserve(flowfiles);
+    }
+
+    fn create(&mut self) -> FlowFileRef {
+        let ff = self.fresh(Attributes::new(), None);
+        self.push_new(ff, Origin::Created)
+    }
+
+    fn create_from(
+        &mut self,
+        attributes: &mut dyn Iterator<Item = (SmolStr, SmolStr)>,
+        content: bytes::Bytes,
+    ) -> Result<FlowFileRef, SessionError> {
+        let claim = self.store(content)?;
+        let mut ff = self.fresh_with(Attributes::new(), None, attributes);
+        ff.claim = claim;
+        Ok(self.push_new(ff, Origin::Created))
+    }
+
+    fn create_child(&mut self, parent: FlowFileRef) -> FlowFileRef {
+        let p = &self.records[parent.index()].flowfile;
+        let (attrs, lineage, puuid) = (p.attributes.clone(), p.lineage_start, p.uuid().to_string());
+        let ff = self.fresh(attrs, Some(lineage));
+        self.push_new(ff, Origin::Child(puuid))
+    }
+
+    fn create_joined(&mut self, parents: &[FlowFileRef]) -> FlowFileRef {
+        let mut common: Option<Attributes> = None;
+        let mut lineage = i64::MAX;
+        for p in parents {
+            let ff = &self.records[p.index()].flowfile;
+            lineage = lineage.min(ff.lineage_start);
+            match &mut common {
+                None => common = Some(ff.attributes.clone()),
+                Some(c) => c.retain(|k, v| ff.attributes.get(k) == Some(v)),
+            }
+        }
+        let uuids = parents
+            .iter()
+            .map(|p| self.records[p.index()].flowfile.uuid().to_string())
+            .collect();
+        let ff = self.fresh(common.unwrap_or_default(), Some(lineage));
+        self.push_new(ff, Origin::Join(uuids))
+    }
+
+    fn clone_flowfile(&mut self, original: FlowFileRef) -> FlowFileRef {
+        let o = self.records[original.index()].flowfile.clone();
+        let mut ff = self.fresh(o.attributes.clone(), Some(o.lineage_start));
+        ff.claim = o.claim;
+        self.push_new(ff, Origin::Clone(o.uuid().to_string()))
+    }
+
+    fn flowfile(&self, ff: FlowFileRef) -> &FlowFile {
+        &self.records[ff.index()].flowfile
+    }
+
+    fn wait_on(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        work: Pin<&mut (dyn Future<Output = ()> + '_)>,
+    ) {
+        // Events after the wait read the clock again.
+        self.clock.refresh();
+        let Some(txn) = &self.transaction else {
+            return runtime.block_on(work);
+        };
+        runtime.block_on(async {
+            let mut work = std::pin::pin!(work);
+            let first =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx))).await;
+            if let std::task::Poll::Ready(done) = first {
+                return done;
+            }
+            txn.work_ahead();
+            work.await
+        })
+    }
+
+    fn attribute(&self, ff: FlowFileRef, name: &str) -> Option<Cow<'_, str>> {
+        self.records[ff.index()].flowfile.attribute(name)
+    }
+
+    fn set_attribute(&mut self, ff: FlowFileRef, name: SmolStr, value: SmolStr) {
+        if name == "uuid" {
+            return;
+        }
+        let r = &mut self.records[ff.index()];
+        r.flowfile.attributes.insert(name, value);
+        r.attributes_changed = true;
+    }
+
+    fn remove_attribute(&mut self, ff: FlowFileRef, name: &str) {
+        let r = &mut self.records[ff.index()];
+        if r.flowfile.attributes.remove(name).is_some() {
+            r.attributes_changed = true;
+        }
+    }
+
+    fn read(&self, ff: FlowFileRef) -> Result<bytes::Bytes, SessionError> {
+        match &self.records[ff.index()].flowfile.claim {
+            None => Ok(bytes::Bytes::new()),
+            Some(c) if Transaction::is_memory_claim(c) => Ok(self.memory()?.read(c)),
+            Some(c) => Ok(self.shared.repo.content().read(c)?.into()),
+        }
+    }
+
+    fn read_into(&self, ff: FlowFileRef, f: &mut dyn FnMut(&[u8])) -> Result<(), SessionError> {
+        match &self.records[ff.index()].flowfile.claim {
+            None => {
+                f(&[]);
+                Ok(())
+            }
+            Some(c) if Transaction::is_memory_claim(c) => {
+                self.memory()?.read_with(c, |b| f(b.map_or(&[], |b| b)));
+                Ok(())
+            }
+            Some(c) => {
+                f(&self.shared.repo.content().read(c)?);
+                Ok(())
+            }
+        }
+    }
+
+    fn write(&mut self, ff: FlowFileRef, data: &[u8]) -> Result<(), SessionError> {
+        if self.transaction.is_some() {
+            // Held in memory: one copy into a buffer of its own.
+            return self.write_bytes(ff, bytes::Bytes::copy_from_slice(data));
+        }
+        let claim = if data.is_empty() {
+            None
+        } else {
+            Some(self.write_to_repository(data)?)
+        };
+        self.set_claim(ff, claim);
+        Ok(())
+    }
+
+    fn write_bytes(&mut self, ff: FlowFileRef, data: bytes::Bytes) -> Result<(), SessionError> {
+        let claim = self.store(data)?;
+        self.set_claim(ff, claim);
+        Ok(())
+    }
+
+    fn write_from(
+        &mut self,
+        ff: FlowFileRef,
+        source: &mut std::fs::File,
+        len_hint: u64,
+    ) -> Result<(), SessionError> {
+        if self.transaction.is_some() {
+            let mut data = Vec::with_capacity(len_hint as usize);
+            io::Read::read_to_end(source, &mut data)?;
+            return self.write_bytes(ff, data.into());
+        }
+        let claim = self.shared.repo.content().write_from(source, len_hint)?;
+        self.new_claims.push(claim);
+        let claim = (claim.len > 0).then_some(claim);
+        let r = &mut self.records[ff.index()];
+        r.flowfile.claim = claim;
+        r.content_changed = true;
+        Ok(())
+    }
+
+    fn export(&self, ff: FlowFileRef, out: &mut std::fs::File) -> Result<(), SessionError> {
+        match &self.records[ff.index()].flowfile.claim {
+            None => Ok(()),
+            Some(c) if Transaction::is_memory_claim(c) => {
+                let memory = self.memory()?;
+                Ok(memory.read_with(c, |b| io::Write::write_all(out, b.map_or(&[], |b| b)))?)
+            }
+            Some(c) => Ok(self.shared.repo.content().copy_to(c, out)?),
+        }
+    }
+
+    fn transfer(&mut self, ff: FlowFileRef, relationship: &str) -> Result<(), SessionError> {
+        let Some(i) = self.shared.flow.processors[self.component]
+            .relationships
+            .iter()
+            .position(|r| r == relationship)
+        else {
+            return Err(SessionError::UnknownRelationship(relationship.to_string()));
+        };
+        self.records[ff.index()].destination = Destination::Relationship(i);
+        Ok(())
+    }
+
+    fn give_back(&mut self, ff: FlowFileRef) {
+        if self.records[ff.index()].original.is_some() {
+            self.records[ff.index()].destination = Destination::Returned;
+        }
+    }
+
+    fn remove(&mut self, ff: FlowFileRef) {
+        self.records[ff.index()].destination = Destination::Removed;
+    }
+
+    fn penalize(&mut self, ff: FlowFileRef) {
+        self.records[ff.index()].penalized = true;
+    }
+
+    fn report_on_commit(
+        &mut self,
+        ff: FlowFileRef,
+        event_type: EventType,
+        transit_uri: Option<SmolStr>,
+        details: Option<SmolStr>,
+    ) {
+        if self.transaction.is_none() {
+            return self.report(ff, event_type, transit_uri, details);
+        }
+        self.records[ff.index()].attributes_changed = false;
+        let e = self.event(
+            &self.records[ff.index()].flowfile,
+            event_type,
+            details,
+            transit_uri,
+        );
+        self.commit_only_events.push(e);
+    }
+
+    fn report(
+        &mut self,
+        ff: FlowFileRef,
+        event_type: EventType,
+        transit_uri: Option<SmolStr>,
+        details: Option<SmolStr>,
+    ) {
+        if matches!(
+            event_type,
+            EventType::RECEIVE | EventType::CREATE | EventType::FETCH
+        ) {
+            self.records[ff.index()].reported = true;
+        }
+        // The event carries the attributes as they are now.
+        self.records[ff.index()].attributes_changed = false;
+        let e = self.event(
+            &self.records[ff.index()].flowfile,
+            event_type,
+            details,
+            transit_uri,
+        );
+        self.events.push(e);
+    }
+
+    fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.expired.is_empty()
+    }
+
+    fn add_completion_hook(&mut self, hook: CompletionHook) {
+        self.completions.push(hook);
+    }
+
+    fn add_before_commit_hook(&mut self, hook: BeforeCommitHook) {
+        self.before_commit.push(hook);
+    }
+
+    fn delete_source_on_commit(&mut self, path: String, identity: FileIdentity) {
         self.source_deletions.push((path, identity));
     }
 
-    /// True for a port or funnel: pass-through components.
-    pub fn is_pass_through(&self) -> bool {
+    fn is_pass_through(&self) -> bool {
         matches!(
             self.shared.flow.processors[self.component].kind,
             ComponentKind::Port
         )
+    }
+
+    fn commit(self: Box<Self>) -> Result<Committed, SessionError> {
+        EngineSession::commit(*self)
+    }
+
+    fn rollback(self: Box<Self>, penalize: bool) {
+        EngineSession::rollback(*self, penalize);
     }
 }
 
@@ -1225,7 +1092,7 @@ pub(crate) fn run_before_commit(hooks: Vec<BeforeCommitHook>) -> Result<(), Stri
     result
 }
 
-impl Drop for Session {
+impl Drop for EngineSession {
     fn drop(&mut self) {
         // A session dropped without commit (a panic unwinding through the processor) rolls
         // back, penalized.
@@ -1246,27 +1113,6 @@ struct Plan {
     committed: Committed,
 }
 
-/// What a committed session moved: flow files and content bytes taken from the processor's
-/// input queues, and sent to connections (a clone per extra connection counts again).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Committed {
-    /// Flow files taken from input queues and not returned.
-    pub flowfiles_in: u64,
-    /// Flow files sent to connections.
-    pub flowfiles_out: u64,
-    /// The content bytes of the flow files taken.
-    pub bytes_in: u64,
-    /// The content bytes of the flow files sent.
-    pub bytes_out: u64,
-}
-
-impl Committed {
-    /// True when the session moved nothing.
-    pub fn is_empty(&self) -> bool {
-        self.flowfiles_in == 0 && self.flowfiles_out == 0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::{SmolStr, new_attributes};
@@ -1280,6 +1126,7 @@ mod tests {
         use crate::flowfile::FlowFile;
         use crate::stateless::Transaction;
         use std::sync::Arc;
+        use weir_flow_api::session::Session as _;
         let dir = tempfile::tempdir().unwrap();
         // The sink stopped: nothing but the session below takes from its queue.
         let yaml = "flow: x\nsettings: { sync: none }\ngroups:\n  - name: g\n    processors:\n      - { name: gen, type: GenerateFlowFile, schedule: { strategy: timer, period: 1 h } }\n      - { name: sink, type: UpdateAttribute, auto_terminate: [success] }\n    connections:\n      - { from: gen, relationships: [success], to: sink, expiration: 1 s }\n";
@@ -1304,7 +1151,7 @@ mod tests {
         )));
         let txn = Arc::new(Transaction::new(internal, Arc::new([]), backlog));
         let mut session =
-            super::Session::in_transaction(Arc::clone(&shared), sink, Arc::clone(&txn));
+            super::EngineSession::in_transaction(Arc::clone(&shared), sink, Arc::clone(&txn));
         shared.queues[q].enqueue(&shared.repo, vec![old]).unwrap();
         // The generator's flow file too, if it came already: fresh.
         let got = session.get_batch(10).unwrap();

@@ -82,33 +82,7 @@ pub enum Op {
     },
 }
 
-/// What a file was when a processor took it: device, inode, size and modification time. A
-/// new file written under the same name (a producer reusing names) differs in at least one
-/// of them, so a deletion meant for the old file leaves it alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileIdentity {
-    /// The device holding the file.
-    pub device: u64,
-    /// Its inode number.
-    pub inode: u64,
-    /// Its size in bytes.
-    pub size: u64,
-    /// Its modification time, in nanoseconds since the epoch.
-    pub modified_ns: i128,
-}
-
-impl FileIdentity {
-    /// The identity of the file `meta` describes.
-    pub fn of(meta: &fs::Metadata) -> FileIdentity {
-        use std::os::unix::fs::MetadataExt;
-        FileIdentity {
-            device: meta.dev(),
-            inode: meta.ino(),
-            size: meta.size(),
-            modified_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-        }
-    }
-}
+pub use weir_flow_api::session::FileIdentity;
 
 /// Deletes the source file `path` if it is still the file `identity` describes. Returns
 /// whether it deleted it: a file already gone, or another file under the name, is left.

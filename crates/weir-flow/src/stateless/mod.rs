@@ -66,7 +66,8 @@ use std::time::{Duration, Instant};
 
 use crate::definition::{ComponentKind, Flow, Schedule};
 use crate::engine::BulletinLevel;
-use crate::engine::{Completion, EngineError, Session, SessionFactory, Shared};
+use crate::engine::session::EngineSession;
+use crate::engine::{Completion, EngineError, Shared, session_factory};
 use crate::processors::Processor;
 use crate::provenance::ProvenanceEvent;
 use crate::repository::journal::{Op, Txn};
@@ -281,15 +282,15 @@ pub(crate) fn start(
                     .flow
                     .registry
                     .build(c)
-                    .map_err(|reason| EngineError::Start {
+                    .map_err(|e| EngineError::Start {
                         name: c.name.clone(),
-                        reason,
+                        reason: e.to_string(),
                     })?;
                 let _enter = runtime.enter();
-                p.start(SessionFactory::new(Arc::clone(shared), i))
-                    .map_err(|reason| EngineError::Start {
+                p.start(session_factory(Arc::clone(shared), i))
+                    .map_err(|e| EngineError::Start {
                         name: c.name.clone(),
-                        reason,
+                        reason: e.to_string(),
                     })?;
                 all.push(Arc::clone(&p));
                 procs.push((i, p));
@@ -397,7 +398,7 @@ fn trigger_once(
     processor: &dyn Processor,
 ) -> Result<bool, String> {
     let before = txn.progress();
-    let mut session = Session::in_transaction(Arc::clone(shared), component, Arc::clone(txn));
+    let mut session = EngineSession::in_transaction(Arc::clone(shared), component, Arc::clone(txn));
     let name = &shared.flow.processors[component].name;
     // The group's rollback logs the failure; the bulletin keeps it beside the processor.
     let failed = |why: String| {

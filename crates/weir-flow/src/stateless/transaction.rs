@@ -360,7 +360,10 @@ mod tests {
     struct Flaky(AtomicUsize);
 
     impl Processor for Flaky {
-        fn trigger(&self, _session: &mut crate::engine::Session) -> Result<Trigger, ProcessError> {
+        fn trigger(
+            &self,
+            _session: &mut dyn crate::engine::Session,
+        ) -> Result<Trigger, ProcessError> {
             Ok(Trigger::Idle)
         }
 

@@ -218,7 +218,7 @@ fn now_ms() -> i64 {
 }
 
 impl Processor for Feed {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let items: Vec<Item> = {
             let mut feed = self.probe.feed.lock().unwrap();
             let Some(q) = feed.get_mut(session.component_name()) else {
@@ -255,7 +255,7 @@ struct Recorder {
 }
 
 impl Processor for Recorder {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         if self.probe.is_closed(&self.name) {
             return Ok(Trigger::Idle);
         }
@@ -297,7 +297,7 @@ struct Faulty {
 }
 
 impl Processor for Faulty {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let Some(ff) = session.get()? else {
             return Ok(Trigger::Idle);
         };
@@ -339,7 +339,7 @@ struct Ticker {
 }
 
 impl Processor for Ticker {
-    fn trigger(&self, _session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, _session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         self.probe
             .triggers
             .lock()
@@ -357,7 +357,7 @@ struct Slow {
 }
 
 impl Processor for Slow {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let Some(ff) = session.get()? else {
             return Ok(Trigger::Idle);
         };

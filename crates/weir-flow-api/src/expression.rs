@@ -4,7 +4,7 @@
 //! ```
 //! use std::borrow::Cow;
 //! use std::collections::BTreeMap;
-//! use weir_flow::expression::Template;
+//! use weir_flow_api::expression::Template;
 //!
 //! let t = Template::parse("out-${filename:toUpper()}-${fragment.index:plus(1)}.txt").unwrap();
 //! let attrs = BTreeMap::from([

@@ -1,175 +1,42 @@
-//! File processors: GetFile and PutFile.
+//! PutFile: its spec and its processor.
 
+use super::BuiltIn;
+use super::spec::{Dynamic, K, ProcessorSpec, p};
+use super::{BuildError, ProcessError, Processor, Trigger, eval, props};
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use weir_flow_api::component::Component;
+use weir_flow_api::expression::Template;
+use weir_flow_api::provenance::EventType;
+use weir_flow_api::session::{Completion, Session, SessionError};
+use weir_flow_disk::faults::{self, Step};
 
-use regex::Regex;
+/// The PutFile type: what it accepts and how it is built.
+pub(super) static BUILT_IN: BuiltIn = BuiltIn {
+    spec: &SPEC,
+    build: |c| Ok(Arc::new(PutFile::new(c)?)),
+};
 
-use super::{ProcessError, Processor, Trigger, eval, props};
-use crate::definition::Component;
-use crate::engine::{Completion, Session, SessionError};
-use crate::expression::Template;
-use crate::faults::{self, Step};
-use crate::provenance::EventType;
-use crate::repository::journal::FileIdentity;
-
-/// GetFile: picks up files from a directory (RECEIVE). Without `Keep Source File`, a file is
-/// deleted only after the session that holds its content is durable; a crash in between
-/// deletes it at recovery, so a file is taken exactly once. A file taken by work not yet
-/// committed or rolled back is not taken again meanwhile: by another concurrent task, or
-/// by the same stateless transaction triggering its sources again while a MergeContent
-/// waits for more.
-pub struct GetFile {
-    /// Files taken by sessions that have not settled yet.
-    taken: Arc<Mutex<HashSet<PathBuf>>>,
-    dir: PathBuf,
-    filter: Regex,
-    keep: bool,
-    recurse: bool,
-    batch: usize,
-    min_age: Duration,
-}
-
-impl GetFile {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
-        Ok(GetFile {
-            taken: Arc::default(),
-            dir: PathBuf::from(props::text(c, "Input Directory")),
-            filter: Regex::new(&format!("^(?:{})$", props::text(c, "File Filter")))
-                .map_err(|e| e.to_string())?,
-            keep: props::boolean(c, "Keep Source File"),
-            recurse: props::boolean(c, "Recurse Subdirectories"),
-            batch: props::count(c, "Batch Size")?.max(1) as usize,
-            min_age: props::duration(c, "Minimum File Age")?,
-        })
-    }
-
-    fn list(
-        &self,
-        dir: &Path,
-        taken: &HashSet<PathBuf>,
-        out: &mut Vec<PathBuf>,
-    ) -> std::io::Result<()> {
-        let mut entries: Vec<_> = fs::read_dir(dir)?.filter_map(Result::ok).collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            if out.len() >= self.batch {
-                return Ok(());
-            }
-            let path = e.path();
-            let meta = e.metadata()?;
-            if meta.is_dir() {
-                if self.recurse {
-                    self.list(&path, taken, out)?;
-                }
-                continue;
-            }
-            let name = e.file_name().to_string_lossy().into_owned();
-            let old_enough = meta
-                .modified()
-                .ok()
-                .and_then(|m| SystemTime::now().duration_since(m).ok())
-                .is_none_or(|age| age >= self.min_age);
-            if self.filter.is_match(&name) && old_enough && !taken.contains(&path) {
-                out.push(path);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Processor for GetFile {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
-        let mut files = Vec::new();
-        let taken = Arc::clone(&self.taken);
-        if let Err(e) = self.list(&self.dir, &lock(&taken), &mut files) {
-            return Err(ProcessError::Other(format!(
-                "cannot list {}: {e}",
-                self.dir.display()
-            )));
-        }
-        if files.is_empty() {
-            return Ok(Trigger::Idle);
-        }
-        // Held from now until the session settles, however it settles.
-        lock(&taken).extend(files.iter().cloned());
-        let held = files.clone();
-        session.on_complete(move |_| {
-            let mut taken = lock(&taken);
-            for path in &held {
-                taken.remove(path);
-            }
-        });
-        for path in files {
-            let mut source = match fs::File::open(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(ProcessError::Other(format!(
-                        "cannot read {}: {e}",
-                        path.display()
-                    )));
-                }
-            };
-            let meta = source
-                .metadata()
-                .map_err(|e| ProcessError::Other(format!("cannot read {}: {e}", path.display())))?;
-            let len = meta.len();
-            let ff = session.create();
-            // File to claim in the kernel: the bytes never pass through this process.
-            session
-                .write_from(ff, &mut source, len)
-                .map_err(|e| ProcessError::Other(format!("cannot read {}: {e}", path.display())))?;
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let rel = path
-                .parent()
-                .and_then(|p| p.strip_prefix(&self.dir).ok())
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            let abs = fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
-            session.put_attribute(ff, "filename", name);
-            session.put_attribute(
-                ff,
-                "path",
-                if rel.is_empty() {
-                    "./".into()
-                } else {
-                    format!("{rel}/")
-                },
-            );
-            session.put_attribute(
-                ff,
-                "absolute.path",
-                abs.parent()
-                    .map(|p| format!("{}/", p.display()))
-                    .unwrap_or_default(),
-            );
-            session.report(
-                ff,
-                EventType::RECEIVE,
-                Some(format!("file://{}", abs.display()).into()),
-                None,
-            );
-            session.transfer(ff, "success")?;
-            if !self.keep {
-                session
-                    .delete_source_on_commit(path.display().to_string(), FileIdentity::of(&meta));
-            }
-        }
-        Ok(Trigger::Worked)
-    }
-}
-
-fn lock(taken: &Mutex<HashSet<PathBuf>>) -> MutexGuard<'_, HashSet<PathBuf>> {
-    taken.lock().unwrap_or_else(|p| p.into_inner())
-}
+static SPEC: ProcessorSpec = ProcessorSpec {
+    kind: "PutFile",
+    properties: &[
+        p("Directory", true, None, K::Expression),
+        p(
+            "Conflict Resolution Strategy",
+            true,
+            Some("fail"),
+            K::Choice(&["replace", "ignore", "fail"]),
+        ),
+        p("Create Missing Directories", true, Some("true"), K::Bool),
+        // Unset: true in flows with `sync: always`, else false (see definition).
+        p("Sync", false, None, K::Bool),
+    ],
+    relationships: &["success", "failure"],
+    dynamic: Dynamic::None,
+    source: false,
+};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Conflict {
@@ -191,7 +58,7 @@ pub struct PutFile {
 }
 
 impl PutFile {
-    pub(super) fn new(c: &Component) -> Result<Self, String> {
+    pub(super) fn new(c: &Component) -> Result<Self, BuildError> {
         let conflict = match props::text(c, "Conflict Resolution Strategy").as_str() {
             "replace" => Conflict::Replace,
             "ignore" => Conflict::Ignore,
@@ -207,7 +74,7 @@ impl PutFile {
 }
 
 impl Processor for PutFile {
-    fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+    fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(100)?;
         // Written to their temporary files: (flow file, temporary, target, directory, file).
         let mut pending = Vec::with_capacity(ffs.len());
@@ -276,7 +143,7 @@ impl Processor for PutFile {
                 .iter()
                 .map(|(_, tmp, _, _, out)| (tmp.clone(), Arc::clone(out)))
                 .collect();
-            if let Err(e) = crate::repository::sync_together(&files) {
+            if let Err(e) = weir_flow_disk::sync_together(&files) {
                 for (_, tmp, ..) in &pending {
                     let _ = fs::remove_file(tmp);
                 }
@@ -351,7 +218,7 @@ fn rename_into_place(
             .push(target);
     }
     for dir in dirs {
-        crate::repository::sync_dir(dir)
+        weir_flow_disk::sync_dir(dir)
             .map_err(|e| format!("PutFile: cannot sync directory {}: {e}", dir.display()))?;
     }
     Ok(())

@@ -3,23 +3,20 @@
 //! A [`ProcessorRegistry`] adds types to the flow format: each has a [`ProcessorSpec`]
 //! (properties, relationships, whether it is a source), which validation reads exactly as it
 //! reads the built-in table, and a factory that makes the processor for a validated
-//! component. A flow parsed with [`Flow::parse_with`](crate::definition::Flow::parse_with)
-//! keeps its registry, so [`Engine::start`](crate::engine::Engine::start) builds custom
-//! processors like built-in ones and runs them under the same rules: a trigger that fails
+//! component. A flow parsed with `weir_flow::definition::Flow::parse_with` keeps its
+//! registry, so the engines build custom processors like built-in ones and runs them under the same rules: a trigger that fails
 //! or panics rolls its session back with its inputs penalized, and the engine goes on.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use weir_flow::definition::Flow;
-//! use weir_flow::engine::Session;
-//! use weir_flow::processors::registry::ProcessorRegistry;
-//! use weir_flow::processors::spec::{Dynamic, ProcessorSpec};
-//! use weir_flow::processors::{ProcessError, Processor, Trigger};
+//! use weir_flow_api::spec::{Dynamic, ProcessorSpec};
+//! use weir_flow_api::{ProcessError, Processor, Session, Trigger};
+//! use weir_flow_processors::registry::ProcessorRegistry;
 //!
 //! /// Drops every flow file it gets.
 //! struct Sink;
 //! impl Processor for Sink {
-//!     fn trigger(&self, session: &mut Session) -> Result<Trigger, ProcessError> {
+//!     fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
 //!         let Some(ff) = session.get()? else { return Ok(Trigger::Idle) };
 //!         session.remove(ff);
 //!         Ok(Trigger::Worked)
@@ -34,22 +31,21 @@
 //! };
 //! let mut registry = ProcessorRegistry::default();
 //! registry.register(&SINK, |_| Ok(Arc::new(Sink))).unwrap();
-//! let yaml = "flow: f\ngroups:\n  - name: g\n    processors:\n      - { name: gen, type: GenerateFlowFile }\n      - { name: sink, type: Sink }\n    connections:\n      - { from: gen, relationships: [success], to: sink }\n";
-//! let flow = Flow::parse_with(yaml, "f.yaml", &registry).unwrap();
-//! assert_eq!(flow.processors[1].type_name(), "Sink");
+//! assert_eq!(registry.spec("Sink").map(|s| s.kind), Some("Sink"));
+//! assert!(registry.register(&SINK, |_| Ok(Arc::new(Sink))).is_err(), "taken");
 //! ```
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::spec::{self, ProcessorSpec};
-use super::{Processor, build};
-use crate::definition::{Component, ComponentKind};
+use super::{BuildError, Processor, build};
+use weir_flow_api::component::{Component, ComponentKind};
 
 /// Makes a processor for a validated component of a custom type (its properties are
 /// checked against the type's spec already).
 pub type ProcessorFactory =
-    dyn Fn(&Component) -> Result<Arc<dyn Processor>, String> + Send + Sync + 'static;
+    dyn Fn(&Component) -> Result<Arc<dyn Processor>, BuildError> + Send + Sync + 'static;
 
 /// Why a type cannot be registered.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +86,7 @@ impl ProcessorRegistry {
         factory: F,
     ) -> Result<(), RegistryError>
     where
-        F: Fn(&Component) -> Result<Arc<dyn Processor>, String> + Send + Sync + 'static,
+        F: Fn(&Component) -> Result<Arc<dyn Processor>, BuildError> + Send + Sync + 'static,
     {
         if spec::spec(spec.kind).is_some() || self.types.contains_key(spec.kind) {
             return Err(RegistryError::Taken(spec.kind.to_string()));
@@ -112,8 +108,7 @@ impl ProcessorRegistry {
 
     /// Every type's name, built-in ones first (for error messages).
     pub fn kinds(&self) -> Vec<&'static str> {
-        spec::SPECS
-            .iter()
+        spec::specs()
             .map(|s| s.kind)
             .chain(self.types.keys().copied())
             .collect()
@@ -123,8 +118,8 @@ impl ProcessorRegistry {
     /// built-in processor.
     ///
     /// # Errors
-    /// The factory's or the built-in constructor's message.
-    pub fn build(&self, c: &Component) -> Result<Arc<dyn Processor>, String> {
+    /// The factory's or the built-in constructor's [`BuildError`].
+    pub fn build(&self, c: &Component) -> Result<Arc<dyn Processor>, BuildError> {
         if let ComponentKind::Processor(s) = c.kind
             && let Some(custom) = self.types.get(s.kind)
         {
@@ -137,7 +132,7 @@ impl ProcessorRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::processors::spec::Dynamic;
+    use crate::spec::Dynamic;
 
     static GET_FILE_AGAIN: ProcessorSpec = ProcessorSpec {
         kind: "GetFile",

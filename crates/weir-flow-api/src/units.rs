@@ -2,12 +2,39 @@
 
 use std::time::Duration;
 
+/// Why a duration or size is not one NiFi would read. Its text is the validation report's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    /// The unit of a duration is not one of the known ones.
+    #[error("unknown duration unit `{unit}` in `{text}` (use ms, s, sec, min or h)")]
+    DurationUnit {
+        /// The unit as written.
+        unit: String,
+        /// The whole value.
+        text: String,
+    },
+    /// The unit of a size is not one of the known ones.
+    #[error("unknown size unit `{unit}` in `{text}` (use B, KB, MB or GB)")]
+    SizeUnit {
+        /// The unit as written.
+        unit: String,
+        /// The whole value.
+        text: String,
+    },
+    /// The value does not start with a number.
+    #[error("`{0}` does not start with a number")]
+    NoNumber(String),
+    /// The value is a number without a unit.
+    #[error("`{0}` has no unit")]
+    NoUnit(String),
+}
+
 /// Parses a NiFi duration: a non-negative number and one of `ms`, `millis`, `s`, `sec`, `secs`,
 /// `second(s)`, `min`, `mins`, `minute(s)`, `h`, `hr`, `hour(s)`, `d`, `day(s)`.
 ///
 /// # Errors
-/// A message naming what is wrong, for the validation report.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// [`UnitError`], naming what is wrong, for the validation report.
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let (number, unit) = split_number(text)?;
     let millis_per_unit = match unit.to_ascii_lowercase().as_str() {
         "ns" | "nanos" => 1e-6,
@@ -18,9 +45,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "h" | "hr" | "hrs" | "hour" | "hours" => 3_600_000.0,
         "d" | "day" | "days" => 86_400_000.0,
         other => {
-            return Err(format!(
-                "unknown duration unit `{other}` in `{text}` (use ms, s, sec, min or h)"
-            ));
+            return Err(UnitError::DurationUnit {
+                unit: other.to_string(),
+                text: text.to_string(),
+            });
         }
     };
     Ok(Duration::from_secs_f64(number * millis_per_unit / 1_000.0))
@@ -30,8 +58,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// (powers of 1024, as NiFi counts them).
 ///
 /// # Errors
-/// A message naming what is wrong, for the validation report.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+/// [`UnitError`], naming what is wrong, for the validation report.
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     let (number, unit) = split_number(text)?;
     let factor: u64 = match unit.to_ascii_uppercase().as_str() {
         "B" | "BYTES" => 1,
@@ -40,15 +68,16 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "GB" | "GIB" => 1 << 30,
         "TB" | "TIB" => 1 << 40,
         other => {
-            return Err(format!(
-                "unknown size unit `{other}` in `{text}` (use B, KB, MB or GB)"
-            ));
+            return Err(UnitError::SizeUnit {
+                unit: other.to_string(),
+                text: text.to_string(),
+            });
         }
     };
     Ok((number * factor as f64) as u64)
 }
 
-fn split_number(text: &str) -> Result<(f64, &str), String> {
+fn split_number(text: &str) -> Result<(f64, &str), UnitError> {
     let text = text.trim();
     let end = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -56,10 +85,10 @@ fn split_number(text: &str) -> Result<(f64, &str), String> {
     let (digits, unit) = text.split_at(end);
     let number: f64 = digits
         .parse()
-        .map_err(|_| format!("`{text}` does not start with a number"))?;
+        .map_err(|_| UnitError::NoNumber(text.to_string()))?;
     let unit = unit.trim();
     if unit.is_empty() {
-        return Err(format!("`{text}` has no unit"));
+        return Err(UnitError::NoUnit(text.to_string()));
     }
     Ok((number, unit))
 }
@@ -77,7 +106,12 @@ mod tests {
         assert_eq!(parse_duration("1 min").unwrap(), Duration::from_secs(60));
         assert_eq!(parse_duration("30 sec").unwrap(), Duration::from_secs(30));
         assert_eq!(parse_duration("0 s").unwrap(), Duration::ZERO);
-        assert!(parse_duration("5 parsecs").unwrap_err().contains("unit"));
+        assert!(
+            parse_duration("5 parsecs")
+                .unwrap_err()
+                .to_string()
+                .contains("unit")
+        );
         assert!(parse_duration("fast").is_err());
         assert_eq!(parse_size("1 GB").unwrap(), 1 << 30);
         assert_eq!(parse_size("10 KB").unwrap(), 10 << 10);

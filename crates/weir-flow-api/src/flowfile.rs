@@ -143,7 +143,7 @@ fn name_order(a: &str, b: &str) -> std::cmp::Ordering {
 /// True when `a` and `b` are the same text: at once when they are held at one address,
 /// else by their bytes.
 #[inline]
-pub(crate) fn same_text(a: &str, b: &str) -> bool {
+pub fn same_text(a: &str, b: &str) -> bool {
     a.len() == b.len() && (a.as_ptr() == b.as_ptr() || a == b)
 }
 
@@ -192,14 +192,14 @@ impl Attributes {
 
     /// The attributes `entries` (when a name comes twice, the last value wins). Entries
     /// already in name order are taken as they are, with the vector's spare room.
-    pub(crate) fn from_entries(entries: Vec<(SmolStr, SmolStr)>) -> Attributes {
+    pub fn from_entries(entries: Vec<(SmolStr, SmolStr)>) -> Attributes {
         Attributes::of(sorted(entries))
     }
 
     /// [`from_entries`](Attributes::from_entries) of `entries` and then `tail`, whose
     /// names are in order and distinct (a flow file's core attributes): when `entries` are
     /// in order and end before `tail` begins, the map is taken as built, `tail` unchecked.
-    pub(crate) fn from_entries_then(
+    pub fn from_entries_then(
         mut entries: Vec<(SmolStr, SmolStr)>,
         tail: impl IntoIterator<Item = (SmolStr, SmolStr)>,
     ) -> Attributes {
@@ -286,7 +286,7 @@ impl Attributes {
     /// When these attributes are a copy of `base` changed since only by setting or removing
     /// a few names: those names, each with its value now (`None`: removed; the rest is as
     /// in `base`). `None` otherwise: not a copy of `base`, or changed too much to tell.
-    pub(crate) fn changes_since(&self, base: &Attributes) -> Option<&[(SmolStr, Option<SmolStr>)]> {
+    pub fn changes_since(&self, base: &Attributes) -> Option<&[(SmolStr, Option<SmolStr>)]> {
         let c = self.0.copied.as_ref()?;
         // `base` is alive and `source` keeps its allocation: equal addresses are one map.
         (std::sync::Weak::as_ptr(&c.source) == Arc::as_ptr(&base.0)
@@ -321,14 +321,14 @@ impl Attributes {
 
     /// Names and values as held, in name order: comparing two maps' entries can tell a
     /// shared long text by its address before reading it.
-    pub(crate) fn entries(&self) -> Held<'_> {
+    pub fn entries(&self) -> Held<'_> {
         self.0.held()
     }
 
     /// True when both maps have the same names. Two overlays whose own entries and bases
     /// have the same names are told so without merging either (a flow file's map after a
     /// few processors, beside the one before it); else the names are compared in order.
-    pub(crate) fn same_names(&self, other: &Attributes) -> bool {
+    pub fn same_names(&self, other: &Attributes) -> bool {
         let (a, b) = (&*self.0, &*other.0);
         if Arc::ptr_eq(&self.0, &other.0) {
             return true;
@@ -350,7 +350,7 @@ impl Attributes {
 
     /// The entries when the map is flat (not an overlay): one sorted slice, cheaper to walk
     /// than [`Attributes::entries`].
-    pub(crate) fn flat_entries(&self) -> Option<&[(SmolStr, SmolStr)]> {
+    pub fn flat_entries(&self) -> Option<&[(SmolStr, SmolStr)]> {
         self.0.base.is_none().then_some(&self.0.list[..])
     }
 
@@ -473,7 +473,7 @@ impl Attributes {
 /// The entries of a map as held, in name order: an overlay's merged with its base's,
 /// without allocating. From both ends, and it knows its length.
 #[derive(Debug, Clone)]
-pub(crate) struct Held<'a> {
+pub struct Held<'a> {
     over: std::slice::Iter<'a, (SmolStr, SmolStr)>,
     base: std::slice::Iter<'a, (SmolStr, SmolStr)>,
     left: usize,
