@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use weir_test_support::wait_for_value;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
@@ -232,25 +233,6 @@ async fn api_post(url: &str, path: &str) -> Value {
     call(reqwest::Method::POST, url, path).await
 }
 
-/// Polls `check` every 100 ms until it returns `Some`, failing after [`DEADLINE`] with `what`.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Runs `script` in the page and returns its value (`null` when it throws).
 async fn js(browser: &Client, script: &str) -> Value {
     browser.execute(script, vec![]).await.unwrap_or(Value::Null)
@@ -326,7 +308,7 @@ fn browser_available(test: &str) -> bool {
     if missing.is_empty() {
         return true;
     }
-    weir_connectors::services::skip_unless_required(
+    weir_test_support::services::skip_unless_required(
         test,
         &format!("{} missing", missing.join(" and ")),
         "apt-get install chromium chromium-driver",
@@ -395,7 +377,7 @@ fn dashboard_pages_show_live_jobs_and_flows_in_headless_chromium() {
 
 /// The overview, then the job's DAG: names, edges and live counters against the API.
 async fn job_pages(browser: &Client, url: &str) {
-    let jobs = eventually("the job in the API", || async {
+    let jobs = wait_for_value(DEADLINE, "the job in the API", || async {
         let jobs = api(url, "/jobs").await;
         (jobs.as_array()?.len() == 1).then_some(jobs)
     })
@@ -405,13 +387,13 @@ async fn job_pages(browser: &Client, url: &str) {
 
     // Without the token the page asks for it; once given, it is kept for the session.
     browser.goto(&format!("{url}/")).await.unwrap();
-    let input = eventually("the page to ask for the token", || async {
+    let input = wait_for_value(DEADLINE, "the page to ask for the token", || async {
         browser.find(Locator::Id("token-input")).await.ok()
     })
     .await;
     input.send_keys(TOKEN).await.unwrap();
     click(browser, ".token-form button").await;
-    let duration = eventually("the job row on the overview", || async {
+    let duration = wait_for_value(DEADLINE, "the job row on the overview", || async {
         let row = js(
             browser,
             &format!(
@@ -425,16 +407,20 @@ async fn job_pages(browser: &Client, url: &str) {
     .await;
     assert_eq!(duration[1], "running");
     // Live: the duration changes without a reload (server-sent events).
-    eventually("the job's duration to change on the overview", || async {
-        let now = js(
+    wait_for_value(
+        DEADLINE,
+        "the job's duration to change on the overview",
+        || async {
+            let now = js(
             browser,
             &format!(
                 "return document.querySelector('tr[data-job=\"{id}\"]').children[3].textContent;"
             ),
         )
         .await;
-        (now != duration[2]).then_some(())
-    })
+            (now != duration[2]).then_some(())
+        },
+    )
     .await;
     screenshot(browser, "jobs").await;
 
@@ -453,7 +439,7 @@ async fn job_pages(browser: &Client, url: &str) {
         api_vertices.len() >= 2,
         "q5 has several vertices: {api_vertices:?}"
     );
-    eventually("the DAG's vertices to be the API's", || async {
+    wait_for_value(DEADLINE, "the DAG's vertices to be the API's", || async {
         let names = js(
             browser,
             "return [...document.querySelectorAll('#dag g[data-vertex]')].map(g => g.dataset.vertex);",
@@ -515,7 +501,7 @@ async fn job_pages(browser: &Client, url: &str) {
         .as_u64()
     };
     let before = out_of(&api(url, &format!("/jobs/{id}")).await);
-    let shown = eventually("the page to catch up with the API", || async {
+    let shown = wait_for_value(DEADLINE, "the page to catch up with the API", || async {
         page_out().await.filter(|&shown| shown >= before)
     })
     .await;
@@ -524,17 +510,19 @@ async fn job_pages(browser: &Client, url: &str) {
         before <= shown && shown <= after,
         "{before} <= {shown} <= {after}"
     );
-    eventually("the source's count to move on the page", || async {
-        page_out().await.filter(|&now| now > shown)
-    })
+    wait_for_value(
+        DEADLINE,
+        "the source's count to move on the page",
+        || async { page_out().await.filter(|&now| now > shown) },
+    )
     .await;
     // A sparkline per vertex once the API has a few seconds of history.
-    eventually("ten seconds of history in the API", || async {
+    wait_for_value(DEADLINE, "ten seconds of history in the API", || async {
         let detail = api(url, &format!("/jobs/{id}")).await;
         (detail["vertices"][0]["history"].as_array()?.len() >= 10).then_some(())
     })
     .await;
-    eventually("a sparkline in every vertex", || async {
+    wait_for_value(DEADLINE, "a sparkline in every vertex", || async {
         let lines = js(
             browser,
             "return document.querySelectorAll('#dag g[data-vertex] polyline.spark-line').length;",
@@ -556,7 +544,7 @@ async fn job_pages(browser: &Client, url: &str) {
         .goto(&format!("{url}/jobs/no-such-job"))
         .await
         .unwrap();
-    let message = eventually("the unknown job's error", || async {
+    let message = wait_for_value(DEADLINE, "the unknown job's error", || async {
         let text = js(
             browser,
             "const e = document.querySelector('.error-box:not([hidden])'); return e && e.textContent;",
@@ -573,7 +561,7 @@ async fn job_pages(browser: &Client, url: &str) {
         .goto(&format!("{url}/jobs/{id}?token={TOKEN}"))
         .await
         .unwrap();
-    eventually("the DAG loaded with the token from the address", || async {
+    wait_for_value(DEADLINE, "the DAG loaded with the token from the address", || async {
         let names = js(
             browser,
             "return [...document.querySelectorAll('#dag g[data-vertex]')].map(g => g.dataset.vertex);",
@@ -597,7 +585,7 @@ async fn cancel_from_the_page(browser: &Client, job: &mut Running) {
         .goto(&format!("{}/jobs/{id}", job.url))
         .await
         .unwrap();
-    eventually("the Cancel button", || async {
+    wait_for_value(DEADLINE, "the Cancel button", || async {
         let hidden = js(
             browser,
             "return document.querySelector('#cancel-job').hidden;",
@@ -642,7 +630,7 @@ async fn flow_pages(browser: &Client, url: &str) {
             .collect()
     };
     let (processors, connections) = (ids("processors"), ids("connections"));
-    eventually("the flow graph's processors and connections", || async {
+    wait_for_value(DEADLINE, "the flow graph's processors and connections", || async {
         let shown = js(
             browser,
             "return [[...document.querySelectorAll('#flow-graph g[data-processor]')].map(g => g.dataset.processor), \
@@ -666,7 +654,8 @@ async fn flow_pages(browser: &Client, url: &str) {
          return g && [Number(g.dataset.queued), g.dataset.backPressure];",
         first.replace('"', "\\\"")
     );
-    eventually(
+    wait_for_value(
+        DEADLINE,
         "back pressure on generate → tag, in the API and on the page",
         || async {
             let flow = api(url, &format!("/flows/{id}")).await;
@@ -692,7 +681,7 @@ async fn flow_pages(browser: &Client, url: &str) {
         )
         .await;
     }
-    eventually("generate and tag stopped, in the API and on the page", || async {
+    wait_for_value(DEADLINE, "generate and tag stopped, in the API and on the page", || async {
         let flow = api(url, &format!("/flows/{id}")).await;
         let stopped = flow["processors"]
             .as_array()?
@@ -708,16 +697,20 @@ async fn flow_pages(browser: &Client, url: &str) {
         (stopped == 2 && shown == 2 && running == "1 of 3").then_some(())
     })
     .await;
-    let queued = eventually("the page's queued count to equal the API's", || async {
-        let flow = api(url, &format!("/flows/{id}")).await;
-        let api_count = flow["connections"]
-            .as_array()?
-            .iter()
-            .find(|c| c["id"] == first.as_str())?["queued_count"]
-            .as_u64()?;
-        let shown = js(browser, &connection_js).await;
-        (shown[0].as_u64() == Some(api_count)).then_some(api_count)
-    })
+    let queued = wait_for_value(
+        DEADLINE,
+        "the page's queued count to equal the API's",
+        || async {
+            let flow = api(url, &format!("/flows/{id}")).await;
+            let api_count = flow["connections"]
+                .as_array()?
+                .iter()
+                .find(|c| c["id"] == first.as_str())?["queued_count"]
+                .as_u64()?;
+            let shown = js(browser, &connection_js).await;
+            (shown[0].as_u64() == Some(api_count)).then_some(api_count)
+        },
+    )
     .await;
     assert!(queued > 0, "the stopped queue holds flow files");
     let row = js(
@@ -745,7 +738,7 @@ async fn flow_pages(browser: &Client, url: &str) {
             .map(|a| a.iter().map(|e| e["id"].to_string()).collect())
             .unwrap_or_default()
     };
-    let api_events = eventually("the page's events for component tag to be the API's", || async {
+    let api_events = wait_for_value(DEADLINE, "the page's events for component tag to be the API's", || async {
         let rows = js(
             browser,
             "return [...document.querySelectorAll('#prov-table tr[data-event]')].map(tr => [tr.dataset.event, tr.dataset.component]);",
@@ -790,7 +783,7 @@ async fn flow_pages(browser: &Client, url: &str) {
         .map(|n| n["id"].as_str().unwrap().to_owned())
         .collect();
     assert!(lineage_nodes.contains(&flowfile));
-    eventually("the lineage graph's nodes to be the API's", || async {
+    wait_for_value(DEADLINE, "the lineage graph's nodes to be the API's", || async {
         let shown = js(
             browser,
             "return [...document.querySelectorAll('#lineage g[data-lineage-node]')].map(g => g.dataset.lineageNode);",
@@ -804,7 +797,7 @@ async fn flow_pages(browser: &Client, url: &str) {
     // Back on the flow page, start both again.
     browser.goto(&format!("{url}/flows/{id}")).await.unwrap();
     for processor in ["generate", "tag"] {
-        let button = eventually("a start button", || async {
+        let button = wait_for_value(DEADLINE, "a start button", || async {
             browser
                 .find(Locator::Css(&format!(
                     "#processors-table button[data-action=\"start\"][data-processor-id=\"{processor}\"]:not([disabled])"
@@ -815,7 +808,7 @@ async fn flow_pages(browser: &Client, url: &str) {
         .await;
         button.click().await.unwrap();
     }
-    eventually("every processor running again", || async {
+    wait_for_value(DEADLINE, "every processor running again", || async {
         let flow = api(url, &format!("/flows/{id}")).await;
         flow["processors"]
             .as_array()?
@@ -846,7 +839,7 @@ fn weir_top_once_prints_the_vertices_processors_and_queues_of_a_running_process(
     };
     runtime().block_on(async {
         // The job: every vertex by name, under the job's title.
-        let jobs = eventually("the job in the API", || async {
+        let jobs = wait_for_value(DEADLINE, "the job in the API", || async {
             let jobs = api(&job.url, "/jobs").await;
             (jobs.as_array()?.len() == 1).then_some(jobs)
         })
@@ -877,15 +870,19 @@ fn weir_top_once_prints_the_vertices_processors_and_queues_of_a_running_process(
         }
 
         // The flow, stopped so that its queue stays put: the queued count is the API's.
-        let flow_id = eventually("the flow in the API", || async {
+        let flow_id = wait_for_value(DEADLINE, "the flow in the API", || async {
             let flows = api(&flow.url, "/flows").await;
             Some(flows.as_array()?.first()?["id"].as_str()?.to_owned())
         })
         .await;
-        eventually("flow files queued before generate → tag", || async {
-            let f = api(&flow.url, &format!("/flows/{flow_id}")).await;
-            (f["connections"][0]["queued_count"].as_u64()? > 0).then_some(())
-        })
+        wait_for_value(
+            DEADLINE,
+            "flow files queued before generate → tag",
+            || async {
+                let f = api(&flow.url, &format!("/flows/{flow_id}")).await;
+                (f["connections"][0]["queued_count"].as_u64()? > 0).then_some(())
+            },
+        )
         .await;
         for processor in ["generate", "tag"] {
             let answer = api_post(
@@ -905,15 +902,19 @@ fn weir_top_once_prints_the_vertices_processors_and_queues_of_a_running_process(
                 .find(|c| c["source"] == "generate")?["queued_count"]
                 .as_u64()
         };
-        let text = eventually("weir top to show the stopped queue's count", || async {
-            let before = queued_now().await?;
-            let text = top(&flow.url);
-            let after = queued_now().await?;
-            let line = text.lines().find(|l| l.starts_with("│generate → tag "))?;
-            // generate → tag success QUEUED ...
-            let shown = line.trim_matches('│').split_whitespace().nth(4)?.to_owned();
-            (before == after && shown == before.to_string()).then_some(text)
-        })
+        let text = wait_for_value(
+            DEADLINE,
+            "weir top to show the stopped queue's count",
+            || async {
+                let before = queued_now().await?;
+                let text = top(&flow.url);
+                let after = queued_now().await?;
+                let line = text.lines().find(|l| l.starts_with("│generate → tag "))?;
+                // generate → tag success QUEUED ...
+                let shown = line.trim_matches('│').split_whitespace().nth(4)?.to_owned();
+                (before == after && shown == before.to_string()).then_some(text)
+            },
+        )
         .await;
         for (name, state) in [
             ("generate", "stopped"),

@@ -16,14 +16,15 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use weir_connectors::amqp::{AmqpConfig, AmqpPublisher};
 use weir_connectors::jetstream::{JetStreamConfig, JetStreamPublisher};
 use weir_connectors::postgres::PgConfig;
-use weir_connectors::services::{self, AMQP, NATS, POSTGRES};
+use weir_test_support::services::{self, AMQP, NATS, POSTGRES};
+use weir_test_support::wait_for;
 
 const PG_URL: &str = "host=127.0.0.1 user=postgres dbname=test";
 
@@ -101,18 +102,6 @@ fn kill_loop(flow: &Path, repo: &Path, mut check: impl FnMut(u32)) {
         "the last run failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Polls `done` until it holds or `limit` passes.
-fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done()
 }
 
 struct Table {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use weir_connectors::services::{self, AMQP, POSTGRES};
+use weir_test_support::services::{self, AMQP, POSTGRES};
 
 /// The lines of the first `sh` block after the heading `heading` in README.md.
 fn session(heading: &str) -> Vec<String> {

@@ -15,7 +15,7 @@ use weir_connectors::jetstream::{
 use weir_connectors::postgres::{
     ItemOutcome, PgConfig, PgTimeouts, RecordWriter, StatementType, parse_json_lines,
 };
-use weir_connectors::services::{self, AMQP, NATS, POSTGRES};
+use weir_test_support::services::{self, AMQP, NATS, POSTGRES};
 
 fn unique(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())

@@ -34,9 +34,9 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use weir_connectors::amqp::{AmqpConfig, AmqpPublisher};
 use weir_connectors::postgres::PgConfig;
-use weir_connectors::services::{self, AMQP, POSTGRES};
 use weir_flow::definition::Flow;
 use weir_flow::engine::Engine;
+use weir_test_support::services::{self, AMQP, POSTGRES};
 
 const PG_URL: &str = "host=127.0.0.1 user=postgres dbname=test";
 const BATCH: usize = 100;

@@ -15,7 +15,7 @@ use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use support::{Probe, start, wait_for};
 use weir_connectors::amqp::{AmqpConfig, AmqpPublisher};
-use weir_connectors::services::{self, AMQP};
+use weir_test_support::services::{self, AMQP};
 
 fn rt() -> &'static tokio::runtime::Handle {
     weir_runtime::runtime().expect("runtime")

@@ -12,10 +12,11 @@ use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use weir_connectors::amqp::{AmqpConfig, AmqpPublisher};
 use weir_connectors::postgres::PgConfig;
-use weir_connectors::services::{self, AMQP, POSTGRES};
 use weir_flow::definition::Flow;
 use weir_flow::engine::Engine;
 use weir_flow::provenance::{EventType, ProvenanceEvent, ProvenanceRepository, Query};
+use weir_test_support::services::{self, AMQP, POSTGRES};
+use weir_test_support::wait_for;
 
 const PG_URL: &str = "host=127.0.0.1 user=postgres dbname=test";
 
@@ -139,18 +140,6 @@ impl Drop for Fixture {
                 .await;
         });
     }
-}
-
-/// Polls `done` until it holds or `limit` passes.
-fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done()
 }
 
 /// The group: ConsumeAMQP, then `middle` (YAML of processors and their connections up to

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
+use weir_test_support::wait_for_async;
 
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -21,18 +22,6 @@ use weir_flow::engine::Engine;
 use weir_observe::{Registry, Server, ServerConfig};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Polls `cond` until it holds or the deadline passes; returns whether it held.
-async fn eventually(mut cond: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + TIMEOUT;
-    while Instant::now() < deadline {
-        if cond().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
 
 /// Emits up to 100 numbers per millisecond, forever: a job that keeps running without
 /// taking a core.
@@ -224,7 +213,7 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
     let url = format!("/api/v1/jobs/{id}");
     let mut detail = Value::Null;
     assert!(
-        eventually(async || {
+        wait_for_async(TIMEOUT, async || {
             detail = c
                 .json("get", &url, "/api/v1/jobs/{id}", StatusCode::OK)
                 .await;
@@ -321,7 +310,7 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
     let first = scrape().await;
     let before = items_out(&first);
     assert!(
-        eventually(async || items_out(&scrape().await) > before).await,
+        wait_for_async(TIMEOUT, async || items_out(&scrape().await) > before).await,
         "the counter did not grow past {before}"
     );
     for family in [
@@ -416,7 +405,7 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
     std::fs::rename(&staged, dir.join("in/lines.txt")).unwrap();
     let mut detail = Value::Null;
     assert!(
-        eventually(async || {
+        wait_for_async(TIMEOUT, async || {
             detail = c
                 .json("get", &base, "/api/v1/flows/{id}", StatusCode::OK)
                 .await;
@@ -595,7 +584,7 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
         .await;
     assert_eq!(started["state"], "running");
     assert!(
-        eventually(async || {
+        wait_for_async(TIMEOUT, async || {
             let detail = c
                 .json("get", &base, "/api/v1/flows/{id}", StatusCode::OK)
                 .await;

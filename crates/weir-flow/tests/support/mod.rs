@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+pub use weir_test_support::wait_for;
 
 use weir_flow::definition::Flow;
 use weir_flow::engine::{Engine, Session};
@@ -433,20 +434,6 @@ pub fn try_start(yaml: &str, probe: &Arc<Probe>, dir: &Path) -> Result<Engine, S
     let flow = Flow::parse_with(yaml, "test.yaml", &registry(probe))
         .unwrap_or_else(|e| panic!("invalid test flow: {e}\n{yaml}"));
     Engine::start(flow, &dir.join("repo")).map_err(|e| format!("{e:?}"))
-}
-
-/// Polls `cond` until it holds or `timeout` passes; returns whether it held.
-pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// The queued count of the connection whose key starts with `from`.
