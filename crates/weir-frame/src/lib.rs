@@ -1,5 +1,7 @@
-//! The framing of every file Weir writes whole (snapshot parts and manifests, map
-//! partitions): one header, then the payload.
+//! The framing of every file Weir writes: a file written whole (snapshot parts and manifests,
+//! map partitions, swap files) is one frame of a [`FileFormat`]; a file that grows by
+//! appending (the flow repository's journal) is a sequence of [`record`] frames, whose scan
+//! tells a torn tail from corruption.
 //!
 //! ```
 //! use weir_frame::FileFormat;
@@ -29,6 +31,8 @@
 //! expects, the length must equal the payload's, and the checksum covers the payload, so no
 //! damage to a framed file goes unnoticed. Cost: one CRC32C pass over the payload (several
 //! GB/s with SSE 4.2) and one copy when framing.
+
+pub mod record;
 
 /// Bytes before the payload.
 pub const HEADER: usize = 24;

@@ -34,13 +34,14 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::content::ContentRepository;
-use super::frame::{self, Corrupt};
 use super::swap::{self, SwapInfo};
 use super::sync_dir;
 use crate::definition::SyncPolicy;
 use crate::faults::{self, Step};
 use crate::flowfile::FlowFile;
 use crate::provenance::ProvenanceEvent;
+use weir_frame::FileFormat;
+use weir_frame::record::{self as frame, Corrupt};
 
 /// One change in a transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -913,18 +914,16 @@ fn apply_recovered(
     Ok(())
 }
 
-const SNAPSHOT_MAGIC: &[u8; 8] = b"WEIRSNP1";
+/// The repository's checkpoint (its records and swap table), framed by [`weir_frame`].
+const CHECKPOINT_FILE: FileFormat =
+    FileFormat::new(b"WEIRSNP1", 1, "flow-file repository checkpoint", "kind");
 
 fn encode_snapshot(snap: &Snapshot) -> Result<Vec<u8>, RepositoryError> {
     let payload = postcard::to_allocvec(snap).map_err(|e| RepositoryError::Decode {
         what: "the snapshot".into(),
         reason: e.to_string(),
     })?;
-    let mut out = Vec::with_capacity(payload.len() + 12);
-    out.extend_from_slice(SNAPSHOT_MAGIC);
-    out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    Ok(out)
+    Ok(CHECKPOINT_FILE.frame(0, &payload))
 }
 
 fn decode_snapshot(path: &Path, bytes: &[u8]) -> Result<Snapshot, RepositoryError> {
@@ -932,14 +931,10 @@ fn decode_snapshot(path: &Path, bytes: &[u8]) -> Result<Snapshot, RepositoryErro
         what: path.display().to_string(),
         reason,
     };
-    if bytes.len() < 12 || &bytes[..8] != SNAPSHOT_MAGIC {
-        return Err(bad("not a snapshot (bad magic)".into()));
-    }
-    let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-    if crc32c::crc32c(&bytes[12..]) != crc {
-        return Err(bad("checksum mismatch".into()));
-    }
-    postcard::from_bytes(&bytes[12..]).map_err(|e| bad(e.to_string()))
+    let payload = CHECKPOINT_FILE
+        .unframe(0, bytes)
+        .map_err(|e| bad(e.to_string()))?;
+    postcard::from_bytes(payload).map_err(|e| bad(e.to_string()))
 }
 
 /// Reads a repository's queued flow files per queue key without opening it for writing

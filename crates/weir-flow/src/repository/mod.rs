@@ -3,7 +3,6 @@
 //! ([`crate::provenance`]) but its events travel in the journal's frames.
 
 pub mod content;
-pub mod frame;
 pub mod journal;
 pub mod swap;
 

@@ -8,10 +8,14 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use weir_frame::FileFormat;
 
 use super::sync_dir;
 use crate::faults::{self, Step};
 use crate::flowfile::{FlowFile, SortKey};
+
+/// Swap files, framed by [`weir_frame`]: the payload is the postcard encoding of the batch.
+const SWAP_FILE: FileFormat = FileFormat::new(b"WEIRSWAP", 1, "swap file", "kind");
 
 /// Flow files per swap file, as in NiFi.
 pub const SWAP_BATCH: usize = 10_000;
@@ -51,10 +55,8 @@ pub fn write(dir: &Path, id: u64, flowfiles: &[FlowFile]) -> io::Result<()> {
     let payload = postcard::to_allocvec(flowfiles).map_err(io::Error::other)?;
     let tmp = dir.join(format!("{id:016}.swap.tmp"));
     let mut f = faults::create(&tmp)?;
-    faults::step(Step::Write, &tmp, || {
-        f.write_all(&crc32c::crc32c(&payload).to_le_bytes())?;
-        f.write_all(&payload)
-    })?;
+    let framed = SWAP_FILE.frame(0, &payload);
+    faults::step(Step::Write, &tmp, || f.write_all(&framed))?;
     faults::step(Step::Sync, &tmp, || f.sync_all())?;
     faults::rename(&tmp, &swap_path(dir, id))?;
     sync_dir(dir)
@@ -63,7 +65,8 @@ pub fn write(dir: &Path, id: u64, flowfiles: &[FlowFile]) -> io::Result<()> {
 /// Reads swap file `id`.
 ///
 /// # Errors
-/// I/O errors, or [`io::ErrorKind::InvalidData`] for a checksum mismatch.
+/// I/O errors, or [`io::ErrorKind::InvalidData`] for a damaged or truncated file (its
+/// frame says which field is wrong).
 pub fn read(dir: &Path, id: u64) -> io::Result<Vec<FlowFile>> {
     let path = swap_path(dir, id);
     let bytes = fs::read(&path)?;
@@ -73,12 +76,8 @@ pub fn read(dir: &Path, id: u64) -> io::Result<Vec<FlowFile>> {
             format!("{}: {why}", path.display()),
         )
     };
-    if bytes.len() < 4 {
-        return Err(bad("truncated swap file".into()));
-    }
-    let crc = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
-    if crc32c::crc32c(&bytes[4..]) != crc {
-        return Err(bad("checksum mismatch".into()));
-    }
-    postcard::from_bytes(&bytes[4..]).map_err(|e| bad(e.to_string()))
+    let payload = SWAP_FILE
+        .unframe(0, &bytes)
+        .map_err(|e| bad(e.to_string()))?;
+    postcard::from_bytes(payload).map_err(|e| bad(e.to_string()))
 }

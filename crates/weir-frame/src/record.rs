@@ -1,4 +1,5 @@
-//! Journal frames, little-endian:
+//! Record frames, for files that grow by appending (the flow-file repository's journal);
+//! each record is one frame, little-endian:
 //!
 //! ```text
 //! length u32 | transaction id u64 | header CRC32C u32 | payload CRC32C u32 | payload
