@@ -61,7 +61,32 @@ pub enum SessionError {
     /// A hook run before the commit (`Session::before_commit`) failed: the session rolled
     /// back.
     #[error("before the commit: {0}")]
-    BeforeCommit(String),
+    BeforeCommit(CommitRefused),
+}
+
+/// Why a hook run before a commit (`Session::before_commit`) refused it: a destination's own
+/// commit failed, and the session (or its stateless transaction) rolls back.
+#[derive(Debug, thiserror::Error)]
+#[error("{destination}: {source}")]
+pub struct CommitRefused {
+    /// Who refused and at which step, e.g. `put-orders: COMMIT`.
+    pub destination: String,
+    /// The cause.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl CommitRefused {
+    /// `destination` refused the commit because of `source`.
+    pub fn new(
+        destination: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> CommitRefused {
+        CommitRefused {
+            destination: destination.into(),
+            source: source.into(),
+        }
+    }
 }
 
 /// How a session's work ended, for `Session::on_complete`.
@@ -83,7 +108,7 @@ pub type CompletionHook = Box<dyn FnOnce(Completion) + Send>;
 
 /// Work that must succeed for a session's commit to happen (a destination's own commit):
 /// `Err` with why rolls the session, or its stateless transaction, back.
-pub type BeforeCommitHook = Box<dyn FnOnce() -> Result<(), String> + Send>;
+pub type BeforeCommitHook = Box<dyn FnOnce() -> Result<(), CommitRefused> + Send>;
 
 /// What a committed session moved: flow files and content bytes taken from the processor's
 /// input queues, and sent to connections (a clone per extra connection counts again).
@@ -337,7 +362,10 @@ impl dyn Session + '_ {
     /// the session (or the transaction) back, and the completion hooks see
     /// [`Completion::RolledBack`]. Hooks run in the order they were given; all run even
     /// after one fails. A session that rolls back drops its hooks unrun.
-    pub fn before_commit(&mut self, hook: impl FnOnce() -> Result<(), String> + Send + 'static) {
+    pub fn before_commit(
+        &mut self,
+        hook: impl FnOnce() -> Result<(), CommitRefused> + Send + 'static,
+    ) {
         self.add_before_commit_hook(Box::new(hook));
     }
 

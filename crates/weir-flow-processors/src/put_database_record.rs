@@ -13,7 +13,7 @@ use weir_connectors::postgres::{
 use weir_flow_api::component::Component;
 use weir_flow_api::flowfile::SmolStr;
 use weir_flow_api::provenance::EventType;
-use weir_flow_api::session::{Completion, Session};
+use weir_flow_api::session::{CommitRefused, Completion, Session};
 
 /// The PutDatabaseRecord type: what it accepts and how it is built.
 pub(super) static BUILT_IN: BuiltIn = BuiltIn {
@@ -125,7 +125,7 @@ impl PutDatabaseRecord {
         session.before_commit(move || {
             runtime
                 .block_on(async { writer.lock().await.commit().await })
-                .map_err(|e| format!("{name}: COMMIT: {e}"))
+                .map_err(|e| CommitRefused::new(format!("{name}: COMMIT"), e))
         });
         let (writer, runtime) = (Arc::clone(&self.writer), self.runtime.clone());
         session.on_complete(move |outcome| {

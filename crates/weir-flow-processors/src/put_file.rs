@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use weir_flow_api::component::Component;
 use weir_flow_api::expression::Template;
 use weir_flow_api::provenance::EventType;
-use weir_flow_api::session::{Completion, Session, SessionError};
+use weir_flow_api::session::{CommitRefused, Completion, Session, SessionError};
 use weir_flow_disk::faults::{self, Step};
 
 /// The PutFile type: what it accepts and how it is built.
@@ -202,7 +202,7 @@ fn rename_into_place(
     renames: Vec<(PathBuf, PathBuf)>,
     dirs: &[PathBuf],
     placed: &Mutex<Vec<PathBuf>>,
-) -> Result<(), String> {
+) -> Result<(), CommitRefused> {
     let mut renames = renames.into_iter();
     while let Some((tmp, target)) = renames.next() {
         if let Err(e) = faults::rename(&tmp, &target) {
@@ -210,7 +210,10 @@ fn rename_into_place(
             for (tmp, _) in renames {
                 let _ = fs::remove_file(&tmp);
             }
-            return Err(format!("PutFile: cannot write {}: {e}", target.display()));
+            return Err(CommitRefused::new(
+                format!("PutFile: cannot write {}", target.display()),
+                e,
+            ));
         }
         placed
             .lock()
@@ -218,8 +221,12 @@ fn rename_into_place(
             .push(target);
     }
     for dir in dirs {
-        weir_flow_disk::sync_dir(dir)
-            .map_err(|e| format!("PutFile: cannot sync directory {}: {e}", dir.display()))?;
+        weir_flow_disk::sync_dir(dir).map_err(|e| {
+            CommitRefused::new(
+                format!("PutFile: cannot sync directory {}", dir.display()),
+                e,
+            )
+        })?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use weir_flow::definition::Flow;
-use weir_flow::engine::{Completion, Engine, Session};
+use weir_flow::engine::{CommitRefused, Completion, Engine, Session};
 use weir_flow::processors::registry::ProcessorRegistry;
 use weir_flow::processors::spec::{Dynamic, ProcessorSpec};
 use weir_flow::processors::{ProcessError, Processor, Trigger};
@@ -50,7 +50,10 @@ impl Processor for Gate {
         session.before_commit(move || {
             if n == 1 {
                 log.push(format!("refused {n}"));
-                Err("the destination refused its commit".into())
+                Err(CommitRefused::new(
+                    "gate",
+                    "the destination refused its commit",
+                ))
             } else {
                 log.push(format!("before {n}"));
                 Ok(())

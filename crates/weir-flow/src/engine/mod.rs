@@ -35,7 +35,8 @@ pub use monitor::{
 use queue::Queue;
 use session::EngineSession;
 pub use session::{
-    BeforeCommitHook, Committed, Completion, CompletionHook, FlowFileRef, Session, SessionError,
+    BeforeCommitHook, CommitRefused, Committed, Completion, CompletionHook, FlowFileRef, Session,
+    SessionError,
 };
 pub use weir_flow_api::session::{SessionFactory, SessionSource};
 

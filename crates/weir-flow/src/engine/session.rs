@@ -23,7 +23,8 @@ use crate::provenance::{EventType, ProvenanceEvent};
 use crate::repository::journal::{FileIdentity, Op, RepositoryError, Txn};
 use crate::stateless::Transaction;
 pub use weir_flow_api::session::{
-    BeforeCommitHook, Committed, Completion, CompletionHook, FlowFileRef, Session, SessionError,
+    BeforeCommitHook, CommitRefused, Committed, Completion, CompletionHook, FlowFileRef, Session,
+    SessionError,
 };
 
 impl From<RepositoryError> for SessionError {
@@ -1080,7 +1081,7 @@ impl Session for EngineSession {
 }
 
 /// Runs `hooks` in order, all of them; the first error.
-pub(crate) fn run_before_commit(hooks: Vec<BeforeCommitHook>) -> Result<(), String> {
+pub(crate) fn run_before_commit(hooks: Vec<BeforeCommitHook>) -> Result<(), CommitRefused> {
     let mut result = Ok(());
     for hook in hooks {
         if let Err(e) = hook()

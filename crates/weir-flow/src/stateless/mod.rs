@@ -540,7 +540,7 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
             shared,
             plan,
             txn,
-            Reason::CommitFailed(e),
+            Reason::CommitFailed(e.to_string()),
             parts.taken,
             parts.completions,
             always,
