@@ -435,3 +435,45 @@ fn nexmark_run_counts_malformed_lines_and_refuses_bad_arguments() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("30000 events"));
 }
+
+/// Runs `weir args` with standard output into a pipe whose reader is already gone, as in
+/// `weir ... | head` after `head` exits.
+fn weir_into_closed_pipe(args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .stdout(writer)
+        .output()
+        .expect("weir runs")
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly_with_exit_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_str().unwrap();
+    for args in [
+        &["explain", "wordcount"][..],
+        &["snapshots", "list", "--state-dir", state],
+        &["nexmark", "generate", "--events", "1000", "--output", "-"],
+    ] {
+        let out = weir_into_closed_pipe(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if args[0] == "nexmark" && stderr.contains("--output") {
+            continue; // no standard output form: nothing to test
+        }
+        assert!(
+            out.status.success(),
+            "weir {args:?}: {}\n{stderr}",
+            out.status
+        );
+        assert!(
+            !stderr.contains("Broken pipe") && !stderr.contains("panicked"),
+            "weir {args:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains('\u{1b}'),
+            "no colours into a pipe: {stderr}"
+        );
+    }
+}

@@ -27,6 +27,23 @@
 //! The binary itself is the workspace's root package (`src/main.rs`), so that `cargo run`
 //! from the repository root runs it and the root end-to-end tests can find it.
 
+/// Writes a line to standard output and returns the `io::Result`, so a command passes a closed
+/// pipe (`weir snapshots list | head`) up with `?`, and [`main`] ends quietly.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// [`outln!`] without the newline.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 mod commands;
 pub mod jobs;
 pub mod model_server;
@@ -122,7 +139,13 @@ pub fn main() -> ExitCode {
                 // about it would repeat the message.
                 .unwrap_or_else(|_| "warn,weir_core::job=off".into()),
         )
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, and never when NO_COLOR asks for none
+        // (https://no-color.org): a log written to a file or a pipe is plain text.
+        .with_ansi(colours_wanted(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR"),
+        ));
     match cli.log_format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),
@@ -143,6 +166,8 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`| head`): what it wanted, it has.
+        Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
             ExitCode::FAILURE
@@ -164,4 +189,47 @@ fn one_line(e: &anyhow::Error) -> String {
         }
     }
     line.replace('\n', " ")
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has gone.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Whether to colour a stream: only a terminal, and not when `NO_COLOR` is set to anything
+/// but the empty string.
+fn colours_wanted(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_pipe_anywhere_in_the_chain_is_a_closed_pipe() {
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(closed_pipe(&anyhow::Error::from(pipe).context("listing")));
+        let json = serde_json::Error::io(std::io::ErrorKind::BrokenPipe.into());
+        assert!(closed_pipe(&anyhow::Error::from(json)));
+        let other = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert!(!closed_pipe(&anyhow::Error::from(other)));
+    }
+
+    #[test]
+    fn colours_only_on_a_terminal_without_no_color() {
+        assert!(colours_wanted(true, None));
+        assert!(!colours_wanted(false, None));
+        assert!(!colours_wanted(true, Some("1".into())));
+        // An empty NO_COLOR does not count, as no-color.org says.
+        assert!(colours_wanted(true, Some("".into())));
+    }
 }

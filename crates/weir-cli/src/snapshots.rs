@@ -230,21 +230,21 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
     let store = LocalDirStore::new(&args.state_dir);
     let jobs = store.jobs().context("cannot list the state directory")?;
     if jobs.is_empty() {
-        println!("no snapshots in {}", args.state_dir.display());
+        outln!("no snapshots in {}", args.state_dir.display())?;
     }
     for job in jobs {
-        println!("job {job}");
+        outln!("job {job}")?;
         for id in store.ids(&job)? {
             let path = store.location(&job, id, "manifest");
             let manifest = match store.read_manifest(&job, id)? {
                 None => {
-                    println!("  snapshot {id}: incomplete (no manifest)");
+                    outln!("  snapshot {id}: incomplete (no manifest)")?;
                     continue;
                 }
                 Some(bytes) => match Manifest::decode(&path, &bytes) {
                     Ok(m) => m,
                     Err(e) => {
-                        println!("  snapshot {id}: damaged: {e}");
+                        outln!("  snapshot {id}: damaged: {e}")?;
                         continue;
                     }
                 },
@@ -253,7 +253,7 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
                 Ok(_) => "ok".to_string(),
                 Err(e) => format!("DAMAGED: {e}"),
             };
-            println!(
+            outln!(
                 "  snapshot {id}: taken {}, {} bytes, {} ms (alignment {} ms), {}{}; {health}",
                 utc(manifest.taken_at_ms),
                 manifest.bytes(),
@@ -261,14 +261,15 @@ pub fn list(args: &ListArgs) -> anyhow::Result<()> {
                 manifest.alignment_ms,
                 manifest.guarantee,
                 if manifest.terminal { ", terminal" } else { "" },
-            );
+            )?;
             for v in &manifest.vertices {
                 let bytes: u64 = v.parts.iter().map(|p| p.bytes).sum();
                 let entries: u64 = v.parts.iter().map(|p| p.entries).sum();
-                println!(
+                outln!(
                     "    {}: {} instances, {bytes} bytes, {entries} entries",
-                    v.name, v.parallelism
-                );
+                    v.name,
+                    v.parallelism
+                )?;
             }
         }
     }

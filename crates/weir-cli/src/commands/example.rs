@@ -25,7 +25,7 @@ pub fn run(example: Example) -> anyhow::Result<()> {
         Example::Affinity { owners } => {
             let report = crate::jobs::affinity::run(owners as usize)
                 .context("the affinity demonstration failed")?;
-            print!("{}", report.render());
+            out!("{}", report.render())?;
             Ok(())
         }
     }

@@ -28,7 +28,7 @@ pub fn explain(job: Job) -> anyhow::Result<()> {
             } else {
                 pipeline.explain()?
             };
-            print!("{plan}");
+            out!("{plan}")?;
             Ok(())
         }
     }

@@ -84,12 +84,12 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             for warning in weir_flow::stateless::warnings(&flow) {
                 eprintln!("warning: {warning}");
             }
-            println!(
+            outln!(
                 "{}: valid ({} processors, {} connections)",
                 flow.name,
                 flow.processors.len(),
                 flow.connections.len()
-            );
+            )?;
             Ok(())
         }
         Command::Run {
@@ -142,7 +142,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             if lineage.events.is_empty() {
                 anyhow::bail!("no provenance for flow file {flowfile}");
             }
-            println!("{}", serde_json::to_string_pretty(&lineage)?);
+            outln!("{}", serde_json::to_string_pretty(&lineage)?)?;
             Ok(())
         }
     }
@@ -171,24 +171,34 @@ fn open_provenance(repo: &Path) -> anyhow::Result<ProvenanceRepository> {
 fn status(repo: &Path) -> anyhow::Result<()> {
     let queues = weir_flow::repository::journal::inspect(repo)
         .with_context(|| format!("reading the repository in {}", repo.display()))?;
-    println!("{:<50} {:>12} {:>14}", "connection", "queued", "bytes");
+    outln!("{:<50} {:>12} {:>14}", "connection", "queued", "bytes")?;
     for (key, count, bytes) in &queues {
-        println!("{key:<50} {count:>12} {bytes:>14}");
+        outln!("{key:<50} {count:>12} {bytes:>14}")?;
     }
     let path = status_path(repo);
     if let Ok(text) = std::fs::read_to_string(&path) {
         let s: Status =
             serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
-        println!();
-        println!(
+        outln!()?;
+        outln!(
             "{:<30} {:<26} {:>10} {:>10} {:>10} {:>9}",
-            "processor", "type", "in", "out", "commits", "failures"
-        );
+            "processor",
+            "type",
+            "in",
+            "out",
+            "commits",
+            "failures"
+        )?;
         for c in s.components {
-            println!(
+            outln!(
                 "{:<30} {:<26} {:>10} {:>10} {:>10} {:>9}",
-                c.name, c.kind, c.flowfiles_in, c.flowfiles_out, c.commits, c.failures
-            );
+                c.name,
+                c.kind,
+                c.flowfiles_in,
+                c.flowfiles_out,
+                c.commits,
+                c.failures
+            )?;
         }
     }
     Ok(())

@@ -52,7 +52,7 @@ pub fn model_server(args: ModelServerArgs) -> anyhow::Result<()> {
         record: false,
     })
     .context("cannot start the model server")?;
-    println!("serving http://{addr}/v1/models/NAME:predict (any NAME); stop with Ctrl-C");
+    outln!("serving http://{addr}/v1/models/NAME:predict (any NAME); stop with Ctrl-C")?;
     loop {
         std::thread::park();
     }

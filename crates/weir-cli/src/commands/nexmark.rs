@@ -162,12 +162,12 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot read {} back", args.output.display()))?
         .len();
     let (persons, auctions, bids) = kinds(written);
-    println!(
+    outln!(
         "nexmark generate: {written} events ({persons} persons, {auctions} auctions, {bids} bids), {:.1} MB in {elapsed:.2} s ({:.0} events/s) to {}",
         bytes as f64 / 1e6,
         written as f64 / elapsed.max(1e-9),
         args.output.display(),
-    );
+    )?;
     Ok(())
 }
 
@@ -304,10 +304,10 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     let sinks_used = u64::from(args.output.is_some()) + u64::from(collected.is_some());
     let rows_out = progress::counter(&metrics, "records_written") / sinks_used.max(1);
     let rate = events as f64 / elapsed.max(1e-9);
-    println!(
+    outln!(
         "nexmark {query}: {events} events in {elapsed:.2} s ({rate:.0} events/s, {:.0} per core); {late} late; {malformed} malformed lines; {rows_out} rows; parallelism {parallelism}",
         rate / parallelism as f64,
-    );
+    )?;
     if let (Some(events), Some(collected)) = (events_for_check, collected) {
         let options = reference::Options {
             allowed_lag_ms: args.allowed_lag_ms,
@@ -331,7 +331,7 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
                 want.len()
             );
         }
-        println!("check: the {} rows equal the reference's", got.len());
+        outln!("check: the {} rows equal the reference's", got.len())?;
     }
     Ok(())
 }

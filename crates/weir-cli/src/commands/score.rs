@@ -617,11 +617,11 @@ pub fn score(args: ScoreArgs) -> anyhow::Result<()> {
     // This run's rows; a resumed run's committed rows were scored before.
     let rows = progress::counter(&metrics, "records_written");
     let bad_rows = bad.count;
-    println!(
+    outln!(
         "score: {rows} rows scored in {elapsed:.2} s ({:.0} rows/s); {} requests of up to {batch_size} rows, {parallelism} in flight; {bad_rows} bad rows skipped",
         rows as f64 / elapsed.max(1e-9),
         requests.load(Ordering::Relaxed),
-    );
+    )?;
     Ok(())
 }
 

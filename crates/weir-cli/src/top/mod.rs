@@ -77,7 +77,7 @@ pub fn top(args: TopArgs) -> anyhow::Result<()> {
                 .filter(|_| std::io::stdout().is_terminal())
                 .map_or(120, |(w, _)| w)
         });
-        print!("{}", once_frame(&args.url, &snapshot, width));
+        out!("{}", once_frame(&args.url, &snapshot, width))?;
         return Ok(());
     }
     if !std::io::stdout().is_terminal() {
