@@ -79,44 +79,66 @@ enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    #[command(
+        after_help = "Example:\n  weir run wordcount --input data/sample --output counts.tsv"
+    )]
     /// Run a built-in job.
     Run {
         #[command(subcommand)]
         job: commands::run::Job,
     },
+    #[command(after_help = "Example:\n  weir explain wordcount --dot | dot -Tsvg > plan.svg")]
     /// Print the plan of a built-in job: its vertices, fused stages and edges.
     Explain {
         #[command(subcommand)]
         job: commands::explain::Job,
     },
+    #[command(
+        after_help = "Example:\n  weir nexmark generate --events 1000000 --rate 10000 --output events.jsonl\n  weir nexmark run --query q5 --input events.jsonl --output q5.csv --check"
+    )]
     /// NEXMark, the streaming benchmark: generate event files (and run the queries).
     Nexmark {
         #[command(subcommand)]
         command: commands::nexmark::Command,
     },
+    #[command(
+        after_help = "Example:\n  weir model-server &\n  weir score --input data/score/customers.csv --url http://127.0.0.1:8501/v1/models/demo:predict --output scores.csv"
+    )]
     /// Score a CSV data set (an `id` column and numeric features) against a model server
     /// that speaks the TensorFlow Serving / KServe v1 REST protocol.
     Score(commands::score::ScoreArgs),
+    #[command(
+        after_help = "Example:\n  weir flow validate examples/flows/lines.yaml\n  weir flow run examples/flows/lines.yaml --repo target/flow-repo --until-idle"
+    )]
     /// NiFi-style flows: validate, run (durable queues, provenance), inspect a repository.
     Flow {
         #[command(subcommand)]
         command: commands::flow::Command,
     },
+    #[command(after_help = "Example:\n  weir model-server --addr 127.0.0.1:8501 --latency-ms 5")]
     /// Serve a demo model (TensorFlow Serving v1 REST) for `weir score`, until interrupted.
     ModelServer(commands::model_server::ModelServerArgs),
+    #[command(after_help = "Example:\n  weir example affinity --owners 4")]
     /// Run a small demonstration (data affinity, ...) and print what it shows.
     Example {
         #[command(subcommand)]
         example: commands::example::Example,
     },
+    #[command(
+        after_help = "Example:\n  weir nexmark run --query q5 --events 100000000 --wall-rate 200000 --ui 127.0.0.1:8080 &\n  weir top --url http://127.0.0.1:8080"
+    )]
     /// A live terminal view of the jobs and flows of a process started with --ui: rates,
     /// queue fill and backpressure per vertex, processor and connection.
     Top(top::TopArgs),
+    #[command(after_help = "Example:\n  weir snapshots list --state-dir target/state | head")]
     /// Inspect the snapshots jobs took with --state-dir.
     Snapshots {
         #[command(subcommand)]
         command: SnapshotsCommand,
     },
+    #[command(
+        after_help = "Example:\n  weir serve --ui 127.0.0.1:8080 --flow examples/flows/lines.yaml --repo target/flow-repo"
+    )]
     /// Serve the dashboard, REST API and Prometheus metrics, alone or with a flow, until
     /// interrupted.
     Serve(ui::ServeArgs),
@@ -125,6 +147,7 @@ enum Command {
 /// The `weir snapshots` subcommands.
 #[derive(Debug, Subcommand)]
 enum SnapshotsCommand {
+    #[command(after_help = "Example:\n  weir snapshots list --state-dir target/state")]
     /// List every job's snapshots: id, time, size, duration, and each vertex's share.
     List(snapshots::ListArgs),
 }
@@ -222,6 +245,47 @@ mod tests {
         assert!(closed_pipe(&anyhow::Error::from(json)));
         let other = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
         assert!(!closed_pipe(&anyhow::Error::from(other)));
+    }
+
+    /// Every command's help ends in examples, and every example is a command line this
+    /// parser accepts (a `| ...`, `> ...` or `&` after it is the shell's).
+    #[test]
+    fn every_help_has_examples_that_parse() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: Vec<String>, seen: &mut usize) {
+            let name = path.join(" ");
+            if !path.is_empty() {
+                let help = cmd
+                    .get_after_help()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                let examples: Vec<&str> = help
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| l.starts_with("weir "))
+                    .collect();
+                assert!(!examples.is_empty(), "`weir {name} --help` has no example");
+                for example in examples {
+                    let command = example.split(['|', '>', '&']).next().unwrap_or_default();
+                    let words: Vec<&str> = command
+                        .split_whitespace()
+                        .map(|w| w.trim_matches('\''))
+                        .collect();
+                    if let Err(e) = Cli::try_parse_from(&words) {
+                        panic!("the example `{example}` of `weir {name}` does not parse: {e}");
+                    }
+                    *seen += 1;
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                let mut p = path.clone();
+                p.push(sub.get_name().to_string());
+                walk(sub, p, seen);
+            }
+        }
+        let mut seen = 0;
+        walk(&Cli::command(), Vec::new(), &mut seen);
+        assert!(seen >= 20, "{seen} examples");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use clap::Subcommand;
 /// The demonstrations.
 #[derive(Debug, Subcommand)]
 pub enum Example {
+    #[command(after_help = "Example:\n  weir example affinity --owners 4")]
     /// Data affinity: three partitioned maps of `key{i}-{j} → i*j`; affinity keys put every
     /// `key{i}-*` entry on one owner, and a task at that owner sums them (15, 30, 45, 60, 75).
     Affinity {

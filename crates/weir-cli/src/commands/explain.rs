@@ -6,6 +6,9 @@ use clap::{Args, Subcommand};
 /// The jobs `weir explain` knows.
 #[derive(Debug, Subcommand)]
 pub enum Job {
+    #[command(
+        after_help = "Example:\n  weir explain wordcount\n  weir explain wordcount --dot | dot -Tsvg > plan.svg"
+    )]
     /// The word-count job.
     Wordcount(ExplainArgs),
 }

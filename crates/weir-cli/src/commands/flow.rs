@@ -18,11 +18,15 @@ use crate::ui::{Ui, UiArgs};
 /// The `weir flow` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    #[command(after_help = "Example:\n  weir flow validate examples/flows/lines.yaml")]
     /// Check a flow definition: exits 0, or 1 with every error (file, line, field).
     Validate {
         /// The flow definition (YAML).
         flow: PathBuf,
     },
+    #[command(
+        after_help = "Example:\n  weir flow run examples/flows/lines.yaml --repo target/flow-repo --until-idle\n  weir flow run examples/flows/lines.yaml --repo target/flow-repo --ui 127.0.0.1:8080"
+    )]
     /// Run a flow with its repositories in DIR; a restart with the same DIR recovers every
     /// queued flow file. SIGINT or SIGTERM stops it cleanly.
     Run {
@@ -38,12 +42,16 @@ pub enum Command {
         #[command(flatten)]
         ui: UiArgs,
     },
+    #[command(after_help = "Example:\n  weir flow status --repo target/flow-repo")]
     /// Each connection's queued count and bytes, and each processor's counts.
     Status {
         /// The repository directory.
         #[arg(long)]
         repo: PathBuf,
     },
+    #[command(
+        after_help = "Example:\n  weir flow provenance --repo target/flow-repo --component write-even --limit 20\n  weir flow provenance --repo target/flow-repo --type DROP | head"
+    )]
     /// Provenance events as JSON Lines.
     Provenance {
         /// The repository directory.
@@ -65,6 +73,9 @@ pub enum Command {
         #[arg(long, default_value_t = 100_000)]
         limit: usize,
     },
+    #[command(
+        after_help = "Example:\n  weir flow lineage --repo target/flow-repo --flowfile 6f1c2d3e-0a4b-4c5d-8e9f-102132435465"
+    )]
     /// A flow file's lineage: parents, children and every event, as JSON.
     Lineage {
         /// The repository directory.

@@ -27,9 +27,15 @@ use crate::ui::UiArgs;
 /// The `weir nexmark` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    #[command(
+        after_help = "Example:\n  weir nexmark generate --events 1000000 --rate 10000 --output events.jsonl\n  weir nexmark generate --events 1000 --output - | head"
+    )]
     /// Write a NEXMark event file (JSON Lines, one event per line, in event order) with the
     /// built-in deterministic generator.
     Generate(GenerateArgs),
+    #[command(
+        after_help = "Example:\n  weir nexmark run --query q5 --input events.jsonl --output q5.csv --check\n  weir nexmark run --query q7 --events 10000000 --parallelism 2"
+    )]
     /// Run a query over an event file or the built-in generator, as a stream in event time.
     Run(RunArgs),
 }

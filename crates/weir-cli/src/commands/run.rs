@@ -15,6 +15,9 @@ use crate::ui::UiArgs;
 /// The jobs `weir run` knows.
 #[derive(Debug, Subcommand)]
 pub enum Job {
+    #[command(
+        after_help = "Example:\n  weir run wordcount --input data/sample --output counts.tsv --parallelism 2\n  weir run wordcount --input 'books/*.txt' --output counts.tsv --state-dir target/state"
+    )]
     /// Count the words of text files: one `word<TAB>count` line per distinct word, most
     /// frequent first.
     Wordcount(WordcountArgs),
