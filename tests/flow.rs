@@ -395,6 +395,16 @@ fn lineage_of_a_split_file_shows_its_parent_and_siblings() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(sends.len(), 3);
+    // PutFile names where it wrote with an absolute file URI, as NiFi's does.
+    for send in &sends {
+        let uri = send["transit_uri"].as_str().unwrap_or_default();
+        let path = url_path(uri);
+        assert!(
+            uri.starts_with("file:///") && path.starts_with(&out),
+            "{send}"
+        );
+        assert!(path.is_file(), "{send}: no file at {}", path.display());
+    }
     let child = sends[0]["flowfile"].as_str().unwrap();
     let lineage = weir()
         .args(["flow", "lineage", "--repo"])
@@ -561,4 +571,9 @@ fn a_second_run_on_the_same_repository_is_refused_naming_the_holder() {
         .output()
         .unwrap();
     assert!(third.status.success());
+}
+
+/// The path of a `file:///` URI (this test's paths hold no characters that need decoding).
+fn url_path(uri: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(uri.strip_prefix("file://").unwrap_or(uri))
 }

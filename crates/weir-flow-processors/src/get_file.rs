@@ -169,12 +169,7 @@ impl Processor for GetFile {
                     .map(|p| format!("{}/", p.display()))
                     .unwrap_or_default(),
             );
-            session.report(
-                ff,
-                EventType::RECEIVE,
-                Some(format!("file://{}", abs.display()).into()),
-                None,
-            );
+            session.report(ff, EventType::RECEIVE, Some(crate::file_uri(&abs)), None);
             session.transfer(ff, "success")?;
             if !self.keep {
                 session

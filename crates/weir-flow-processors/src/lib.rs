@@ -144,3 +144,38 @@ fn dynamic_templates(c: &Component) -> Result<Vec<(SmolStr, Template)>, BuildErr
     }
     Ok(out)
 }
+
+/// The `file:///` URI of `path` for a provenance event's transit URI: made absolute against
+/// the working directory (no filesystem access), with the characters a URI cannot hold
+/// percent-encoded (`/data/in box/a#1` is `file:///data/in%20box/a%231`).
+pub(crate) fn file_uri(path: &std::path::Path) -> SmolStr {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    match url::Url::from_file_path(&absolute) {
+        Ok(uri) => SmolStr::from(uri.as_str()),
+        // Only a path that is not absolute is refused, and `absolute` made it so.
+        Err(()) => SmolStr::from(format!("file://{}", absolute.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::file_uri;
+
+    #[test]
+    fn a_file_uri_is_absolute_and_encoded() {
+        assert_eq!(
+            file_uri(Path::new("/data/in box/a#1?.txt")),
+            "file:///data/in%20box/a%231%3F.txt"
+        );
+        let cwd = std::env::current_dir().unwrap();
+        let relative = file_uri(Path::new("out/x.txt"));
+        assert!(relative.starts_with("file:///"), "{relative}");
+        assert!(relative.ends_with("/out/x.txt"), "{relative}");
+        assert_eq!(
+            url::Url::parse(&relative).unwrap().to_file_path().unwrap(),
+            cwd.join("out/x.txt")
+        );
+    }
+}

@@ -158,12 +158,7 @@ impl Processor for PutFile {
         let mut renames: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(pending.len());
         let mut dirs: Vec<PathBuf> = Vec::new();
         for (ff, tmp, target, dir, _) in pending {
-            session.report(
-                ff,
-                EventType::SEND,
-                Some(format!("file://{}", target.display()).into()),
-                None,
-            );
+            session.report(ff, EventType::SEND, Some(crate::file_uri(&target)), None);
             session.transfer(ff, "success")?;
             if self.sync && !dirs.contains(&dir) {
                 dirs.push(dir);
