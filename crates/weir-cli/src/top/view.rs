@@ -591,6 +591,22 @@ mod tests {
     }
 
     #[test]
+    fn a_long_vertex_name_is_shown_whole_where_the_terminal_has_room() {
+        let long = "fused(read-json-lines, filter-bids, map-to-price, accumulate)";
+        let mut now = snapshot(200, 5);
+        now.jobs[0].vertices[0].name = long.to_string();
+        let wide = plain_text(&render_sections(&sections(&now, None), 220));
+        assert!(wide.contains(long), "{wide}");
+        // A narrow terminal cuts the name, never the numbers after it.
+        let narrow = plain_text(&render_sections(&sections(&now, None), 120));
+        assert!(
+            !narrow.contains(long) && narrow.contains("fused(read-json"),
+            "{narrow}"
+        );
+        assert!(narrow.contains("5.11k/s"), "{narrow}");
+    }
+
+    #[test]
     fn backpressure_and_flow_file_counts_are_taken_over_the_last_refresh() {
         let before = snapshot(200, 5);
         let mut now = snapshot(200, 25);
