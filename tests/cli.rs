@@ -477,3 +477,43 @@ fn a_closed_pipe_ends_quietly_with_exit_0() {
         );
     }
 }
+
+#[test]
+fn word_count_skips_binary_files_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join("a.txt"), "text words here\nhere again\n").unwrap();
+    // A binary file whose bytes would otherwise count as the "words" `elf` and `payload`.
+    std::fs::write(
+        input.join("tool"),
+        b"\x7fELF\x02\x01\x01\0\0\0 payload payload\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.tsv");
+    let o = weir(&[
+        "run",
+        "wordcount",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let counts = read_counts(&out);
+    assert!(counts.contains(&("here".into(), 2)), "{counts:?}");
+    assert!(
+        !counts.iter().any(|(w, _)| w == "payload" || w == "elf"),
+        "{counts:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("1 binary files skipped"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        stderr(&o).contains("tool"),
+        "the warning names the file: {}",
+        stderr(&o)
+    );
+}

@@ -98,9 +98,10 @@ fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
     let lines = progress::counter(&metrics, "lines");
     let bytes = progress::counter(&metrics, "bytes");
     let invalid = progress::counter(&metrics, "invalid_utf8_lines");
+    let binary = progress::counter(&metrics, "binary_files_skipped");
     let words = progress::counter(&metrics, "records_written");
     outln!(
-        "wordcount: {lines} lines, {:.1} MB in {elapsed:.2} s ({:.1} MB/s, {:.0} lines/s); {words} distinct words; {invalid} lines with invalid UTF-8; parallelism {parallelism}",
+        "wordcount: {lines} lines, {:.1} MB in {elapsed:.2} s ({:.1} MB/s, {:.0} lines/s); {words} distinct words; {invalid} lines with invalid UTF-8; {binary} binary files skipped; parallelism {parallelism}",
         bytes as f64 / 1e6,
         bytes as f64 / 1e6 / elapsed.max(1e-9),
         lines as f64 / elapsed.max(1e-9),

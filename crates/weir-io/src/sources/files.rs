@@ -26,6 +26,7 @@
 //! A text source instance registers `lines` (lines read), `bytes` (bytes of those lines,
 //! terminators included) and `invalid_utf8_lines` (lines that were not valid UTF-8 and were
 //! decoded lossily). Summed over the instances, `lines` and `bytes` cover every file exactly.
+//! The first instance also counts `binary_files_skipped`: the input files left out as binary.
 
 use std::borrow::Cow;
 use std::fmt::Display;
@@ -123,7 +124,9 @@ pub fn input_change<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<
 /// start in its share of the bytes; see the [module docs](self). Within an instance, lines
 /// come in file order. A line is stripped of its trailing `\n` and of a `\r` just before it.
 /// Invalid UTF-8 is decoded lossily (U+FFFD) and counted, never an error. An empty file, or
-/// an empty directory, yields nothing.
+/// an empty directory, yields nothing. A binary file (a NUL byte in its first
+/// [`BINARY_PROBE`] bytes) is skipped, with a warning naming it, and counted in
+/// `binary_files_skipped` (see [`InputFiles::skip_binary`]).
 ///
 /// Cost: one `String` allocation per line; file reads of up to 256 KiB. Each `read` call
 /// handles at most about 64 KiB. A file read may block, so each instance reads ahead on an I/O thread of its own and its
@@ -138,8 +141,32 @@ pub fn text(path: impl AsRef<Path>) -> Result<BatchSource<String>, SourceError> 
     let path = path.as_ref();
     Ok(text_source(
         format!("text({})", path.display()),
-        InputFiles::resolve(path)?,
+        InputFiles::resolve(path)?.skip_binary()?,
     ))
+}
+
+/// How many bytes at the start of a file decide whether it is binary.
+pub const BINARY_PROBE: usize = 8 * 1024;
+
+/// Whether the file at `path` has a NUL byte in its first [`BINARY_PROBE`] bytes.
+fn starts_binary(path: &Path) -> Result<bool, SourceError> {
+    use std::io::Read;
+    let io = |e| SourceError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let mut buf = [0u8; BINARY_PROBE];
+    let mut file = File::open(path).map_err(io)?;
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+    Ok(memchr::memchr(0, &buf[..filled]).is_some())
 }
 
 /// A text source over already resolved files, named `name`.
@@ -158,6 +185,7 @@ pub fn text_placeholder(label: &str) -> BatchSource<String> {
             files: Vec::new(),
             total: 0,
             listing: OnceLock::new(),
+            skipped_binary: Vec::new(),
         },
     )
 }
@@ -194,6 +222,8 @@ pub struct InputFiles {
     /// The files' identities, encoded, once a position needs them (see
     /// `sources/identity.rs`).
     listing: OnceLock<Vec<u8>>,
+    /// Files left out as binary by [`skip_binary`](Self::skip_binary).
+    skipped_binary: Vec<PathBuf>,
 }
 
 impl InputFiles {
@@ -226,7 +256,61 @@ impl InputFiles {
             files,
             total,
             listing: OnceLock::new(),
+            skipped_binary: Vec::new(),
         })
+    }
+
+    /// Leaves out the files that are not text: those with a NUL byte in their first
+    /// [`BINARY_PROBE`] bytes (an image, an archive, a compiled file), as `grep` and `git`
+    /// tell binary files from text. They are listed in
+    /// [`skipped_binary`](Self::skipped_binary), and logged once as a warning.
+    ///
+    /// Cost: one read of at most [`BINARY_PROBE`] bytes per file.
+    ///
+    /// # Errors
+    /// [`SourceError::Io`] when a file cannot be read.
+    pub fn skip_binary(mut self) -> Result<Self, SourceError> {
+        let mut kept = Vec::with_capacity(self.files.len());
+        let mut total = 0;
+        for file in std::mem::take(&mut self.files) {
+            if starts_binary(&file.path)? {
+                self.skipped_binary.push(file.path);
+                continue;
+            }
+            kept.push(InputFile {
+                offset: total,
+                ..file
+            });
+            total += kept.last().map_or(0, |f| f.len);
+        }
+        if !self.skipped_binary.is_empty() {
+            let shown: Vec<String> = self
+                .skipped_binary
+                .iter()
+                .take(5)
+                .map(|p| p.display().to_string())
+                .collect();
+            let more = self.skipped_binary.len().saturating_sub(shown.len());
+            tracing::warn!(
+                "skipping {} binary file(s) (a NUL byte in the first {} bytes): {}{}",
+                self.skipped_binary.len(),
+                BINARY_PROBE,
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        self.files = kept;
+        self.total = total;
+        Ok(self)
+    }
+
+    /// The files [`skip_binary`](Self::skip_binary) left out.
+    pub fn skipped_binary(&self) -> &[PathBuf] {
+        &self.skipped_binary
     }
 
     /// The identity of every file, encoded, as a saved position carries it. Computed once
@@ -697,6 +781,8 @@ fn scan_prefix(seg: &mut OpenSegment, budget: &mut u64) -> io::Result<()> {
 /// The reader behind [`text`].
 struct TextReader {
     lines: LineReader,
+    /// Input files left out as binary, counted by the first instance.
+    skipped_binary: u64,
     line_count: Counter,
     byte_count: Counter,
     invalid_utf8: Counter,
@@ -705,6 +791,7 @@ struct TextReader {
 impl TextReader {
     fn new(files: Arc<InputFiles>) -> Self {
         TextReader {
+            skipped_binary: files.skipped_binary().len() as u64,
             lines: LineReader::new(files, false),
             line_count: Counter::default(),
             byte_count: Counter::default(),
@@ -721,6 +808,10 @@ impl SourceReader for TextReader {
         self.line_count = ctx.metrics().counter("lines");
         self.byte_count = ctx.metrics().counter("bytes");
         self.invalid_utf8 = ctx.metrics().counter("invalid_utf8_lines");
+        let skipped = ctx.metrics().counter("binary_files_skipped");
+        if ctx.global_index() == 0 {
+            skipped.add(self.skipped_binary);
+        }
         Ok(())
     }
 
@@ -990,6 +1081,46 @@ mod tests {
         assert!(run_all(text_reader(dir.path()), 3).is_empty());
         let path = write(dir.path(), "empty.txt", b"");
         assert!(run_all(text_reader(&path), 2).is_empty());
+    }
+
+    #[test]
+    fn binary_files_are_skipped_and_counted_at_every_size_of_their_text() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.txt", b"alpha beta\ngamma\n");
+        // A NUL at the very start, at the probe's last byte, and one just past it (text).
+        write(dir.path(), "b.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
+        let mut late = vec![b'x'; BINARY_PROBE - 1];
+        late.push(0);
+        write(dir.path(), "c.bin", &late);
+        let mut past = vec![b'y'; BINARY_PROBE];
+        past.extend_from_slice(b"\0tail\n");
+        write(dir.path(), "d.log", &past);
+        write(dir.path(), "e.txt", b"");
+        let files = InputFiles::resolve(dir.path())
+            .unwrap()
+            .skip_binary()
+            .unwrap();
+        let skipped: Vec<_> = files
+            .skipped_binary()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(skipped, ["b.png", "c.bin"]);
+        assert_eq!(files.total, 17 + past.len() as u64);
+        let files = Arc::new(files);
+        for parallelism in [1, 2, 3] {
+            let mut lines = Vec::new();
+            let mut skipped = 0;
+            for i in 0..parallelism {
+                let (got, ctx) = run(TextReader::new(Arc::clone(&files)), i, parallelism);
+                lines.extend(got);
+                skipped += ctx.metrics().snapshot().counter("binary_files_skipped");
+            }
+            lines.sort();
+            assert_eq!(lines.len(), 3, "parallelism {parallelism}: {lines:?}");
+            assert_eq!(&lines[..2], ["alpha beta", "gamma"]);
+            assert_eq!(skipped, 2, "counted once, by the first instance");
+        }
     }
 
     #[test]
