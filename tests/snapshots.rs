@@ -1165,3 +1165,44 @@ fn a_crash_at_any_step_of_the_snapshot_protocol_resumes_to_the_same_rows() {
     }
     assert!(crashed >= steps.len(), "only {crashed} runs crashed");
 }
+
+/// The README's snapshot demo: a replay paced by `--wall-rate` runs long enough to be killed
+/// by hand; killed after a few snapshots and rerun, it resumes (paced again from where it
+/// was) and ends with the rows of an uninterrupted run.
+#[test]
+fn a_paced_replay_is_killed_mid_run_and_resumes_to_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = events(dir.path(), 60_000);
+    let input = input.to_str().unwrap();
+    let want = uninterrupted_rows("q5", input, &dir.path().join("reference.csv"));
+    let output = dir.path().join("q5.csv");
+    let state = dir.path().join("state");
+    let mut args = run_args(
+        "q5",
+        input,
+        output.to_str().unwrap(),
+        state.to_str().unwrap(),
+    );
+    // 60,000 events at 20,000 per second: about 3 s, with a snapshot every 20 ms.
+    args.extend(["--wall-rate", "20000"]);
+    let started = Instant::now();
+    assert!(
+        kill_after_snapshots(&args, &state, 3),
+        "the paced run ended before three snapshots"
+    );
+    assert!(!output.exists(), "killed mid-run, no output yet");
+    let o = weir(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("resumed from snapshot"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(sorted_lines(&output), want);
+    // Paced, the two runs together take about the time of one.
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -19,6 +19,7 @@ pub(crate) fn engine_run(
             let options = source::ReplayOptions {
                 chunks: ChunkOptions::with_threads(parallelism),
                 strings: kept_strings(query),
+                wall_rate: None,
             };
             source::stream_replay_with(path, options).expect("event file")
         }

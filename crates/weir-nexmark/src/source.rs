@@ -212,6 +212,10 @@ pub struct ReplayOptions {
     /// The string fields the events keep; the others are checked, then left empty. Default:
     /// all. [`KeptStrings::for_query`] keeps what a query reads.
     pub strings: KeptStrings,
+    /// At most this many events per second of wall-clock time, for a run a person can watch
+    /// (or kill and resume); the events keep the times the file gives them. Default: `None`,
+    /// as fast as the job takes them.
+    pub wall_rate: Option<u64>,
 }
 
 impl From<ChunkOptions> for ReplayOptions {
@@ -220,6 +224,7 @@ impl From<ChunkOptions> for ReplayOptions {
         ReplayOptions {
             chunks,
             strings: KeptStrings::ALL,
+            wall_rate: None,
         }
     }
 }
@@ -250,13 +255,21 @@ pub fn stream_replay_with(
     let path = path.as_ref();
     let options = options.into();
     let files = Arc::new(InputFiles::resolve(path)?);
-    Ok(StreamSource::new(
-        format!("nexmark-replay({})", path.display()),
-        Some(1),
-        move |_: &ProcessorContext| ReplayReader::with_options(Arc::clone(&files), options),
-    )
-    .with_native_timestamps(Event::date_time)
-    .with_pooled_parsing(options.chunks.threads > 1))
+    let name = format!("nexmark-replay({})", path.display());
+    let source = match options.wall_rate {
+        Some(rate) => StreamSource::new(name, Some(1), move |_: &ProcessorContext| {
+            weir::sources::stream::throttled(
+                ReplayReader::with_options(Arc::clone(&files), options),
+                rate,
+            )
+        }),
+        None => StreamSource::new(name, Some(1), move |_: &ProcessorContext| {
+            ReplayReader::with_options(Arc::clone(&files), options)
+        }),
+    };
+    Ok(source
+        .with_native_timestamps(Event::date_time)
+        .with_pooled_parsing(options.chunks.threads > 1))
 }
 
 /// A batch source that replays the NEXMark event file(s) at `path`: a file, a directory (its

@@ -56,8 +56,9 @@ pub struct RunArgs {
     /// With --events: events per second of event time (sets the timestamps).
     #[arg(long, default_value_t = DEFAULT_RATE, value_parser = clap::value_parser!(u64).range(1..))]
     pub rate: u64,
-    /// With --events: emit at most this many events per second of wall-clock time, with event
-    /// time starting now, so that event time follows the clock (for latency measurements).
+    /// Emit at most this many events per second of wall-clock time. With --events, event time
+    /// starts now and follows the clock (for latency measurements); with --input, the events
+    /// keep the file's times (a run to watch, or to kill and resume with --state-dir).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub wall_rate: Option<u64>,
     /// With --events: the generator's seed.
@@ -188,6 +189,7 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
             // Only the strings the query reads are kept; every field is still checked.
             let options = source::ReplayOptions {
                 strings: KeptStrings::for_query(query),
+                wall_rate: args.wall_rate,
                 ..Default::default()
             };
             let source = source::stream_replay_with(path, options)
