@@ -167,20 +167,37 @@ impl Template {
         let mut parts = Vec::new();
         let mut literal = String::new();
         while p.pos < p.chars.len() {
-            if p.peek() == Some('$') && p.chars.get(p.pos + 1) == Some(&'{') {
-                if !literal.is_empty() {
-                    parts.push(Part::Text(std::mem::take(&mut literal)));
-                }
-                p.pos += 2;
-                parts.push(Part::Expr(p.expr()?));
-            } else if p.peek() == Some('$') && p.chars.get(p.pos + 1) == Some(&'$') {
-                // `$$` escapes a literal `$`, as in NiFi.
-                literal.push('$');
-                p.pos += 2;
-            } else {
+            if p.peek() != Some('$') {
                 literal.push(p.chars[p.pos]);
                 p.pos += 1;
+                continue;
             }
+            // A run of `$`s. As in NiFi, only before `{` do they mean anything: each `$$`
+            // there is one literal `$`, and an odd one out starts an expression. Anywhere
+            // else they are text (`You owe me $$5` stays as it is).
+            let run = p.chars[p.pos..].iter().take_while(|&&c| c == '$').count();
+            let after = p.pos + run;
+            if p.chars.get(after) != Some(&'{') {
+                literal.extend(std::iter::repeat_n('$', run));
+                p.pos = after;
+                continue;
+            }
+            literal.extend(std::iter::repeat_n('$', run / 2));
+            p.pos = after;
+            if run % 2 == 0 {
+                continue;
+            }
+            // `${` with no `}` to close it is text, as NiFi keeps it.
+            if !closes(&p.chars, after + 1) {
+                literal.extend(&p.chars[after - 1..]);
+                p.pos = p.chars.len();
+                break;
+            }
+            if !literal.is_empty() {
+                parts.push(Part::Text(std::mem::take(&mut literal)));
+            }
+            p.pos = after + 1;
+            parts.push(Part::Expr(p.expr()?));
         }
         if !literal.is_empty() {
             parts.push(Part::Text(literal));
@@ -290,6 +307,32 @@ impl Template {
         }
         Ok(is_true(&self.evaluate_in(lookup)?))
     }
+}
+
+/// Whether the expression whose body starts at `from` (just after its `${`) is closed by a
+/// `}`: quotes are skipped (with their escapes) and nested `${` ... `}` counted.
+fn closes(chars: &[char], from: usize) -> bool {
+    let mut depth = 1;
+    let mut quote: Option<char> = None;
+    let mut i = from;
+    while let Some(&c) = chars.get(i) {
+        match (quote, c) {
+            (Some(_), '\\') => i += 1,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '{') => depth += 1,
+            (None, '}') => {
+                depth -= 1;
+                if depth == 0 {
+                    return true;
+                }
+            }
+            (None, _) => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 struct Parser {
@@ -456,7 +499,14 @@ impl Parser {
                     match self.peek() {
                         Some('n') => s.push('\n'),
                         Some('t') => s.push('\t'),
-                        Some(c) => s.push(c),
+                        Some('r') => s.push('\r'),
+                        Some(c @ ('\\' | '\'' | '"')) => s.push(c),
+                        // An escape NiFi does not know keeps its backslash: `'\.gz$'` is the
+                        // regular expression `\.gz$`.
+                        Some(c) => {
+                            s.push('\\');
+                            s.push(c);
+                        }
                         None => return Err(self.err("unclosed quote")),
                     }
                     self.pos += 1;
@@ -597,25 +647,32 @@ fn apply<'a>(
         }
         "length" => Value::Number(text().chars().count() as f64),
         "substring" => {
+            // As NiFi: indices outside the text (a negative one, one past the end, an end
+            // before the start) give the empty text, not an error.
             let chars: Vec<char> = text().chars().collect();
-            let start = number(&arg(0)?, "substring")? as usize;
+            let len = chars.len() as f64;
+            let start = number(&arg(0)?, "substring")?.trunc();
             let end = if call.args.len() > 1 {
-                number(&arg(1)?, "substring")? as usize
+                number(&arg(1)?, "substring")?.trunc()
             } else {
-                chars.len()
+                len
             };
-            if start > end || end > chars.len() {
-                return Err(EvalError(format!(
-                    "substring({start}, {end}) out of range for length {}",
-                    chars.len()
-                )));
+            if start < 0.0 || end < start || end > len {
+                Value::Text(Cow::Borrowed(""))
+            } else {
+                let (start, end) = (start as usize, end as usize);
+                Value::Text(chars[start..end].iter().collect::<String>().into())
             }
-            Value::Text(chars[start..end].iter().collect::<String>().into())
         }
         "substringBefore" => {
             let s = arg(0)?;
             let t = into_text(value);
-            let end = find_text(&t, &s).unwrap_or(t.len());
+            // As NiFi: an empty search text leaves the subject whole.
+            let end = if s.is_empty() {
+                t.len()
+            } else {
+                find_text(&t, &s).unwrap_or(t.len())
+            };
             Value::Text(part(t, 0..end))
         }
         "substringAfter" => {
@@ -826,7 +883,8 @@ mod tests {
                 .message
                 .contains("unknown function")
         );
-        assert!(Template::parse("${a").is_err());
+        // Not a complete expression: text, as NiFi keeps it.
+        assert_eq!(eval("${a", &[("a", "x")]).unwrap(), "${a");
         assert!(
             Template::parse("${a:plus()}")
                 .unwrap_err()
@@ -839,5 +897,52 @@ mod tests {
                 .message
                 .contains("regular")
         );
+    }
+
+    /// Cases from NiFi's Expression Language guide and its query tests, with the result NiFi
+    /// gives: `$` escapes, text that is not a complete expression, backslash escapes in
+    /// quoted arguments, and `substring`/`substringBefore` at the edges.
+    #[test]
+    fn nifi_cases() {
+        let attrs = [("filename", "file-255"), ("abc", "xyz"), ("x", "5")];
+        let cases: &[(&str, &str)] = &[
+            // `$$` is a literal `$` only before `{`; elsewhere `$`s are text.
+            ("You owe me $$5 too", "You owe me $$5 too"),
+            ("$${abc}", "${abc}"),
+            ("$$${abc}", "$xyz"),
+            ("$$$${abc}", "$${abc}"),
+            ("price: $${x} is $${x}", "price: ${x} is ${x}"),
+            ("a $ b $$ c", "a $ b $$ c"),
+            ("${abc}$", "xyz$"),
+            // Text that is not a complete expression stays as it is.
+            ("${abc", "${abc"),
+            ("hello ${abc} and ${abc", "hello xyz and ${abc"),
+            ("${abc:equals('}')", "${abc:equals('}')"),
+            // Escapes in quoted arguments: known ones are read, unknown ones keep the `\`.
+            (r"${abc:append('\t')}", "xyz\t"),
+            (r"${abc:append('\'')}", "xyz'"),
+            (r"${abc:append('\\')}", "xyz\\"),
+            (r"${literal('\.gz$')}", r"\.gz$"),
+            (r"${filename:replaceAll('\d', 'n')}", "file-nnn"),
+            // `substring` outside the text gives the empty text.
+            ("${filename:substring(0, 4)}", "file"),
+            ("${filename:substring(5)}", "255"),
+            ("${filename:substring(8)}", ""),
+            ("${filename:substring(10, 20)}", ""),
+            ("${filename:substring(10)}", ""),
+            ("${filename:substring(2, -2)}", ""),
+            ("${filename:substring(-2)}", ""),
+            ("${filename:substring(3, 2)}", ""),
+            ("${filename:substring(2, 20)}", ""),
+            // An empty search text leaves the subject whole.
+            ("${filename:substringBefore('')}", "file-255"),
+            ("${filename:substringAfter('')}", "file-255"),
+            ("${filename:substringBefore('-')}", "file"),
+        ];
+        for (expression, want) in cases {
+            let got =
+                eval(expression, &attrs).unwrap_or_else(|e| panic!("`{expression}` failed: {e}"));
+            assert_eq!(got, *want, "`{expression}`");
+        }
     }
 }
