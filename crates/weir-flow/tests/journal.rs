@@ -701,3 +701,24 @@ fn event_ids_run_on_across_frames_and_recover_unchanged() {
         .collect();
     assert_eq!(replayed, ids);
 }
+
+/// A lock held under this process's own id that goes away soon (a closed handle whose
+/// descriptor a child being started on another thread still holds, until its exec) does not
+/// refuse the open: it waits for it. CI once saw the fork of the full-disk test's `mount`
+/// refuse a reopen this way.
+#[test]
+fn an_open_waits_for_its_own_process_lock_to_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        // Held until the main thread has started to open.
+        rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        drop(first);
+    });
+    tx.send(()).unwrap();
+    let reopened = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues());
+    holder.join().unwrap();
+    assert!(reopened.is_ok(), "{:?}", reopened.err());
+}

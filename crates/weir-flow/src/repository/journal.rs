@@ -824,6 +824,16 @@ impl FlowFileRepository {
     }
 }
 
+/// How long opening waits for a lock held under this process's own id to go.
+const OWN_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The pauses between its attempts: 1 ms, doubling to 50 ms.
+const OWN_LOCK_RETRY: weir_backoff::Backoff = weir_backoff::Backoff::new(
+    std::time::Duration::from_millis(1),
+    2.0,
+    std::time::Duration::from_millis(50),
+);
+
 /// Takes the advisory lock on `DIR/lock` (held until the returned file is closed, so also
 /// when the process dies) and writes this process's id in it for whoever finds it taken.
 fn lock_repository(dir: &Path) -> Result<File, RepositoryError> {
@@ -835,20 +845,34 @@ fn lock_repository(dir: &Path) -> Result<File, RepositoryError> {
         .write(true)
         .open(&path)
         .map_err(io_err(&path))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            let holder = fs::read_to_string(&path)
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "unknown".into());
-            return Err(RepositoryError::Locked {
-                dir: dir.display().to_string(),
-                holder,
-            });
+    // A lock this process holds itself may be a copy of a closed handle's descriptor that
+    // a child being started on another thread took with it (fork copies every descriptor,
+    // and the copy lives until the child's exec closes it): wait a little for it to go
+    // before calling the repository taken.
+    let started = std::time::Instant::now();
+    let mut attempt = 0;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(fs::TryLockError::WouldBlock) => {
+                let holder = fs::read_to_string(&path)
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "unknown".into());
+                let ours = holder == std::process::id().to_string();
+                if ours && started.elapsed() < OWN_LOCK_PATIENCE {
+                    std::thread::sleep(OWN_LOCK_RETRY.pause(attempt));
+                    attempt += 1;
+                    continue;
+                }
+                return Err(RepositoryError::Locked {
+                    dir: dir.display().to_string(),
+                    holder,
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
         }
-        Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
     }
     file.set_len(0).map_err(io_err(&path))?;
     writeln!(file, "{}", std::process::id()).map_err(io_err(&path))?;
