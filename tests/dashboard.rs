@@ -766,6 +766,22 @@ async fn flow_pages(browser: &Client, url: &str) {
             .contains("component=tag"),
         "the search is in the address"
     );
+    // Flow-file ids are cut to 8 characters, the whole id on hover.
+    let ids = js(
+        browser,
+        "return [...document.querySelectorAll('#prov-table tr[data-event]')].map(tr => { const a = tr.querySelector('a[data-id]'); return [a.textContent, a.title, tr.dataset.flowfile]; });",
+    )
+    .await;
+    for row in ids.as_array().expect("rows") {
+        let (text, title, full) = (
+            row[0].as_str().unwrap_or_default(),
+            row[1].as_str().unwrap_or_default(),
+            row[2].as_str().unwrap_or_default(),
+        );
+        assert_eq!(full.len(), 36, "a uuid: {row}");
+        assert_eq!(text, format!("{}…", &full[..8]), "{row}");
+        assert!(title.starts_with(full), "the whole id on hover: {row}");
+    }
     let flowfile = api_events[0]["flowfile"].as_str().unwrap().to_owned();
     click(
         browser,

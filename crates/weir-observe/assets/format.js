@@ -68,3 +68,10 @@ export function percent(fraction) {
   if (fraction === null || fraction === undefined || Number.isNaN(fraction)) return "–";
   return `${Math.round(fraction * 100)}%`;
 }
+
+/** A long id (a flow file's uuid) cut to its first 8 characters and an ellipsis; the page
+ * shows the whole id on hover (`title`). Ids of 9 characters or fewer are shown whole. */
+export function shortId(id) {
+  return id.length > 9 ? `${id.slice(0, 8)}…` : id;
+}
+

@@ -116,10 +116,11 @@ function eventRow(e, showLineage) {
   return h("tr", { dataset: { event: String(e.id), flowfile: e.flowfile, type: e.type, component: e.component } },
     h("td", { class: "mono nowrap" }, fmt.preciseTime(e.time_ms)),
     h("td", {}, h("span", { class: `event-type type-${e.type.toLowerCase()}` }, e.type)),
-    h("td", { class: "mono" }, h("a", { href: "#", title: "Show the lineage", onclick: (ev) => {
-      ev.preventDefault();
-      showLineage(e.flowfile);
-    } }, e.flowfile)),
+    h("td", { class: "mono" }, h("a", { href: "#", title: `${e.flowfile}\nShow the lineage`,
+      dataset: { id: e.flowfile }, onclick: (ev) => {
+        ev.preventDefault();
+        showLineage(e.flowfile);
+      } }, fmt.shortId(e.flowfile))),
     h("td", {}, e.component),
     h("td", { class: "muted" }, e.details ?? ""),
     h("td", { class: "mono small-text", title: [...e.parents, ...e.children].join("\n") }, family.join(" ")),
