@@ -104,6 +104,9 @@ pub struct Query {
     pub until_ms: Option<i64>,
     /// Only events of this type.
     pub event_type: Option<EventType>,
+    /// The newest events first (and, with a limit, the newest ones), as NiFi's provenance
+    /// list shows them; `false`: oldest first.
+    pub newest_first: bool,
 }
 
 /// A flow file's lineage: the flow files it is related to through FORK, JOIN and CLONE

@@ -369,14 +369,14 @@ pub(crate) async fn stop_processor(
     set_running(&registry, &id, &pid, false)
 }
 
-/// Searches a flow's provenance events, oldest first.
+/// Searches a flow's provenance events, newest first unless `order=oldest`.
 #[utoipa::path(
     get,
     path = "/api/v1/flows/{id}/provenance",
     tag = "flows",
     params(("id" = String, Path, description = "The flow's id"), ProvenanceQuery),
     responses(
-        (status = 200, description = "The matching events, oldest first", body = [ProvenanceEvent]),
+        (status = 200, description = "The matching events, newest first unless `order=oldest`", body = [ProvenanceEvent]),
         (status = 400, description = "A bad filter (an unknown event type, a time that is not a number)", body = ErrorBody),
         (status = 404, description = "No such flow", body = ErrorBody),
     )
@@ -399,6 +399,15 @@ pub(crate) async fn search_provenance(
             })
         })
         .transpose()?;
+    let newest_first = match q.order.as_deref() {
+        None | Some("newest") => true,
+        Some("oldest") => false,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "order: `{other}` is not an order (newest or oldest)"
+            )));
+        }
+    };
     let time = |t: Option<u64>| t.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
     let filter = ProvenanceFilter {
         flowfile: q.flowfile,
@@ -406,6 +415,7 @@ pub(crate) async fn search_provenance(
         since_ms: time(q.since_ms),
         until_ms: time(q.until_ms),
         event_type,
+        newest_first,
     };
     let limit = q
         .limit

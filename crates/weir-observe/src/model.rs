@@ -290,8 +290,10 @@ pub struct ProvenanceQuery {
     pub since_ms: Option<u64>,
     /// Only events at or before this time (ms since the epoch).
     pub until_ms: Option<u64>,
-    /// At most this many events, the oldest first [default 1000].
+    /// At most this many events [default 1000]: the newest ones, unless `order=oldest`.
     pub limit: Option<u32>,
+    /// `newest` (the default, as NiFi's list shows them) or `oldest` first.
+    pub order: Option<String>,
     /// The server's token, for a client that cannot send it as a header.
     #[serde(skip_serializing)]
     pub token: Option<String>,

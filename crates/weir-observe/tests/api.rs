@@ -453,7 +453,7 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
     let events = c
         .json(
             "get",
-            &format!("{base}/provenance?component=route&type=ROUTE&limit=10"),
+            &format!("{base}/provenance?component=route&type=ROUTE&limit=10&order=oldest"),
             "/api/v1/flows/{id}/provenance",
             StatusCode::OK,
         )
@@ -490,7 +490,40 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
             .iter()
             .any(|e| e["type"] == "FORK")
     );
-    for bad in ["type=NOPE", "since_ms=yesterday"] {
+    // Newest first by default, as NiFi's list; `order=oldest` reverses it.
+    let event_ids = |events: &Value| -> Vec<u64> {
+        events
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect()
+    };
+    let mut newest = Vec::new();
+    for order in ["", "&order=newest", "&order=oldest"] {
+        let got = event_ids(
+            &c.json(
+                "get",
+                &format!("{base}/provenance?component=route{order}"),
+                "/api/v1/flows/{id}/provenance",
+                StatusCode::OK,
+            )
+            .await,
+        );
+        assert!(got.len() >= 2, "{got:?}");
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        if order == "&order=oldest" {
+            assert_eq!(got, sorted, "oldest first");
+            sorted.reverse();
+            assert_eq!(sorted, newest, "the same events either way");
+        } else {
+            sorted.reverse();
+            assert_eq!(got, sorted, "newest first by default ({order:?})");
+            newest = got;
+        }
+    }
+    for bad in ["type=NOPE", "since_ms=yesterday", "order=sideways"] {
         c.json(
             "get",
             &format!("{base}/provenance?{bad}"),

@@ -50,7 +50,7 @@ pub enum Command {
         repo: PathBuf,
     },
     #[command(
-        after_help = "Example:\n  weir flow provenance --repo target/flow-repo --component write-even --limit 20\n  weir flow provenance --repo target/flow-repo --type DROP | head"
+        after_help = "Example:\n  weir flow provenance --repo target/flow-repo --component write-even --newest-first --limit 20\n  weir flow provenance --repo target/flow-repo --type DROP | head"
     )]
     /// Provenance events as JSON Lines.
     Provenance {
@@ -72,6 +72,10 @@ pub enum Command {
         /// At most this many events.
         #[arg(long, default_value_t = 100_000)]
         limit: usize,
+        /// The newest events first (with --limit, the newest ones); default oldest first,
+        /// as a log reads.
+        #[arg(long)]
+        newest_first: bool,
     },
     #[command(
         after_help = "Example:\n  weir flow lineage --repo target/flow-repo --flowfile 6f1c2d3e-0a4b-4c5d-8e9f-102132435465"
@@ -121,6 +125,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             since,
             event_type,
             limit,
+            newest_first,
         } => {
             let since_ms = since.map(|s| parse_time(&s)).transpose()?;
             let event_type = event_type
@@ -137,6 +142,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                     since_ms,
                     until_ms: None,
                     event_type,
+                    newest_first,
                 },
                 limit,
             )?;

@@ -55,7 +55,8 @@ impl ProvenanceRepository {
         Ok(out)
     }
 
-    /// Events matching `query`, oldest first, at most `limit`.
+    /// Events matching `query`, at most `limit`: oldest first, or newest first (the newest
+    /// ones) with `query.newest_first`.
     ///
     /// A query by flow file reads the chunks its index entries name; one by component or
     /// time reads the chunks whose spans may match; one with neither reads every chunk until
@@ -76,12 +77,23 @@ impl ProvenanceRepository {
                 && query.event_type.is_none_or(|t| e.event_type == t)
         };
         if let Some(ff) = &query.flowfile {
-            return Ok(self
-                .events_of(ff, &mut Lookups::default())?
-                .into_values()
-                .filter(keep)
-                .take(limit)
-                .collect());
+            let events = self.events_of(ff, &mut Lookups::default())?.into_values();
+            return Ok(if query.newest_first {
+                events.rev().filter(keep).take(limit).collect()
+            } else {
+                events.filter(keep).take(limit).collect()
+            });
+        }
+        let span_matches = |span: &Span| {
+            query.since_ms.is_none_or(|s| span.max_time_ms >= s)
+                && query.until_ms.is_none_or(|u| span.min_time_ms <= u)
+                && query
+                    .component
+                    .as_ref()
+                    .is_none_or(|c| span.components.contains(c))
+        };
+        if query.newest_first {
+            return self.query_newest_first(&keep, &span_matches, limit);
         }
         let mut out = Vec::new();
         // Chunks come by first id but may overlap (a replayed frame written again, batches
@@ -91,13 +103,7 @@ impl ProvenanceRepository {
         for kv in self.store.spans.iter() {
             let (k, v) = kv?;
             let span: Span = postcard::from_bytes(&v)?;
-            let matches = query.since_ms.is_none_or(|s| span.max_time_ms >= s)
-                && query.until_ms.is_none_or(|u| span.min_time_ms <= u)
-                && query
-                    .component
-                    .as_ref()
-                    .is_none_or(|c| span.components.contains(c));
-            if !matches {
+            if !span_matches(&span) {
                 continue;
             }
             let first = first_of(&k);
@@ -116,6 +122,48 @@ impl ProvenanceRepository {
             }
         }
         out.extend(pending.into_values());
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// [`query`](Self::query) with the newest events first. Chunks may overlap, so they are
+    /// read by their last event id, highest first: an event waits until no chunk still
+    /// unread can hold a newer one. Cost: one pass over the chunks' keys and summaries, then
+    /// the chunks read until `limit` events are out.
+    fn query_newest_first(
+        &self,
+        keep: &dyn Fn(&ProvenanceEvent) -> bool,
+        span_matches: &dyn Fn(&Span) -> bool,
+        limit: usize,
+    ) -> Result<Vec<ProvenanceEvent>, ProvenanceError> {
+        let mut keys = Vec::new();
+        for kv in self.store.spans.iter() {
+            let (k, v) = kv?;
+            let span: Span = postcard::from_bytes(&v)?;
+            if span_matches(&span) {
+                let last = u64::from_be_bytes(k[8..16].try_into().expect("16-byte key"));
+                keys.push((last, k));
+            }
+        }
+        keys.sort_by_key(|k| std::cmp::Reverse(k.0));
+        let mut out = Vec::new();
+        let mut pending: BTreeMap<u64, ProvenanceEvent> = BTreeMap::new();
+        for (last, k) in keys {
+            while let Some(e) = pending.last_entry()
+                && *e.key() > last
+            {
+                out.push(e.remove());
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+            }
+            for e in self.store.chunk(&k)?.unwrap_or_default() {
+                if keep(&e) {
+                    pending.entry(e.id).or_insert(e);
+                }
+            }
+        }
+        out.extend(pending.into_values().rev());
         out.truncate(limit);
         Ok(out)
     }

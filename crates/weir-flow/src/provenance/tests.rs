@@ -487,10 +487,58 @@ fn overlapping_chunks_read_in_id_order_and_each_event_once() {
         [0, 5, 10, 15, 20]
     );
     assert_eq!(ids(&store.query(&Query::default(), 3).unwrap()), [0, 5, 10]);
+    let newest = Query {
+        newest_first: true,
+        ..Query::default()
+    };
+    assert_eq!(
+        ids(&store.query(&newest, usize::MAX).unwrap()),
+        [20, 15, 10, 5, 0]
+    );
+    // The chunk holding 15 starts before the one holding 20 ends: 15 still comes second.
+    assert_eq!(ids(&store.query(&newest, 2).unwrap()), [20, 15]);
     assert_eq!(
         ids(&store.lineage("ff").unwrap().events),
         [0, 5, 10, 15, 20]
     );
+}
+
+proptest! {
+    // Each case opens a store of its own: a few dozen cover the overlaps.
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Newest first is oldest first reversed, whatever the chunks' overlap, the filter and
+    /// the limit: with a limit, the newest events.
+    #[test]
+    fn newest_first_is_oldest_first_reversed(
+        batches in proptest::collection::vec(
+            proptest::collection::btree_set(0u64..200, 1..12), 1..12),
+        limit in 1usize..40,
+        since in proptest::option::of(1_000i64..1_200),
+        one_flowfile in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProvenanceRepository::open(dir.path(), Duration::MAX, u64::MAX).unwrap();
+        for batch in &batches {
+            let events = batch
+                .iter()
+                .map(|&i| event(i, if i % 2 == 0 { "even" } else { "odd" }))
+                .collect();
+            store.insert(events).unwrap();
+            // Each batch its own chunk.
+            store.len().unwrap();
+        }
+        let query = |newest_first| Query {
+            since_ms: since,
+            flowfile: one_flowfile.then(|| "even".to_string()),
+            newest_first,
+            ..Query::default()
+        };
+        let mut oldest = ids(&store.query(&query(false), usize::MAX).unwrap());
+        oldest.reverse();
+        oldest.truncate(limit);
+        prop_assert_eq!(ids(&store.query(&query(true), limit).unwrap()), oldest);
+    }
 }
 
 #[test]
