@@ -78,20 +78,25 @@ fn wordcount_on_the_bundled_sample_matches_a_reference_at_every_parallelism() {
     }
 }
 
-#[test]
-fn invalid_utf8_is_decoded_lossily_and_counted() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("bad.txt");
-    std::fs::write(&input, b"good line\nbad \xff\xfe bytes\nmore good\n").unwrap();
-    let out = dir.path().join("out.tsv");
-    let o = weir(&[
+/// `weir run wordcount` from `input` to `out`.
+fn wordcount(input: &Path, out: &Path) -> Output {
+    weir(&[
         "run",
         "wordcount",
         "--input",
         input.to_str().unwrap(),
         "--output",
         out.to_str().unwrap(),
-    ]);
+    ])
+}
+
+#[test]
+fn invalid_utf8_is_decoded_lossily_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bad.txt");
+    std::fs::write(&input, b"good line\nbad \xff\xfe bytes\nmore good\n").unwrap();
+    let out = dir.path().join("out.tsv");
+    let o = wordcount(&input, &out);
     assert!(o.status.success(), "{}", stderr(&o));
     let counts = read_counts(&out);
     assert!(counts.contains(&("good".into(), 2)));
@@ -105,14 +110,7 @@ fn empty_input_gives_empty_output() {
     let input = dir.path().join("empty.txt");
     std::fs::write(&input, b"").unwrap();
     let out = dir.path().join("out.tsv");
-    let o = weir(&[
-        "run",
-        "wordcount",
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let o = wordcount(&input, &out);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&out).unwrap(), b"");
 }
@@ -491,14 +489,7 @@ fn word_count_skips_binary_files_and_says_so() {
     )
     .unwrap();
     let out = dir.path().join("out.tsv");
-    let o = weir(&[
-        "run",
-        "wordcount",
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-    ]);
+    let o = wordcount(&input, &out);
     assert!(o.status.success(), "{}", stderr(&o));
     let counts = read_counts(&out);
     assert!(counts.contains(&("here".into(), 2)), "{counts:?}");

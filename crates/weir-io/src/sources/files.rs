@@ -277,11 +277,12 @@ impl InputFiles {
                 self.skipped_binary.push(file.path);
                 continue;
             }
+            let len = file.len;
             kept.push(InputFile {
                 offset: total,
                 ..file
             });
-            total += kept.last().map_or(0, |f| f.len);
+            total += len;
         }
         if !self.skipped_binary.is_empty() {
             let shown: Vec<String> = self
