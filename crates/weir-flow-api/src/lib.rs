@@ -16,6 +16,7 @@
 //!
 //! static GREET: ProcessorSpec = ProcessorSpec {
 //!     kind: "Greet",
+//!     description: "Greets.",
 //!     properties: &[PropertySpec::new("Greeting", true, Some("hi ${filename}"), PropertyKind::Expression)],
 //!     relationships: &["success"],
 //!     dynamic: Dynamic::None,

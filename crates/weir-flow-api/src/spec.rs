@@ -35,6 +35,9 @@ pub struct PropertySpec {
     pub default: Option<&'static str>,
     /// What the value must look like.
     pub kind: PropertyKind,
+    /// One sentence on what it does, for `weir flow processors TYPE` and the docs ("" when
+    /// not given; see [`PropertySpec::about`]).
+    pub description: &'static str,
 }
 
 /// What extra (dynamic) properties mean for a type.
@@ -53,6 +56,8 @@ pub enum Dynamic {
 pub struct ProcessorSpec {
     /// NiFi's type name.
     pub kind: &'static str,
+    /// One sentence on what the type does, for `weir flow processors` and the docs.
+    pub description: &'static str,
     /// Declared properties.
     pub properties: &'static [PropertySpec],
     /// Fixed relationships (RouteOnAttribute adds its dynamic ones).
@@ -77,7 +82,15 @@ impl PropertySpec {
             required,
             default,
             kind,
+            description: "",
         }
+    }
+
+    /// This property with `description` (one sentence on what it does). `const`, so a
+    /// spec in a `static` can say it: `p("Directory", true, None, K::Expression).about("...")`.
+    pub const fn about(mut self, description: &'static str) -> PropertySpec {
+        self.description = description;
+        self
     }
 }
 

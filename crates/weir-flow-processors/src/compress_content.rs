@@ -16,6 +16,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "CompressContent",
+    description: "Compresses or decompresses the content (gzip).",
     properties: &[
         p(
             "Mode",

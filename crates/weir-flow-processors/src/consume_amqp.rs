@@ -20,6 +20,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "ConsumeAMQP",
+    description: "Receives messages from a RabbitMQ queue, acknowledging each once its flow file is durable.",
     properties: &[
         p("Queue", true, None, K::Text),
         p("Brokers", true, Some("127.0.0.1:5672"), K::Text),

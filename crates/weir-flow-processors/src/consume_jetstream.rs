@@ -23,6 +23,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "ConsumeJetStream",
+    description: "Receives messages from a NATS JetStream durable consumer, acknowledging each once its flow file is durable.",
     properties: &[
         p("URL", true, Some("nats://127.0.0.1:4222"), K::Text),
         p("Stream", true, None, K::Text),

@@ -17,6 +17,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "GenerateFlowFile",
+    description: "Creates flow files of random or given content, for testing and load.",
     properties: &[
         p("File Size", true, Some("0 B"), K::Size),
         p("Batch Size", true, Some("1"), K::Count),

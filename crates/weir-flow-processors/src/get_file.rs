@@ -22,6 +22,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "GetFile",
+    description: "Takes files from a directory into flow files, deleting each once the commit holding it is durable.",
     properties: &[
         p("Input Directory", true, None, K::Text),
         p("File Filter", true, Some("[^\\.].*"), K::Regex),

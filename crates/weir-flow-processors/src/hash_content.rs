@@ -17,6 +17,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "CryptographicHashContent",
+    description: "Adds an attribute with a hash of the content.",
     properties: &[p(
         "Hash Algorithm",
         true,

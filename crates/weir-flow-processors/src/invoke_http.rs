@@ -18,6 +18,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "InvokeHTTP",
+    description: "Sends an HTTP request per flow file and routes the original and the response.",
     properties: &[
         p(
             "HTTP Method",

@@ -22,6 +22,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "ListenHTTP",
+    description: "Accepts HTTP POSTs as flow files, answering 200 once the data is committed.",
     properties: &[
         p("Listening Port", true, None, K::Count),
         p("Base Path", true, Some("contentListener"), K::Text),

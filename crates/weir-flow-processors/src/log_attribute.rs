@@ -15,6 +15,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "LogAttribute",
+    description: "Logs each flow file's attributes (and optionally its content).",
     properties: &[
         p(
             "Log Level",

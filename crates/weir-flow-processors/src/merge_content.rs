@@ -18,6 +18,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "MergeContent",
+    description: "Joins flow files into one, binned by an attribute, by count, size and age.",
     properties: &[
         p("Minimum Number of Entries", true, Some("1"), K::Count),
         p("Maximum Number of Entries", true, Some("1000"), K::Count),

@@ -15,6 +15,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "Funnel",
+    description: "Passes every flow file on unchanged.",
     properties: &[],
     relationships: &["success"],
     dynamic: Dynamic::None,

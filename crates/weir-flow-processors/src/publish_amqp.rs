@@ -22,6 +22,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "PublishAMQP",
+    description: "Publishes each flow file's content to a RabbitMQ exchange, with publisher confirms.",
     properties: &[
         p("Exchange Name", true, Some(""), K::Expression),
         p("Routing Key", true, None, K::Expression),

@@ -22,6 +22,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "PublishJetStream",
+    description: "Publishes each flow file's content to a NATS JetStream subject, awaiting the stream's acknowledgement.",
     properties: &[
         p("URL", true, Some("nats://127.0.0.1:4222"), K::Text),
         p("Subject", true, None, K::Expression),

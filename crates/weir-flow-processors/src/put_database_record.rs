@@ -23,6 +23,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "PutDatabaseRecord",
+    description: "Inserts or upserts the content's JSON Lines records into a PostgreSQL table in one transaction.",
     properties: &[
         p("Database URL", true, None, K::Text),
         p("Table Name", true, None, K::Text),

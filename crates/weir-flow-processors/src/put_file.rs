@@ -21,6 +21,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "PutFile",
+    description: "Writes each flow file's content to a file in a directory.",
     properties: &[
         p("Directory", true, None, K::Expression),
         p(

@@ -24,6 +24,7 @@
 //! }
 //! static SINK: ProcessorSpec = ProcessorSpec {
 //!     kind: "Sink",
+//!     description: "Drops every flow file it gets.",
 //!     properties: &[],
 //!     relationships: &[],
 //!     dynamic: Dynamic::None,
@@ -136,6 +137,7 @@ mod tests {
 
     static GET_FILE_AGAIN: ProcessorSpec = ProcessorSpec {
         kind: "GetFile",
+        description: "Drops every flow file it gets.",
         properties: &[],
         relationships: &["success"],
         dynamic: Dynamic::None,

@@ -17,6 +17,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "ReplaceText",
+    description: "Replaces text in the content, by regex or literal, whole or line by line.",
     properties: &[
         p("Search Value", true, Some("(?s)(^.*$)"), K::Expression),
         p("Replacement Value", true, Some("$1"), K::Expression),

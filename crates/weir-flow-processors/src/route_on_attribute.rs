@@ -18,6 +18,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "RouteOnAttribute",
+    description: "Routes each flow file by boolean expressions over its attributes.",
     properties: &[p(
         "Routing Strategy",
         true,

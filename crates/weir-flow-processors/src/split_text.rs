@@ -15,6 +15,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "SplitText",
+    description: "Splits text content into flow files of a number of lines each.",
     properties: &[
         p("Line Split Count", true, None, K::Count),
         p("Header Line Count", true, Some("0"), K::Count),

@@ -17,6 +17,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "UpdateAttribute",
+    description: "Sets attributes from expressions.",
     properties: &[],
     relationships: &["success"],
     dynamic: Dynamic::Attributes,

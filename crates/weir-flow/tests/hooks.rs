@@ -32,6 +32,7 @@ impl Log {
 /// trigger's and accepts the others, and a completion hook that logs the outcome.
 static GATE: ProcessorSpec = ProcessorSpec {
     kind: "Gate",
+    description: "A test processor.",
     properties: &[],
     relationships: &["success"],
     dynamic: Dynamic::None,

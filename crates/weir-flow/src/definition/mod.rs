@@ -356,6 +356,7 @@ impl Flow {
     /// }
     /// static SINK: ProcessorSpec = ProcessorSpec {
     ///     kind: "Sink",
+    ///     description: "A test processor.",
     ///     properties: &[],
     ///     relationships: &[],
     ///     dynamic: Dynamic::None,

@@ -155,12 +155,13 @@ const NO_PROPERTIES: &[PropertySpec] = &[];
 /// With `Distinct Entry Dates`, no two flow files share an entry millisecond.
 static FEED: ProcessorSpec = ProcessorSpec {
     kind: "Feed",
-    properties: &[PropertySpec {
-        name: "Distinct Entry Dates",
-        required: true,
-        default: Some("false"),
-        kind: PropertyKind::Bool,
-    }],
+    description: "A test processor.",
+    properties: &[PropertySpec::new(
+        "Distinct Entry Dates",
+        true,
+        Some("false"),
+        PropertyKind::Bool,
+    )],
     relationships: &["success"],
     dynamic: Dynamic::None,
     source: true,
@@ -170,6 +171,7 @@ static FEED: ProcessorSpec = ProcessorSpec {
 /// nothing.
 static RECORDER: ProcessorSpec = ProcessorSpec {
     kind: "Recorder",
+    description: "A test processor.",
     properties: NO_PROPERTIES,
     relationships: &["success"],
     dynamic: Dynamic::None,
@@ -181,6 +183,7 @@ static RECORDER: ProcessorSpec = ProcessorSpec {
 /// otherwise it sends it to `success`.
 static FAULTY: ProcessorSpec = ProcessorSpec {
     kind: "Faulty",
+    description: "A test processor.",
     properties: NO_PROPERTIES,
     relationships: &["success"],
     dynamic: Dynamic::None,
@@ -190,6 +193,7 @@ static FAULTY: ProcessorSpec = ProcessorSpec {
 /// `Ticker`: a source that records when it is triggered and makes nothing.
 static TICKER: ProcessorSpec = ProcessorSpec {
     kind: "Ticker",
+    description: "A test processor.",
     properties: NO_PROPERTIES,
     relationships: &["success"],
     dynamic: Dynamic::None,
@@ -200,6 +204,7 @@ static TICKER: ProcessorSpec = ProcessorSpec {
 /// to 5 s) until as many run as the component's concurrency before it goes on.
 static SLOW: ProcessorSpec = ProcessorSpec {
     kind: "Slow",
+    description: "A test processor.",
     properties: NO_PROPERTIES,
     relationships: &["success"],
     dynamic: Dynamic::None,
