@@ -12,8 +12,10 @@
 //! weir top --url http://127.0.0.1:8080 [--once]
 //! ```
 //!
-//! `weir nexmark run` and `weir score` take `--state-dir DIR [--snapshot-interval-ms N]
-//! [--guarantee G]`: see the `snapshots` module; rerunning a killed command resumes it.
+//! `weir run wordcount`, `weir nexmark run` and `weir score` take `--state-dir DIR
+//! [--snapshot-interval-ms N] [--guarantee G] [--savepoint] [--restore-from ID|PATH]`: see the
+//! `snapshots` module; rerunning a killed command resumes it, and with `--savepoint` Ctrl-C
+//! stops it with a savepoint.
 //!
 //! `weir run`, `weir nexmark run`, `weir score` and `weir flow run` take `--ui ADDR
 //! [--ui-token TOKEN]`: the dashboard, REST API and Prometheus metrics of `weir_observe`

@@ -562,9 +562,15 @@ fn prepare(
             .enumerate()
             .flat_map(|(vertex, p)| (0..*p).map(move |instance| Slot { vertex, instance }))
             .collect();
+        // Above every savepoint too: a savepoint's id names its folder in both stores.
         let next_id = restored
             .as_ref()
-            .map_or_else(|| first_free_id(&*s.store, &config.name), |r| r.next_id);
+            .map_or_else(|| first_free_id(&*s.store, &config.name), |r| r.next_id)
+            .max(
+                s.savepoints
+                    .as_ref()
+                    .map_or(1, |sp| first_free_id(&**sp, &config.name)),
+            );
         Arc::new(Coordinator::new(
             config.name.clone(),
             s.clone(),

@@ -567,6 +567,45 @@ impl JobMonitor {
     pub fn cancel(&self) {
         self.shared.cancel_by_user();
     }
+
+    /// Takes a savepoint and then cancels the job, as Flink's stop-with-savepoint: a
+    /// snapshot starts at once (once no stage holds snapshots back), is written to the job's
+    /// store and to [`SnapshotConfig::savepoints`](crate::snapshot::SnapshotConfig::savepoints),
+    /// and once both are durable the job is cancelled ([`Job::join`] then reports
+    /// [`Error::Cancelled`]). Submitting the job again under its name resumes from the
+    /// savepoint. Blocks until the savepoint is written or the job ends.
+    ///
+    /// # Errors
+    /// [`SavepointError::NotConfigured`] for a job without snapshots or a savepoint store,
+    /// [`SavepointError::Ended`] when the job ended (or restarted after a failure) first,
+    /// [`SavepointError::Failed`] when the savepoint store failed; in each case the job is not
+    /// cancelled.
+    ///
+    /// [`SavepointError::NotConfigured`]: crate::snapshot::SavepointError::NotConfigured
+    /// [`SavepointError::Ended`]: crate::snapshot::SavepointError::Ended
+    /// [`SavepointError::Failed`]: crate::snapshot::SavepointError::Failed
+    pub fn stop_with_savepoint(
+        &self,
+    ) -> Result<crate::snapshot::Savepoint, crate::snapshot::SavepointError> {
+        use crate::snapshot::SavepointError;
+        let coordinator = self
+            .shared
+            .coordinator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(coordinator) = coordinator else {
+            return Err(if self.status().is_terminal() {
+                SavepointError::Ended
+            } else {
+                SavepointError::NotConfigured
+            });
+        };
+        coordinator.request_savepoint()?;
+        let savepoint = coordinator.await_savepoint()?;
+        self.shared.cancel_by_user();
+        Ok(savepoint)
+    }
 }
 
 impl std::fmt::Debug for JobMonitor {

@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use weir_core::snapshot::{Guarantee, LocalDirStore, RestartPolicy, SnapshotConfig};
+use weir_core::snapshot::{
+    Guarantee, LocalDirStore, Manifest, RestartPolicy, SavepointError, SnapshotConfig,
+    SnapshotStore, copy_snapshot, verify,
+};
 use weir_core::{
     Dag, Edge, Error, Executor, ExecutorConfig, Inbox, JobConfig, Outbox, Partitioner, Processor,
     ProcessorContext, ProcessorResult, SnapshotEntry, SnapshotWriter, Vertex,
@@ -361,6 +364,110 @@ fn a_failed_job_restarts_from_its_last_snapshot_and_commits_every_item_once() {
         "a terminal snapshot was taken"
     );
     assert_eq!(output(&s.committed), expected(items));
+}
+
+/// `config` with savepoints kept in `DIR/savepoints`.
+fn savepoint_config(dir: &std::path::Path) -> JobConfig {
+    let mut config = config(dir, Guarantee::ExactlyOnce, RestartPolicy::never());
+    let snapshots = config.snapshots.take().unwrap();
+    config.with_snapshots(snapshots.with_savepoints(Arc::new(LocalDirStore::savepoints(dir))))
+}
+
+#[test]
+fn stop_with_savepoint_keeps_it_and_the_job_resumes_from_it_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = 100_000;
+    let s = setup(false);
+    // The source waits at the half-way mark for ever: the job runs until it is stopped.
+    let job = executor()
+        .submit(dag(&s, items, 2, u64::MAX), savepoint_config(dir.path()))
+        .unwrap();
+    let savepoint = job.stop_with_savepoint().expect("a savepoint");
+    assert!(matches!(job.join(), Err(Error::Cancelled)));
+    let savepoints = LocalDirStore::savepoints(dir.path());
+    assert_eq!(savepoints.ids("keyed-sum").unwrap(), vec![savepoint.id]);
+    assert_eq!(
+        savepoint.location,
+        savepoints.location("keyed-sum", savepoint.id, "")
+    );
+    let kept = verify(&savepoints, "keyed-sum", savepoint.id)
+        .unwrap()
+        .expect("complete");
+    assert!(kept.savepoint && !kept.terminal);
+    // The job's own store holds it too, marked alike, so the same job resumes from it.
+    let store = LocalDirStore::new(dir.path());
+    let own = verify(&store, "keyed-sum", savepoint.id).unwrap().unwrap();
+    assert_eq!(own, kept);
+
+    let job = executor()
+        .submit(dag(&s, items, 2, 0), savepoint_config(dir.path()))
+        .unwrap();
+    assert_eq!(job.restored_from(), Some(savepoint.id));
+    job.join().unwrap();
+    assert_eq!(output(&s.committed), expected(items));
+    // No job prunes a savepoint; the next ids are above it.
+    assert_eq!(savepoints.ids("keyed-sum").unwrap(), vec![savepoint.id]);
+    assert!(store.ids("keyed-sum").unwrap()[0] > savepoint.id);
+}
+
+#[test]
+fn a_savepoint_copied_into_a_fresh_store_restores_there() {
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let items = 60_000;
+    let s = setup(false);
+    let job = executor()
+        .submit(dag(&s, items, 2, u64::MAX), savepoint_config(first.path()))
+        .unwrap();
+    let savepoint = job.stop_with_savepoint().unwrap();
+    let _ = job.join();
+    let copied: Manifest = copy_snapshot(
+        &LocalDirStore::savepoints(first.path()),
+        "keyed-sum",
+        savepoint.id,
+        &LocalDirStore::new(second.path()),
+        "keyed-sum",
+    )
+    .unwrap();
+    assert!(copied.savepoint);
+    // At another parallelism, from another directory.
+    let job = executor()
+        .submit(dag(&s, items, 3, 0), savepoint_config(second.path()))
+        .unwrap();
+    assert_eq!(job.restored_from(), Some(savepoint.id));
+    job.join().unwrap();
+    assert_eq!(output(&s.committed), expected(items));
+}
+
+#[test]
+fn a_savepoint_needs_a_store_and_a_running_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = setup(false);
+    let job = executor()
+        .submit(
+            dag(&s, 1_000, 1, u64::MAX),
+            config(dir.path(), Guarantee::ExactlyOnce, RestartPolicy::never()),
+        )
+        .unwrap();
+    assert_eq!(
+        job.stop_with_savepoint(),
+        Err(SavepointError::NotConfigured)
+    );
+    job.cancel();
+    let _ = job.join();
+
+    let s = setup(false);
+    let job = executor()
+        .submit(dag(&s, 1_000, 1, 0), savepoint_config(dir.path()))
+        .unwrap();
+    let monitor = job.monitor();
+    job.join().unwrap();
+    assert_eq!(monitor.stop_with_savepoint(), Err(SavepointError::Ended));
+    assert!(
+        LocalDirStore::savepoints(dir.path())
+            .ids("keyed-sum")
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]

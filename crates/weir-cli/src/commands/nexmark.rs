@@ -21,7 +21,7 @@ use weir_nexmark::parse::KeptStrings;
 use weir_nexmark::{Event, Query, pipelines, reference, source};
 
 use crate::progress;
-use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
+use crate::snapshots::{Ended, SnapshotArgs, Snapshots, job_name, path_part};
 use crate::ui::UiArgs;
 
 /// The `weir nexmark` subcommands.
@@ -302,7 +302,11 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
         Some(total) => progress::watch(&job, total, "events", progress::Unit::Items),
         None => progress::watch(&job, 0, "bytes", progress::Unit::Bytes),
     };
-    job.join().with_context(|| format!("{query} failed"))?;
+    let ended =
+        Snapshots::join(snapshots.as_ref(), job).with_context(|| format!("{query} failed"))?;
+    if let Ended::Stopped = ended {
+        return Ok(());
+    }
     Snapshots::finished(snapshots.as_ref(), &name, &query.to_string())?;
     let elapsed = started.elapsed().as_secs_f64();
     let events = progress::counter(&metrics, "events");

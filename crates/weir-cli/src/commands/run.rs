@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use weir::{Executor, ExecutorConfig, JobConfig, sinks, sources};
 
 use crate::progress;
-use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
+use crate::snapshots::{Ended, SnapshotArgs, Snapshots, job_name, path_part};
 use crate::ui::UiArgs;
 
 /// The jobs `weir run` knows.
@@ -92,7 +92,10 @@ fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
         ui.watch_job(&job);
     }
     let metrics = progress::watch(&job, total_bytes, "bytes", progress::Unit::Bytes);
-    job.join().context("word count failed")?;
+    let ended = Snapshots::join(snapshots.as_ref(), job).context("word count failed")?;
+    if let Ended::Stopped = ended {
+        return Ok(());
+    }
     Snapshots::finished(snapshots.as_ref(), &name, "word count")?;
     let elapsed = started.elapsed().as_secs_f64();
     let lines = progress::counter(&metrics, "lines");

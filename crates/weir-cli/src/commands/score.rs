@@ -50,7 +50,7 @@ use weir::sources::{BatchSource, Emitter, SourceReader};
 use weir::{Executor, ExecutorConfig, JobConfig, Pipeline, sinks};
 
 use crate::progress;
-use crate::snapshots::{SnapshotArgs, Snapshots, job_name, path_part};
+use crate::snapshots::{Ended, SnapshotArgs, Snapshots, job_name, path_part};
 use crate::ui::UiArgs;
 
 /// Arguments of `weir score`.
@@ -606,11 +606,13 @@ pub fn score(args: ScoreArgs) -> anyhow::Result<()> {
         ui.watch_job(&job);
     }
     let metrics = progress::watch(&job, total_bytes, "bytes", progress::Unit::Bytes);
-    let outcome = job.join();
+    let outcome = Snapshots::join(snapshots.as_ref(), job);
     let bad = bad.lock().unwrap_or_else(|e| e.into_inner());
     report_bad_rows(&args.input, &bad);
-    if let Err(e) = outcome {
-        return Err(scoring_failure(e));
+    match outcome {
+        Err(e) => return Err(scoring_failure(e)),
+        Ok(Ended::Stopped) => return Ok(()),
+        Ok(Ended::Completed) => {}
     }
     Snapshots::finished(snapshots.as_ref(), &name, "scoring")?;
     let elapsed = started.elapsed().as_secs_f64();
@@ -640,15 +642,11 @@ fn report_bad_rows(input: &Path, bad: &BadRows) {
 
 /// The job's failure as one line: the async stage's error when there is one (it names the
 /// batch's first id), else the whole chain.
-fn scoring_failure(e: weir::core::Error) -> anyhow::Error {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-    while let Some(c) = cause {
-        if let Some(a) = c.downcast_ref::<AsyncError>() {
-            return anyhow!("scoring failed: {a}");
-        }
-        cause = c.source();
+fn scoring_failure(e: anyhow::Error) -> anyhow::Error {
+    if let Some(a) = e.chain().find_map(|c| c.downcast_ref::<AsyncError>()) {
+        return anyhow!("scoring failed: {a}");
     }
-    anyhow::Error::new(e).context("scoring failed")
+    e.context("scoring failed")
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::format::{Manifest, PartInfo, SnapshotError, VertexInfo};
-use super::{Guarantee, SnapshotConfig, SnapshotHold, SnapshotHolds};
+use super::{Guarantee, Savepoint, SavepointError, SnapshotConfig, SnapshotHold, SnapshotHolds};
 
 /// The figures of one completed snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +54,21 @@ struct InFlight {
     parts: Vec<Option<Arc<EncodedPart>>>,
     remaining: usize,
     alignment: Duration,
+    /// Taken as a savepoint: also written to the savepoint store.
+    savepoint: bool,
+}
+
+/// Where a savepoint request stands.
+#[derive(Debug, Clone)]
+enum SavepointState {
+    /// None asked for.
+    Idle,
+    /// Asked for: the next snapshot starts at once and is a savepoint.
+    Requested,
+    /// The snapshot in flight is the savepoint.
+    Taking,
+    /// Written (or not), for the one waiting in [`Coordinator::await_savepoint`].
+    Done(Result<Savepoint, SavepointError>),
 }
 
 struct State {
@@ -65,6 +80,7 @@ struct State {
     terminal_taken: bool,
     stopped: bool,
     stats: Vec<SnapshotStats>,
+    savepoint: SavepointState,
 }
 
 /// See the [module docs](self).
@@ -146,6 +162,7 @@ impl Coordinator {
                 terminal_taken: false,
                 stopped: false,
                 stats: Vec::new(),
+                savepoint: SavepointState::Idle,
             }),
             wake: Condvar::new(),
             verified: Mutex::default(),
@@ -228,6 +245,51 @@ impl Coordinator {
         self.wake.notify_all();
     }
 
+    /// Asks for a savepoint: the next snapshot starts at once (once no hold is taken) and is
+    /// also written to the savepoint store. A request while one is pending joins it.
+    ///
+    /// # Errors
+    /// [`SavepointError::NotConfigured`] without a savepoint store,
+    /// [`SavepointError::Ended`] once the job ended or its terminal snapshot was taken.
+    pub(crate) fn request_savepoint(&self) -> Result<(), SavepointError> {
+        if self.config.savepoints.is_none() {
+            return Err(SavepointError::NotConfigured);
+        }
+        let mut state = self.lock();
+        if state.stopped || state.terminal_taken {
+            return Err(SavepointError::Ended);
+        }
+        if !matches!(
+            state.savepoint,
+            SavepointState::Requested | SavepointState::Taking
+        ) {
+            state.savepoint = SavepointState::Requested;
+        }
+        self.wake.notify_all();
+        Ok(())
+    }
+
+    /// Waits for the savepoint asked for with [`request_savepoint`](Self::request_savepoint)
+    /// to be durable in both stores.
+    ///
+    /// # Errors
+    /// [`SavepointError::Ended`] when the job ends first, [`SavepointError::Failed`] when the
+    /// savepoint store could not take it.
+    pub(crate) fn await_savepoint(&self) -> Result<Savepoint, SavepointError> {
+        let mut state = self.lock();
+        loop {
+            if let SavepointState::Done(result) = &state.savepoint {
+                let result = result.clone();
+                state.savepoint = SavepointState::Idle;
+                return result;
+            }
+            if state.stopped || matches!(state.savepoint, SavepointState::Idle) {
+                return Err(SavepointError::Ended);
+            }
+            state = self.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     /// Stops the coordinator's thread: the job ended.
     pub(crate) fn stop(&self) {
         self.lock().stopped = true;
@@ -252,9 +314,13 @@ impl Coordinator {
                 let flight = state.in_flight.take().expect("checked");
                 let terminal = state.final_count == total;
                 drop(state);
-                let stats = self.write(flight, terminal)?;
+                let (stats, savepoint) = self.write(flight, terminal)?;
                 state = self.lock();
                 state.stats.push(stats);
+                if let Some(result) = savepoint {
+                    state.savepoint = SavepointState::Done(result);
+                    self.wake.notify_all();
+                }
                 // Phase 2 may start: the manifest is durable.
                 self.committed.store(stats.id, Ordering::Release);
                 if terminal {
@@ -269,9 +335,13 @@ impl Coordinator {
             if state.in_flight.is_none() && !state.terminal_taken {
                 let all_final = state.final_count == total;
                 let gates_open = !self.holds.held();
-                if all_final || (gates_open && Instant::now() >= state.due) {
+                let savepoint = matches!(state.savepoint, SavepointState::Requested);
+                if all_final || (gates_open && (savepoint || Instant::now() >= state.due)) {
                     let id = state.next_id;
                     state.next_id += 1;
+                    if savepoint {
+                        state.savepoint = SavepointState::Taking;
+                    }
                     let parts = state.finals.clone();
                     let remaining = total - state.final_count;
                     state.in_flight = Some(InFlight {
@@ -281,6 +351,7 @@ impl Coordinator {
                         parts,
                         remaining,
                         alignment: Duration::ZERO,
+                        savepoint,
                     });
                     self.requested.store(id, Ordering::Release);
                     continue;
@@ -299,8 +370,17 @@ impl Coordinator {
     }
 
     /// Writes a snapshot whose parts are all in, publishes it, releases phase 2 and prunes
-    /// the oldest snapshots.
-    fn write(&self, flight: InFlight, terminal: bool) -> Result<SnapshotStats, SnapshotError> {
+    /// the oldest snapshots; a savepoint also goes to the savepoint store, and its outcome
+    /// comes back beside the figures (a savepoint store that fails does not fail the job).
+    ///
+    /// # Errors
+    /// The job's own store failed: the job fails.
+    #[allow(clippy::type_complexity)]
+    fn write(
+        &self,
+        flight: InFlight,
+        terminal: bool,
+    ) -> Result<(SnapshotStats, Option<Result<Savepoint, SavepointError>>), SnapshotError> {
         let duration = flight.requested_at.elapsed();
         let started = Instant::now();
         let store = &self.config.store;
@@ -332,11 +412,16 @@ impl Coordinator {
             alignment_ms: flight.alignment.as_millis() as u64,
             terminal,
             guarantee: self.config.guarantee,
+            savepoint: flight.savepoint,
             vertices,
         };
-        store.publish(&self.job, flight.id, &manifest.encode())?;
+        let encoded = manifest.encode();
+        store.publish(&self.job, flight.id, &encoded)?;
         self.retain(flight.id)?;
-        Ok(SnapshotStats {
+        let savepoint = flight
+            .savepoint
+            .then(|| self.keep_savepoint(&flight, &encoded));
+        let stats = SnapshotStats {
             id: flight.id,
             duration,
             write: started.elapsed(),
@@ -344,6 +429,35 @@ impl Coordinator {
             bytes: manifest.bytes(),
             terminal,
             completed_at_ms: now_ms(),
+        };
+        Ok((stats, savepoint))
+    }
+
+    /// Writes the savepoint `flight`, whose manifest is `encoded`, to the savepoint store.
+    fn keep_savepoint(
+        &self,
+        flight: &InFlight,
+        encoded: &[u8],
+    ) -> Result<Savepoint, SavepointError> {
+        let store = self
+            .config
+            .savepoints
+            .as_ref()
+            .ok_or(SavepointError::NotConfigured)?;
+        let failed = |e: SnapshotError| SavepointError::Failed(e.to_string());
+        for (slot, part) in self.slots.iter().zip(&flight.parts) {
+            let part = part.as_ref().expect("every instance saved");
+            let file = part_file(slot.vertex, &self.vertices[slot.vertex].0, slot.instance);
+            store
+                .write_part(&self.job, flight.id, &file, &part.bytes)
+                .map_err(failed)?;
+        }
+        store
+            .publish(&self.job, flight.id, encoded)
+            .map_err(failed)?;
+        Ok(Savepoint {
+            id: flight.id,
+            location: store.location(&self.job, flight.id, ""),
         })
     }
 }

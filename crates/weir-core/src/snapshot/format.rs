@@ -119,6 +119,12 @@ pub struct Manifest {
     pub terminal: bool,
     /// The guarantee the job ran with.
     pub guarantee: Guarantee,
+    /// Whether it was taken as a savepoint ([`JobMonitor::stop_with_savepoint`]): a copy is
+    /// kept in the savepoint store, beyond the job's retention. Absent in older manifests.
+    ///
+    /// [`JobMonitor::stop_with_savepoint`]: crate::JobMonitor::stop_with_savepoint
+    #[serde(default)]
+    pub savepoint: bool,
     /// Every vertex in DAG order.
     pub vertices: Vec<VertexInfo>,
 }
@@ -244,6 +250,7 @@ mod tests {
             alignment_ms: 0,
             terminal: false,
             guarantee: Guarantee::ExactlyOnce,
+            savepoint: false,
             vertices: vec![],
         };
         let bytes = manifest.encode();

@@ -49,6 +49,7 @@ pub mod coordinator;
 pub mod crash;
 mod format;
 mod restore;
+mod savepoint;
 mod store;
 
 use std::sync::Arc;
@@ -59,6 +60,7 @@ use serde::{Deserialize, Serialize};
 pub use coordinator::SnapshotStats;
 pub use format::{FORMAT_VERSION, Manifest, PartInfo, SnapshotError, VertexInfo};
 pub use restore::{Restored, load_latest, verify};
+pub use savepoint::{Savepoint, SavepointError, copy_snapshot};
 pub use store::{LocalDirStore, SnapshotStore};
 
 pub(crate) use format::encode_part;
@@ -235,6 +237,11 @@ pub struct SnapshotConfig {
     pub restart: RestartPolicy,
     /// How many complete snapshots to keep (at least 1). Default 2.
     pub keep: usize,
+    /// Where savepoints go: a snapshot taken by [`JobMonitor::stop_with_savepoint`] is also
+    /// written here, and no job prunes it. `None` (the default): savepoints are refused.
+    ///
+    /// [`JobMonitor::stop_with_savepoint`]: crate::JobMonitor::stop_with_savepoint
+    pub savepoints: Option<Arc<dyn SnapshotStore>>,
 }
 
 impl SnapshotConfig {
@@ -247,7 +254,15 @@ impl SnapshotConfig {
             guarantee,
             restart: RestartPolicy::default(),
             keep: 2,
+            savepoints: None,
         }
+    }
+
+    /// These settings, with savepoints written to `store` as well (see
+    /// [`SnapshotConfig::savepoints`]).
+    pub fn with_savepoints(mut self, store: Arc<dyn SnapshotStore>) -> Self {
+        self.savepoints = Some(store);
+        self
     }
 }
 
@@ -258,6 +273,7 @@ impl std::fmt::Debug for SnapshotConfig {
             .field("guarantee", &self.guarantee)
             .field("restart", &self.restart)
             .field("keep", &self.keep)
+            .field("savepoints", &self.savepoints.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -251,6 +251,7 @@ mod tests {
             alignment_ms: 0,
             terminal: false,
             guarantee: Guarantee::ExactlyOnce,
+            savepoint: false,
             vertices: vec![VertexInfo {
                 name: "v".into(),
                 parallelism: 1,

@@ -62,7 +62,8 @@ pub trait SnapshotStore: Send + Sync + 'static {
 }
 
 /// Snapshots in a local folder: `<root>/snapshots/<job>/<id>/`, one file per vertex instance
-/// plus `manifest`.
+/// plus `manifest`; [`LocalDirStore::savepoints`] keeps savepoints the same way under
+/// `<root>/savepoints/`.
 ///
 /// `publish` syncs every part and the folder, writes the manifest to a temporary file, syncs
 /// it, renames it into place and syncs the folder: a crash leaves either no manifest or a
@@ -70,6 +71,8 @@ pub trait SnapshotStore: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct LocalDirStore {
     root: PathBuf,
+    /// `snapshots` or `savepoints`.
+    folder: &'static str,
 }
 
 const MANIFEST: &str = "manifest";
@@ -77,11 +80,40 @@ const MANIFEST: &str = "manifest";
 impl LocalDirStore {
     /// A store under `root` (the `--state-dir`). Folders are created when first written.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        LocalDirStore { root: root.into() }
+        LocalDirStore {
+            root: root.into(),
+            folder: "snapshots",
+        }
+    }
+
+    /// The savepoint store under `root`: `<root>/savepoints/<job>/<id>/`, beside the
+    /// snapshots of [`LocalDirStore::new`] and never pruned by a job.
+    pub fn savepoints(root: impl Into<PathBuf>) -> Self {
+        LocalDirStore {
+            root: root.into(),
+            folder: "savepoints",
+        }
+    }
+
+    /// The store holding the snapshot folder `dir` (`<root>/snapshots/<job>/<id>` or
+    /// `<root>/savepoints/<job>/<id>`), with the job's folder name and the id: what a
+    /// command line's snapshot path names. `None` when `dir` is not laid out so.
+    pub fn at(dir: &Path) -> Option<(LocalDirStore, String, u64)> {
+        let id = dir.file_name()?.to_str()?.parse().ok()?;
+        let job_dir = dir.parent()?;
+        let job = job_dir.file_name()?.to_str()?.to_string();
+        let folder_dir = job_dir.parent()?;
+        let folder = match folder_dir.file_name()?.to_str()? {
+            "snapshots" => "snapshots",
+            "savepoints" => "savepoints",
+            _ => return None,
+        };
+        let root = folder_dir.parent()?.to_path_buf();
+        Some((LocalDirStore { root, folder }, job, id))
     }
 
     fn job_dir(&self, job: &str) -> PathBuf {
-        self.root.join("snapshots").join(file_safe(job))
+        self.root.join(self.folder).join(file_safe(job))
     }
 
     fn snapshot_dir(&self, job: &str, id: u64) -> PathBuf {
@@ -199,7 +231,7 @@ impl SnapshotStore for LocalDirStore {
     }
 
     fn jobs(&self) -> Result<Vec<String>, SnapshotError> {
-        let dir = self.root.join("snapshots");
+        let dir = self.root.join(self.folder);
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
