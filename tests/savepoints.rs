@@ -308,3 +308,163 @@ fn restore_from_an_id_of_a_savepoint_and_bad_values_are_refused_before_anything_
     );
     assert_eq!(sorted_lines(&output), want);
 }
+
+/// A paced `weir nexmark run` over generated events with the dashboard on a free port, its
+/// standard error read line by line; returns the child, the lines and the dashboard's URL.
+fn with_ui(extra: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "nexmark",
+            "run",
+            "--query",
+            "q5",
+            "--events",
+            "100000000",
+            "--wall-rate",
+            "20000",
+            "--ui",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .env_remove("WEIR_UI_TOKEN")
+        .env_remove("WEIR_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weir starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let url = loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the dashboard's URL on standard error");
+        if let Some(url) = line.strip_prefix("weir: dashboard at ") {
+            break url.trim_end_matches('/').to_string();
+        }
+    };
+    (child, lines, url)
+}
+
+/// POSTs `/api/v1/jobs/{id}/stop` to the one job at `url` once it is registered; the status
+/// and the JSON body.
+fn stop_over_http(url: &str) -> (u16, serde_json::Value) {
+    weir::async_io::runtime().unwrap().block_on(async {
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let id = loop {
+            let jobs: serde_json::Value = client
+                .get(format!("{url}/api/v1/jobs"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if let Some(id) = jobs[0]["id"].as_str() {
+                break id.to_string();
+            }
+            assert!(Instant::now() < deadline, "no job registered");
+            tokio::task::yield_now().await;
+        };
+        let response = client
+            .post(format!("{url}/api/v1/jobs/{id}/stop"))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    })
+}
+
+#[test]
+fn the_rest_api_stops_a_job_with_a_savepoint_and_refuses_one_without_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (mut child, lines, url) = with_ui(&["--state-dir", state.to_str().unwrap()]);
+    let (status, body) = stop_over_http(&url);
+    assert_eq!(status, 200, "{body}");
+    let id = body["savepoint_id"].as_u64().unwrap();
+    let location = body["location"].as_str().unwrap();
+    assert!(Path::new(location).join("manifest").exists(), "{body}");
+    assert_eq!(complete(&state, "savepoints").len(), 1);
+    let code = child.wait().unwrap();
+    let said: Vec<String> = lines.try_iter().collect();
+    assert!(code.success(), "a stop with a savepoint exits 0: {said:?}");
+    assert!(
+        said.iter()
+            .any(|l| l.starts_with(&format!("stopped with savepoint {id} in "))),
+        "{said:?}"
+    );
+
+    // Without --state-dir there is nowhere to keep one: 409, and the job goes on.
+    let (mut child, _lines, url) = with_ui(&[]);
+    let (status, body) = stop_over_http(&url);
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("takes no savepoints"),
+        "{body}"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "the job goes on");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn weir_jobs_lists_and_stops_a_job_with_a_savepoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (mut child, lines, url) = with_ui(&["--state-dir", state.to_str().unwrap()]);
+    // Registered a moment after the server listens.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let listed = loop {
+        let o = weir(&["jobs", "list", "--url", &url]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        if !stdout(&o).is_empty() {
+            break stdout(&o);
+        }
+        assert!(Instant::now() < deadline, "no job listed");
+        std::thread::yield_now();
+    };
+    assert!(
+        listed.contains("\tRunning\t") && listed.contains("nexmark-q5-generated"),
+        "{listed}"
+    );
+
+    let o = weir(&["jobs", "stop", "nope", "--url", &url, "--savepoint"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no job `nope`; the jobs are: "),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = weir(&["jobs", "stop", "nexmark-q5", "--url", &url, "--savepoint"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = stdout(&o);
+    assert!(said.contains("stopping with savepoint "), "{said}");
+    let kept = complete(&state, "savepoints");
+    assert_eq!(kept.len(), 1);
+    assert!(
+        said.contains(kept[0].file_name().unwrap().to_str().unwrap()),
+        "{said}"
+    );
+    assert!(child.wait().unwrap().success());
+    let errors: Vec<String> = lines.try_iter().collect();
+    assert!(
+        errors
+            .iter()
+            .any(|l| l.starts_with("stopped with savepoint ")),
+        "{errors:?}"
+    );
+}

@@ -8,6 +8,7 @@
 //! weir model-server [--addr 127.0.0.1:8501] [--latency-ms 5]
 //! weir flow validate|run|status|provenance|lineage ...
 //! weir snapshots list --state-dir DIR
+//! weir jobs list|stop [--savepoint] --url http://127.0.0.1:8080
 //! weir serve [--ui ADDR] [--ui-token TOKEN] [--flow FLOW.yaml --repo DIR]
 //! weir top --url http://127.0.0.1:8080 [--once]
 //! ```
@@ -132,6 +133,15 @@ enum Command {
     /// A live terminal view of the jobs and flows of a process started with --ui: rates,
     /// queue fill and backpressure per vertex, processor and connection.
     Top(top::TopArgs),
+    #[command(
+        after_help = "Example:\n  weir jobs list --url http://127.0.0.1:8080\n  weir jobs stop 1 --url http://127.0.0.1:8080 --savepoint"
+    )]
+    /// List and stop the jobs of a process started with --ui (stop with a savepoint, as
+    /// Flink's `stop`).
+    Jobs {
+        #[command(subcommand)]
+        command: commands::job_control::Command,
+    },
     #[command(after_help = "Example:\n  weir snapshots list --state-dir target/state | head")]
     /// Inspect the snapshots jobs took with --state-dir.
     Snapshots {
@@ -184,6 +194,7 @@ pub fn main() -> ExitCode {
         Command::Flow { command } => commands::flow::run(command),
         Command::Example { example } => commands::example::run(example),
         Command::Top(args) => top::top(args),
+        Command::Jobs { command } => commands::job_control::run(command),
         Command::Snapshots {
             command: SnapshotsCommand::List(args),
         } => snapshots::list(&args),

@@ -25,8 +25,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use weir::core::snapshot::{
-    Guarantee, LocalDirStore, Manifest, Savepoint, SavepointError, SnapshotConfig, SnapshotStore,
-    copy_snapshot, verify,
+    Guarantee, LocalDirStore, Manifest, SnapshotConfig, SnapshotStore, copy_snapshot, verify,
 };
 use weir::sources::files::input_change;
 use weir::{Executor, Job, JobConfig, Pipeline};
@@ -193,9 +192,10 @@ impl Snapshots {
     }
 
     /// Waits for `job` to end. With `--savepoint`, the first SIGINT or SIGTERM meanwhile
-    /// takes a savepoint and stops the job, saying on standard error where the savepoint is
-    /// and how to resume; a second signal exits at once (status 130). Without it, signals
-    /// keep their default action.
+    /// takes a savepoint and stops the job; a second signal exits at once (status 130).
+    /// Without it, signals keep their default action. A job stopped with a savepoint (by a
+    /// signal or through the REST API) ends [`Ended::Stopped`], saying on standard error where
+    /// the savepoint is and how to resume.
     ///
     /// # Errors
     /// The job's error, as [`Job::join`]; a job cancelled without a savepoint is
@@ -203,15 +203,15 @@ impl Snapshots {
     pub fn join(snapshots: Option<&Snapshots>, job: Job) -> anyhow::Result<Ended> {
         let watcher =
             snapshots.and_then(|s| s.watcher.lock().unwrap_or_else(|e| e.into_inner()).take());
-        let Some(watcher) = watcher else {
-            job.join()?;
-            return Ok(Ended::Completed);
-        };
+        let monitor = job.monitor();
         let outcome = job.join();
-        let savepoint = watcher.finish();
-        match (outcome, savepoint) {
+        if let Some(watcher) = watcher {
+            watcher.finish();
+        }
+        // A signal (`--savepoint`) or the REST API's stop may have taken it.
+        match (outcome, monitor.stopped_with_savepoint()) {
             (Ok(()), _) => Ok(Ended::Completed),
-            (Err(weir::core::Error::Cancelled), Some(Ok(savepoint))) => {
+            (Err(weir::core::Error::Cancelled), Some(savepoint)) => {
                 eprintln!(
                     "stopped with savepoint {} in {}; run the same command to resume from it (or add --restore-from {} to go back to it later)",
                     savepoint.id,
@@ -329,7 +329,7 @@ impl Snapshots {
 /// signal and exits the process on the second.
 struct SavepointOnSignal {
     handle: signal_hook::iterator::Handle,
-    thread: std::thread::JoinHandle<Option<Result<Savepoint, SavepointError>>>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for SavepointOnSignal {
@@ -365,23 +365,23 @@ impl SavepointOnSignal {
                     eprintln!("taking a savepoint, then stopping (a second signal exits at once)");
                     let monitor = monitor.clone();
                     taking = Some(std::thread::spawn(move || {
-                        let result = monitor.stop_with_savepoint();
-                        if let Err(e) = &result {
+                        if let Err(e) = monitor.stop_with_savepoint() {
                             eprintln!("no savepoint: {e}");
                         }
-                        result
                     }));
                 }
-                taking.and_then(|t| t.join().ok())
+                if let Some(t) = taking {
+                    let _ = t.join();
+                }
             })
             .context("starting the signal watcher")?;
         Ok(SavepointOnSignal { handle, thread })
     }
 
-    /// Stops watching (the job ended) and says what a signal took, if one came.
-    fn finish(self) -> Option<Result<Savepoint, SavepointError>> {
+    /// Stops watching: the job ended.
+    fn finish(self) {
         self.handle.close();
-        self.thread.join().ok().flatten()
+        let _ = self.thread.join();
     }
 }
 

@@ -151,6 +151,8 @@ pub(crate) struct JobShared {
     coordinator: Mutex<Option<Arc<Coordinator>>>,
     /// The snapshot the current attempt resumed from.
     restored_from: Mutex<Option<u64>>,
+    /// The savepoint that stopped the job ([`JobMonitor::stop_with_savepoint`]).
+    stopped_with: Mutex<Option<crate::snapshot::Savepoint>>,
     /// Completed snapshots of earlier attempts.
     earlier_stats: Mutex<Vec<SnapshotStats>>,
     restarter: Mutex<Option<Restarter>>,
@@ -183,6 +185,7 @@ impl JobShared {
             cancelled_by_user: AtomicBool::new(false),
             coordinator: Mutex::new(None),
             restored_from: Mutex::new(None),
+            stopped_with: Mutex::new(None),
             earlier_stats: Mutex::new(Vec::new()),
             restarter: Mutex::new(None),
             outcome: Mutex::new(Outcome {
@@ -603,8 +606,24 @@ impl JobMonitor {
         };
         coordinator.request_savepoint()?;
         let savepoint = coordinator.await_savepoint()?;
+        *self
+            .shared
+            .stopped_with
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(savepoint.clone());
         self.shared.cancel_by_user();
         Ok(savepoint)
+    }
+
+    /// The savepoint that [`stop_with_savepoint`](Self::stop_with_savepoint) took before it
+    /// cancelled the job, whoever called it (a signal handler, the REST API); `None` for a
+    /// job not stopped that way.
+    pub fn stopped_with_savepoint(&self) -> Option<crate::snapshot::Savepoint> {
+        self.shared
+            .stopped_with
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 

@@ -24,7 +24,8 @@ use crate::model::Group;
 use crate::model::{
     Bulletin, CancelAccepted, Connection, Content, Edge, ErrorBody, FlowDetail, FlowSummary,
     GroupEngine, InputFill, JobDetail, JobState, JobSummary, Lineage, LineageLink, LineageNode,
-    LineageNodeKind, Processor, ProcessorState, ProvenanceEvent, ProvenanceQuery, Snapshot, Vertex,
+    LineageNodeKind, Processor, ProcessorState, ProvenanceEvent, ProvenanceQuery, SavepointTaken,
+    Snapshot, Vertex,
 };
 use crate::registry::Registry;
 use crate::{assets, prometheus, views};
@@ -49,6 +50,7 @@ pub const EVENT_INTERVAL: Duration = Duration::from_secs(1);
         list_jobs,
         get_job,
         cancel_job,
+        stop_job,
         list_flows,
         get_flow,
         start_processor,
@@ -68,6 +70,7 @@ pub const EVENT_INTERVAL: Duration = Duration::from_secs(1);
         Edge,
         Snapshot,
         CancelAccepted,
+        SavepointTaken,
         FlowSummary,
         FlowDetail,
         Processor,
@@ -270,6 +273,42 @@ pub(crate) async fn cancel_job(
             status: "cancelling".into(),
         }),
     ))
+}
+
+/// Stops a running job with a savepoint, as Flink's stop-with-savepoint: a snapshot is taken
+/// at once, kept in the job's savepoint store, and then the job is cancelled. Answers once the
+/// savepoint is durable.
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{id}/stop",
+    tag = "jobs",
+    params(("id" = String, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "The savepoint is durable; the job is stopping", body = SavepointTaken),
+        (status = 404, description = "No such job", body = ErrorBody),
+        (status = 409, description = "The job already ended, or takes no savepoints", body = ErrorBody),
+        (status = 500, description = "The savepoint could not be written; the job goes on", body = ErrorBody),
+    )
+)]
+pub(crate) async fn stop_job(
+    State(registry): State<Registry>,
+    Path(id): Path<String>,
+) -> Result<Json<SavepointTaken>, ApiError> {
+    use weir_core::snapshot::SavepointError;
+    let job = find_job(&registry, &id)?;
+    blocking(move || match job.stop_with_savepoint() {
+        Ok(savepoint) => Ok(Json(SavepointTaken {
+            status: "stopping".into(),
+            savepoint_id: savepoint.id,
+            location: savepoint.location.display().to_string(),
+        })),
+        Err(e @ (SavepointError::NotConfigured | SavepointError::Ended)) => Err(ApiError {
+            status: StatusCode::CONFLICT,
+            message: format!("job `{id}`: {e}"),
+        }),
+        Err(e @ SavepointError::Failed(_)) => Err(ApiError::internal(format!("job `{id}`: {e}"))),
+    })
+    .await
 }
 
 /// The flows of this process.

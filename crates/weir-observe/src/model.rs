@@ -151,6 +151,18 @@ pub struct CancelAccepted {
     pub status: String,
 }
 
+/// The answer to a stop request: the savepoint the job stopped with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SavepointTaken {
+    /// Always `stopping`: the savepoint is durable and the job stops at its tasklets' next
+    /// calls.
+    pub status: String,
+    /// The savepoint's snapshot id (`--restore-from ID`).
+    pub savepoint_id: u64,
+    /// Its folder (`--restore-from PATH`).
+    pub location: String,
+}
+
 /// One flow in the flow list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct FlowSummary {

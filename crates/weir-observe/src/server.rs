@@ -175,6 +175,7 @@ pub fn router(registry: Registry, config: &ServerConfig, bound: SocketAddr) -> R
         .route("/api/v1/jobs", get(api::list_jobs))
         .route("/api/v1/jobs/{id}", get(api::get_job))
         .route("/api/v1/jobs/{id}/cancel", post(api::cancel_job))
+        .route("/api/v1/jobs/{id}/stop", post(api::stop_job))
         .route("/api/v1/flows", get(api::list_flows))
         .route("/api/v1/flows/{id}", get(api::get_flow))
         .route(

@@ -3,6 +3,7 @@
 pub mod example;
 pub mod explain;
 pub mod flow;
+pub mod job_control;
 pub mod model_server;
 pub mod nexmark;
 pub mod run;

@@ -66,8 +66,14 @@ impl ApiClient {
     /// A client for the server at `url` (`http://host:port`, with or without a trailing
     /// slash), sending `token` as a bearer token when given.
     pub fn new(url: &str, token: Option<String>) -> Self {
+        Self::with_timeout(url, token, REQUEST_TIMEOUT)
+    }
+
+    /// [`ApiClient::new`] whose requests may take up to `timeout` (a stop with a savepoint
+    /// answers once the savepoint is durable).
+    pub fn with_timeout(url: &str, token: Option<String>, timeout: Duration) -> Self {
         let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
+            .timeout(timeout)
             .build()
             // Building fails only when the TLS backend cannot initialise: a broken install.
             .expect("the HTTP client builds with default settings");
@@ -123,9 +129,31 @@ impl ApiClient {
         }
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, FetchError> {
+    /// GETs `path` (under `/api/v1`) as JSON.
+    ///
+    /// # Errors
+    /// As [`FetchError`]; an error status carries the server's message.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, FetchError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self.http.get(&url);
+        let request = self.http.get(&url);
+        self.send(url, request).await
+    }
+
+    /// POSTs to `path` (under `/api/v1`) without a body; the JSON answer.
+    ///
+    /// # Errors
+    /// As [`FetchError`]; an error status carries the server's message.
+    pub async fn post<T: DeserializeOwned>(&self, path: &str) -> Result<T, FetchError> {
+        let url = format!("{}{path}", self.base);
+        let request = self.http.post(&url);
+        self.send(url, request).await
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        url: String,
+        mut request: reqwest::RequestBuilder,
+    ) -> Result<T, FetchError> {
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }

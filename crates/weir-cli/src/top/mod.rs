@@ -51,7 +51,7 @@ pub struct TopArgs {
 }
 
 /// Accepts an http or https URL with a host, without path beyond `/`.
-fn parse_url(text: &str) -> Result<String, String> {
+pub(crate) fn parse_url(text: &str) -> Result<String, String> {
     let url = reqwest::Url::parse(text).map_err(|e| format!("not a URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err("expected http://HOST:PORT".into());
