@@ -5,5 +5,6 @@ pub mod explain;
 pub mod flow;
 pub mod model_server;
 pub mod nexmark;
+pub mod processors;
 pub mod run;
 pub mod score;
