@@ -92,9 +92,11 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  weir flow processors\n  weir flow processors PutFile\n  weir flow processors RouteOnAttribute --format json | jq '.properties[].name'\n  weir flow processors --format markdown > processors.md"
     )]
-    /// The built-in processor types and what each does; with TYPE, that type in full: each
-    /// property (required, default, allowed values, kind, description), its relationships and
-    /// what dynamic properties mean.
+    /// The built-in processor types and what each does, or one type in full.
+    ///
+    /// With TYPE: each property (whether it is required, its default, allowed values, kind of
+    /// value and description), the type's relationships, what dynamic properties mean, and
+    /// whether it is a source.
     Processors(super::processors::ProcessorsArgs),
 }
 
