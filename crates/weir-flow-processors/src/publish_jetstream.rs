@@ -26,7 +26,7 @@ static SPEC: ProcessorSpec = ProcessorSpec {
     properties: &[
         p("URL", true, Some("nats://127.0.0.1:4222"), K::Text).about("The NATS server's URL."),
         p("Subject", true, None, K::Expression).about(
-            "The subject to publish to, evaluated per flow file (a stream must capture it, or the flow file goes to failure).",
+            "The subject to publish to, evaluated per flow file (a stream must capture it: until one does, publishing fails and the flow files are retried).",
         ),
         p("User Name", false, None, K::Text).about(
             "The user to log in as; unset, no credentials are sent.",

@@ -23,7 +23,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "PutDatabaseRecord",
-    description: "Inserts or upserts the records of each flow file's content (JSON Lines, one object per line) into a PostgreSQL table; a bad record goes to failure, an unreachable database to retry.",
+    description: "Inserts or upserts the records of each flow file's content (JSON Lines, one object per line) into a PostgreSQL table; a flow file with a bad record goes to failure, one the database could not take now to retry.",
     properties: &[
         p("Database URL", true, None, K::Text).about(
             "The PostgreSQL connection string (`postgres://host:5432/db` or `host=... dbname=...`).",
