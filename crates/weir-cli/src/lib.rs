@@ -6,7 +6,7 @@
 //! weir nexmark generate --events N [--rate R] [--seed S] [--out-of-order-ms M] --output events.jsonl
 //! weir score --input rows.csv --url http://127.0.0.1:8501/v1/models/NAME:predict --output scores.csv
 //! weir model-server [--addr 127.0.0.1:8501] [--latency-ms 5]
-//! weir flow validate|run|status|provenance|lineage ...
+//! weir flow validate|run|status|provenance|lineage|processors ...
 //! weir snapshots list --state-dir DIR
 //! weir jobs list|stop [--savepoint] --url http://127.0.0.1:8080
 //! weir serve [--ui ADDR] [--ui-token TOKEN] [--flow FLOW.yaml --repo DIR]

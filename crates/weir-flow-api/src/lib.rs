@@ -67,6 +67,7 @@ pub mod props;
 pub mod provenance;
 pub mod session;
 pub mod spec;
+pub mod suggest;
 pub mod units;
 
 pub use component::Component;

@@ -2,6 +2,11 @@
 //! relationships, and what undeclared properties mean. The flow's validation reads a type's
 //! [`ProcessorSpec`] before the processor is built, so a processor can rely on every declared
 //! property being present (or defaulted) and well formed.
+//!
+//! A spec also describes itself, for `weir flow processors` and the docs: each type and
+//! property has a sentence, and the types serialize to JSON (see the [`Serialize`] impls).
+
+use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 /// The kind of value a property holds, checked at validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,5 +103,163 @@ impl ProcessorSpec {
     /// The declared property `name`.
     pub fn property(&self, name: &str) -> Option<&'static PropertySpec> {
         self.properties.iter().find(|p| p.name == name)
+    }
+}
+
+impl PropertyKind {
+    /// The kind's name, as `weir flow processors` and its JSON show it: `text`,
+    /// `expression`, `bool`, `count`, `duration`, `size`, `regex` or `choice`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PropertyKind::Text => "text",
+            PropertyKind::Expression => "expression",
+            PropertyKind::Bool => "bool",
+            PropertyKind::Count => "count",
+            PropertyKind::Duration => "duration",
+            PropertyKind::Size => "size",
+            PropertyKind::Regex => "regex",
+            PropertyKind::Choice(_) => "choice",
+        }
+    }
+
+    /// Whether `${...}` in the value is evaluated per flow file (only [`PropertyKind::Expression`]:
+    /// elsewhere it is plain text).
+    pub fn supports_expressions(&self) -> bool {
+        matches!(self, PropertyKind::Expression)
+    }
+
+    /// The values a [`PropertyKind::Choice`] allows; empty for every other kind.
+    pub fn allowed_values(&self) -> &'static [&'static str] {
+        match self {
+            PropertyKind::Choice(values) => values,
+            _ => &[],
+        }
+    }
+}
+
+impl Dynamic {
+    /// The variant's name in JSON: `none`, `attributes` or `routes`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Dynamic::None => "none",
+            Dynamic::Attributes => "attributes",
+            Dynamic::Routes => "routes",
+        }
+    }
+
+    /// What an undeclared property does, in one sentence for people.
+    pub fn meaning(&self) -> &'static str {
+        match self {
+            Dynamic::None => "Not allowed: an undeclared property is a validation error.",
+            Dynamic::Attributes => {
+                "Each sets the attribute of its name to its value, an expression evaluated per flow file."
+            }
+            Dynamic::Routes => {
+                "Each is a boolean expression evaluated per flow file, and (with Route to Property name) a relationship of its name."
+            }
+        }
+    }
+}
+
+/// A property as JSON: `name`, `description`, `required`, `default` (null when none),
+/// `kind` ([`PropertyKind::name`]), `allowed_values` (empty unless a choice) and
+/// `supports_expressions`.
+impl Serialize for PropertySpec {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("PropertySpec", 7)?;
+        s.serialize_field("name", self.name)?;
+        s.serialize_field("description", self.description)?;
+        s.serialize_field("required", &self.required)?;
+        s.serialize_field("default", &self.default)?;
+        s.serialize_field("kind", self.kind.name())?;
+        s.serialize_field("allowed_values", self.kind.allowed_values())?;
+        s.serialize_field("supports_expressions", &self.kind.supports_expressions())?;
+        s.end()
+    }
+}
+
+/// A type as JSON: `type`, `description`, `source`, `properties` (each as [`PropertySpec`]
+/// serializes), `relationships`, and `dynamic_properties` (`{"kind": "none"|"attributes"|
+/// "routes", "meaning": "..."}`).
+impl Serialize for ProcessorSpec {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("ProcessorSpec", 6)?;
+        s.serialize_field("type", self.kind)?;
+        s.serialize_field("description", self.description)?;
+        s.serialize_field("source", &self.source)?;
+        s.serialize_field("properties", self.properties)?;
+        s.serialize_field("relationships", self.relationships)?;
+        s.serialize_field("dynamic_properties", &self.dynamic)?;
+        s.end()
+    }
+}
+
+/// `{"kind": "none"|"attributes"|"routes", "meaning": "..."}`.
+impl Serialize for Dynamic {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("Dynamic", 2)?;
+        s.serialize_field("kind", self.name())?;
+        s.serialize_field("meaning", self.meaning())?;
+        s.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static SPEC: ProcessorSpec = ProcessorSpec {
+        kind: "Route",
+        description: "Routes.",
+        properties: &[
+            PropertySpec::new("Target", true, None, PropertyKind::Expression).about("Where."),
+            PropertySpec::new("Mode", true, Some("a"), PropertyKind::Choice(&["a", "b"])),
+        ],
+        relationships: &["unmatched"],
+        dynamic: Dynamic::Routes,
+        source: false,
+    };
+
+    #[test]
+    fn a_spec_serializes_with_every_field_a_tool_needs() {
+        let json = serde_json::to_value(SPEC).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "type": "Route",
+                "description": "Routes.",
+                "source": false,
+                "properties": [
+                    {"name": "Target", "description": "Where.", "required": true, "default": null,
+                     "kind": "expression", "allowed_values": [], "supports_expressions": true},
+                    {"name": "Mode", "description": "", "required": true, "default": "a",
+                     "kind": "choice", "allowed_values": ["a", "b"], "supports_expressions": false},
+                ],
+                "relationships": ["unmatched"],
+                "dynamic_properties": {"kind": "routes", "meaning": Dynamic::Routes.meaning()},
+            })
+        );
+    }
+
+    #[test]
+    fn only_expressions_evaluate_and_only_choices_list_values() {
+        for kind in [
+            PropertyKind::Text,
+            PropertyKind::Bool,
+            PropertyKind::Count,
+            PropertyKind::Duration,
+            PropertyKind::Size,
+            PropertyKind::Regex,
+        ] {
+            assert!(!kind.supports_expressions(), "{kind:?}");
+            assert!(kind.allowed_values().is_empty(), "{kind:?}");
+            assert_eq!(kind.name(), format!("{kind:?}").to_lowercase());
+        }
+        assert!(PropertyKind::Expression.supports_expressions());
+        assert_eq!(PropertyKind::Choice(&["x"]).allowed_values(), ["x"]);
+        for dynamic in [Dynamic::None, Dynamic::Attributes, Dynamic::Routes] {
+            assert_eq!(dynamic.name(), format!("{dynamic:?}").to_lowercase());
+            assert!(dynamic.meaning().ends_with('.'), "{dynamic:?}");
+        }
     }
 }

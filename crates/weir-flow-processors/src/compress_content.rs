@@ -23,12 +23,16 @@ static SPEC: ProcessorSpec = ProcessorSpec {
             true,
             Some("compress"),
             K::Choice(&["compress", "decompress"]),
+        ).about(
+            "`compress` the content, or `decompress` it (content that is not valid gzip goes to failure); `mime.type` is set to match.",
         ),
         p(
             "Compression Format",
             true,
             Some("gzip"),
             K::Choice(&["gzip"]),
+        ).about(
+            "The format of the compressed content: gzip.",
         ),
     ],
     relationships: &["success", "failure"],

@@ -20,18 +20,26 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "ConsumeAMQP",
-    description: "Receives messages from a RabbitMQ queue, acknowledging each once its flow file is durable.",
+    description: "Receives messages from a RabbitMQ queue, acknowledging each once its flow file is durable (messages redelivered past Max Deliveries go to dead-letter).",
     properties: &[
-        p("Queue", true, None, K::Text),
-        p("Brokers", true, Some("127.0.0.1:5672"), K::Text),
-        p("Virtual Host", true, Some("/"), K::Text),
-        p("User Name", true, Some("guest"), K::Text),
-        p("Password", false, None, K::Text),
-        p("Batch Size", true, Some("10"), K::Count),
-        p("Prefetch Count", true, Some("100"), K::Count),
-        // 0: no limit. Otherwise a message delivered more often goes to `dead-letter`,
-        // a relationship the processor then has.
-        p("Max Deliveries", true, Some("0"), K::Count),
+        p("Queue", true, None, K::Text).about("The queue to consume from (it must exist)."),
+        p("Brokers", true, Some("127.0.0.1:5672"), K::Text).about(
+            "The broker as `host:port` (port 5672 when left out); of a comma-separated list, only the first is used.",
+        ),
+        p("Virtual Host", true, Some("/"), K::Text).about("The broker's virtual host."),
+        p("User Name", true, Some("guest"), K::Text).about("The user to log in as."),
+        p("Password", false, None, K::Text).about(
+            "The user's password (it appears in no log line and no attribute).",
+        ),
+        p("Batch Size", true, Some("10"), K::Count).about(
+            "The most messages taken per trigger, one flow file each (0 counts as 1).",
+        ),
+        p("Prefetch Count", true, Some("100"), K::Count).about(
+            "The most messages the broker sends ahead of their acknowledgement (1 to 65535).",
+        ),
+        p("Max Deliveries", true, Some("0"), K::Count).about(
+            "A message delivered more than this many times goes to `dead-letter` instead of `success` (a relationship the processor then has); 0 for no limit.",
+        ),
     ],
     relationships: &["success"],
     dynamic: Dynamic::None,

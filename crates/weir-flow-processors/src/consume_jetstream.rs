@@ -23,18 +23,31 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "ConsumeJetStream",
-    description: "Receives messages from a NATS JetStream durable consumer, acknowledging each once its flow file is durable.",
+    description: "Receives messages from a NATS JetStream durable consumer, acknowledging each once its flow file is durable (messages redelivered past Max Deliveries go to dead-letter).",
     properties: &[
-        p("URL", true, Some("nats://127.0.0.1:4222"), K::Text),
-        p("Stream", true, None, K::Text),
-        p("Subject", true, None, K::Text),
-        p("Durable Consumer", true, None, K::Text),
-        p("User Name", false, None, K::Text),
-        p("Password", false, None, K::Text),
-        p("Batch Size", true, Some("10"), K::Count),
-        p("Ack Wait", true, Some("30 sec"), K::Duration),
-        // As ConsumeAMQP's.
-        p("Max Deliveries", true, Some("0"), K::Count),
+        p("URL", true, Some("nats://127.0.0.1:4222"), K::Text).about("The NATS server's URL."),
+        p("Stream", true, None, K::Text).about("The JetStream stream to consume from."),
+        p("Subject", true, None, K::Text).about(
+            "The subject filter of the durable consumer when it is created here.",
+        ),
+        p("Durable Consumer", true, None, K::Text).about(
+            "The durable consumer's name; created on the stream (with Subject and Ack Wait) if it does not exist.",
+        ),
+        p("User Name", false, None, K::Text).about(
+            "The user to log in as; unset, no credentials are sent.",
+        ),
+        p("Password", false, None, K::Text).about(
+            "The user's password (it appears in no log line and no attribute).",
+        ),
+        p("Batch Size", true, Some("10"), K::Count).about(
+            "The most messages pulled and taken per trigger (0 counts as 1).",
+        ),
+        p("Ack Wait", true, Some("30 sec"), K::Duration).about(
+            "How long the server waits for an acknowledgement before redelivering; in a stateless group it must be longer than the group's timeout.",
+        ),
+        p("Max Deliveries", true, Some("0"), K::Count).about(
+            "A message delivered more than this many times goes to `dead-letter` instead of `success` (a relationship the processor then has); 0 for no limit.",
+        ),
     ],
     relationships: &["success"],
     dynamic: Dynamic::None,

@@ -19,16 +19,26 @@ static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "GenerateFlowFile",
     description: "Creates flow files of random or given content, for testing and load.",
     properties: &[
-        p("File Size", true, Some("0 B"), K::Size),
-        p("Batch Size", true, Some("1"), K::Count),
+        p("File Size", true, Some("0 B"), K::Size).about(
+            "The size of each flow file's random content (`0 B`: empty); ignored when Custom Text is set.",
+        ),
+        p("Batch Size", true, Some("1"), K::Count).about(
+            "Flow files created per trigger (0 counts as 1).",
+        ),
         p(
             "Data Format",
             true,
             Some("Text"),
             K::Choice(&["Text", "Binary"]),
+        ).about(
+            "Random content of letters and digits (`Text`) or of any bytes (`Binary`).",
         ),
-        p("Unique FlowFiles", true, Some("false"), K::Bool),
-        p("Custom Text", false, None, K::Expression),
+        p("Unique FlowFiles", true, Some("false"), K::Bool).about(
+            "New random content for every flow file (`true`), or one content made at start and shared by all (`false`, much cheaper).",
+        ),
+        p("Custom Text", false, None, K::Expression).about(
+            "The content of every flow file instead of random bytes, an expression evaluated for each new flow file.",
+        ),
     ],
     relationships: &["success"],
     dynamic: Dynamic::Attributes,

@@ -22,14 +22,24 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "GetFile",
-    description: "Takes files from a directory into flow files, deleting each once the commit holding it is durable.",
+    description: "Takes files from a directory into flow files, deleting each once the commit holding it is durable (and only while it is still the file taken).",
     properties: &[
-        p("Input Directory", true, None, K::Text),
-        p("File Filter", true, Some("[^\\.].*"), K::Regex),
-        p("Keep Source File", true, Some("false"), K::Bool),
-        p("Recurse Subdirectories", true, Some("true"), K::Bool),
-        p("Batch Size", true, Some("10"), K::Count),
-        p("Minimum File Age", true, Some("0 sec"), K::Duration),
+        p("Input Directory", true, None, K::Text).about("The directory to take files from."),
+        p("File Filter", true, Some("[^\\.].*"), K::Regex).about(
+            "Only files whose whole name matches this regular expression are taken (the default skips hidden files).",
+        ),
+        p("Keep Source File", true, Some("false"), K::Bool).about(
+            "Leave each file where it is instead of deleting it once taken (it is then taken again at every trigger: for testing).",
+        ),
+        p("Recurse Subdirectories", true, Some("true"), K::Bool).about(
+            "Also take the files of subdirectories, at any depth (the `path` attribute holds the subdirectory).",
+        ),
+        p("Batch Size", true, Some("10"), K::Count).about(
+            "The most files taken per trigger (0 counts as 1).",
+        ),
+        p("Minimum File Age", true, Some("0 sec"), K::Duration).about(
+            "Files modified more recently than this are left for a later trigger, so that a file still being written is not taken.",
+        ),
     ],
     relationships: &["success"],
     dynamic: Dynamic::None,

@@ -23,6 +23,8 @@ static SPEC: ProcessorSpec = ProcessorSpec {
         true,
         Some("SHA-256"),
         K::Choice(&["SHA-224", "SHA-256", "SHA-384", "SHA-512"]),
+    ).about(
+        "The SHA-2 digest to compute; its lowercase hex goes into the attribute `content_<algorithm>` (`content_SHA-256`).",
     )],
     relationships: &["success", "failure"],
     dynamic: Dynamic::None,

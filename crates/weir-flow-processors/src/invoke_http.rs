@@ -25,10 +25,18 @@ static SPEC: ProcessorSpec = ProcessorSpec {
             true,
             Some("GET"),
             K::Choice(&["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+        ).about(
+            "The request's method; POST, PUT and PATCH send the content as the body.",
         ),
-        p("HTTP URL", true, None, K::Expression),
-        p("Connection Timeout", true, Some("5 secs"), K::Duration),
-        p("Read Timeout", true, Some("15 secs"), K::Duration),
+        p("HTTP URL", true, None, K::Expression).about(
+            "The URL to call, evaluated per flow file (one that fails to evaluate sends the flow file to Failure).",
+        ),
+        p("Connection Timeout", true, Some("5 secs"), K::Duration).about(
+            "How long connecting to the server may take.",
+        ),
+        p("Read Timeout", true, Some("15 secs"), K::Duration).about(
+            "How long the whole request may take, until the response is read.",
+        ),
     ],
     relationships: &["Original", "Response", "Retry", "No Retry", "Failure"],
     dynamic: Dynamic::None,

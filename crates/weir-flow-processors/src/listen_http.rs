@@ -24,9 +24,13 @@ static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "ListenHTTP",
     description: "Accepts HTTP POSTs as flow files, answering 200 once the data is committed.",
     properties: &[
-        p("Listening Port", true, None, K::Count),
-        p("Base Path", true, Some("contentListener"), K::Text),
-        p("Listening Address", true, Some("127.0.0.1"), K::Text),
+        p("Listening Port", true, None, K::Count).about("The TCP port to listen on."),
+        p("Base Path", true, Some("contentListener"), K::Text).about(
+            "The path clients POST to (`/contentListener`); slashes around it are ignored.",
+        ),
+        p("Listening Address", true, Some("127.0.0.1"), K::Text).about(
+            "The address to listen on; only loopback addresses (`127.0.0.1`, `::1`, `localhost`) are allowed.",
+        ),
     ],
     relationships: &["success"],
     dynamic: Dynamic::None,

@@ -22,8 +22,10 @@ static SPEC: ProcessorSpec = ProcessorSpec {
             true,
             Some("info"),
             K::Choice(&["trace", "debug", "info", "warn", "error"]),
-        ),
-        p("Log Payload", true, Some("false"), K::Bool),
+        )
+        .about("The level of the log line (written when `WEIR_LOG` lets that level through)."),
+        p("Log Payload", true, Some("false"), K::Bool)
+            .about("Also log the content, as text (bytes that are not UTF-8 replaced)."),
     ],
     relationships: &["success"],
     dynamic: Dynamic::None,

@@ -18,15 +18,29 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "MergeContent",
-    description: "Joins flow files into one, binned by an attribute, by count, size and age.",
+    description: "Joins flow files into one, binned by an attribute, by count, size and age; bins are kept across triggers until they merge.",
     properties: &[
-        p("Minimum Number of Entries", true, Some("1"), K::Count),
-        p("Maximum Number of Entries", true, Some("1000"), K::Count),
-        p("Minimum Group Size", true, Some("0 B"), K::Size),
-        p("Max Bin Age", false, None, K::Duration),
-        p("Maximum number of Bins", true, Some("5"), K::Count),
-        p("Correlation Attribute Name", false, None, K::Text),
-        p("Demarcator", false, None, K::Text),
+        p("Minimum Number of Entries", true, Some("1"), K::Count).about(
+            "The fewest flow files a bin needs to merge once the input runs dry (Max Bin Age merges it regardless).",
+        ),
+        p("Maximum Number of Entries", true, Some("1000"), K::Count).about(
+            "A bin merges as soon as it holds this many flow files.",
+        ),
+        p("Minimum Group Size", true, Some("0 B"), K::Size).about(
+            "The least total content a bin needs to merge once the input runs dry (Max Bin Age merges it regardless).",
+        ),
+        p("Max Bin Age", false, None, K::Duration).about(
+            "A bin older than this merges with whatever it holds; unset, a bin waits for the minimums.",
+        ),
+        p("Maximum number of Bins", true, Some("5"), K::Count).about(
+            "The most bins open at once (at least 1); a flow file that needs one more merges the oldest bin as it is.",
+        ),
+        p("Correlation Attribute Name", false, None, K::Text).about(
+            "Flow files are binned by this attribute's value (a missing attribute counts as empty); unset, they all share one bin.",
+        ),
+        p("Demarcator", false, None, K::Text).about(
+            "Text put between the merged contents (`\\n` stands for a newline); unset, nothing.",
+        ),
     ],
     relationships: &["merged", "original", "failure"],
     dynamic: Dynamic::None,

@@ -24,12 +24,20 @@ static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "PublishAMQP",
     description: "Publishes each flow file's content to a RabbitMQ exchange, with publisher confirms.",
     properties: &[
-        p("Exchange Name", true, Some(""), K::Expression),
-        p("Routing Key", true, None, K::Expression),
-        p("Brokers", true, Some("127.0.0.1:5672"), K::Text),
-        p("Virtual Host", true, Some("/"), K::Text),
-        p("User Name", true, Some("guest"), K::Text),
-        p("Password", false, None, K::Text),
+        p("Exchange Name", true, Some(""), K::Expression).about(
+            "The exchange to publish to, evaluated per flow file; empty for the default exchange, which routes by queue name.",
+        ),
+        p("Routing Key", true, None, K::Expression).about(
+            "The message's routing key, evaluated per flow file.",
+        ),
+        p("Brokers", true, Some("127.0.0.1:5672"), K::Text).about(
+            "The broker as `host:port` (port 5672 when left out); of a comma-separated list, only the first is used.",
+        ),
+        p("Virtual Host", true, Some("/"), K::Text).about("The broker's virtual host."),
+        p("User Name", true, Some("guest"), K::Text).about("The user to log in as."),
+        p("Password", false, None, K::Text).about(
+            "The user's password (it appears in no log line and no attribute).",
+        ),
     ],
     relationships: &["success", "failure"],
     dynamic: Dynamic::None,

@@ -24,10 +24,16 @@ static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "PublishJetStream",
     description: "Publishes each flow file's content to a NATS JetStream subject, awaiting the stream's acknowledgement.",
     properties: &[
-        p("URL", true, Some("nats://127.0.0.1:4222"), K::Text),
-        p("Subject", true, None, K::Expression),
-        p("User Name", false, None, K::Text),
-        p("Password", false, None, K::Text),
+        p("URL", true, Some("nats://127.0.0.1:4222"), K::Text).about("The NATS server's URL."),
+        p("Subject", true, None, K::Expression).about(
+            "The subject to publish to, evaluated per flow file (a stream must capture it: until one does, publishing fails and the flow files are retried).",
+        ),
+        p("User Name", false, None, K::Text).about(
+            "The user to log in as; unset, no credentials are sent.",
+        ),
+        p("Password", false, None, K::Text).about(
+            "The user's password (it appears in no log line and no attribute).",
+        ),
     ],
     relationships: &["success", "failure"],
     dynamic: Dynamic::None,

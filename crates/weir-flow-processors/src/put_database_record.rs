@@ -23,24 +23,39 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "PutDatabaseRecord",
-    description: "Inserts or upserts the content's JSON Lines records into a PostgreSQL table in one transaction.",
+    description: "Inserts or upserts the records of each flow file's content (JSON Lines, one object per line) into a PostgreSQL table; a flow file with a bad record goes to failure, one the database could not take now to retry.",
     properties: &[
-        p("Database URL", true, None, K::Text),
-        p("Table Name", true, None, K::Text),
+        p("Database URL", true, None, K::Text).about(
+            "The PostgreSQL connection string (`postgres://host:5432/db` or `host=... dbname=...`).",
+        ),
+        p("Table Name", true, None, K::Text).about("The table the records go into."),
         p(
             "Statement Type",
             true,
             Some("INSERT"),
             K::Choice(&["INSERT", "UPSERT"]),
+        ).about(
+            "`INSERT` each record, or `UPSERT`: insert, or update the row with the same Update Keys.",
         ),
-        p("Update Keys", false, None, K::Text),
-        p("User Name", false, None, K::Text),
-        p("Password", false, None, K::Text),
-        p("Batch Size", true, Some("100"), K::Count),
-        // In a stateless group each is capped by the group's timeout.
-        p("Connect Timeout", true, Some("10 sec"), K::Duration),
-        p("Statement Timeout", true, Some("30 sec"), K::Duration),
-        p("Lock Timeout", true, Some("10 sec"), K::Duration),
+        p("Update Keys", false, None, K::Text).about(
+            "The key columns of an UPSERT, comma-separated (required then; a unique index must cover them).",
+        ),
+        p("User Name", false, None, K::Text).about("The database user, instead of the URL's."),
+        p("Password", false, None, K::Text).about(
+            "The user's password, instead of the URL's (it appears in no log line and no attribute).",
+        ),
+        p("Batch Size", true, Some("100"), K::Count).about(
+            "The most flow files written per trigger, in one database transaction (0 counts as 1).",
+        ),
+        p("Connect Timeout", true, Some("10 sec"), K::Duration).about(
+            "How long connecting to the database may take (in a stateless group, at most the group's timeout).",
+        ),
+        p("Statement Timeout", true, Some("30 sec"), K::Duration).about(
+            "How long one statement may run on the server (in a stateless group, at most the group's timeout).",
+        ),
+        p("Lock Timeout", true, Some("10 sec"), K::Duration).about(
+            "How long a statement may wait for a lock (in a stateless group, at most the group's timeout).",
+        ),
     ],
     relationships: &["success", "failure", "retry"],
     dynamic: Dynamic::None,

@@ -21,18 +21,25 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "PutFile",
-    description: "Writes each flow file's content to a file in a directory.",
+    description: "Writes each flow file's content to a file in a directory; files appear (renamed from temporary ones) when the session, in a stateless group the transaction, commits.",
     properties: &[
-        p("Directory", true, None, K::Expression),
+        p("Directory", true, None, K::Expression).about(
+            "The directory to write into, evaluated per flow file; the file is named by the `filename` attribute.",
+        ),
         p(
             "Conflict Resolution Strategy",
             true,
             Some("fail"),
             K::Choice(&["replace", "ignore", "fail"]),
+        ).about(
+            "When a file of that name exists: `replace` it, `ignore` the flow file (to success, unwritten) or `fail` it (to failure, penalized).",
         ),
-        p("Create Missing Directories", true, Some("true"), K::Bool),
-        // Unset: true in flows with `sync: always`, else false (see definition).
-        p("Sync", false, None, K::Bool),
+        p("Create Missing Directories", true, Some("true"), K::Bool).about(
+            "Create the directory and its parents when missing; `false` sends flow files for a missing directory to failure.",
+        ),
+        p("Sync", false, None, K::Bool).about(
+            "Sync each file and its directory to disk before its flow file moves on, so that the output survives a power loss; unset, `true` in flows with `sync: always` and `false` otherwise.",
+        ),
     ],
     relationships: &["success", "failure"],
     dynamic: Dynamic::None,

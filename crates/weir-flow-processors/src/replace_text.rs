@@ -19,8 +19,12 @@ static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "ReplaceText",
     description: "Replaces text in the content, by regex or literal, whole or line by line.",
     properties: &[
-        p("Search Value", true, Some("(?s)(^.*$)"), K::Expression),
-        p("Replacement Value", true, Some("$1"), K::Expression),
+        p("Search Value", true, Some("(?s)(^.*$)"), K::Expression).about(
+            "What to look for, evaluated per flow file: a regular expression for Regex Replace, plain text for Literal Replace (the other strategies ignore it).",
+        ),
+        p("Replacement Value", true, Some("$1"), K::Expression).about(
+            "What to put in, evaluated per flow file; with Regex Replace, `$1`, `$2`, ... insert the match's groups.",
+        ),
         p(
             "Replacement Strategy",
             true,
@@ -32,12 +36,16 @@ static SPEC: ProcessorSpec = ProcessorSpec {
                 "Append",
                 "Always Replace",
             ]),
+        ).about(
+            "Replace every match of a regular expression or of literal text, add the replacement at the start (`Prepend`) or end (`Append`), or replace the text entirely (`Always Replace`).",
         ),
         p(
             "Evaluation Mode",
             true,
             Some("Line-by-Line"),
             K::Choice(&["Entire text", "Line-by-Line"]),
+        ).about(
+            "Apply the strategy to the whole content (`Entire text`) or to each line apart, line endings kept (`Line-by-Line`); content that is not UTF-8 goes to failure, unless `Always Replace` replaces it whole.",
         ),
     ],
     relationships: &["success", "failure"],

@@ -28,6 +28,8 @@ static SPEC: ProcessorSpec = ProcessorSpec {
             "Route to 'matched' if all match",
             "Route to 'matched' if any matches",
         ]),
+    ).about(
+        "`Route to Property name` sends a flow file to the first dynamic property (by name) that is true, the `matched` strategies to `matched` when all or any of them are true; otherwise it goes to `unmatched`.",
     )],
     relationships: &["unmatched"],
     dynamic: Dynamic::Routes,

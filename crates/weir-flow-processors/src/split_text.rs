@@ -17,9 +17,15 @@ static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "SplitText",
     description: "Splits text content into flow files of a number of lines each.",
     properties: &[
-        p("Line Split Count", true, None, K::Count),
-        p("Header Line Count", true, Some("0"), K::Count),
-        p("Remove Trailing Newlines", true, Some("true"), K::Bool),
+        p("Line Split Count", true, None, K::Count).about(
+            "Lines of content per split, the header not counted (at least 1).",
+        ),
+        p("Header Line Count", true, Some("0"), K::Count).about(
+            "Lines at the start of the content copied to the top of every split.",
+        ),
+        p("Remove Trailing Newlines", true, Some("true"), K::Bool).about(
+            "Strip the newlines at the end of each split, dropping splits that are then empty (apart from the header).",
+        ),
     ],
     relationships: &["splits", "original", "failure"],
     dynamic: Dynamic::None,

@@ -17,7 +17,7 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "UpdateAttribute",
-    description: "Sets attributes from expressions.",
+    description: "Sets attributes from expressions, one per dynamic property.",
     properties: &[],
     relationships: &["success"],
     dynamic: Dynamic::Attributes,

@@ -132,4 +132,38 @@ fn custom_types_are_validated_like_built_in_ones() {
     assert!(Flow::parse_with(ok, "x.yaml", &registry).is_ok());
     let err = Flow::parse(ok, "x.yaml").unwrap_err().to_string();
     assert!(err.contains("unknown processor type `Faulty`"), "{err}");
+    // A mistyped name is answered with the closest known ones, registered types included.
+    let typo = ok.replace("type: Faulty", "type: faulti");
+    let err = Flow::parse_with(&typo, "x.yaml", &registry)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unknown processor type `faulti`; did you mean `Faulty`? (known: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_mistyped_type_or_property_gets_a_suggestion() {
+    let yaml = "flow: x\ngroups:\n  - name: g\n    processors:\n      - name: w\n        type: Putfile\n        properties: { Directory: /tmp }\n        auto_terminate: [success, failure]\n";
+    let err = Flow::parse(yaml, "x.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("unknown processor type `Putfile`; did you mean `PutFile`?"),
+        "{err}"
+    );
+    let yaml = yaml
+        .replace("type: Putfile", "type: PutFile")
+        .replace("Directory:", "Directroy:");
+    let err = Flow::parse(&yaml, "x.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("unknown property of PutFile; did you mean `Directory`? (known: "),
+        "{err}"
+    );
+    // Nothing close: the known names only.
+    let yaml = yaml.replace("Directroy:", "Colour:");
+    let err = Flow::parse(&yaml, "x.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("unknown property of PutFile (known: "),
+        "{err}"
+    );
 }

@@ -1,5 +1,5 @@
-//! `weir flow validate|run|status|provenance|lineage`: NiFi-style flows on the traditional
-//! engine (the format is in `docs/flows.md`).
+//! `weir flow validate|run|status|provenance|lineage|processors`: NiFi-style flows on the
+//! traditional engine (the format is in `docs/flows.md`).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -89,6 +89,15 @@ pub enum Command {
         #[arg(long)]
         flowfile: String,
     },
+    #[command(
+        after_help = "Example:\n  weir flow processors\n  weir flow processors PutFile\n  weir flow processors RouteOnAttribute --format json | jq '.properties[].name'\n  weir flow processors --format markdown > processors.md"
+    )]
+    /// The built-in processor types and what each does, or one type in full.
+    ///
+    /// With TYPE: each property (whether it is required, its default, allowed values, kind of
+    /// value and description), the type's relationships, what dynamic properties mean, and
+    /// whether it is a source.
+    Processors(super::processors::ProcessorsArgs),
 }
 
 /// Runs one `weir flow` subcommand.
@@ -162,6 +171,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             outln!("{}", serde_json::to_string_pretty(&lineage)?)?;
             Ok(())
         }
+        Command::Processors(args) => super::processors::run(args),
     }
 }
 

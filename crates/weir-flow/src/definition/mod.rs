@@ -787,10 +787,12 @@ fn processor(
     let key_line = |k: &str| loc.key_line(k, line).or(line);
     let stateless = group_timeout.is_some();
     let Some(spec) = c.registry.spec(&pd.kind) else {
+        let kinds = c.registry.kinds();
         let message = format!(
-            "unknown processor type `{}` (known: {})",
+            "unknown processor type `{}`{} (known: {})",
             pd.kind,
-            c.registry.kinds().join(", ")
+            weir_flow_api::suggest::did_you_mean(&pd.kind, kinds.iter().copied()),
+            kinds.join(", ")
         );
         c.error(key_line("type"), format!("{field}.type"), message);
         return None;
@@ -808,8 +810,12 @@ fn processor(
                         pline,
                         pfield,
                         format!(
-                            "unknown property of {} (known: {})",
+                            "unknown property of {}{} (known: {})",
                             spec.kind,
+                            weir_flow_api::suggest::did_you_mean(
+                                name,
+                                spec.properties.iter().map(|p| p.name)
+                            ),
                             spec.properties
                                 .iter()
                                 .map(|p| p.name)
