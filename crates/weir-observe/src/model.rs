@@ -341,6 +341,11 @@ pub struct LineageNode {
     pub kind: LineageNodeKind,
     /// What to show: a flow file's `filename`, an event's type and component.
     pub label: String,
+    /// For a flow file: how many of its parents the graph leaves out (its own lineage has
+    /// them: the frontier where a viewer offers to expand). 0 for an event.
+    pub more_parents: u64,
+    /// For a flow file: how many of its children the graph leaves out. 0 for an event.
+    pub more_children: u64,
 }
 
 /// A link of a lineage graph, in the direction data went.
@@ -352,15 +357,42 @@ pub struct LineageLink {
     pub to: String,
 }
 
-/// A flow file's lineage: its ancestors and descendants through FORK, JOIN and CLONE, and
-/// each one's events, as a graph.
+/// A flow file's lineage within limits: its ancestors and descendants through FORK, JOIN
+/// and CLONE up to `depth` hops and `max_nodes` flow files, each one's events, as a graph;
+/// flow files with more beyond say how many (`more_parents`, `more_children`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Lineage {
-    /// Flow files and events.
+    /// The flow file asked about (its `uuid`).
+    pub flowfile: String,
+    /// The depth it was searched to (hops from `flowfile`).
+    pub depth: u32,
+    /// The most flow files it could hold.
+    pub max_nodes: u32,
+    /// Whether the limits left related flow files out: some nodes have `more_parents` or
+    /// `more_children`.
+    pub truncated: bool,
+    /// How many distinct flow files are left out next to those shown (0 when whole).
+    pub omitted: u64,
+    /// Flow files (nearest to `flowfile` first) and events.
     pub nodes: Vec<LineageNode>,
     /// Flow file to its event, event to the next event of the same flow file, and a
     /// FORK/JOIN/CLONE event to the flow files it made.
     pub links: Vec<LineageLink>,
+}
+
+/// The limits of a lineage; a parameter it does not know is refused (400, naming it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct LineageQuery {
+    /// Hops from the flow file [default 3]: 0 is the flow file alone, 1 adds its parents
+    /// and children, 2 its siblings and grandparents, ... (at most 100).
+    pub depth: Option<u32>,
+    /// At most this many flow files [default 200], 1 to 10000.
+    pub max_nodes: Option<u32>,
+    /// The server's token, for a client that cannot send it as a header.
+    #[serde(skip_serializing)]
+    pub token: Option<String>,
 }
 
 /// The bytes of a flow file's content (`application/octet-stream`), as the document names

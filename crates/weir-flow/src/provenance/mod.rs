@@ -46,10 +46,14 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-pub use weir_flow_api::provenance::{EventType, Lineage, ProvenanceEvent, Query};
+pub use weir_flow_api::provenance::{
+    EventType, Lineage, LineageFrontier, LineageLimits, ProvenanceEvent, Query,
+};
 
 mod chunk;
 mod flowfile_index;
+#[cfg(test)]
+mod lineage_tests;
 mod queries;
 mod store;
 #[cfg(test)]
