@@ -647,6 +647,37 @@ async fn flow_pages(browser: &Client, url: &str) {
         (strings(&shown[0]) == processors && strings(&shown[1]) == connections).then_some(())
     })
     .await;
+    // The processors' rates: the columns, and generate's as the server samples them (it
+    // makes flow files all along, so its 60 s rate is above 0 within two samples).
+    let headers = js(
+        browser,
+        "return [...document.querySelectorAll('#processors-table thead th')].map(th => th.textContent);",
+    )
+    .await;
+    for column in ["In/s", "Out/s", "Out 10s", "Out 60s"] {
+        assert!(strings(&headers).contains(column), "{column} in {headers}");
+    }
+    wait_for_value(DEADLINE, "generate's out rate on the page and in the API", || async {
+        let shown = js(
+            browser,
+            "const tr = document.querySelector('#processors-table tr[data-processor-row=\"generate\"]'); \
+             return tr && [Number(tr.dataset.outRate60s), tr.children[9].textContent, \
+                           document.querySelector('#flow-graph g[data-processor=\"generate\"] .p-rate').textContent];",
+        )
+        .await;
+        let flow = api(url, &format!("/flows/{id}")).await;
+        let generate = flow["processors"]
+            .as_array()?
+            .iter()
+            .find(|p| p["id"] == "generate")?
+            .clone();
+        (shown[0].as_f64()? > 0.0
+            && generate["flowfiles_out_rate_60s"].as_f64()? > 0.0
+            && shown[1].as_str()?.ends_with("/s")
+            && shown[2].as_str()?.ends_with("/s"))
+        .then_some(())
+    })
+    .await;
     let first = detail["connections"]
         .as_array()
         .unwrap()

@@ -313,7 +313,7 @@ pub(crate) async fn get_flow(
     Path(id): Path<String>,
 ) -> Result<Json<FlowDetail>, ApiError> {
     let flow = find_flow(&registry, &id)?;
-    Ok(Json(views::flow_detail(&id, &flow)))
+    Ok(Json(views::flow_detail(&registry, &id, &flow)))
 }
 
 fn set_running(
@@ -324,7 +324,10 @@ fn set_running(
 ) -> Result<Json<Processor>, ApiError> {
     let flow = find_flow(registry, id)?;
     match flow.set_running(pid, run) {
-        Ok(view) => Ok(Json(views::processor(&view))),
+        Ok(view) => {
+            let rates = registry.processor_rates(id).remove(&view.name);
+            Ok(Json(views::processor(&view, &rates.unwrap_or_default())))
+        }
         Err(e @ ControlError::UnknownProcessor { .. }) => Err(ApiError::not_found(e.to_string())),
         Err(e @ ControlError::Disabled { .. }) => Err(ApiError {
             status: StatusCode::CONFLICT,

@@ -212,6 +212,30 @@ pub struct Processor {
     pub bytes_out: u64,
     /// Triggers run (committed, rolled back or failed).
     pub tasks: u64,
+    /// `flowfiles_in` per second over the last second (0 until the server sampled twice).
+    pub flowfiles_in_rate_1s: f64,
+    /// `flowfiles_in` per second over the last 10 seconds.
+    pub flowfiles_in_rate_10s: f64,
+    /// `flowfiles_in` per second over the last 60 seconds.
+    pub flowfiles_in_rate_60s: f64,
+    /// `flowfiles_out` per second over the last second.
+    pub flowfiles_out_rate_1s: f64,
+    /// `flowfiles_out` per second over the last 10 seconds.
+    pub flowfiles_out_rate_10s: f64,
+    /// `flowfiles_out` per second over the last 60 seconds.
+    pub flowfiles_out_rate_60s: f64,
+    /// `bytes_in` per second over the last second.
+    pub bytes_in_rate_1s: f64,
+    /// `bytes_in` per second over the last 10 seconds.
+    pub bytes_in_rate_10s: f64,
+    /// `bytes_in` per second over the last 60 seconds.
+    pub bytes_in_rate_60s: f64,
+    /// `bytes_out` per second over the last second.
+    pub bytes_out_rate_1s: f64,
+    /// `bytes_out` per second over the last 10 seconds.
+    pub bytes_out_rate_10s: f64,
+    /// `bytes_out` per second over the last 60 seconds.
+    pub bytes_out_rate_60s: f64,
     /// Recent warnings and errors, oldest first.
     pub bulletins: Vec<Bulletin>,
 }
@@ -447,11 +471,24 @@ mod tests {
             bytes_in: 0,
             bytes_out: 0,
             tasks: 0,
+            flowfiles_in_rate_1s: 0.0,
+            flowfiles_in_rate_10s: 0.0,
+            flowfiles_in_rate_60s: 0.0,
+            flowfiles_out_rate_1s: 2.5,
+            flowfiles_out_rate_10s: 0.0,
+            flowfiles_out_rate_60s: 0.0,
+            bytes_in_rate_1s: 0.0,
+            bytes_in_rate_10s: 0.0,
+            bytes_in_rate_60s: 0.0,
+            bytes_out_rate_1s: 0.0,
+            bytes_out_rate_10s: 0.0,
+            bytes_out_rate_60s: 0.0,
             bulletins: vec![],
         };
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["type"], "GetFile");
         assert_eq!(json["state"], "stopped");
+        assert_eq!(json["flowfiles_out_rate_1s"], 2.5);
         let q: ProvenanceQuery = serde_json::from_str(r#"{"type":"DROP","limit":3}"#).unwrap();
         assert_eq!(q.event_type.as_deref(), Some("DROP"));
     }

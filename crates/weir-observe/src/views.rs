@@ -11,7 +11,7 @@ use weir_flow_api::monitor::{Bulletin, ConnectionView, FlowMonitor, ProcessorVie
 use weir_flow_api::provenance::{EventType, Lineage, LineageLimits, ProvenanceEvent};
 
 use crate::model;
-use crate::registry::{Registry, VertexRates};
+use crate::registry::{ProcessorRates, Registry, VertexRates};
 
 /// Milliseconds since the Unix epoch of `t` (0 before it).
 pub(crate) fn epoch_ms(t: SystemTime) -> u64 {
@@ -152,11 +152,16 @@ pub(crate) fn flow_summary(id: &str, flow: &FlowMonitor) -> model::FlowSummary {
     }
 }
 
-/// A flow with its processors, connections and groups.
-pub(crate) fn flow_detail(id: &str, flow: &FlowMonitor) -> model::FlowDetail {
+/// A flow with its processors (with their rates), connections and groups.
+pub(crate) fn flow_detail(registry: &Registry, id: &str, flow: &FlowMonitor) -> model::FlowDetail {
+    let rates = registry.processor_rates(id);
     model::FlowDetail {
         summary: flow_summary(id, flow),
-        processors: flow.processors().iter().map(processor).collect(),
+        processors: flow
+            .processors()
+            .iter()
+            .map(|p| processor(p, &rates.get(&p.name).copied().unwrap_or_default()))
+            .collect(),
         connections: flow.connections().iter().map(connection).collect(),
         groups: flow
             .groups()
@@ -174,8 +179,8 @@ pub(crate) fn flow_detail(id: &str, flow: &FlowMonitor) -> model::FlowDetail {
     }
 }
 
-/// One processor.
-pub(crate) fn processor(p: &ProcessorView) -> model::Processor {
+/// One processor, with its rates.
+pub(crate) fn processor(p: &ProcessorView, rates: &ProcessorRates) -> model::Processor {
     model::Processor {
         id: p.name.clone(),
         name: p.name.clone(),
@@ -191,6 +196,18 @@ pub(crate) fn processor(p: &ProcessorView) -> model::Processor {
         bytes_in: p.bytes_in,
         bytes_out: p.bytes_out,
         tasks: p.tasks,
+        flowfiles_in_rate_1s: rates.flowfiles_in.last_1s,
+        flowfiles_in_rate_10s: rates.flowfiles_in.last_10s,
+        flowfiles_in_rate_60s: rates.flowfiles_in.last_60s,
+        flowfiles_out_rate_1s: rates.flowfiles_out.last_1s,
+        flowfiles_out_rate_10s: rates.flowfiles_out.last_10s,
+        flowfiles_out_rate_60s: rates.flowfiles_out.last_60s,
+        bytes_in_rate_1s: rates.bytes_in.last_1s,
+        bytes_in_rate_10s: rates.bytes_in.last_10s,
+        bytes_in_rate_60s: rates.bytes_in.last_60s,
+        bytes_out_rate_1s: rates.bytes_out.last_1s,
+        bytes_out_rate_10s: rates.bytes_out.last_10s,
+        bytes_out_rate_60s: rates.bytes_out.last_60s,
         bulletins: p.bulletins.iter().map(bulletin).collect(),
     }
 }

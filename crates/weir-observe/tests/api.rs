@@ -367,6 +367,9 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
     // --- Flows -----------------------------------------------------------------------
     let engine = Engine::start(lines_flow(dir), &dir.join("repo")).unwrap();
     let flow_id = registry.add_flow(engine.monitor());
+    // A sample before any input (as the server's sampler takes each second), so that the
+    // rates below have the flow's start to count from.
+    registry.sample(Instant::now());
     let flows = c
         .json("get", "/api/v1/flows", "/api/v1/flows", StatusCode::OK)
         .await;
@@ -448,6 +451,26 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
         (Some("read"), Some("GetFile"))
     );
     assert!(read["bytes_out"].as_u64().unwrap() > 0);
+    // The server's sampler gives each processor its rates: tag took in five lines within the
+    // last minute (the 1 s rate is the sampler's last second, see the test driving its clock).
+    assert!(
+        wait_for_async(TIMEOUT, async || {
+            let detail = c
+                .json("get", &base, "/api/v1/flows/{id}", StatusCode::OK)
+                .await;
+            let tag = detail["processors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "tag")
+                .unwrap()
+                .clone();
+            tag["flowfiles_in_rate_60s"].as_f64().unwrap() > 0.0
+                && tag["bytes_in_rate_60s"].as_f64().unwrap() > 0.0
+        })
+        .await,
+        "tag's rates never showed its five lines"
+    );
 
     // Provenance: the lines routed to `unmatched`, oldest first.
     let events = c
@@ -1166,4 +1189,43 @@ fn a_lineage_across_a_merge_of_twenty_thousand_lines_is_small_and_expandable() {
         assert_eq!(most["truncated"], true);
         assert_eq!(most["omitted"], LINES + 2 - 10_000);
     });
+}
+
+/// A running flow's processor rates come from the registry's samples of its counters, on a
+/// clock the test drives: 5 lines in the second between two samples are 5 a second, and
+/// the rate is 0 a second after the flow stopped being fed.
+#[test]
+fn a_running_flows_processor_rates_follow_its_counters_on_a_driven_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::start(lines_flow(dir.path()), &dir.path().join("repo")).unwrap();
+    let monitor = engine.monitor();
+    let registry = Registry::new();
+    let id = registry.add_flow(monitor.clone());
+    let start = Instant::now();
+    let at = |s: u64| start + Duration::from_secs(s);
+    registry.sample(at(0));
+    let text = "one\ntwo\nthree\nfour\nfive\n";
+    let staged = dir.path().join("lines.txt.part");
+    std::fs::write(&staged, text).unwrap();
+    std::fs::rename(&staged, dir.path().join("in/lines.txt")).unwrap();
+    let written = |name: &str| monitor.processor(name).unwrap().flowfiles_in;
+    assert!(
+        weir_test_support::wait_for(TIMEOUT, || written("write-even") == 2
+            && written("write-odd") == 3),
+        "the five lines were never written"
+    );
+    registry.sample(at(1));
+    let rates = registry.processor_rates(&id);
+    assert_eq!(rates["tag"].flowfiles_in.last_1s, 5.0);
+    assert_eq!(rates["tag"].flowfiles_out.last_1s, 5.0);
+    assert_eq!(rates["write-odd"].flowfiles_in.last_1s, 3.0);
+    assert_eq!(rates["read"].bytes_out.last_1s, text.len() as f64);
+    assert_eq!(rates["tag"].bytes_in.last_10s, (text.len() - 5) as f64);
+    // Not fed any more: 0 over the last second, the older windows still show the burst.
+    registry.sample(at(2));
+    let rates = registry.processor_rates(&id);
+    assert_eq!(rates["tag"].flowfiles_in.last_1s, 0.0);
+    assert_eq!(rates["tag"].flowfiles_in.last_10s, 2.5);
+    assert_eq!(rates["read"].bytes_out.last_1s, 0.0);
+    engine.stop().unwrap();
 }
