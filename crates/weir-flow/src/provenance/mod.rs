@@ -62,7 +62,7 @@ mod types;
 
 use store::{FORMAT, Store, encode_parts, remove_half_created_partitions};
 pub use types::ProvenanceError;
-use types::{ChunkKey, Span, chunk_key, first_of, uuids_of};
+use types::{ChunkKey, Span, chunk_key, first_of};
 
 /// The provenance store.
 pub struct ProvenanceRepository {

@@ -10,8 +10,96 @@ use std::collections::BTreeMap;
 /// unfolded lists.
 #[derive(Default)]
 pub(super) struct Lookups {
-    pub(super) chunks: FxHashMap<ChunkKey, Vec<ProvenanceEvent>>,
+    pub(super) chunks: FxHashMap<ChunkKey, ReadChunk>,
     pub(super) unfolded: Unfolded,
+}
+
+/// A decoded chunk, and once it is looked in a second time, where each flow file is named in
+/// it: a lineage looks in a fork's or a merge's chunk once per flow file it holds, and each
+/// look is then one hash look-up, not a scan of the thousands of uuids the event lists.
+pub(super) struct ReadChunk {
+    events: Vec<ProvenanceEvent>,
+    /// Looks so far: a chunk looked in once (a query by flow file) is only scanned.
+    looks: u32,
+    by_uuid: Option<FxHashMap<String, Vec<Naming>>>,
+}
+
+/// Where an event names a flow file: the event's position in its chunk, and whether it
+/// names the flow file as a parent, as a child, or (neither) only as its flow file.
+#[derive(Clone, Copy)]
+struct Naming {
+    event: u32,
+    as_parent: bool,
+    as_child: bool,
+}
+
+impl ReadChunk {
+    fn new(events: Vec<ProvenanceEvent>) -> ReadChunk {
+        ReadChunk {
+            events,
+            looks: 0,
+            by_uuid: None,
+        }
+    }
+
+    /// Calls `visit` with each event naming `uuid`, in order, and how it names it. The
+    /// first look scans the events; the second builds the index the later ones use.
+    fn each_naming(&mut self, uuid: &str, mut visit: impl FnMut(&ProvenanceEvent, Naming)) {
+        let naming = |i: usize, e: &ProvenanceEvent, uuid: &str| {
+            let as_parent = e.parents.iter().any(|p| p == uuid);
+            let as_child = e.children.iter().any(|c| c == uuid);
+            (as_parent || as_child || e.flowfile == uuid).then_some(Naming {
+                event: i as u32,
+                as_parent,
+                as_child,
+            })
+        };
+        self.looks += 1;
+        match &self.by_uuid {
+            Some(index) => {
+                for n in index.get(uuid).into_iter().flatten() {
+                    visit(&self.events[n.event as usize], *n);
+                }
+            }
+            None if self.looks == 1 => {
+                for (i, e) in self.events.iter().enumerate() {
+                    if let Some(n) = naming(i, e, uuid) {
+                        visit(e, n);
+                    }
+                }
+            }
+            None => {
+                let mut index: FxHashMap<String, Vec<Naming>> = FxHashMap::default();
+                for (i, e) in self.events.iter().enumerate() {
+                    let mut name = |u: &str, as_parent: bool, as_child: bool| {
+                        let namings = index.entry(u.to_string()).or_default();
+                        match namings.last_mut() {
+                            Some(n) if n.event == i as u32 => {
+                                n.as_parent |= as_parent;
+                                n.as_child |= as_child;
+                            }
+                            _ => namings.push(Naming {
+                                event: i as u32,
+                                as_parent,
+                                as_child,
+                            }),
+                        }
+                    };
+                    name(&e.flowfile, false, false);
+                    for p in &e.parents {
+                        name(p, true, false);
+                    }
+                    for c in &e.children {
+                        name(c, false, true);
+                    }
+                }
+                for n in index.get(uuid).into_iter().flatten() {
+                    visit(&self.events[n.event as usize], *n);
+                }
+                self.by_uuid = Some(index);
+            }
+        }
+    }
 }
 
 impl ProvenanceRepository {
@@ -36,36 +124,32 @@ impl ProvenanceRepository {
         cache: &mut Lookups,
     ) -> Result<BTreeMap<u64, ProvenanceEvent>, ProvenanceError> {
         let mut out = BTreeMap::new();
-        self.each_event_of(uuid, cache, |e| {
+        self.each_event_of(uuid, cache, |e, _| {
             out.entry(e.id).or_insert_with(|| e.clone());
         })?;
         Ok(out)
     }
 
     /// Calls `visit` with each event naming flow file `uuid` (as the flow file, a parent or
-    /// a child), in chunk order; an event written twice (a replayed frame) comes twice.
-    /// What it reads is kept in `cache` for the next call.
+    /// a child) and how it names it, in chunk order; an event written twice (a replayed
+    /// frame) comes twice. What it reads is kept in `cache` for the next call.
     fn each_event_of(
         &self,
         uuid: &str,
         cache: &mut Lookups,
-        mut visit: impl FnMut(&ProvenanceEvent),
+        mut visit: impl FnMut(&ProvenanceEvent, Naming),
     ) -> Result<(), ProvenanceError> {
         for key in self.chunks_of(uuid, &mut cache.unfolded)? {
-            let events = match cache.chunks.entry(key) {
+            let chunk = match cache.chunks.entry(key) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
                     let Some(events) = self.store.chunk(&key)? else {
                         continue;
                     };
-                    v.insert(events)
+                    v.insert(ReadChunk::new(events))
                 }
             };
-            for e in events.iter() {
-                if uuids_of(e).any(|u| u == uuid) {
-                    visit(e);
-                }
-            }
+            chunk.each_naming(uuid, &mut visit);
         }
         Ok(())
     }
@@ -298,18 +382,18 @@ impl ProvenanceRepository {
     ) -> Result<(Vec<String>, Vec<String>), ProvenanceError> {
         let (mut parents, mut children) = (Vec::new(), Vec::new());
         let mut seen: rustc_hash::FxHashSet<String> = Default::default();
-        self.each_event_of(uuid, cache, |e| {
+        self.each_event_of(uuid, cache, |e, naming| {
             // A FORK's or CLONE's parent is its flow file and lists itself as the parent; a
             // JOIN's child is its flow file and lists itself as the child: the two lists say
             // who came from whom.
-            if e.children.iter().any(|c| c == uuid) {
+            if naming.as_child {
                 for p in e.parents.iter().filter(|p| *p != uuid) {
                     if seen.insert(p.clone()) {
                         parents.push(p.clone());
                     }
                 }
             }
-            if e.parents.iter().any(|p| p == uuid) {
+            if naming.as_parent {
                 for c in e.children.iter().filter(|c| *c != uuid) {
                     if seen.insert(c.clone()) {
                         children.push(c.clone());
@@ -332,4 +416,62 @@ struct Reached {
     /// Its direct parents and children, once looked up.
     parents: Vec<String>,
     children: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linked(
+        id: u64,
+        t: EventType,
+        ff: &str,
+        parents: &[&str],
+        children: &[&str],
+    ) -> ProvenanceEvent {
+        ProvenanceEvent {
+            event_type: t,
+            parents: parents.iter().map(|p| p.to_string()).collect(),
+            children: children.iter().map(|c| c.to_string()).collect(),
+            ..super::super::tests::event_with(id, ff, Default::default())
+        }
+    }
+
+    /// The first look scans, the later ones read the index: both find the same events,
+    /// naming the flow file the same way.
+    #[test]
+    fn a_chunks_index_finds_what_a_scan_finds() {
+        let mut chunk = ReadChunk::new(vec![
+            linked(1, EventType::FORK, "p", &["p"], &["a", "b"]),
+            linked(2, EventType::ROUTE, "a", &[], &[]),
+            linked(3, EventType::JOIN, "m", &["a", "b"], &["m"]),
+            linked(4, EventType::CLONE, "b", &["b"], &["c"]),
+        ]);
+        let looks = |chunk: &mut ReadChunk, uuid: &str| {
+            let mut seen = Vec::new();
+            chunk.each_naming(uuid, |e, n| seen.push((e.id, n.as_parent, n.as_child)));
+            seen
+        };
+        let want = [
+            ("p", vec![(1, true, false)]),
+            (
+                "a",
+                vec![(1, false, true), (2, false, false), (3, true, false)],
+            ),
+            (
+                "b",
+                vec![(1, false, true), (3, true, false), (4, true, false)],
+            ),
+            ("m", vec![(3, false, true)]),
+            ("c", vec![(4, false, true)]),
+            ("nobody", vec![]),
+        ];
+        // Every uuid first, then again: the first by a scan, every later one by the index.
+        for round in 0..2 {
+            for (uuid, namings) in &want {
+                assert_eq!(&looks(&mut chunk, uuid), namings, "{uuid}, round {round}");
+                assert!(chunk.by_uuid.is_some() || chunk.looks == 1);
+            }
+        }
+    }
 }
