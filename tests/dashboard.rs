@@ -152,7 +152,8 @@ fn start_job() -> Running {
 }
 
 /// A flow whose first queue fills to its back-pressure threshold: `generate` makes up to 200
-/// flow files a second, `tag` takes at most 100 every 2 seconds.
+/// flow files a second, `tag` takes at most 100 every 2 seconds; tag's `success` goes to two
+/// connections, so each flow file it sends has a clone (a lineage with a child).
 fn flow_yaml(out: &Path) -> String {
     format!(
         r#"flow: ui-demo
@@ -171,14 +172,20 @@ groups:
         type: PutFile
         properties: {{ Directory: "{}", Conflict Resolution Strategy: replace }}
         auto_terminate: [success, failure]
+      - name: archive
+        type: PutFile
+        properties: {{ Directory: "{}", Conflict Resolution Strategy: replace }}
+        auto_terminate: [success, failure]
     connections:
       - from: generate
         relationships: [success]
         to: tag
         back_pressure: {{ count: 150, size: 1 GB }}
       - {{ from: tag, relationships: [success], to: write }}
+      - {{ from: tag, relationships: [success], to: archive }}
 "#,
-        out.display()
+        out.display(),
+        out.join("archive").display()
     )
 }
 
@@ -640,6 +647,37 @@ async fn flow_pages(browser: &Client, url: &str) {
         (strings(&shown[0]) == processors && strings(&shown[1]) == connections).then_some(())
     })
     .await;
+    // The processors' rates: the columns, and generate's as the server samples them (it
+    // makes flow files all along, so its 60 s rate is above 0 within two samples).
+    let headers = js(
+        browser,
+        "return [...document.querySelectorAll('#processors-table thead th')].map(th => th.textContent);",
+    )
+    .await;
+    for column in ["In/s", "Out/s", "Out 10s", "Out 60s"] {
+        assert!(strings(&headers).contains(column), "{column} in {headers}");
+    }
+    wait_for_value(DEADLINE, "generate's out rate on the page and in the API", || async {
+        let shown = js(
+            browser,
+            "const tr = document.querySelector('#processors-table tr[data-processor-row=\"generate\"]'); \
+             return tr && [Number(tr.dataset.outRate60s), tr.children[9].textContent, \
+                           document.querySelector('#flow-graph g[data-processor=\"generate\"] .p-rate').textContent];",
+        )
+        .await;
+        let flow = api(url, &format!("/flows/{id}")).await;
+        let generate = flow["processors"]
+            .as_array()?
+            .iter()
+            .find(|p| p["id"] == "generate")?
+            .clone();
+        (shown[0].as_f64()? > 0.0
+            && generate["flowfiles_out_rate_60s"].as_f64()? > 0.0
+            && shown[1].as_str()?.ends_with("/s")
+            && shown[2].as_str()?.ends_with("/s"))
+        .then_some(())
+    })
+    .await;
     let first = detail["connections"]
         .as_array()
         .unwrap()
@@ -694,7 +732,7 @@ async fn flow_pages(browser: &Client, url: &str) {
         )
         .await;
         let running = js(browser, "return document.querySelector('#tile-running').textContent;").await;
-        (stopped == 2 && shown == 2 && running == "1 of 3").then_some(())
+        (stopped == 2 && shown == 2 && running == "2 of 4").then_some(())
     })
     .await;
     let queued = wait_for_value(
@@ -809,6 +847,72 @@ async fn flow_pages(browser: &Client, url: &str) {
     })
     .await;
     screenshot(browser, "provenance").await;
+
+    // A bounded lineage: at depth 0 the flow file alone, its clone left out and counted
+    // ("+1"); expanding the flow file fetches its own lineage and merges the clone in.
+    let node_ids = |lineage: &Value| -> BTreeSet<String> {
+        lineage["nodes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|n| n["id"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let lineage_path =
+        |depth: u32| format!("/flows/{id}/flowfiles/{flowfile}/lineage?depth={depth}");
+    let alone = api(url, &lineage_path(0)).await;
+    assert_eq!(alone["truncated"], true, "{alone:#}");
+    let start = alone["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == flowfile.as_str())
+        .unwrap();
+    assert_eq!(start["more_children"], 1, "the clone: {alone:#}");
+    browser
+        .goto(&format!(
+            "{url}/flows/{id}/provenance?lineage={flowfile}&lineage_depth=0"
+        ))
+        .await
+        .unwrap();
+    let node_state = format!(
+        "const g = document.querySelector('#lineage g[data-lineage-node=\"{flowfile}\"]'); \
+         const s = document.querySelector('#lineage-summary'); \
+         return [[...document.querySelectorAll('#lineage g[data-lineage-node]')].map(g => g.dataset.lineageNode), \
+                 g && g.dataset.moreChildren, s && s.dataset.truncated, s && s.textContent];"
+    );
+    wait_for_value(
+        DEADLINE,
+        "the depth-0 lineage with its flow file's +1",
+        || async {
+            let shown = js(browser, &node_state).await;
+            let alone = api(url, &lineage_path(0)).await;
+            (strings(&shown[0]) == node_ids(&alone)
+                && shown[1] == "1"
+                && shown[2] == "true"
+                && shown[3]
+                    .as_str()?
+                    .contains("more related flow files not shown"))
+            .then_some(())
+        },
+    )
+    .await;
+    screenshot(browser, "lineage-bounded").await;
+    click(browser, &format!("#lineage g[data-expand=\"{flowfile}\"]")).await;
+    wait_for_value(
+        DEADLINE,
+        "the expanded lineage: the clone merged in",
+        || async {
+            let shown = js(browser, &node_state).await;
+            let mut want = node_ids(&api(url, &lineage_path(0)).await);
+            want.extend(node_ids(&api(url, &lineage_path(1)).await));
+            (strings(&shown[0]) == want && shown[1] == "0" && shown[2] == "false").then_some(())
+        },
+    )
+    .await;
+    screenshot(browser, "lineage-expanded").await;
 
     // Back on the flow page, start both again.
     browser.goto(&format!("{url}/flows/{id}")).await.unwrap();

@@ -437,6 +437,57 @@ fn lineage_of_a_split_file_shows_its_parent_and_siblings() {
             "sibling {s} in the lineage"
         );
     }
+    assert_eq!(l["truncated"], false);
+    assert_eq!(l["frontier"], serde_json::json!([]));
+    assert!(String::from_utf8_lossy(&lineage.stderr).is_empty());
+    // Bounded: at depth 1 the parent is there and its two other lines are counted, not
+    // shown; the note on stderr says so.
+    let near = weir()
+        .args(["flow", "lineage", "--repo"])
+        .arg(&repo)
+        .args(["--flowfile", child, "--depth", "1"])
+        .output()
+        .unwrap();
+    assert!(near.status.success());
+    let n: serde_json::Value = serde_json::from_slice(&near.stdout).unwrap();
+    assert_eq!(n["flowfiles"], serde_json::json!([child, parent]));
+    assert_eq!(n["truncated"], true);
+    assert_eq!(n["omitted"], 2);
+    assert_eq!(
+        n["frontier"],
+        serde_json::json!([{"flowfile": parent, "more_parents": 0, "more_children": 2}])
+    );
+    let note = String::from_utf8_lossy(&near.stderr);
+    assert!(
+        note.contains("truncated") && note.contains("2 more related"),
+        "{note}"
+    );
+    // --max-nodes 1: the line alone.
+    let alone = weir()
+        .args(["flow", "lineage", "--repo"])
+        .arg(&repo)
+        .args(["--flowfile", child, "--max-nodes", "1"])
+        .output()
+        .unwrap();
+    let a: serde_json::Value = serde_json::from_slice(&alone.stdout).unwrap();
+    assert_eq!(a["flowfiles"], serde_json::json!([child]));
+    assert_eq!(a["omitted"], 1);
+    // A limit that is not one is refused, naming the option.
+    for bad in ["--max-nodes=0", "--depth=-1", "--depth=deep"] {
+        let out = weir()
+            .args(["flow", "lineage", "--repo"])
+            .arg(&repo)
+            .args(["--flowfile", child, bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let option = bad.split('=').next().unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(option),
+            "{bad}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// A flow whose source ticks every 30 s: the first tick at start, then a long wait.

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::provenance::{Lineage, ProvenanceEvent, Query};
+use crate::provenance::{Lineage, LineageLimits, ProvenanceEvent, Query};
 
 /// How grave a [`Bulletin`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,7 +199,7 @@ pub trait MonitoredFlow: Send + Sync {
     ///
     /// # Errors
     /// [`ProvenanceUnavailable`].
-    fn lineage(&self, uuid: &str) -> Result<Lineage, ProvenanceUnavailable>;
+    fn lineage(&self, uuid: &str, limits: LineageLimits) -> Result<Lineage, ProvenanceUnavailable>;
     /// See [`FlowMonitor::content`].
     ///
     /// # Errors
@@ -284,13 +284,18 @@ impl FlowMonitor {
         self.0.provenance(query, limit)
     }
 
-    /// The lineage of flow file `uuid`: related flow files and all their events. Empty
-    /// (no events) for a flow file provenance does not know.
+    /// The lineage of flow file `uuid` within `limits`: related flow files, all their
+    /// events, and where it goes on beyond the limits. Empty (no events) for a flow file
+    /// provenance does not know. Costs a look-up per flow file it holds.
     ///
     /// # Errors
     /// [`ProvenanceUnavailable`]: the store failed.
-    pub fn lineage(&self, uuid: &str) -> Result<Lineage, ProvenanceUnavailable> {
-        self.0.lineage(uuid)
+    pub fn lineage(
+        &self,
+        uuid: &str,
+        limits: LineageLimits,
+    ) -> Result<Lineage, ProvenanceUnavailable> {
+        self.0.lineage(uuid, limits)
     }
 
     /// The content of flow file `uuid` while it is queued in one of the flow's connections

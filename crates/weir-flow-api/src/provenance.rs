@@ -109,18 +109,85 @@ pub struct Query {
     pub newest_first: bool,
 }
 
-/// A flow file's lineage: the flow files it is related to through FORK, JOIN and CLONE
-/// (parents up to the roots, children down to the leaves) and all their events.
+/// How far a [`Lineage`] reaches from the flow file asked about, as NiFi's lineage view
+/// does: a first graph near the flow file, which a user expands node by node.
+///
+/// The search goes breadth first over parent and child links and stops (it reads no more)
+/// at whichever limit it reaches first, so a lineage across a split into thousands or a
+/// merge of thousands costs at most `max_flowfiles` look-ups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineageLimits {
+    /// Hops from the flow file asked about: 0 is the flow file alone, 1 adds its parents
+    /// and children, 2 their parents and children (its siblings and grandparents), ...
+    pub depth: u32,
+    /// At most this many flow files (the one asked about included; at least 1).
+    pub max_flowfiles: usize,
+}
+
+impl LineageLimits {
+    /// The default depth: parents, children, siblings and one hop beyond.
+    pub const DEFAULT_DEPTH: u32 = 3;
+    /// The default number of flow files: a graph a person can read and a response that
+    /// stays small (tens of kilobytes).
+    pub const DEFAULT_MAX_FLOWFILES: usize = 200;
+    /// No limit: every related flow file (parents up to the roots, children down to the
+    /// leaves). Costs a look-up per related flow file, which across a merge can be many
+    /// thousands.
+    pub const UNBOUNDED: LineageLimits = LineageLimits {
+        depth: u32::MAX,
+        max_flowfiles: usize::MAX,
+    };
+}
+
+impl Default for LineageLimits {
+    /// [`DEFAULT_DEPTH`](Self::DEFAULT_DEPTH) and
+    /// [`DEFAULT_MAX_FLOWFILES`](Self::DEFAULT_MAX_FLOWFILES).
+    fn default() -> LineageLimits {
+        LineageLimits {
+            depth: Self::DEFAULT_DEPTH,
+            max_flowfiles: Self::DEFAULT_MAX_FLOWFILES,
+        }
+    }
+}
+
+/// A flow file of a [`Lineage`] with related flow files the lineage does not hold: where
+/// a user can expand the graph (its own lineage has them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LineageFrontier {
+    /// The flow file's `uuid`.
+    pub flowfile: String,
+    /// How many of its direct parents the lineage does not hold.
+    pub more_parents: usize,
+    /// How many of its direct children the lineage does not hold.
+    pub more_children: usize,
+}
+
+/// A flow file's lineage within [`LineageLimits`]: the flow files it is related to through
+/// FORK, JOIN and CLONE (parents, children, and on through theirs) that the limits reach,
+/// all their events, and where the lineage goes on beyond them.
 #[derive(Debug, Clone, Serialize)]
 pub struct Lineage {
     /// The flow file asked about.
     pub flowfile: String,
-    /// Its parents (direct).
+    /// Its direct parents that the lineage holds (the others are counted in `frontier`).
     pub parents: Vec<String>,
-    /// Its children (direct).
+    /// Its direct children that the lineage holds (the others are counted in `frontier`).
     pub children: Vec<String>,
-    /// Every related flow file.
+    /// Every flow file the lineage holds, nearest first (the one asked about, then one hop
+    /// away, ...).
     pub flowfiles: Vec<String>,
-    /// Every event of every related flow file, oldest first.
+    /// The flow files of `flowfiles` with parents or children it does not hold, in the
+    /// same order.
+    pub frontier: Vec<LineageFrontier>,
+    /// How many distinct flow files are parents or children of those held, but not held
+    /// themselves: 0 when the lineage is whole.
+    pub omitted: usize,
+    /// Whether a limit left related flow files out (`omitted > 0`).
+    pub truncated: bool,
+    /// How many flow files' events the search looked up: the measure of its cost, at most
+    /// the limits' `max_flowfiles`.
+    pub visited: usize,
+    /// Every event of every flow file held (those naming it as a parent or child
+    /// included), oldest first.
     pub events: Vec<ProvenanceEvent>,
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use support::{Item, Probe, start, wait_for};
 use weir_flow::engine::{ControlError, FlowState, RunState};
-use weir_flow::provenance::{EventType, Query};
+use weir_flow::provenance::{EventType, LineageLimits, Query};
 
 const FLOW: &str = r#"flow: watched
 settings: { sync: none }
@@ -86,11 +86,13 @@ fn a_stopped_processor_lets_its_queue_fill_and_queued_content_is_readable() {
         Some(&b"queued 2"[..])
     );
     assert_eq!(monitor.content("no-such-flow-file").unwrap(), None);
-    let lineage = monitor.lineage(&last.flowfile).unwrap();
+    let lineage = monitor
+        .lineage(&last.flowfile, LineageLimits::default())
+        .unwrap();
     assert!(lineage.events.iter().any(|e| e.id == last.id));
     assert!(
         monitor
-            .lineage("no-such-flow-file")
+            .lineage("no-such-flow-file", LineageLimits::default())
             .unwrap()
             .events
             .is_empty()

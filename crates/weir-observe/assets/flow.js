@@ -32,7 +32,6 @@ class FlowView {
     this.main = main;
     this.id = id;
     this.topology = null;
-    this.previous = new Map();
     this.refreshNow = () => {};
     this.name = h("h1", { id: "flow-name" }, id);
     this.status = badge("running", { id: "flow-status" });
@@ -68,6 +67,10 @@ class FlowView {
             h("thead", {}, h("tr", {},
               h("th", {}, "Processor"), h("th", {}, "Type"), h("th", {}, "Group"), h("th", {}, "State"),
               h("th", { class: "num" }, "In"), h("th", { class: "num" }, "Out"),
+              h("th", { class: "num", title: "Flow files in per second, last 1 s" }, "In/s"),
+              h("th", { class: "num", title: "Flow files out per second, last 1 s" }, "Out/s"),
+              h("th", { class: "num", title: "Flow files out per second, last 10 s" }, "Out 10s"),
+              h("th", { class: "num", title: "Flow files out per second, last 60 s" }, "Out 60s"),
               h("th", { class: "num" }, "Bytes in"), h("th", { class: "num" }, "Bytes out"),
               h("th", { class: "num" }, "Tasks"), h("th", {}, ""))),
             this.processorsBody))),
@@ -113,16 +116,11 @@ class FlowView {
       this.topology = signature;
       this.draw(flow);
     }
-    const now = performance.now();
+    // Rates are the server's, sampled once a second.
     let outRate = 0;
     for (const p of flow.processors) {
-      const prev = this.previous.get(p.id);
-      this.previous.set(p.id, { out: p.flowfiles_out, now });
-      const rate = prev && now > prev.now
-        ? Math.max(0, p.flowfiles_out - prev.out) / ((now - prev.now) / 1000)
-        : null;
-      outRate += rate ?? 0;
-      this.updateProcessor(p, rate);
+      outRate += p.flowfiles_out_rate_1s;
+      this.updateProcessor(p);
     }
     for (const c of flow.connections) this.updateConnection(c);
     setText(this.running, `${flow.processors.filter((p) => p.state === "running").length} of ${flow.processors.length}`);
@@ -173,16 +171,17 @@ class FlowView {
     this.connectionsBody.replaceChildren(...flow.connections.map(connectionRow));
   }
 
-  updateProcessor(p, rate) {
+  updateProcessor(p) {
     const node = this.graph.querySelector(`g[data-processor="${CSS.escape(p.id)}"]`);
     if (node) {
       Object.assign(node.dataset, { state: p.state, flowfilesIn: String(p.flowfiles_in),
-        flowfilesOut: String(p.flowfiles_out), tasks: String(p.tasks) });
+        flowfilesOut: String(p.flowfiles_out), tasks: String(p.tasks),
+        inRate: String(p.flowfiles_in_rate_1s), outRate: String(p.flowfiles_out_rate_1s) });
       node.setAttribute("class", `processor state-${p.state}`);
       const q = (name) => node.querySelector(`.${name}`);
       setText(q("p-in"), `In ${fmt.count(p.flowfiles_in)} (${fmt.bytes(p.bytes_in)})`);
       setText(q("p-out"), `Out ${fmt.count(p.flowfiles_out)} (${fmt.bytes(p.bytes_out)})`);
-      if (rate !== null) setText(q("p-rate"), `${fmt.count(rate)}/s`);
+      setText(q("p-rate"), fmt.rate(p.flowfiles_out_rate_1s));
       setText(q("p-tasks"), `${fmt.count(p.tasks)} tasks`);
       const toggle = q("p-toggle");
       toggle.style.display = p.state === "disabled" ? "none" : "";
@@ -201,10 +200,24 @@ class FlowView {
       setBadge(c[3].firstChild, p.state);
       setText(c[4], fmt.count(p.flowfiles_in));
       setText(c[5], fmt.count(p.flowfiles_out));
-      setText(c[6], fmt.bytes(p.bytes_in));
-      setText(c[7], fmt.bytes(p.bytes_out));
-      setText(c[8], fmt.count(p.tasks));
-      const [start, stop] = c[9].children;
+      const rates = [
+        [p.flowfiles_in_rate_1s, `${fmt.bytes(Math.round(p.bytes_in_rate_1s))}/s in over the last second`],
+        [p.flowfiles_out_rate_1s, `${fmt.bytes(Math.round(p.bytes_out_rate_1s))}/s out over the last second`],
+        [p.flowfiles_out_rate_10s, `${fmt.bytes(Math.round(p.bytes_out_rate_10s))}/s out over the last 10 s`],
+        [p.flowfiles_out_rate_60s, `${fmt.bytes(Math.round(p.bytes_out_rate_60s))}/s out over the last 60 s`],
+      ];
+      rates.forEach(([rate, bytes], i) => {
+        setText(c[6 + i], fmt.rate(rate));
+        c[6 + i].title = bytes;
+        c[6 + i].classList.toggle("muted", rate === 0);
+      });
+      Object.assign(tr.dataset, { inRate: String(p.flowfiles_in_rate_1s),
+        outRate: String(p.flowfiles_out_rate_1s), outRate10s: String(p.flowfiles_out_rate_10s),
+        outRate60s: String(p.flowfiles_out_rate_60s) });
+      setText(c[10], fmt.bytes(p.bytes_in));
+      setText(c[11], fmt.bytes(p.bytes_out));
+      setText(c[12], fmt.count(p.tasks));
+      const [start, stop] = c[13].children;
       start.disabled = p.state !== "stopped";
       stop.disabled = p.state !== "running";
     }
@@ -314,7 +327,7 @@ function processorRow(p) {
     h("td", {}, p.type),
     h("td", { class: "muted" }, p.group),
     h("td", {}, badge(p.state)),
-    ...Array.from({ length: 5 }, () => h("td", { class: "num" })),
+    ...Array.from({ length: 9 }, () => h("td", { class: "num" })),
     h("td", { class: "actions" },
       h("button", { class: "btn btn-small", type: "button", dataset: { action: "start", processorId: p.id } }, "Start"),
       h("button", { class: "btn btn-small", type: "button", dataset: { action: "stop", processorId: p.id } }, "Stop")));

@@ -1,6 +1,8 @@
 // "/flows/{id}/provenance": provenance search (flow file, component, type, time) and a flow
 // file's lineage graph. The search lives in the address (?flowfile=&component=&type=&since=
-// &until=&limit=&lineage=), so a search or a lineage can be bookmarked and shared.
+// &until=&limit=&lineage=&lineage_depth=&lineage_max=), so a search or a lineage can be
+// bookmarked and shared. A lineage is bounded (the server's depth and flow-file limits);
+// a flow file with more beyond shows "+N", which expands it in place.
 
 import { get, blob, seg, liveState, showError } from "./api.js";
 import { h, setText, breadcrumbs, card, banner, errorBox } from "./dom.js";
@@ -128,15 +130,53 @@ function eventRow(e, showLineage) {
       onclick: () => showLineage(e.flowfile) }, "Lineage")));
 }
 
+/** A lineage request's limits from the address (`lineage_depth`, `lineage_max`), or the
+ * server's defaults. */
+function lineageLimits() {
+  const params = new URLSearchParams(window.location.search);
+  return { depth: params.get("lineage_depth") ?? "", max: params.get("lineage_max") ?? "" };
+}
+
+/** The lineage path of flow file `uuid`, with the limits that are set. */
+function lineagePath(flowId, uuid, { depth, max }) {
+  const query = new URLSearchParams();
+  if (depth !== "") query.set("depth", depth);
+  if (max !== "") query.set("max_nodes", max);
+  const q = query.toString();
+  return `/flows/${seg(flowId)}/flowfiles/${seg(uuid)}/lineage${q ? `?${q}` : ""}`;
+}
+
+/**
+ * Shows flow file `uuid`'s lineage in `container`: the server's bounded graph drawn at
+ * once; a flow file with parents or children left out carries a "+N" button that fetches
+ * its own lineage (one hop) and merges it into the graph, as NiFi's expand does.
+ */
 async function lineage(flowId, uuid, container) {
-  container.replaceChildren(card(`Lineage of ${uuid}`, {}, h("p", { class: "muted" }, "Loading…")));
-  let graph;
+  const title = () => [`Lineage of `, h("span", { class: "mono" }, uuid)];
+  container.replaceChildren(card(title(), {}, h("p", { class: "muted" }, "Loading…")));
+  const limits = lineageLimits();
+  let first;
   try {
-    graph = await get(`/flows/${seg(flowId)}/flowfiles/${seg(uuid)}/lineage`);
+    first = await get(lineagePath(flowId, uuid, limits));
   } catch (e) {
-    container.replaceChildren(card(`Lineage of ${uuid}`, {}, errorBox(e.message)));
+    container.replaceChildren(card(title(), {}, errorBox(e.message)));
     return;
   }
+  // The merged graph: nodes by id, links by their ends; a flow file's counts of parents and
+  // children left out are the least any answer gave (its own expansion's is exact).
+  const nodes = new Map();
+  const links = new Map();
+  const expanded = new Set();
+  const merge = (graph) => {
+    for (const n of graph.nodes) {
+      const had = nodes.get(n.id);
+      nodes.set(n.id, had ? { ...had, more_parents: Math.min(had.more_parents, n.more_parents),
+        more_children: Math.min(had.more_children, n.more_children) } : { ...n });
+    }
+    for (const l of graph.links) links.set(`${l.from}\u0000${l.to}`, l);
+  };
+  merge(first);
+
   const download = h("button", { class: "btn btn-small", type: "button", id: "download-content",
     onclick: async () => {
       try {
@@ -150,33 +190,100 @@ async function lineage(flowId, uuid, container) {
     } }, "Download content");
   const close = h("button", { class: "btn btn-small", type: "button", onclick: () => {
     const next = new URLSearchParams(window.location.search);
-    next.delete("lineage");
+    for (const key of ["lineage", "lineage_depth", "lineage_max"]) next.delete(key);
     window.history.replaceState(null, "", `${window.location.pathname}?${next}`);
     container.replaceChildren();
   } }, "Close");
-  const size = (n) => (n.kind === "flowfile" ? { width: 210, height: 40 } : { width: 210, height: 34 });
-  const laid = layout(graph.nodes.map((n) => ({ id: n.id, ...size(n) })), graph.links,
-    { direction: "TB", layerGap: 34, nodeGap: 24 });
-  const edges = svg("g", { class: "edges" }, laid.edges.map(({ points }) =>
-    svg("path", { class: "edge", d: curve(points, "TB"), "marker-end": "url(#arrow)" })));
-  const nodes = svg("g", { class: "nodes" }, graph.nodes.map((n) => {
-    const box = laid.nodes.get(n.id);
-    const focus = n.id === uuid;
-    return svg("g", { class: `lineage-node kind-${n.kind}${focus ? " focus" : ""}`,
-      "data-lineage-node": n.id, "data-kind": n.kind, transform: `translate(${box.x},${box.y})` },
-    svg("title", {}, n.kind === "flowfile" ? `${n.label}\n${n.id}` : n.label),
-    svg("rect", { width: box.width, height: box.height, rx: n.kind === "flowfile" ? 20 : 6 }),
-    svg("text", { x: box.width / 2, y: box.height / 2 + 4.5, "text-anchor": "middle",
-      "data-fit": box.width - 16 }, n.label));
-  }));
-  const root = svg("svg", { id: "lineage", class: "graph lineage", role: "img", "aria-label": "Lineage graph" },
-    arrowDefs(), edges, nodes);
-  container.replaceChildren(card([`Lineage of `, h("span", { class: "mono" }, uuid),
-    h("span", { class: "card-tools" }, download, close)], { class: "card graph-card" },
-  h("div", { class: "graph-wrap" }, root),
-  h("p", { class: "muted hint" }, `${graph.nodes.filter((n) => n.kind === "flowfile").length} flow files, ` +
-    `${graph.nodes.filter((n) => n.kind === "event").length} events. Drag to pan, scroll to zoom.`)));
-  fitTexts(root);
-  panZoom(root, laid.width, laid.height, { minHeight: 160, maxHeight: 720 });
+  const depthInput = h("input", { id: "lineage-depth", type: "number", min: 0, max: 100, size: 3,
+    value: limits.depth, placeholder: String(first.depth) });
+  const maxInput = h("input", { id: "lineage-max", type: "number", min: 1, max: 10000, size: 5,
+    value: limits.max, placeholder: String(first.max_nodes) });
+  const limitsForm = h("form", { class: "lineage-limits", id: "lineage-limits", onsubmit: (e) => {
+    e.preventDefault();
+    const next = new URLSearchParams(window.location.search);
+    for (const [key, input] of [["lineage_depth", depthInput], ["lineage_max", maxInput]]) {
+      if (input.value.trim()) next.set(key, input.value.trim());
+      else next.delete(key);
+    }
+    window.history.replaceState(null, "", `${window.location.pathname}?${next}`);
+    lineage(flowId, uuid, container);
+  } }, h("label", {}, "Depth ", depthInput), h("label", {}, "Max flow files ", maxInput),
+  h("button", { type: "submit", class: "btn btn-small" }, "Apply"));
+  const summary = h("p", { class: "muted hint", id: "lineage-summary" });
+  const wrap = h("div", { class: "graph-wrap" });
+  container.replaceChildren(card([...title(), h("span", { class: "card-tools" }, limitsForm,
+    download, close)], { class: "card graph-card" }, wrap, summary));
+
+  async function expand(id) {
+    if (expanded.has(id)) return;
+    expanded.add(id);
+    draw();
+    try {
+      merge(await get(lineagePath(flowId, id, { depth: "1", max: limits.max })));
+    } catch (e) {
+      expanded.delete(id);
+      showError("Cannot expand the lineage", e);
+    }
+    draw();
+  }
+
+  function draw() {
+    const all = [...nodes.values()];
+    const size = (n) => (n.kind === "flowfile" ? { width: 210, height: 40 } : { width: 210, height: 34 });
+    const laid = layout(all.map((n) => ({ id: n.id, ...size(n) })), [...links.values()],
+      { direction: "TB", layerGap: 34, nodeGap: 24 });
+    const edges = svg("g", { class: "edges" }, laid.edges.map(({ points }) =>
+      svg("path", { class: "edge", d: curve(points, "TB"), "marker-end": "url(#arrow)" })));
+    const drawn = svg("g", { class: "nodes" }, all.map((n) => {
+      const box = laid.nodes.get(n.id);
+      const focus = n.id === uuid;
+      const more = n.more_parents + n.more_children;
+      const beyond = [n.more_parents ? `${n.more_parents} more parents` : null,
+        n.more_children ? `${n.more_children} more children` : null].filter(Boolean).join(", ");
+      return svg("g", { class: `lineage-node kind-${n.kind}${focus ? " focus" : ""}${more ? " frontier" : ""}`,
+        "data-lineage-node": n.id, "data-kind": n.kind, "data-more-parents": n.more_parents,
+        "data-more-children": n.more_children, transform: `translate(${box.x},${box.y})` },
+      svg("title", {}, n.kind === "flowfile" ? `${n.label}\n${n.id}${beyond ? `\n${beyond}` : ""}` : n.label),
+      svg("rect", { width: box.width, height: box.height, rx: n.kind === "flowfile" ? 20 : 6 }),
+      svg("text", { x: box.width / 2, y: box.height / 2 + 4.5, "text-anchor": "middle",
+        "data-fit": box.width - 16 }, n.label),
+      more ? expander(n, box, more, beyond) : null);
+    }));
+    const root = svg("svg", { id: "lineage", class: "graph lineage", role: "img", "aria-label": "Lineage graph" },
+      arrowDefs(), edges, drawn);
+    wrap.replaceChildren(root);
+    const flowfiles = all.filter((n) => n.kind === "flowfile").length;
+    const left = all.reduce((sum, n) => sum + n.more_parents + n.more_children, 0);
+    summary.dataset.truncated = String(left > 0);
+    summary.dataset.more = String(left);
+    summary.replaceChildren(...[`${flowfiles} flow files, ${all.length - flowfiles} events. `,
+      left > 0 ? h("strong", { class: "lineage-more" },
+        `Up to ${fmt.count(left)} more related flow files not shown (depth ${first.depth}, at most ` +
+        `${first.max_nodes} flow files a request): a flow file's “+N” expands it. `) : null,
+      "Drag to pan, scroll to zoom."].filter((part) => part !== null));
+    fitTexts(root);
+    panZoom(root, laid.width, laid.height, { minHeight: 160, maxHeight: 720 });
+  }
+
+  /** The "+N" button on a frontier flow file; "N more" without a button once expanded
+   * (more than one request holds). */
+  function expander(n, box, more, beyond) {
+    const done = expanded.has(n.id);
+    const label = `+${fmt.count(more)}${done ? " more" : ""}`;
+    const width = 12 + label.length * 7;
+    return svg("g", { class: `lineage-expand${done ? " done" : ""}`, "data-action": "expand",
+      "data-expand": n.id, transform: `translate(${box.width - width / 2},${-8})` },
+    svg("title", {}, done ? `${beyond}: more than one request holds; search provenance for them`
+      : `${beyond}: click to expand`),
+    svg("rect", { x: 0, y: 0, width, height: 16, rx: 8 }),
+    svg("text", { x: width / 2, y: 12, "text-anchor": "middle" }, label));
+  }
+
+  // One listener for every "+N": the graph is redrawn on each merge.
+  wrap.addEventListener("click", (e) => {
+    const target = e.target.closest("[data-expand]");
+    if (target) expand(target.dataset.expand);
+  });
+  draw();
   container.scrollIntoView({ behavior: "smooth", block: "start" });
 }

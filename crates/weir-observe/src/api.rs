@@ -18,14 +18,14 @@ use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use utoipa::OpenApi;
 use weir_flow_api::monitor::{ControlError, FlowMonitor};
-use weir_flow_api::provenance::{EventType, Query as ProvenanceFilter};
+use weir_flow_api::provenance::{EventType, LineageLimits, Query as ProvenanceFilter};
 
 use crate::model::Group;
 use crate::model::{
     Bulletin, CancelAccepted, Connection, Content, Edge, ErrorBody, FlowDetail, FlowSummary,
     GroupEngine, InputFill, JobDetail, JobState, JobSummary, Lineage, LineageLink, LineageNode,
-    LineageNodeKind, Processor, ProcessorState, ProvenanceEvent, ProvenanceQuery, SavepointTaken,
-    Snapshot, Vertex,
+    LineageNodeKind, LineageQuery, Processor, ProcessorState, ProvenanceEvent, ProvenanceQuery,
+    SavepointTaken, Snapshot, Vertex,
 };
 use crate::registry::Registry;
 use crate::{assets, prometheus, views};
@@ -35,6 +35,12 @@ pub const DEFAULT_PROVENANCE_LIMIT: u32 = 1000;
 
 /// A provenance search returns at most this many events whatever `limit` says.
 pub const MAX_PROVENANCE_LIMIT: u32 = 100_000;
+
+/// A lineage searches at most this many hops from its flow file.
+pub const MAX_LINEAGE_DEPTH: u32 = 100;
+
+/// A lineage holds at most this many flow files whatever `max_nodes` says.
+pub const MAX_LINEAGE_NODES: u32 = 10_000;
 
 /// How often the event stream sends the job and flow lists.
 pub const EVENT_INTERVAL: Duration = Duration::from_secs(1);
@@ -84,6 +90,7 @@ pub const EVENT_INTERVAL: Duration = Duration::from_secs(1);
         LineageNode,
         LineageNodeKind,
         LineageLink,
+        LineageQuery,
         ErrorBody,
         Content,
     )),
@@ -344,7 +351,7 @@ pub(crate) async fn get_flow(
     Path(id): Path<String>,
 ) -> Result<Json<FlowDetail>, ApiError> {
     let flow = find_flow(&registry, &id)?;
-    Ok(Json(views::flow_detail(&id, &flow)))
+    Ok(Json(views::flow_detail(&registry, &id, &flow)))
 }
 
 fn set_running(
@@ -355,7 +362,10 @@ fn set_running(
 ) -> Result<Json<Processor>, ApiError> {
     let flow = find_flow(registry, id)?;
     match flow.set_running(pid, run) {
-        Ok(view) => Ok(Json(views::processor(&view))),
+        Ok(view) => {
+            let rates = registry.processor_rates(id).remove(&view.name);
+            Ok(Json(views::processor(&view, &rates.unwrap_or_default())))
+        }
         Err(e @ ControlError::UnknownProcessor { .. }) => Err(ApiError::not_found(e.to_string())),
         Err(e @ ControlError::Disabled { .. }) => Err(ApiError {
             status: StatusCode::CONFLICT,
@@ -468,7 +478,7 @@ pub(crate) async fn search_provenance(
     Ok(Json(events.iter().map(views::provenance_event).collect()))
 }
 
-/// A flow file's lineage as a graph.
+/// A flow file's lineage as a graph, within `depth` hops and `max_nodes` flow files.
 #[utoipa::path(
     get,
     path = "/api/v1/flows/{id}/flowfiles/{ffid}/lineage",
@@ -476,20 +486,25 @@ pub(crate) async fn search_provenance(
     params(
         ("id" = String, Path, description = "The flow's id"),
         ("ffid" = String, Path, description = "The flow file's uuid"),
+        LineageQuery,
     ),
     responses(
-        (status = 200, description = "Its ancestors, descendants and their events", body = Lineage),
+        (status = 200, description = "Its ancestors, descendants and their events within the limits, and how many more each flow file has beyond them", body = Lineage),
+        (status = 400, description = "A bad limit (not a number, out of range) or an unknown parameter", body = ErrorBody),
         (status = 404, description = "No such flow, or provenance knows no such flow file", body = ErrorBody),
     )
 )]
 pub(crate) async fn get_lineage(
     State(registry): State<Registry>,
     Path((id, ffid)): Path<(String, String)>,
+    query: Result<Query<LineageQuery>, QueryRejection>,
 ) -> Result<Json<Lineage>, ApiError> {
+    let Query(q) = query?;
+    let limits = lineage_limits(&q)?;
     let flow = find_flow(&registry, &id)?;
     let lineage = blocking(move || {
         let lineage = flow
-            .lineage(&ffid)
+            .lineage(&ffid, limits)
             .map_err(|e| ApiError::internal(e.to_string()))?;
         if lineage.events.is_empty() {
             return Err(ApiError::not_found(format!(
@@ -499,7 +514,29 @@ pub(crate) async fn get_lineage(
         Ok(lineage)
     })
     .await?;
-    Ok(Json(views::lineage_graph(&lineage)))
+    Ok(Json(views::lineage_graph(&lineage, limits)))
+}
+
+/// The limits a lineage request asks for, the defaults for those it leaves out.
+fn lineage_limits(q: &LineageQuery) -> Result<LineageLimits, ApiError> {
+    let depth = q.depth.unwrap_or(LineageLimits::DEFAULT_DEPTH);
+    if depth > MAX_LINEAGE_DEPTH {
+        return Err(ApiError::bad_request(format!(
+            "depth: {depth} is more than {MAX_LINEAGE_DEPTH}"
+        )));
+    }
+    let max_nodes = q
+        .max_nodes
+        .unwrap_or(LineageLimits::DEFAULT_MAX_FLOWFILES as u32);
+    if !(1..=MAX_LINEAGE_NODES).contains(&max_nodes) {
+        return Err(ApiError::bad_request(format!(
+            "max_nodes: {max_nodes} is not between 1 and {MAX_LINEAGE_NODES}"
+        )));
+    }
+    Ok(LineageLimits {
+        depth,
+        max_flowfiles: max_nodes as usize,
+    })
 }
 
 /// The content of a flow file still queued in the flow.

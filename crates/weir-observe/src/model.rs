@@ -224,6 +224,30 @@ pub struct Processor {
     pub bytes_out: u64,
     /// Triggers run (committed, rolled back or failed).
     pub tasks: u64,
+    /// `flowfiles_in` per second over the last second (0 until the server sampled twice).
+    pub flowfiles_in_rate_1s: f64,
+    /// `flowfiles_in` per second over the last 10 seconds.
+    pub flowfiles_in_rate_10s: f64,
+    /// `flowfiles_in` per second over the last 60 seconds.
+    pub flowfiles_in_rate_60s: f64,
+    /// `flowfiles_out` per second over the last second.
+    pub flowfiles_out_rate_1s: f64,
+    /// `flowfiles_out` per second over the last 10 seconds.
+    pub flowfiles_out_rate_10s: f64,
+    /// `flowfiles_out` per second over the last 60 seconds.
+    pub flowfiles_out_rate_60s: f64,
+    /// `bytes_in` per second over the last second.
+    pub bytes_in_rate_1s: f64,
+    /// `bytes_in` per second over the last 10 seconds.
+    pub bytes_in_rate_10s: f64,
+    /// `bytes_in` per second over the last 60 seconds.
+    pub bytes_in_rate_60s: f64,
+    /// `bytes_out` per second over the last second.
+    pub bytes_out_rate_1s: f64,
+    /// `bytes_out` per second over the last 10 seconds.
+    pub bytes_out_rate_10s: f64,
+    /// `bytes_out` per second over the last 60 seconds.
+    pub bytes_out_rate_60s: f64,
     /// Recent warnings and errors, oldest first.
     pub bulletins: Vec<Bulletin>,
 }
@@ -353,6 +377,11 @@ pub struct LineageNode {
     pub kind: LineageNodeKind,
     /// What to show: a flow file's `filename`, an event's type and component.
     pub label: String,
+    /// For a flow file: how many of its parents the graph leaves out (its own lineage has
+    /// them: the frontier where a viewer offers to expand). 0 for an event.
+    pub more_parents: u64,
+    /// For a flow file: how many of its children the graph leaves out. 0 for an event.
+    pub more_children: u64,
 }
 
 /// A link of a lineage graph, in the direction data went.
@@ -364,15 +393,42 @@ pub struct LineageLink {
     pub to: String,
 }
 
-/// A flow file's lineage: its ancestors and descendants through FORK, JOIN and CLONE, and
-/// each one's events, as a graph.
+/// A flow file's lineage within limits: its ancestors and descendants through FORK, JOIN
+/// and CLONE up to `depth` hops and `max_nodes` flow files, each one's events, as a graph;
+/// flow files with more beyond say how many (`more_parents`, `more_children`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Lineage {
-    /// Flow files and events.
+    /// The flow file asked about (its `uuid`).
+    pub flowfile: String,
+    /// The depth it was searched to (hops from `flowfile`).
+    pub depth: u32,
+    /// The most flow files it could hold.
+    pub max_nodes: u32,
+    /// Whether the limits left related flow files out: some nodes have `more_parents` or
+    /// `more_children`.
+    pub truncated: bool,
+    /// How many distinct flow files are left out next to those shown (0 when whole).
+    pub omitted: u64,
+    /// Flow files (nearest to `flowfile` first) and events.
     pub nodes: Vec<LineageNode>,
     /// Flow file to its event, event to the next event of the same flow file, and a
     /// FORK/JOIN/CLONE event to the flow files it made.
     pub links: Vec<LineageLink>,
+}
+
+/// The limits of a lineage; a parameter it does not know is refused (400, naming it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct LineageQuery {
+    /// Hops from the flow file [default 3]: 0 is the flow file alone, 1 adds its parents
+    /// and children, 2 its siblings and grandparents, ... (at most 100).
+    pub depth: Option<u32>,
+    /// At most this many flow files [default 200], 1 to 10000.
+    pub max_nodes: Option<u32>,
+    /// The server's token, for a client that cannot send it as a header.
+    #[serde(skip_serializing)]
+    pub token: Option<String>,
 }
 
 /// The bytes of a flow file's content (`application/octet-stream`), as the document names
@@ -427,11 +483,24 @@ mod tests {
             bytes_in: 0,
             bytes_out: 0,
             tasks: 0,
+            flowfiles_in_rate_1s: 0.0,
+            flowfiles_in_rate_10s: 0.0,
+            flowfiles_in_rate_60s: 0.0,
+            flowfiles_out_rate_1s: 2.5,
+            flowfiles_out_rate_10s: 0.0,
+            flowfiles_out_rate_60s: 0.0,
+            bytes_in_rate_1s: 0.0,
+            bytes_in_rate_10s: 0.0,
+            bytes_in_rate_60s: 0.0,
+            bytes_out_rate_1s: 0.0,
+            bytes_out_rate_10s: 0.0,
+            bytes_out_rate_60s: 0.0,
             bulletins: vec![],
         };
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["type"], "GetFile");
         assert_eq!(json["state"], "stopped");
+        assert_eq!(json["flowfiles_out_rate_1s"], 2.5);
         let q: ProvenanceQuery = serde_json::from_str(r#"{"type":"DROP","limit":3}"#).unwrap();
         assert_eq!(q.event_type.as_deref(), Some("DROP"));
     }

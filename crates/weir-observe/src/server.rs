@@ -21,7 +21,7 @@ use crate::registry::Registry;
 /// The environment variable that holds the token when `--ui-token` is not given.
 pub const TOKEN_ENV: &str = "WEIR_UI_TOKEN";
 
-/// How often the sampler records the jobs' counters.
+/// How often the sampler records the jobs' and flows' counters.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Why a server cannot start.
@@ -226,10 +226,10 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// Binds `config`'s address (before returning, so a taken port is an error here) and
     /// serves `registry` on Weir's shared tokio runtime, with a sampler task that records the
-    /// jobs' counters once per second for their rates.
+    /// jobs' and flows' counters once per second for their rates.
     ///
-    /// Cost to running jobs: the sampler's one read of each job's counters per second, and
-    /// whatever the clients ask for; nothing per item.
+    /// Cost to running jobs and flows: the sampler's one read of each one's counters per
+    /// second, and whatever the clients ask for; nothing per item or flow file.
     ///
     /// # Errors
     /// [`ServeError::Bind`] or [`ServeError::Runtime`].

@@ -3,15 +3,15 @@
 //! Every function reads the counters once and builds plain values; nothing here touches a
 //! running job's data path.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use weir_core::{JobMonitor, JobStatus, MetricsSnapshot};
 use weir_flow_api::monitor::{Bulletin, ConnectionView, FlowMonitor, ProcessorView, RunState};
-use weir_flow_api::provenance::{EventType, Lineage, ProvenanceEvent};
+use weir_flow_api::provenance::{EventType, Lineage, LineageLimits, ProvenanceEvent};
 
 use crate::model;
-use crate::registry::{Registry, VertexRates};
+use crate::registry::{ProcessorRates, Registry, VertexRates};
 
 /// Milliseconds since the Unix epoch of `t` (0 before it).
 pub(crate) fn epoch_ms(t: SystemTime) -> u64 {
@@ -152,11 +152,16 @@ pub(crate) fn flow_summary(id: &str, flow: &FlowMonitor) -> model::FlowSummary {
     }
 }
 
-/// A flow with its processors, connections and groups.
-pub(crate) fn flow_detail(id: &str, flow: &FlowMonitor) -> model::FlowDetail {
+/// A flow with its processors (with their rates), connections and groups.
+pub(crate) fn flow_detail(registry: &Registry, id: &str, flow: &FlowMonitor) -> model::FlowDetail {
+    let rates = registry.processor_rates(id);
     model::FlowDetail {
         summary: flow_summary(id, flow),
-        processors: flow.processors().iter().map(processor).collect(),
+        processors: flow
+            .processors()
+            .iter()
+            .map(|p| processor(p, &rates.get(&p.name).copied().unwrap_or_default()))
+            .collect(),
         connections: flow.connections().iter().map(connection).collect(),
         groups: flow
             .groups()
@@ -174,8 +179,8 @@ pub(crate) fn flow_detail(id: &str, flow: &FlowMonitor) -> model::FlowDetail {
     }
 }
 
-/// One processor.
-pub(crate) fn processor(p: &ProcessorView) -> model::Processor {
+/// One processor, with its rates.
+pub(crate) fn processor(p: &ProcessorView, rates: &ProcessorRates) -> model::Processor {
     model::Processor {
         id: p.name.clone(),
         name: p.name.clone(),
@@ -191,6 +196,18 @@ pub(crate) fn processor(p: &ProcessorView) -> model::Processor {
         bytes_in: p.bytes_in,
         bytes_out: p.bytes_out,
         tasks: p.tasks,
+        flowfiles_in_rate_1s: rates.flowfiles_in.last_1s,
+        flowfiles_in_rate_10s: rates.flowfiles_in.last_10s,
+        flowfiles_in_rate_60s: rates.flowfiles_in.last_60s,
+        flowfiles_out_rate_1s: rates.flowfiles_out.last_1s,
+        flowfiles_out_rate_10s: rates.flowfiles_out.last_10s,
+        flowfiles_out_rate_60s: rates.flowfiles_out.last_60s,
+        bytes_in_rate_1s: rates.bytes_in.last_1s,
+        bytes_in_rate_10s: rates.bytes_in.last_10s,
+        bytes_in_rate_60s: rates.bytes_in.last_60s,
+        bytes_out_rate_1s: rates.bytes_out.last_1s,
+        bytes_out_rate_10s: rates.bytes_out.last_10s,
+        bytes_out_rate_60s: rates.bytes_out.last_60s,
         bulletins: p.bulletins.iter().map(bulletin).collect(),
     }
 }
@@ -238,36 +255,49 @@ pub(crate) fn provenance_event(e: &ProvenanceEvent) -> model::ProvenanceEvent {
 }
 
 /// A lineage as a graph: a node per flow file (labelled with its `filename` when an event
-/// recorded one) and per event; links from a flow file to its first event, from each event
-/// to the same flow file's next one, and from a FORK, JOIN or CLONE event to the flow files
-/// it made.
-pub(crate) fn lineage_graph(lineage: &Lineage) -> model::Lineage {
+/// recorded one, with how many parents and children it has beyond the lineage) and per
+/// event; links from a flow file to its first event, from each event to the same flow
+/// file's next one, and from a FORK, JOIN or CLONE event to the flow files it made. Links
+/// reach only the flow files the lineage holds.
+pub(crate) fn lineage_graph(lineage: &Lineage, limits: LineageLimits) -> model::Lineage {
     let mut nodes = Vec::new();
     let mut links = Vec::new();
     let event_node = |id: u64| format!("event-{id}");
+    let mut labels: BTreeMap<&str, &str> = BTreeMap::new();
+    for e in &lineage.events {
+        if let Some(name) = e.attributes.get("filename") {
+            labels.entry(e.flowfile.as_str()).or_insert(name);
+        }
+    }
+    let more: BTreeMap<&str, (usize, usize)> = lineage
+        .frontier
+        .iter()
+        .map(|f| (f.flowfile.as_str(), (f.more_parents, f.more_children)))
+        .collect();
     for uuid in &lineage.flowfiles {
-        let label = lineage
-            .events
-            .iter()
-            .filter(|e| e.flowfile == *uuid)
-            .find_map(|e| e.attributes.get("filename"))
-            .map(str::to_string)
-            .unwrap_or_else(|| uuid.clone());
+        let (more_parents, more_children) = more.get(uuid.as_str()).copied().unwrap_or((0, 0));
         nodes.push(model::LineageNode {
             id: uuid.clone(),
             kind: model::LineageNodeKind::Flowfile,
-            label,
+            label: labels
+                .get(uuid.as_str())
+                .unwrap_or(&uuid.as_str())
+                .to_string(),
+            more_parents: more_parents as u64,
+            more_children: more_children as u64,
         });
     }
     let known: BTreeSet<&str> = lineage.flowfiles.iter().map(String::as_str).collect();
     // Events come sorted by time: each flow file's chain is in order.
-    let mut last_of: std::collections::BTreeMap<&str, String> = Default::default();
+    let mut last_of: BTreeMap<&str, String> = Default::default();
     for e in &lineage.events {
         let id = event_node(e.id);
         nodes.push(model::LineageNode {
             id: id.clone(),
             kind: model::LineageNodeKind::Event,
             label: format!("{} by {}", event_type_name(e.event_type), e.component),
+            more_parents: 0,
+            more_children: 0,
         });
         if e.event_type == EventType::JOIN {
             // The parents end in the join, and the merged flow file starts from it.
@@ -306,5 +336,13 @@ pub(crate) fn lineage_graph(lineage: &Lineage) -> model::Lineage {
             }
         }
     }
-    model::Lineage { nodes, links }
+    model::Lineage {
+        flowfile: lineage.flowfile.clone(),
+        depth: limits.depth,
+        max_nodes: u32::try_from(limits.max_flowfiles).unwrap_or(u32::MAX),
+        truncated: lineage.truncated,
+        omitted: lineage.omitted as u64,
+        nodes,
+        links,
+    }
 }

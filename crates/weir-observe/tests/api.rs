@@ -367,6 +367,9 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
     // --- Flows -----------------------------------------------------------------------
     let engine = Engine::start(lines_flow(dir), &dir.join("repo")).unwrap();
     let flow_id = registry.add_flow(engine.monitor());
+    // A sample before any input (as the server's sampler takes each second), so that the
+    // rates below have the flow's start to count from.
+    registry.sample(Instant::now());
     let flows = c
         .json("get", "/api/v1/flows", "/api/v1/flows", StatusCode::OK)
         .await;
@@ -448,6 +451,26 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
         (Some("read"), Some("GetFile"))
     );
     assert!(read["bytes_out"].as_u64().unwrap() > 0);
+    // The server's sampler gives each processor its rates: tag took in five lines within the
+    // last minute (the 1 s rate is the sampler's last second, see the test driving its clock).
+    assert!(
+        wait_for_async(TIMEOUT, async || {
+            let detail = c
+                .json("get", &base, "/api/v1/flows/{id}", StatusCode::OK)
+                .await;
+            let tag = detail["processors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "tag")
+                .unwrap()
+                .clone();
+            tag["flowfiles_in_rate_60s"].as_f64().unwrap() > 0.0
+                && tag["bytes_in_rate_60s"].as_f64().unwrap() > 0.0
+        })
+        .await,
+        "tag's rates never showed its five lines"
+    );
 
     // Provenance: the lines routed to `unmatched`, oldest first.
     let events = c
@@ -573,6 +596,88 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
             .any(|l| l["from"] == fork["id"] && l["to"] == uuid.as_str()),
         "the FORK links to the line: {lineage:#}"
     );
+    // Within the default limits the line's lineage is whole: the file and its five lines.
+    assert_eq!(lineage["truncated"], false, "{lineage:#}");
+    assert_eq!(lineage["omitted"], 0);
+    assert_eq!(lineage["flowfile"], uuid.as_str());
+    assert_eq!(lineage["depth"], 3);
+    assert_eq!(lineage["max_nodes"], 200);
+    let flowfile_nodes = |lineage: &Value| -> Vec<Value> {
+        lineage["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["kind"] == "flowfile")
+            .cloned()
+            .collect()
+    };
+    assert_eq!(flowfile_nodes(&lineage).len(), 6, "{lineage:#}");
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n["more_parents"] == 0 && n["more_children"] == 0)
+    );
+    // Depth 0: the line alone, its parent counted, not shown; depth 1 adds the parent, whose
+    // four other lines are counted; a limit of 2 flow files cuts the same way.
+    let lineage_with = async |query: &str| {
+        c.json(
+            "get",
+            &format!("{base}/flowfiles/{uuid}/lineage?{query}"),
+            "/api/v1/flows/{id}/flowfiles/{ffid}/lineage",
+            StatusCode::OK,
+        )
+        .await
+    };
+    let alone = lineage_with("depth=0").await;
+    assert_eq!(alone["truncated"], true);
+    assert_eq!(alone["omitted"], 1);
+    let shown = flowfile_nodes(&alone);
+    assert_eq!(shown.len(), 1);
+    assert_eq!(
+        (
+            shown[0]["id"].as_str(),
+            &shown[0]["more_parents"],
+            &shown[0]["more_children"]
+        ),
+        (Some(uuid.as_str()), &Value::from(1), &Value::from(0))
+    );
+    for query in ["depth=1", "max_nodes=2", "depth=1&max_nodes=2"] {
+        let near = lineage_with(query).await;
+        assert_eq!(near["truncated"], true, "{query}");
+        assert_eq!(near["omitted"], 4, "{query}");
+        let shown = flowfile_nodes(&near);
+        assert_eq!(shown.len(), 2, "{query}");
+        assert_eq!(
+            shown[1]["more_children"], 4,
+            "the file's other lines ({query})"
+        );
+    }
+    let all = lineage_with("depth=100&max_nodes=10000").await;
+    assert_eq!(flowfile_nodes(&all).len(), 6);
+    // Bad limits and unknown parameters are refused, naming them.
+    for (query, names) in [
+        ("depth=deep", "depth"),
+        ("depth=-1", "depth"),
+        ("depth=101", "depth"),
+        ("max_nodes=0", "max_nodes"),
+        ("max_nodes=10001", "max_nodes"),
+        ("max_nodes=lots", "max_nodes"),
+        ("deph=1", "deph"),
+        ("limit=5", "limit"),
+    ] {
+        let body = c
+            .json(
+                "get",
+                &format!("{base}/flowfiles/{uuid}/lineage?{query}"),
+                "/api/v1/flows/{id}/flowfiles/{ffid}/lineage",
+                StatusCode::BAD_REQUEST,
+            )
+            .await;
+        assert!(
+            body["error"].as_str().unwrap().contains(names),
+            "{query}: {body}"
+        );
+    }
     c.json(
         "get",
         &format!("{base}/flowfiles/no-such-uuid/lineage"),
@@ -872,4 +977,255 @@ fn the_validator_rejects_what_the_document_forbids() {
             .errors("get", "/api/v1/jobs/{id}", 200, &detail)
             .is_empty()
     );
+}
+
+/// A flow as the server sees it whose provenance is a real store holding one file split
+/// into `LINES` lines that a MergeContent merged back into one: the case where an
+/// unbounded lineage of one line was tens of thousands of flow files.
+struct MergedFlow {
+    provenance: weir_flow::provenance::ProvenanceRepository,
+}
+
+const LINES: usize = 20_000;
+
+impl MergedFlow {
+    fn new(dir: &Path) -> MergedFlow {
+        use weir_flow::provenance::{EventType, ProvenanceEvent, ProvenanceRepository};
+        let provenance = ProvenanceRepository::open(dir, Duration::MAX, u64::MAX).unwrap();
+        let lines: Vec<String> = (0..LINES).map(|i| format!("line-{i:05}")).collect();
+        let mut id = 0;
+        let mut event = |t: EventType, ff: &str, parents: &[String], children: &[String]| {
+            id += 1;
+            ProvenanceEvent {
+                id,
+                event_type: t,
+                time_ms: 1_000 + id as i64,
+                flowfile: ff.into(),
+                component: format!("{t:?}").to_lowercase().into(),
+                component_type: "Test".into(),
+                attributes: std::collections::BTreeMap::from([(
+                    "filename".to_string(),
+                    format!("{ff}.txt"),
+                )])
+                .into(),
+                size: 10,
+                parents: parents.to_vec(),
+                children: children.to_vec(),
+                details: None,
+                transit_uri: None,
+            }
+        };
+        let (file, merged) = (["file".to_string()], ["merged".to_string()]);
+        let mut batches = vec![
+            vec![event(EventType::RECEIVE, "file", &[], &[])],
+            vec![event(EventType::FORK, "file", &file, &lines)],
+        ];
+        for chunk in lines.chunks(500) {
+            batches.push(
+                chunk
+                    .iter()
+                    .map(|l| event(EventType::ATTRIBUTES_MODIFIED, l, &[], &[]))
+                    .collect(),
+            );
+        }
+        batches.push(vec![event(EventType::JOIN, "merged", &lines, &merged)]);
+        batches.push(vec![event(EventType::SEND, "merged", &[], &[])]);
+        for batch in batches {
+            provenance.insert(batch).unwrap();
+        }
+        MergedFlow { provenance }
+    }
+}
+
+impl weir_flow_api::monitor::MonitoredFlow for MergedFlow {
+    fn name(&self) -> &str {
+        "merged"
+    }
+    fn state(&self) -> weir_flow_api::monitor::FlowState {
+        weir_flow_api::monitor::FlowState::Stopped
+    }
+    fn failure(&self) -> Option<String> {
+        None
+    }
+    fn processors(&self) -> Vec<weir_flow_api::monitor::ProcessorView> {
+        Vec::new()
+    }
+    fn processor(&self, _: &str) -> Option<weir_flow_api::monitor::ProcessorView> {
+        None
+    }
+    fn connections(&self) -> Vec<weir_flow_api::monitor::ConnectionView> {
+        Vec::new()
+    }
+    fn groups(&self) -> Vec<weir_flow_api::monitor::GroupView> {
+        Vec::new()
+    }
+    fn set_running(
+        &self,
+        name: &str,
+        _: bool,
+    ) -> Result<weir_flow_api::monitor::ProcessorView, weir_flow_api::monitor::ControlError> {
+        Err(weir_flow_api::monitor::ControlError::UnknownProcessor {
+            flow: "merged".into(),
+            name: name.into(),
+        })
+    }
+    fn provenance(
+        &self,
+        query: &weir_flow_api::provenance::Query,
+        limit: usize,
+    ) -> Result<
+        Vec<weir_flow_api::provenance::ProvenanceEvent>,
+        weir_flow_api::monitor::ProvenanceUnavailable,
+    > {
+        self.provenance
+            .query(query, limit)
+            .map_err(|e| weir_flow_api::monitor::ProvenanceUnavailable(Box::new(e)))
+    }
+    fn lineage(
+        &self,
+        uuid: &str,
+        limits: weir_flow_api::provenance::LineageLimits,
+    ) -> Result<weir_flow_api::provenance::Lineage, weir_flow_api::monitor::ProvenanceUnavailable>
+    {
+        self.provenance
+            .lineage(uuid, limits)
+            .map_err(|e| weir_flow_api::monitor::ProvenanceUnavailable(Box::new(e)))
+    }
+    fn content(&self, _: &str) -> std::io::Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+}
+
+/// Across a split into 20,000 lines merged back into one, a line's lineage with the default
+/// limits is a small answer: 200 flow files at most, the file and the merge marked with how
+/// many lines they have beyond; expanding the merge gives its parents up to the limit.
+#[test]
+fn a_lineage_across_a_merge_of_twenty_thousand_lines_is_small_and_expandable() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::new();
+    let id = registry.add_flow(weir_flow_api::monitor::FlowMonitor::new(Arc::new(
+        MergedFlow::new(dir.path()),
+    )));
+    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), None).unwrap();
+    let runtime = weir::async_io::runtime().unwrap();
+    runtime.block_on(async {
+        let server = Server::start(&config, registry).unwrap();
+        let c = Client::new(&server).await;
+        let path = "/api/v1/flows/{id}/flowfiles/{ffid}/lineage";
+        let url = format!("/api/v1/flows/{id}/flowfiles/line-00007/lineage");
+        let raw = c
+            .http
+            .get(format!("{}{url}", c.base))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        // Was 10 MB; now tens of kilobytes.
+        assert!(raw.len() < 150_000, "{} bytes", raw.len());
+        let lineage = c.json("get", &url, path, StatusCode::OK).await;
+        let flowfiles: Vec<&Value> = lineage["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["kind"] == "flowfile")
+            .collect();
+        assert_eq!(flowfiles.len(), 200);
+        assert_eq!(lineage["truncated"], true);
+        let lines_shown = 198;
+        assert_eq!(lineage["omitted"], LINES - lines_shown);
+        let node = |id: &str| {
+            flowfiles
+                .iter()
+                .find(|n| n["id"] == id)
+                .unwrap_or_else(|| panic!("{id} in the lineage"))
+        };
+        assert_eq!(node("line-00007")["label"], "line-00007.txt");
+        assert_eq!(node("file")["more_children"], LINES - lines_shown);
+        assert_eq!(node("merged")["more_parents"], LINES - lines_shown);
+        assert_eq!(node("line-00007")["more_parents"], 0);
+        // The JOIN links only the lines shown into the merge.
+        let links = lineage["links"].as_array().unwrap();
+        let join = lineage["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["label"].as_str().unwrap().starts_with("JOIN"))
+            .unwrap();
+        assert_eq!(
+            links.iter().filter(|l| l["to"] == join["id"]).count(),
+            lines_shown
+        );
+        // Expanding the merge: its own lineage, one hop, up to the limit asked for.
+        let merged = c
+            .json(
+                "get",
+                &format!("/api/v1/flows/{id}/flowfiles/merged/lineage?depth=1&max_nodes=1000"),
+                path,
+                StatusCode::OK,
+            )
+            .await;
+        let shown = merged["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["kind"] == "flowfile")
+            .count();
+        assert_eq!(shown, 1000);
+        // The other lines, and the file the lines shown came from.
+        assert_eq!(merged["omitted"], LINES - 999 + 1);
+        // Asked for everything within the largest limit, it stops there.
+        let most = c
+            .json(
+                "get",
+                &format!(
+                    "/api/v1/flows/{id}/flowfiles/line-00007/lineage?depth=100&max_nodes=10000"
+                ),
+                path,
+                StatusCode::OK,
+            )
+            .await;
+        assert_eq!(most["truncated"], true);
+        assert_eq!(most["omitted"], LINES + 2 - 10_000);
+    });
+}
+
+/// A running flow's processor rates come from the registry's samples of its counters, on a
+/// clock the test drives: 5 lines in the second between two samples are 5 a second, and
+/// the rate is 0 a second after the flow stopped being fed.
+#[test]
+fn a_running_flows_processor_rates_follow_its_counters_on_a_driven_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::start(lines_flow(dir.path()), &dir.path().join("repo")).unwrap();
+    let monitor = engine.monitor();
+    let registry = Registry::new();
+    let id = registry.add_flow(monitor.clone());
+    let start = Instant::now();
+    let at = |s: u64| start + Duration::from_secs(s);
+    registry.sample(at(0));
+    let text = "one\ntwo\nthree\nfour\nfive\n";
+    let staged = dir.path().join("lines.txt.part");
+    std::fs::write(&staged, text).unwrap();
+    std::fs::rename(&staged, dir.path().join("in/lines.txt")).unwrap();
+    let written = |name: &str| monitor.processor(name).unwrap().flowfiles_in;
+    assert!(
+        weir_test_support::wait_for(TIMEOUT, || written("write-even") == 2
+            && written("write-odd") == 3),
+        "the five lines were never written"
+    );
+    registry.sample(at(1));
+    let rates = registry.processor_rates(&id);
+    assert_eq!(rates["tag"].flowfiles_in.last_1s, 5.0);
+    assert_eq!(rates["tag"].flowfiles_out.last_1s, 5.0);
+    assert_eq!(rates["write-odd"].flowfiles_in.last_1s, 3.0);
+    assert_eq!(rates["read"].bytes_out.last_1s, text.len() as f64);
+    assert_eq!(rates["tag"].bytes_in.last_10s, (text.len() - 5) as f64);
+    // Not fed any more: 0 over the last second, the older windows still show the burst.
+    registry.sample(at(2));
+    let rates = registry.processor_rates(&id);
+    assert_eq!(rates["tag"].flowfiles_in.last_1s, 0.0);
+    assert_eq!(rates["tag"].flowfiles_in.last_10s, 2.5);
+    assert_eq!(rates["read"].bytes_out.last_1s, 0.0);
+    engine.stop().unwrap();
 }

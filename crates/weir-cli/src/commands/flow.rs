@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use weir_flow::definition::Flow;
 use weir_flow::engine::{Engine, Status, status_path};
-use weir_flow::provenance::{EventType, ProvenanceRepository, Query};
+use weir_flow::provenance::{EventType, LineageLimits, ProvenanceRepository, Query};
 
 use crate::ui::{Ui, UiArgs};
 
@@ -80,7 +80,10 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  weir flow lineage --repo target/flow-repo --flowfile 6f1c2d3e-0a4b-4c5d-8e9f-102132435465"
     )]
-    /// A flow file's lineage: parents, children and every event, as JSON.
+    /// A flow file's lineage: parents, children and every event, as JSON, within
+    /// --depth hops and --max-nodes flow files. When a limit left related flow files out,
+    /// `truncated` is true, `frontier` names the flow files with more parents or children
+    /// beyond (ask for one's lineage to go on from it), and a note on stderr says so.
     Lineage {
         /// The repository directory.
         #[arg(long)]
@@ -88,6 +91,14 @@ pub enum Command {
         /// The flow file's uuid.
         #[arg(long)]
         flowfile: String,
+        /// Hops from the flow file: 0 is the flow file alone, 1 adds its parents and
+        /// children, 2 its siblings and grandparents, ...
+        #[arg(long, default_value_t = LineageLimits::DEFAULT_DEPTH)]
+        depth: u32,
+        /// At most this many flow files (at least 1).
+        #[arg(long, default_value_t = LineageLimits::DEFAULT_MAX_FLOWFILES,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        max_nodes: usize,
     },
     #[command(
         after_help = "Example:\n  weir flow processors\n  weir flow processors PutFile\n  weir flow processors RouteOnAttribute --format json | jq '.properties[].name'\n  weir flow processors --format markdown > processors.md"
@@ -162,13 +173,31 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Lineage { repo, flowfile } => {
+        Command::Lineage {
+            repo,
+            flowfile,
+            depth,
+            max_nodes,
+        } => {
             let store = open_provenance(&repo)?;
-            let lineage = store.lineage(&flowfile)?;
+            let limits = LineageLimits {
+                depth,
+                max_flowfiles: max_nodes,
+            };
+            let lineage = store.lineage(&flowfile, limits)?;
             if lineage.events.is_empty() {
                 anyhow::bail!("no provenance for flow file {flowfile}");
             }
             outln!("{}", serde_json::to_string_pretty(&lineage)?)?;
+            if lineage.truncated {
+                eprintln!(
+                    "note: lineage truncated at --depth {depth} / --max-nodes {max_nodes}: \
+                     {} flow files shown, {} more related ones left out; `frontier` lists \
+                     the flow files they hang from (ask for one's lineage to go on)",
+                    lineage.flowfiles.len(),
+                    lineage.omitted
+                );
+            }
             Ok(())
         }
         Command::Processors(args) => super::processors::run(args),

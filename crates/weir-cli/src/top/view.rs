@@ -75,8 +75,8 @@ impl Section {
 
 /// Builds the tables for `now`: per job its vertices, per flow its processors and its
 /// connections. `before` (the previous refresh and the time since it, if any) gives the
-/// backpressured share and the flow-file rates over that interval; without it the share is
-/// over the whole run and there is no flow-file rate.
+/// backpressured share over that interval; without it the share is over the whole run.
+/// Rates are the server's (sampled once a second over 1, 10 and 60 s).
 pub fn sections(now: &ApiSnapshot, before: Option<(&ApiSnapshot, Duration)>) -> Vec<Section> {
     let mut out = Vec::new();
     for job in &now.jobs {
@@ -85,11 +85,7 @@ pub fn sections(now: &ApiSnapshot, before: Option<(&ApiSnapshot, Duration)>) -> 
         out.push(job_section(job, previous));
     }
     for flow in &now.flows {
-        let previous = before.and_then(|(b, elapsed)| {
-            let flow = b.flows.iter().find(|f| f.summary.id == flow.summary.id)?;
-            Some((flow, elapsed))
-        });
-        out.push(processor_section(flow, previous));
+        out.push(processor_section(flow));
         out.push(connection_section(flow));
     }
     out
@@ -183,17 +179,7 @@ fn vertex_row(v: &Vertex, before: Option<&Vertex>) -> Vec<TableCell> {
     ]
 }
 
-fn processor_section(flow: &FlowDetail, previous: Option<(&FlowDetail, Duration)>) -> Section {
-    let rows = flow
-        .processors
-        .iter()
-        .map(|p| {
-            let before = previous.and_then(|(f, elapsed)| {
-                Some((f.processors.iter().find(|b| b.id == p.id)?, elapsed))
-            });
-            processor_row(p, before)
-        })
-        .collect();
+fn processor_section(flow: &FlowDetail) -> Section {
     Section {
         title: format!(
             " flow {} · {} · processors ",
@@ -206,28 +192,39 @@ fn processor_section(flow: &FlowDetail, previous: Option<(&FlowDetail, Duration)
             "State",
             "In",
             "Out",
-            "Bytes in",
-            "Bytes out",
-            "Tasks",
+            "In/s",
             "Out/s",
+            "Out 10s",
+            "In B/s",
+            "Out B/s",
             "Bulletins",
         ],
-        widths: fill_then(&[18, 10, 8, 7, 7, 10, 10, 7, 8, 9]),
-        rows,
+        widths: fill_then(&[10, 8, 8, 7, 7, 8, 8, 8, 10, 10, 9]),
+        rows: flow.processors.iter().map(processor_row).collect(),
     }
 }
 
-fn processor_row(p: &Processor, before: Option<(&Processor, Duration)>) -> Vec<TableCell> {
+/// A processor's row: its counts, and its rates as the server sampled them (in and out
+/// over the last second, out over the last 10 s, bytes in and out over the last second).
+fn processor_row(p: &Processor) -> Vec<TableCell> {
     let state = match p.state {
         ProcessorState::Running => TableCell::new("running", Tone::Good),
         ProcessorState::Stopped => TableCell::new("stopped", Tone::Bad),
         ProcessorState::Disabled => TableCell::new("disabled", Tone::Dim),
     };
-    let rate = before
-        .filter(|(_, elapsed)| !elapsed.is_zero())
-        .map(|(b, elapsed)| {
-            p.flowfiles_out.saturating_sub(b.flowfiles_out) as f64 / elapsed.as_secs_f64()
-        });
+    // A rate that is 0 is dimmed: at a glance, what moves stands out.
+    let rate = |r: f64| {
+        TableCell::new(
+            format!("{}/s", count(r)),
+            if r > 0.0 { Tone::Good } else { Tone::Dim },
+        )
+    };
+    let byte_rate = |r: f64| {
+        TableCell::new(
+            format!("{}/s", indicatif::BinaryBytes(r.round() as u64)),
+            if r > 0.0 { Tone::Plain } else { Tone::Dim },
+        )
+    };
     vec![
         TableCell::plain(p.name.clone()),
         TableCell::new(p.kind.clone(), Tone::Dim),
@@ -235,13 +232,11 @@ fn processor_row(p: &Processor, before: Option<(&Processor, Duration)>) -> Vec<T
         state,
         TableCell::plain(count(p.flowfiles_in as f64)),
         TableCell::plain(count(p.flowfiles_out as f64)),
-        TableCell::plain(indicatif::BinaryBytes(p.bytes_in).to_string()),
-        TableCell::plain(indicatif::BinaryBytes(p.bytes_out).to_string()),
-        TableCell::new(count(p.tasks as f64), Tone::Dim),
-        match rate {
-            Some(r) => TableCell::new(format!("{}/s", count(r)), Tone::Good),
-            None => TableCell::new("–", Tone::Dim),
-        },
+        rate(p.flowfiles_in_rate_1s),
+        rate(p.flowfiles_out_rate_1s),
+        rate(p.flowfiles_out_rate_10s),
+        byte_rate(p.bytes_in_rate_1s),
+        byte_rate(p.bytes_out_rate_1s),
         match p.bulletins.len() {
             0 => TableCell::new("0", Tone::Dim),
             n => TableCell::new(n.to_string(), Tone::Warn),
@@ -531,10 +526,22 @@ mod tests {
             "processors": [
                 {"id": "read", "name": "read", "type": "GetFile", "group": "main",
                  "state": "running", "flowfiles_in": 0, "flowfiles_out": out, "bytes_in": 0,
-                 "bytes_out": 2048, "tasks": 9, "bulletins": []},
+                 "bytes_out": 2048, "tasks": 9,
+                 "flowfiles_in_rate_1s": 0.0, "flowfiles_in_rate_10s": 0.0,
+                 "flowfiles_in_rate_60s": 0.0, "flowfiles_out_rate_1s": 40.0,
+                 "flowfiles_out_rate_10s": 12.5, "flowfiles_out_rate_60s": 2.0,
+                 "bytes_in_rate_1s": 0.0, "bytes_in_rate_10s": 0.0, "bytes_in_rate_60s": 0.0,
+                 "bytes_out_rate_1s": 1536.0, "bytes_out_rate_10s": 300.0,
+                 "bytes_out_rate_60s": 50.0, "bulletins": []},
                 {"id": "write", "name": "write", "type": "PutFile", "group": "main",
                  "state": "stopped", "flowfiles_in": 3, "flowfiles_out": 3, "bytes_in": 10,
                  "bytes_out": 10, "tasks": 3,
+                 "flowfiles_in_rate_1s": 0.0, "flowfiles_in_rate_10s": 0.0,
+                 "flowfiles_in_rate_60s": 0.05, "flowfiles_out_rate_1s": 0.0,
+                 "flowfiles_out_rate_10s": 0.0, "flowfiles_out_rate_60s": 0.05,
+                 "bytes_in_rate_1s": 0.0, "bytes_in_rate_10s": 0.0, "bytes_in_rate_60s": 0.2,
+                 "bytes_out_rate_1s": 0.0, "bytes_out_rate_10s": 0.0,
+                 "bytes_out_rate_60s": 0.2,
                  "bulletins": [{"time_ms": 1, "level": "WARNING", "message": "slow"}]}
             ],
             "connections": [
@@ -607,7 +614,7 @@ mod tests {
     }
 
     #[test]
-    fn backpressure_and_flow_file_counts_are_taken_over_the_last_refresh() {
+    fn backpressure_is_taken_over_the_last_refresh_and_flow_rates_are_the_servers() {
         let before = snapshot(200, 5);
         let mut now = snapshot(200, 25);
         // 300 ms more of work, all of it backpressured.
@@ -615,7 +622,38 @@ mod tests {
         let tables = sections(&now, Some((&before, Duration::from_millis(500))));
         assert_eq!(tables[0].rows[0][9].text, "100%");
         assert_eq!(tables[0].rows[0][9].tone, Tone::Bad);
-        assert_eq!(tables[1].rows[0][9].text, "40/s");
+        // The same with or without the previous refresh: the server's 1 s and 10 s rates.
+        for before in [None, Some((&before, Duration::from_millis(500)))] {
+            let processors = &sections(&now, before)[1];
+            let read = texts(&processors.rows[0]);
+            assert_eq!(
+                read[4..11],
+                ["0", "25", "0/s", "40/s", "12.5/s", "0 B/s", "1.50 KiB/s"]
+            );
+            assert_eq!(processors.rows[0][7].tone, Tone::Good);
+            assert_eq!(processors.rows[0][6].tone, Tone::Dim, "nothing in: dimmed");
+        }
+    }
+
+    #[test]
+    fn the_processor_table_shows_the_rate_columns_in_a_frame() {
+        let text = plain_text(&render_sections(&sections(&snapshot(0, 5), None), 140));
+        let header = text
+            .lines()
+            .find(|l| l.contains("Processor"))
+            .expect("the processors' header");
+        for column in ["In/s", "Out/s", "Out 10s", "In B/s", "Out B/s"] {
+            assert!(header.contains(column), "{column} in {header}");
+        }
+        let read = text.lines().find(|l| l.starts_with("│read ")).unwrap();
+        assert!(
+            read.contains("40/s") && read.contains("12.5/s") && read.contains("1.50 KiB/s"),
+            "{read}"
+        );
+        // At 120 columns (the default without a terminal) the rates still fit.
+        let narrow = plain_text(&render_sections(&sections(&snapshot(0, 5), None), 120));
+        let read = narrow.lines().find(|l| l.starts_with("│read ")).unwrap();
+        assert!(read.contains("1.50 KiB/s"), "{narrow}");
     }
 
     #[test]
@@ -626,11 +664,12 @@ mod tests {
         assert_eq!(
             texts(&processors.rows[1]),
             [
-                "write", "PutFile", "main", "stopped", "3", "3", "10 B", "10 B", "3", "–", "1"
+                "write", "PutFile", "main", "stopped", "3", "3", "0/s", "0/s", "0/s", "0 B/s",
+                "0 B/s", "1"
             ]
         );
         assert_eq!(processors.rows[1][3].tone, Tone::Bad);
-        assert_eq!(processors.rows[1][10].tone, Tone::Warn);
+        assert_eq!(processors.rows[1][11].tone, Tone::Warn);
         let connections = &tables[2];
         assert_eq!(
             texts(&connections.rows[0]),

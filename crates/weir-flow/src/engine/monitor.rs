@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 
 use super::Shared;
 use crate::definition::Flow;
-use crate::provenance::{Lineage, ProvenanceEvent, Query};
+use crate::provenance::{Lineage, LineageLimits, ProvenanceEvent, Query};
 pub use weir_flow_api::monitor::{
     Bulletin, BulletinLevel, ConnectionView, ControlError, FlowMonitor, FlowState, GroupView,
     MonitoredFlow, ProcessorView, ProvenanceUnavailable, RunState,
@@ -188,10 +188,10 @@ impl MonitoredFlow for EngineMonitor {
             .map_err(|e| ProvenanceUnavailable(Box::new(e)))
     }
 
-    fn lineage(&self, uuid: &str) -> Result<Lineage, ProvenanceUnavailable> {
+    fn lineage(&self, uuid: &str, limits: LineageLimits) -> Result<Lineage, ProvenanceUnavailable> {
         self.shared
             .provenance
-            .lineage(uuid)
+            .lineage(uuid, limits)
             .map_err(|e| ProvenanceUnavailable(Box::new(e)))
     }
 

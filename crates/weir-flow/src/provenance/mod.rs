@@ -46,10 +46,14 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-pub use weir_flow_api::provenance::{EventType, Lineage, ProvenanceEvent, Query};
+pub use weir_flow_api::provenance::{
+    EventType, Lineage, LineageFrontier, LineageLimits, ProvenanceEvent, Query,
+};
 
 mod chunk;
 mod flowfile_index;
+#[cfg(test)]
+mod lineage_tests;
 mod queries;
 mod store;
 #[cfg(test)]
@@ -58,7 +62,7 @@ mod types;
 
 use store::{FORMAT, Store, encode_parts, remove_half_created_partitions};
 pub use types::ProvenanceError;
-use types::{ChunkKey, Span, chunk_key, first_of, uuids_of};
+use types::{ChunkKey, Span, chunk_key, first_of};
 
 /// The provenance store.
 pub struct ProvenanceRepository {

@@ -4,14 +4,102 @@
 use super::flowfile_index::Unfolded;
 use super::*;
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeMap;
 
 /// What the look-ups of one query or lineage have read: chunks decoded, and the index's
 /// unfolded lists.
 #[derive(Default)]
 pub(super) struct Lookups {
-    pub(super) chunks: FxHashMap<ChunkKey, Vec<ProvenanceEvent>>,
+    pub(super) chunks: FxHashMap<ChunkKey, ReadChunk>,
     pub(super) unfolded: Unfolded,
+}
+
+/// A decoded chunk, and once it is looked in a second time, where each flow file is named in
+/// it: a lineage looks in a fork's or a merge's chunk once per flow file it holds, and each
+/// look is then one hash look-up, not a scan of the thousands of uuids the event lists.
+pub(super) struct ReadChunk {
+    events: Vec<ProvenanceEvent>,
+    /// Looks so far: a chunk looked in once (a query by flow file) is only scanned.
+    looks: u32,
+    by_uuid: Option<FxHashMap<String, Vec<Naming>>>,
+}
+
+/// Where an event names a flow file: the event's position in its chunk, and whether it
+/// names the flow file as a parent, as a child, or (neither) only as its flow file.
+#[derive(Clone, Copy)]
+struct Naming {
+    event: u32,
+    as_parent: bool,
+    as_child: bool,
+}
+
+impl ReadChunk {
+    fn new(events: Vec<ProvenanceEvent>) -> ReadChunk {
+        ReadChunk {
+            events,
+            looks: 0,
+            by_uuid: None,
+        }
+    }
+
+    /// Calls `visit` with each event naming `uuid`, in order, and how it names it. The
+    /// first look scans the events; the second builds the index the later ones use.
+    fn each_naming(&mut self, uuid: &str, mut visit: impl FnMut(&ProvenanceEvent, Naming)) {
+        let naming = |i: usize, e: &ProvenanceEvent, uuid: &str| {
+            let as_parent = e.parents.iter().any(|p| p == uuid);
+            let as_child = e.children.iter().any(|c| c == uuid);
+            (as_parent || as_child || e.flowfile == uuid).then_some(Naming {
+                event: i as u32,
+                as_parent,
+                as_child,
+            })
+        };
+        self.looks += 1;
+        match &self.by_uuid {
+            Some(index) => {
+                for n in index.get(uuid).into_iter().flatten() {
+                    visit(&self.events[n.event as usize], *n);
+                }
+            }
+            None if self.looks == 1 => {
+                for (i, e) in self.events.iter().enumerate() {
+                    if let Some(n) = naming(i, e, uuid) {
+                        visit(e, n);
+                    }
+                }
+            }
+            None => {
+                let mut index: FxHashMap<String, Vec<Naming>> = FxHashMap::default();
+                for (i, e) in self.events.iter().enumerate() {
+                    let mut name = |u: &str, as_parent: bool, as_child: bool| {
+                        let namings = index.entry(u.to_string()).or_default();
+                        match namings.last_mut() {
+                            Some(n) if n.event == i as u32 => {
+                                n.as_parent |= as_parent;
+                                n.as_child |= as_child;
+                            }
+                            _ => namings.push(Naming {
+                                event: i as u32,
+                                as_parent,
+                                as_child,
+                            }),
+                        }
+                    };
+                    name(&e.flowfile, false, false);
+                    for p in &e.parents {
+                        name(p, true, false);
+                    }
+                    for c in &e.children {
+                        name(c, false, true);
+                    }
+                }
+                for n in index.get(uuid).into_iter().flatten() {
+                    visit(&self.events[n.event as usize], *n);
+                }
+                self.by_uuid = Some(index);
+            }
+        }
+    }
 }
 
 impl ProvenanceRepository {
@@ -36,23 +124,34 @@ impl ProvenanceRepository {
         cache: &mut Lookups,
     ) -> Result<BTreeMap<u64, ProvenanceEvent>, ProvenanceError> {
         let mut out = BTreeMap::new();
+        self.each_event_of(uuid, cache, |e, _| {
+            out.entry(e.id).or_insert_with(|| e.clone());
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `visit` with each event naming flow file `uuid` (as the flow file, a parent or
+    /// a child) and how it names it, in chunk order; an event written twice (a replayed
+    /// frame) comes twice. What it reads is kept in `cache` for the next call.
+    fn each_event_of(
+        &self,
+        uuid: &str,
+        cache: &mut Lookups,
+        mut visit: impl FnMut(&ProvenanceEvent, Naming),
+    ) -> Result<(), ProvenanceError> {
         for key in self.chunks_of(uuid, &mut cache.unfolded)? {
-            let events = match cache.chunks.entry(key) {
+            let chunk = match cache.chunks.entry(key) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
                     let Some(events) = self.store.chunk(&key)? else {
                         continue;
                     };
-                    v.insert(events)
+                    v.insert(ReadChunk::new(events))
                 }
             };
-            for e in events.iter() {
-                if uuids_of(e).any(|u| u == uuid) {
-                    out.entry(e.id).or_insert_with(|| e.clone());
-                }
-            }
+            chunk.each_naming(uuid, &mut visit);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Events matching `query`, at most `limit`: oldest first, or newest first (the newest
@@ -168,68 +267,211 @@ impl ProvenanceRepository {
         Ok(out)
     }
 
-    /// The lineage of `flowfile`: related flow files through parent and child links, and all
-    /// their events.
+    /// The lineage of `flowfile` within `limits`: the flow files related to it through
+    /// parent and child links (FORK, JOIN, CLONE) that a breadth-first search reaches in
+    /// `limits.depth` hops while it holds at most `limits.max_flowfiles`, all their events,
+    /// and the frontier: the flow files held whose parents or children are not, each with
+    /// how many (so a viewer can offer to expand them).
+    ///
+    /// Cost: one index look-up per flow file held (the chunks it reads are shared between
+    /// them); the search stops at the limits rather than walking the whole lineage, so a
+    /// split into thousands costs no more than a split into a few.
     ///
     /// # Errors
     /// [`ProvenanceError`] from the store.
-    pub fn lineage(&self, flowfile: &str) -> Result<Lineage, ProvenanceError> {
-        const MAX_FLOWFILES: usize = 100_000;
+    pub fn lineage(
+        &self,
+        flowfile: &str,
+        limits: LineageLimits,
+    ) -> Result<Lineage, ProvenanceError> {
         self.flush();
-        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let max_flowfiles = limits.max_flowfiles.max(1);
+        // Flow files held, in the order they were reached, each with its hops and (once
+        // looked up) its parents and children.
+        let mut held: Vec<Reached> = vec![Reached {
+            uuid: flowfile.to_string(),
+            depth: 0,
+            parents: Vec::new(),
+            children: Vec::new(),
+        }];
+        let mut index_of: FxHashMap<String, usize> = FxHashMap::default();
+        index_of.insert(flowfile.to_string(), 0);
         let mut events: BTreeMap<u64, ProvenanceEvent> = BTreeMap::new();
-        let mut todo = VecDeque::from([flowfile.to_string()]);
-        let (mut parents, mut children) = (BTreeSet::new(), BTreeSet::new());
         // Related flow files mostly share chunks (a fork's children are written with it).
         let mut cache = Lookups::default();
-        while let Some(ff) = todo.pop_front() {
-            if !seen.insert(ff.clone()) || seen.len() > MAX_FLOWFILES {
-                continue;
+        let mut next = 0;
+        // Breadth first: `held` is the queue, `next` its head.
+        while next < held.len() {
+            let (uuid, depth) = (held[next].uuid.clone(), held[next].depth);
+            let (parents, children) = self.links_of(&uuid, &mut cache, &mut events)?;
+            if depth < limits.depth {
+                for n in parents.iter().chain(&children) {
+                    if held.len() >= max_flowfiles {
+                        break;
+                    }
+                    if !index_of.contains_key(n) {
+                        index_of.insert(n.clone(), held.len());
+                        held.push(Reached {
+                            uuid: n.clone(),
+                            depth: depth + 1,
+                            parents: Vec::new(),
+                            children: Vec::new(),
+                        });
+                    }
+                }
             }
-            for e in self.events_of(&ff, &mut cache)?.into_values() {
-                if e.flowfile == ff || e.parents.contains(&ff) {
-                    // ff's own events, and events where ff is a parent: its children.
-                    for c in &e.children {
-                        if ff == flowfile {
-                            children.insert(c.clone());
-                        }
-                        todo.push_back(c.clone());
-                    }
-                    if e.event_type == EventType::JOIN && e.flowfile != ff {
-                        todo.push_back(e.flowfile.to_string());
-                        if ff == flowfile {
-                            children.insert(e.flowfile.to_string());
-                        }
-                    }
-                }
-                if e.children.contains(&ff) || (e.event_type == EventType::JOIN && e.flowfile == ff)
-                {
-                    // ff is a child here: walk up to its parents (and from them, its siblings).
-                    let parent_list: Vec<String> = if e.children.contains(&ff) && e.flowfile != ff {
-                        vec![e.flowfile.to_string()]
-                    } else {
-                        e.parents.clone()
-                    };
-                    for p in parent_list.into_iter().chain(e.parents.iter().cloned()) {
-                        if p != ff {
-                            if ff == flowfile {
-                                parents.insert(p.clone());
-                            }
-                            todo.push_back(p);
-                        }
-                    }
-                }
-                events.insert(e.id, e);
+            held[next].parents = parents;
+            held[next].children = children;
+            next += 1;
+        }
+        let is_held = |u: &String| index_of.contains_key(u);
+        let mut omitted: rustc_hash::FxHashSet<&str> = Default::default();
+        let mut frontier = Vec::new();
+        for r in &held {
+            let more_parents = r.parents.iter().filter(|p| !is_held(p)).count();
+            let more_children = r.children.iter().filter(|c| !is_held(c)).count();
+            if more_parents + more_children > 0 {
+                omitted.extend(
+                    r.parents
+                        .iter()
+                        .chain(&r.children)
+                        .filter(|u| !is_held(u))
+                        .map(String::as_str),
+                );
+                frontier.push(LineageFrontier {
+                    flowfile: r.uuid.clone(),
+                    more_parents,
+                    more_children,
+                });
             }
         }
+        let omitted = omitted.len();
+        let start = &held[0];
         let mut events: Vec<ProvenanceEvent> = events.into_values().collect();
         events.sort_by_key(|e| (e.time_ms, e.id));
         Ok(Lineage {
             flowfile: flowfile.to_string(),
-            parents: parents.into_iter().collect(),
-            children: children.into_iter().collect(),
-            flowfiles: seen.into_iter().collect(),
+            parents: start
+                .parents
+                .iter()
+                .filter(|p| is_held(p))
+                .cloned()
+                .collect(),
+            children: start
+                .children
+                .iter()
+                .filter(|c| is_held(c))
+                .cloned()
+                .collect(),
+            frontier,
+            omitted,
+            truncated: omitted > 0,
+            visited: held.len(),
+            flowfiles: held.iter().map(|r| r.uuid.clone()).collect(),
             events,
         })
+    }
+
+    /// Looks up flow file `uuid`'s events (adding them to `events`) and returns its direct
+    /// parents and children, each once, in the order its events name them.
+    fn links_of(
+        &self,
+        uuid: &str,
+        cache: &mut Lookups,
+        events: &mut BTreeMap<u64, ProvenanceEvent>,
+    ) -> Result<(Vec<String>, Vec<String>), ProvenanceError> {
+        let (mut parents, mut children) = (Vec::new(), Vec::new());
+        let mut seen: rustc_hash::FxHashSet<String> = Default::default();
+        self.each_event_of(uuid, cache, |e, naming| {
+            // A FORK's or CLONE's parent is its flow file and lists itself as the parent; a
+            // JOIN's child is its flow file and lists itself as the child: the two lists say
+            // who came from whom.
+            if naming.as_child {
+                for p in e.parents.iter().filter(|p| *p != uuid) {
+                    if seen.insert(p.clone()) {
+                        parents.push(p.clone());
+                    }
+                }
+            }
+            if naming.as_parent {
+                for c in e.children.iter().filter(|c| *c != uuid) {
+                    if seen.insert(c.clone()) {
+                        children.push(c.clone());
+                    }
+                }
+            }
+            // Cloned once: a merge's JOIN is named by each of its (maybe thousands of)
+            // parents.
+            events.entry(e.id).or_insert_with(|| e.clone());
+        })?;
+        Ok((parents, children))
+    }
+}
+
+/// A flow file a lineage search reached.
+struct Reached {
+    uuid: String,
+    /// Hops from the flow file asked about.
+    depth: u32,
+    /// Its direct parents and children, once looked up.
+    parents: Vec<String>,
+    children: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linked(
+        id: u64,
+        t: EventType,
+        ff: &str,
+        parents: &[&str],
+        children: &[&str],
+    ) -> ProvenanceEvent {
+        ProvenanceEvent {
+            event_type: t,
+            parents: parents.iter().map(|p| p.to_string()).collect(),
+            children: children.iter().map(|c| c.to_string()).collect(),
+            ..super::super::tests::event_with(id, ff, Default::default())
+        }
+    }
+
+    /// The first look scans, the later ones read the index: both find the same events,
+    /// naming the flow file the same way.
+    #[test]
+    fn a_chunks_index_finds_what_a_scan_finds() {
+        let mut chunk = ReadChunk::new(vec![
+            linked(1, EventType::FORK, "p", &["p"], &["a", "b"]),
+            linked(2, EventType::ROUTE, "a", &[], &[]),
+            linked(3, EventType::JOIN, "m", &["a", "b"], &["m"]),
+            linked(4, EventType::CLONE, "b", &["b"], &["c"]),
+        ]);
+        let looks = |chunk: &mut ReadChunk, uuid: &str| {
+            let mut seen = Vec::new();
+            chunk.each_naming(uuid, |e, n| seen.push((e.id, n.as_parent, n.as_child)));
+            seen
+        };
+        let want = [
+            ("p", vec![(1, true, false)]),
+            (
+                "a",
+                vec![(1, false, true), (2, false, false), (3, true, false)],
+            ),
+            (
+                "b",
+                vec![(1, false, true), (3, true, false), (4, true, false)],
+            ),
+            ("m", vec![(3, false, true)]),
+            ("c", vec![(4, false, true)]),
+            ("nobody", vec![]),
+        ];
+        // Every uuid first, then again: the first by a scan, every later one by the index.
+        for round in 0..2 {
+            for (uuid, namings) in &want {
+                assert_eq!(&looks(&mut chunk, uuid), namings, "{uuid}, round {round}");
+                assert!(chunk.by_uuid.is_some() || chunk.looks == 1);
+            }
+        }
     }
 }

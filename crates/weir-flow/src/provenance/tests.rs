@@ -77,7 +77,14 @@ fn a_query_sees_every_event_inserted_before_it() {
         one.iter().map(|e| e.id).collect::<Vec<_>>(),
         [1996, 1997, 1998, 1999]
     );
-    assert_eq!(store.lineage("ff-7").unwrap().events.len(), 4);
+    assert_eq!(
+        store
+            .lineage("ff-7", LineageLimits::UNBOUNDED)
+            .unwrap()
+            .events
+            .len(),
+        4
+    );
 }
 
 #[test]
@@ -113,8 +120,22 @@ fn events_of_both_id_classes_encoded_on_either_thread_read_back_each_once() {
     assert_eq!(all.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
     assert_eq!(store.len().unwrap(), 1_200);
     // ff-7 is named three times in every fifty batches.
-    assert_eq!(store.lineage("ff-7").unwrap().events.len(), 18);
-    assert_eq!(store.lineage("ff-x").unwrap().events.len(), 300);
+    assert_eq!(
+        store
+            .lineage("ff-7", LineageLimits::UNBOUNDED)
+            .unwrap()
+            .events
+            .len(),
+        18
+    );
+    assert_eq!(
+        store
+            .lineage("ff-x", LineageLimits::UNBOUNDED)
+            .unwrap()
+            .events
+            .len(),
+        300
+    );
 }
 
 #[test]
@@ -272,7 +293,7 @@ fn ids_of(store: &ProvenanceRepository, ff: &str) -> (Vec<u64>, Vec<u64>) {
     };
     (
         ids(&store.query(&q, usize::MAX).unwrap()),
-        ids(&store.lineage(ff).unwrap().events),
+        ids(&store.lineage(ff, LineageLimits::UNBOUNDED).unwrap().events),
     )
 }
 
@@ -327,7 +348,7 @@ fn a_damaged_run_is_an_error_naming_it_not_a_panic() {
     };
     let e = store.query(&q, 10).unwrap_err().to_string();
     assert!(e.contains("a run's bucket of 23 bytes"), "{e}");
-    assert!(store.lineage("ff-a").is_err());
+    assert!(store.lineage("ff-a", LineageLimits::UNBOUNDED).is_err());
 }
 
 #[test]
@@ -454,7 +475,10 @@ fn a_write_is_one_chunk_with_one_list_of_its_flow_files() {
     assert_eq!(store.store.index.unfolded_len().unwrap(), 2);
     assert_eq!(store.store.index.unfolded.len().unwrap(), 1);
     assert_eq!(
-        ids(&store.lineage("ff-a").unwrap().events),
+        ids(&store
+            .lineage("ff-a", LineageLimits::UNBOUNDED)
+            .unwrap()
+            .events),
         [0, 1, 2, 4, 5, 6]
     );
     // A second write of ff-a: a second chunk, found by its own list.
@@ -498,7 +522,10 @@ fn overlapping_chunks_read_in_id_order_and_each_event_once() {
     // The chunk holding 15 starts before the one holding 20 ends: 15 still comes second.
     assert_eq!(ids(&store.query(&newest, 2).unwrap()), [20, 15]);
     assert_eq!(
-        ids(&store.lineage("ff").unwrap().events),
+        ids(&store
+            .lineage("ff", LineageLimits::UNBOUNDED)
+            .unwrap()
+            .events),
         [0, 5, 10, 15, 20]
     );
 }
@@ -594,7 +621,13 @@ fn a_flow_files_changing_maps_are_stored_as_changes_and_read_back() {
         .filter(|e| e.flowfile == "ff")
         .cloned()
         .collect();
-    assert_eq!(store.lineage("ff").unwrap().events, as_queried(&ff));
+    assert_eq!(
+        store
+            .lineage("ff", LineageLimits::UNBOUNDED)
+            .unwrap()
+            .events,
+        as_queried(&ff)
+    );
 }
 
 #[test]
@@ -641,7 +674,10 @@ fn events_sharing_an_attribute_map_store_it_once_and_read_it_back() {
         as_queried(&events[2..])
     );
     assert_eq!(
-        store.lineage("ff").unwrap().events,
+        store
+            .lineage("ff", LineageLimits::UNBOUNDED)
+            .unwrap()
+            .events,
         as_queried(&events[2..])
     );
 }

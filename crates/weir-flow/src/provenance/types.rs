@@ -60,10 +60,3 @@ pub(super) fn chunk_key(first: u64, last: u64) -> ChunkKey {
 pub(super) fn first_of(key: &[u8]) -> u64 {
     u64::from_be_bytes(key[..8].try_into().expect("8 bytes"))
 }
-
-/// The uuids an event names: its flow file, its parents and its children.
-pub(super) fn uuids_of(e: &ProvenanceEvent) -> impl Iterator<Item = &str> {
-    std::iter::once(e.flowfile.as_str())
-        .chain(e.parents.iter().map(String::as_str))
-        .chain(e.children.iter().map(String::as_str))
-}
