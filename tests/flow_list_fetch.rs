@@ -242,3 +242,37 @@ fn kill_9_while_listing_loses_no_file() {
     assert!(missing.is_empty(), "files never written: {missing:?}");
     assert_eq!(got, expected);
 }
+
+/// The bundled example, run with its directories moved under a temporary one: the CSV files
+/// of `examples/flows/data/csv` become JSON Lines, typed by inference.
+#[test]
+fn the_csv_to_json_example_converts_the_bundled_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = fs::read_to_string("examples/flows/csv-to-json.yaml").unwrap();
+    let out = dir.path().join("json");
+    let yaml = example
+        .replace(
+            "examples/flows/data/csv",
+            &fs::canonicalize("examples/flows/data/csv")
+                .unwrap()
+                .display()
+                .to_string(),
+        )
+        .replace("target/flow-json", &out.display().to_string());
+    let flow = dir.path().join("flow.yaml");
+    fs::write(&flow, yaml).unwrap();
+    run_until_idle(&flow, &dir.path().join("repo"));
+    let got = tree(&out);
+    assert_eq!(
+        got["orders.json"],
+        concat!(
+            "{\"id\":1,\"customer\":\"Ada Lovelace\",\"amount\":12.5,\"paid\":true}\n",
+            "{\"id\":2,\"customer\":\"Grace Hopper\",\"amount\":7.0,\"paid\":false}\n",
+            "{\"id\":3,\"customer\":\"Zoë Ångström, Ltd.\",\"amount\":1040.0,\"paid\":true}\n",
+        )
+    );
+    assert_eq!(
+        got["2024/returns.json"],
+        "{\"order\":2,\"reason\":\"arrived \\\"late\\\"\"}\n{\"order\":3,\"reason\":\"\"}\n"
+    );
+}
