@@ -322,15 +322,23 @@ fn list_file_filters_by_name_path_size_age_and_hidden() {
     );
     engine.stop().unwrap();
 
-    // Not recursing, hidden files kept, no tracking: the top directory's files each time.
+    // Not recursing, hidden files kept, no tracking: the top directory's files each time,
+    // without the owner, group, permissions and times.
     let dir = tempfile::tempdir().unwrap();
-    let props = r#", Recurse Subdirectories: "false", Ignore Hidden Files: "false", File Filter: '.*', Listing Strategy: No Tracking"#;
+    let props = r#", Recurse Subdirectories: "false", Ignore Hidden Files: "false", File Filter: '.*', Listing Strategy: No Tracking, Include File Attributes: "false""#;
     let probe = Arc::new(Probe::default());
     let engine = start(&list_fetch_flow(&input, props, false), &probe, dir.path());
     assert!(wait_for(Duration::from_secs(20), || probe.count("fetched") >= 15));
     engine.stop().unwrap();
-    let listed: std::collections::BTreeSet<String> =
-        names(&probe.recorded("fetched")).into_iter().collect();
+    let recorded = probe.recorded("fetched");
+    assert!(
+        recorded
+            .iter()
+            .all(|r| r.attributes.contains_key("file.size")
+                && !r.attributes.contains_key("file.owner")
+                && !r.attributes.contains_key("file.lastModifiedTime"))
+    );
+    let listed: std::collections::BTreeSet<String> = names(&recorded).into_iter().collect();
     assert_eq!(
         listed.into_iter().collect::<Vec<_>>(),
         ["./.h.csv", "./a.csv", "./a.txt", "./big.csv", "./zero.csv"]
@@ -746,4 +754,81 @@ fn bad_properties_are_refused_at_validation_naming_the_field() {
     assert!(e.contains("properties.Listing Strategy"), "{e}");
     let e = error(flow("ListFile", "Input Directory: /tmp, Path Filter: '('"));
     assert!(e.contains("properties.Path Filter"), "{e}");
+}
+
+/// In a stateless group, a transaction that rolls back (a record that does not fit sends its
+/// flow file to a failure port) drops ListFile's new state with it: once the bad file is
+/// fixed (its modification time put back), both files are listed again and come through.
+#[test]
+fn a_rolled_back_stateless_transaction_drops_the_listing_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    let at = SystemTime::now() - OLD;
+    let write = |name: &str, content: &str| {
+        let path = input.join(name);
+        fs::create_dir_all(&input).unwrap();
+        fs::write(&path, content).unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    };
+    write("good.csv", "a,b\n1,2\n");
+    write("bad.csv", "a,b\n1,2,3\n");
+    let yaml = format!(
+        r#"flow: rollback
+settings: {{ sync: none }}
+groups:
+  - name: g
+    engine: stateless
+    timeout: 30 s
+    processors:
+      - name: list
+        type: ListFile
+        yield: 50 ms
+        properties: {{ Input Directory: "{input}" }}
+      - name: fetch
+        type: FetchFile
+        auto_terminate: [not.found, permission.denied, failure]
+      - name: convert
+        type: ConvertRecord
+        properties: {{ Record Reader: CSVReader, Record Writer: JsonRecordSetWriter }}
+    connections:
+      - {{ from: list, relationships: [success], to: fetch }}
+      - {{ from: fetch, relationships: [success], to: convert }}
+      - {{ from: convert, relationships: [success], to: out }}
+      - {{ from: convert, relationships: [failure], to: failed }}
+    ports:
+      output:
+        - {{ name: out }}
+        - {{ name: failed, failure: true }}
+  - name: sink
+    processors:
+      - {{ name: converted, type: Recorder, auto_terminate: [success] }}
+      - {{ name: rejected, type: Recorder, auto_terminate: [success] }}
+connections:
+  - {{ from: g/out, to: converted }}
+  - {{ from: g/failed, to: rejected }}
+"#,
+        input = input.display()
+    );
+    let probe = Arc::new(Probe::default());
+    let engine = start(&yaml, &probe, dir.path());
+    // Rolled back again and again: nothing comes through while the bad file is there.
+    assert!(wait_for(Duration::from_secs(20), || {
+        engine.monitor().processor("list").unwrap().tasks >= 5
+    }));
+    assert_eq!(probe.count("converted"), 0);
+    write("bad.csv", "a,b\n3,4\n");
+    expect_count(&engine, &probe, "converted", 2);
+    let mut contents: Vec<String> = probe
+        .recorded("converted")
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.content).into_owned())
+        .collect();
+    contents.sort();
+    assert_eq!(contents, [r#"[{"a":1,"b":2}]"#, r#"[{"a":3,"b":4}]"#]);
+    engine.stop().unwrap();
 }
