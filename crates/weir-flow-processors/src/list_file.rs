@@ -22,7 +22,10 @@ pub(super) static BUILT_IN: BuiltIn = BuiltIn {
 };
 
 const TRACKING_TIMESTAMPS: &str = "Tracking Timestamps";
+const TRACKING_ENTITIES: &str = "Tracking Entities";
 const NO_TRACKING: &str = "No Tracking";
+const TIME_WINDOW: &str = "Tracking Time Window";
+const ALL_AVAILABLE: &str = "All Available";
 
 static SPEC: ProcessorSpec = ProcessorSpec {
     kind: "ListFile",
@@ -34,9 +37,18 @@ static SPEC: ProcessorSpec = ProcessorSpec {
             "Listing Strategy",
             true,
             Some(TRACKING_TIMESTAMPS),
-            K::Choice(&[TRACKING_TIMESTAMPS, NO_TRACKING]),
+            K::Choice(&[TRACKING_TIMESTAMPS, TRACKING_ENTITIES, NO_TRACKING]),
         )
-        .about("Tracking Timestamps lists a file when its modification time is newer than what was listed before (kept in the processor's state); No Tracking lists every file at every run."),
+        .about("Tracking Timestamps lists a file when its modification time is newer than what was listed before; Tracking Entities lists a file of the tracking window not listed before or changed (time or size) since; No Tracking lists every file at every run. What was listed is kept in the processor's state."),
+        p("Entity Tracking Time Window", true, Some("3 hours"), K::Duration)
+            .about("With Tracking Entities: only files modified within this window are listed, and the listed ones are remembered for as long."),
+        p(
+            "Entity Tracking Initial Listing Target",
+            true,
+            Some(TIME_WINDOW),
+            K::Choice(&[TIME_WINDOW, ALL_AVAILABLE]),
+        )
+        .about("With Tracking Entities, what the first listing takes: the files of the tracking window, or every file."),
         p("Recurse Subdirectories", true, Some("true"), K::Bool)
             .about("Whether files in subdirectories are listed too."),
         p("File Filter", true, Some("[^\\.].*"), K::Regex)
@@ -75,15 +87,20 @@ const LISTED_ID_PREFIX: &str = "id.";
 
 /// ListFile: lists the files under `Input Directory` as empty flow files (CREATE), with
 /// NiFi's attributes. With Tracking Timestamps, the processor's state holds the newest
-/// modification time listed and the files listed at exactly that time; the state is written
-/// in the same commit as the flow files (a crash keeps both or neither: a file is never
-/// skipped), so a restart with the same repository lists only new and changed files.
+/// modification time listed and the files listed at exactly that time; with Tracking
+/// Entities, each file of the tracking window listed, with its time and size. The state is
+/// written in the same commit as the flow files (a crash keeps both or neither: a file is
+/// never skipped), so a restart with the same repository lists only new and changed files.
 /// One listing runs at a time (NiFi's `@TriggerSerially`): a trigger while another's session
 /// is unsettled lists nothing. Each trigger walks the whole tree: its cost grows with the
 /// number of files, listed or not.
 pub struct ListFile {
     dir: PathBuf,
-    tracking: bool,
+    strategy: Strategy,
+    /// Tracking Entities' window.
+    window: Duration,
+    /// Tracking Entities' first listing takes every file, not only the window's.
+    initial_all: bool,
     recurse: bool,
     file_filter: Regex,
     path_filter: Option<Regex>,
@@ -95,6 +112,14 @@ pub struct ListFile {
     ignore_hidden: bool,
     /// Set while a listing's session is unsettled.
     listing: Arc<AtomicBool>,
+}
+
+/// How ListFile tells what it listed before.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Strategy {
+    Timestamps,
+    Entities,
+    None,
 }
 
 /// A file found by the walk that passed the filters.
@@ -136,7 +161,17 @@ impl ListFile {
         let optional = |name: &str| props::opt(c, name).filter(|v| !v.trim().is_empty());
         Ok(ListFile {
             dir: PathBuf::from(props::text(c, "Input Directory")),
-            tracking: !props::text(c, "Listing Strategy").eq_ignore_ascii_case(NO_TRACKING),
+            strategy: match props::text(c, "Listing Strategy")
+                .to_ascii_lowercase()
+                .as_str()
+            {
+                "no tracking" => Strategy::None,
+                "tracking entities" => Strategy::Entities,
+                _ => Strategy::Timestamps,
+            },
+            window: props::duration(c, "Entity Tracking Time Window")?,
+            initial_all: props::text(c, "Entity Tracking Initial Listing Target")
+                .eq_ignore_ascii_case(ALL_AVAILABLE),
             recurse: props::boolean(c, "Recurse Subdirectories"),
             file_filter: whole("File Filter")?,
             path_filter: optional("Path Filter")
@@ -423,18 +458,67 @@ impl ListFile {
     fn list(&self, session: &mut dyn Session) -> Result<Option<Vec<Found>>, ProcessError> {
         let started = SystemTime::now();
         let found = self.walk(started)?;
-        if !self.tracking {
-            return Ok(Some(found).filter(|f| !f.is_empty()));
-        }
-        let before = Listed::from_state(&session.state());
-        let cutoff = nanos_since_epoch(started) - LISTING_LAG.as_nanos() as i128;
-        let (chosen, after) = select(found, &before, cutoff);
+        let (chosen, state) = match self.strategy {
+            Strategy::None => return Ok(Some(found).filter(|f| !f.is_empty())),
+            Strategy::Timestamps => {
+                let before = Listed::from_state(&session.state());
+                let cutoff = nanos_since_epoch(started) - LISTING_LAG.as_nanos() as i128;
+                let (chosen, after) = select(found, &before, cutoff);
+                (chosen, after.to_state())
+            }
+            Strategy::Entities => {
+                let window_start = nanos_since_epoch(started)
+                    - self.window.as_nanos().min(i128::MAX as u128) as i128;
+                select_entities(found, &session.state(), window_start, self.initial_all)
+            }
+        };
         if chosen.is_empty() {
             return Ok(None);
         }
-        session.set_state(after.to_state());
+        session.set_state(state);
         Ok(Some(chosen))
     }
+}
+
+/// The state's prefix for an entity Tracking Entities listed: `entity.<relative path>` holds
+/// `<modification time in ns>,<size>`.
+const ENTITY_PREFIX: &str = "entity.";
+
+/// Tracking Entities: of `found`, the files to list now (modified at or after
+/// `window_start`, unless this is the first listing and `initial_all`, and not listed before
+/// with this time and size), and the state after them: every entity listed whose time is
+/// still within the window. The state holds one entry per such file, written whole at each
+/// listing.
+fn select_entities(
+    found: Vec<Found>,
+    state: &StateMap,
+    window_start: i128,
+    initial_all: bool,
+) -> (Vec<Found>, StateMap) {
+    let first = !state.keys().any(|k| k.starts_with(ENTITY_PREFIX));
+    let listed = |f: &Found| format!("{},{}", f.modified_ns, f.meta.size);
+    let chosen: Vec<Found> = found
+        .into_iter()
+        .filter(|f| (first && initial_all) || f.modified_ns >= window_start)
+        .filter(|f| state.get(&format!("{ENTITY_PREFIX}{}", f.relative)) != Some(&listed(f)))
+        .collect();
+    let mut after: StateMap = state
+        .iter()
+        .filter(|(k, v)| {
+            k.starts_with(ENTITY_PREFIX)
+                && v.split(',')
+                    .next()
+                    .and_then(|t| t.parse::<i128>().ok())
+                    .is_some_and(|t| t >= window_start)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for f in &chosen {
+        if f.modified_ns >= window_start {
+            after.insert(format!("{ENTITY_PREFIX}{}", f.relative), listed(f));
+        }
+    }
+    (chosen, after)
 }
 
 impl Processor for ListFile {
@@ -457,7 +541,7 @@ impl Processor for ListFile {
         let Some(mut found) = listed? else {
             return Ok(Trigger::Idle);
         };
-        // Oldest first, as NiFi orders a listing; ties by path, so a listing is repeatable.
+        // Oldest first; ties by path, so a listing's order is repeatable.
         found.sort_by(|a, b| (a.modified_ns, &a.relative).cmp(&(b.modified_ns, &b.relative)));
         let absolute_root = std::path::absolute(&self.dir).unwrap_or_else(|_| self.dir.clone());
         let mut names = None;
@@ -564,6 +648,37 @@ mod tests {
         let (chosen, after) = select(vec![found("a", 60), found("old", 40)], &before, 100);
         assert_eq!(names(&chosen), ["a"]);
         assert_eq!(after.at_timestamp, BTreeSet::from(["a".to_string()]));
+    }
+
+    #[test]
+    fn tracking_entities_lists_new_and_changed_files_of_the_window() {
+        // First listing: the window's files (from 50), or all of them.
+        let files = vec![found("old", 10), found("a", 60), found("b", 70)];
+        let (chosen, state) = select_entities(files.clone(), &StateMap::new(), 50, false);
+        assert_eq!(names(&chosen), ["a", "b"]);
+        assert_eq!(state.len(), 2);
+        let (chosen, _) = select_entities(files.clone(), &StateMap::new(), 50, true);
+        assert_eq!(names(&chosen), ["old", "a", "b"]);
+        // Nothing changed: nothing listed. A file moved in with an older time within the
+        // window, and one whose size changed, are.
+        assert!(
+            select_entities(files.clone(), &state, 50, false)
+                .0
+                .is_empty()
+        );
+        let mut grown = found("a", 60);
+        grown.meta.size = 9;
+        let (chosen, state) = select_entities(
+            vec![found("old", 10), grown, found("b", 70), found("c", 55)],
+            &state,
+            50,
+            false,
+        );
+        assert_eq!(names(&chosen), ["a", "c"]);
+        assert_eq!(state.len(), 3);
+        // Entities that left the window are forgotten.
+        let (_, state) = select_entities(vec![], &state, 65, false);
+        assert_eq!(state.keys().collect::<Vec<_>>(), ["entity.b"]);
     }
 
     #[test]

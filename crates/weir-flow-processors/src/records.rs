@@ -583,10 +583,10 @@ impl RecordConfig {
 
 /// The 1-based line of byte `offset` in `input`.
 fn line_at(input: &[u8], offset: usize) -> u64 {
-    memchr_count(&input[..offset.min(input.len())]) + 1
+    count_newlines(&input[..offset.min(input.len())]) + 1
 }
 
-fn memchr_count(bytes: &[u8]) -> u64 {
+fn count_newlines(bytes: &[u8]) -> u64 {
     bytes.iter().filter(|&&b| b == b'\n').count() as u64
 }
 

@@ -832,3 +832,39 @@ connections:
     assert_eq!(contents, [r#"[{"a":1,"b":2}]"#, r#"[{"a":3,"b":4}]"#]);
     engine.stop().unwrap();
 }
+
+/// Tracking Entities lists what Tracking Timestamps cannot: a file moved in with an older
+/// modification time (within the window; one outside it is not listed). Its state survives
+/// a restart too.
+#[test]
+fn tracking_entities_lists_files_moved_in_with_old_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    touch(&input.join("first.txt"), b"1", Duration::from_secs(10));
+    let yaml = list_fetch_flow(
+        &input,
+        ", Listing Strategy: Tracking Entities, Entity Tracking Time Window: 1 hour",
+        false,
+    );
+    let probe = Arc::new(Probe::default());
+    let engine = start(&yaml, &probe, dir.path());
+    expect_count(&engine, &probe, "fetched", 1);
+    // Older than the one listed, but within the window; and one outside it.
+    touch(&input.join("moved in.txt"), b"22", Duration::from_secs(600));
+    touch(
+        &input.join("ancient.txt"),
+        b"333",
+        Duration::from_secs(7200),
+    );
+    expect_count(&engine, &probe, "fetched", 2);
+    assert_eq!(
+        probe.recorded("fetched")[1].attr("filename"),
+        "moved in.txt"
+    );
+    engine.stop().unwrap();
+    let probe = Arc::new(Probe::default());
+    let engine = start(&yaml, &probe, dir.path());
+    engine.wait_until_idle(Duration::from_millis(400));
+    assert_eq!(probe.count("fetched"), 0);
+    engine.stop().unwrap();
+}
