@@ -103,6 +103,10 @@ pub enum Completion {
     },
 }
 
+/// A processor's state (NiFi's `StateMap`, local scope): keys to values, kept by the engine
+/// per component across runs (see [`Session::state`]).
+pub type StateMap = std::collections::BTreeMap<String, String>;
+
 /// A callback run once when a session's work is committed or rolled back.
 pub type CompletionHook = Box<dyn FnOnce(Completion) + Send>;
 
@@ -328,6 +332,19 @@ pub trait Session: Send {
     /// the handle the content was read through): a new file under the same name is kept.
     /// Inside a stateless transaction the deletion waits for the whole transaction's commit.
     fn delete_source_on_commit(&mut self, path: String, identity: FileIdentity);
+
+    /// The component's state as this session sees it: what [`set_state`](Session::set_state)
+    /// gave last in this session (or in an uncommitted session of the same stateless
+    /// transaction), else the committed state (empty for a component that never set one).
+    /// NiFi's `ProcessSession.getState(Scope.LOCAL)`. Costs a copy of the map.
+    fn state(&self) -> StateMap;
+
+    /// Replaces the component's state when this session commits, in the same durable write
+    /// as its flow files (inside a stateless group, with the whole transaction's): a crash
+    /// keeps both or neither, and a rollback drops it. NiFi's
+    /// `ProcessSession.setState(map, Scope.LOCAL)`. State is kept by component name, in the
+    /// flow-file repository, so it survives a restart with the same repository.
+    fn set_state(&mut self, state: StateMap);
 
     /// True for a port or funnel: pass-through components.
     fn is_pass_through(&self) -> bool;

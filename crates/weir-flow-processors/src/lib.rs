@@ -8,7 +8,7 @@
 //!
 //! let put_file = spec::spec("PutFile").expect("a built-in type");
 //! assert!(put_file.property("Directory").is_some_and(|p| p.required));
-//! assert_eq!(spec::specs().count(), 19);
+//! assert_eq!(spec::specs().count(), 23);
 //! ```
 //!
 //! Each processor type is one module holding its spec, its processor and their unit tests
@@ -21,10 +21,13 @@ mod brokers;
 mod compress_content;
 mod consume_amqp;
 mod consume_jetstream;
+mod convert_record;
+mod fetch_file;
 mod generate_flowfile;
 mod get_file;
 mod hash_content;
 mod invoke_http;
+mod list_file;
 mod listen_http;
 mod log_attribute;
 mod merge_content;
@@ -33,10 +36,12 @@ mod publish_amqp;
 mod publish_jetstream;
 mod put_database_record;
 mod put_file;
+pub mod records;
 pub mod registry;
 mod replace_text;
 mod route_on_attribute;
 pub mod spec;
+mod split_record;
 mod split_text;
 mod update_attribute;
 
@@ -63,12 +68,16 @@ pub(crate) struct BuiltIn {
 }
 
 /// Every built-in processor type, in the order of `docs/flows.md`.
-static BUILT_INS: [&BuiltIn; 19] = [
+static BUILT_INS: [&BuiltIn; 23] = [
     &generate_flowfile::BUILT_IN,
     &get_file::BUILT_IN,
     &put_file::BUILT_IN,
+    &list_file::BUILT_IN,
+    &fetch_file::BUILT_IN,
     &split_text::BUILT_IN,
     &merge_content::BUILT_IN,
+    &convert_record::BUILT_IN,
+    &split_record::BUILT_IN,
     &update_attribute::BUILT_IN,
     &route_on_attribute::BUILT_IN,
     &replace_text::BUILT_IN,

@@ -99,7 +99,10 @@ impl Processor for PutFile {
                 session.transfer(ff, "failure")?;
                 continue;
             }
-            let dir = PathBuf::from(dir);
+            // `.` components dropped: `create_dir_all("out/./")` fails while `out` is
+            // missing, and `Directory: out/${path}` gives one for a file at the top
+            // (`path` is `./`).
+            let dir: PathBuf = std::path::Path::new(dir.as_str()).components().collect();
             let target = dir.join(&name);
             if self.create_dirs
                 && let Err(e) = fs::create_dir_all(&dir)

@@ -83,6 +83,50 @@ fn committed_transactions_survive_a_restart_and_content_reads_back() {
     );
 }
 
+fn set_state(component: &str, entries: &[(&str, &str)]) -> Op {
+    Op::SetState {
+        component: component.into(),
+        state: entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    }
+}
+
+/// A processor's state is replaced whole by each frame that sets it, survives a restart from
+/// the journal (no checkpoint since) and from a checkpoint, and an empty state clears it.
+#[test]
+fn processor_state_survives_restarts_from_the_journal_and_from_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    assert!(repo.state("list").is_empty());
+    let a = ff(&repo, "one");
+    repo.commit(txn(vec![
+        put(0, a),
+        set_state("list", &[("listing.timestamp", "1"), ("id.0", "a")]),
+        set_state("other", &[("k", "v")]),
+    ]))
+    .unwrap();
+    repo.commit(txn(vec![set_state("list", &[("listing.timestamp", "2")])]))
+        .unwrap();
+    assert_eq!(repo.state("list").len(), 1);
+    // Killed: the frames alone hold the states.
+    drop(repo);
+    let (repo, rec) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    assert_eq!(tags(&rec.queues), vec![vec!["one".to_string()], vec![]]);
+    assert_eq!(
+        repo.state("list").into_iter().collect::<Vec<_>>(),
+        vec![("listing.timestamp".to_string(), "2".to_string())]
+    );
+    // Opening checkpointed: the snapshot holds them now, and a later clear is kept too.
+    repo.commit(txn(vec![set_state("other", &[])])).unwrap();
+    repo.checkpoint().unwrap();
+    drop(repo);
+    let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    assert_eq!(repo.state("list")["listing.timestamp"], "2");
+    assert!(repo.state("other").is_empty());
+}
+
 #[test]
 fn torn_tail_and_28_nul_bytes_are_truncated() {
     for tail in [&b"\x2a\x00\x00\x00\x01\x02"[..], &[0u8; 28][..]] {

@@ -906,6 +906,42 @@ fn processor(
             "UPSERT needs the key columns (a unique index must cover them)",
         );
     }
+    if matches!(spec.kind, "ConvertRecord" | "SplitRecord")
+        && let Err(e) = crate::processors::records::RecordConfig::from_properties(|name| {
+            properties.get(name).map(String::as_str)
+        })
+    {
+        c.error(
+            key_line(e.property),
+            format!("{field}.properties.{}", e.property),
+            e.message,
+        );
+    }
+    if spec.kind == "SplitRecord"
+        && properties
+            .get("Records Per Split")
+            .is_some_and(|n| n.trim() == "0")
+    {
+        c.error(
+            key_line("Records Per Split"),
+            format!("{field}.properties.Records Per Split"),
+            "must be at least 1",
+        );
+    }
+    if spec.kind == "FetchFile"
+        && properties
+            .get("Completion Strategy")
+            .is_some_and(|s| s.eq_ignore_ascii_case("Move File"))
+        && properties
+            .get("Move Destination Directory")
+            .is_none_or(|d| d.trim().is_empty())
+    {
+        c.error(
+            key_line("properties"),
+            format!("{field}.properties.Move Destination Directory"),
+            "required when Completion Strategy is Move File",
+        );
+    }
     if spec.kind == "ListenHTTP"
         && let Some(addr) = properties.get("Listening Address")
     {

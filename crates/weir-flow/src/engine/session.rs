@@ -20,7 +20,7 @@ use super::Shared;
 use crate::definition::ComponentKind;
 use crate::flowfile::{Attributes, ContentClaim, FlowFile, SmolStr, int_value};
 use crate::provenance::{EventType, ProvenanceEvent};
-use crate::repository::journal::{FileIdentity, Op, RepositoryError, Txn};
+use crate::repository::journal::{FileIdentity, Op, RepositoryError, StateMap, Txn};
 use crate::stateless::Transaction;
 pub use weir_flow_api::session::{
     BeforeCommitHook, CommitRefused, Committed, Completion, CompletionHook, FlowFileRef, Session,
@@ -104,6 +104,8 @@ pub(crate) struct EngineSession {
     events: Vec<ProvenanceEvent>,
     new_claims: Vec<ContentClaim>,
     source_deletions: Vec<(String, FileIdentity)>,
+    /// The component's state as set in this session, written with its commit.
+    new_state: Option<StateMap>,
 }
 
 /// A fresh random uuid, formatted without an intermediate `String`.
@@ -224,6 +226,7 @@ impl EngineSession {
             events: Vec::new(),
             new_claims: Vec::new(),
             source_deletions: Vec::new(),
+            new_state: None,
         }
     }
 
@@ -571,10 +574,17 @@ impl EngineSession {
         Ok(plan)
     }
 
+    /// The ops the session's frame holds besides its flow files: source files to delete
+    /// once it is durable, and the component's new state.
     fn post_commit_ops(&mut self) -> Vec<Op> {
+        let state = self.new_state.take().map(|state| Op::SetState {
+            component: self.component_name.to_string(),
+            state,
+        });
         std::mem::take(&mut self.source_deletions)
             .into_iter()
             .map(|(path, identity)| Op::DeleteSource { path, identity })
+            .chain(state)
             .collect()
     }
 
@@ -596,11 +606,12 @@ impl EngineSession {
                 .collect();
             self.records.clear();
             let expired = std::mem::take(&mut self.expired);
-            // The deletions were made into ops by `build`: they wait for the group's commit.
-            let deletions = plan
+            // The deletions and the new state were made into ops by `build`: they wait for
+            // the group's commit.
+            let repository_ops = plan
                 .ops
                 .into_iter()
-                .filter(|op| matches!(op, Op::DeleteSource { .. }))
+                .filter(|op| matches!(op, Op::DeleteSource { .. } | Op::SetState { .. }))
                 .collect();
             t.absorb(
                 crate::stateless::Absorbed {
@@ -612,7 +623,7 @@ impl EngineSession {
                     expired,
                     completions: std::mem::take(&mut self.completions),
                     before_commit: std::mem::take(&mut self.before_commit),
-                    deletions,
+                    repository_ops,
                 },
                 &self.shared,
             );
@@ -749,6 +760,7 @@ impl EngineSession {
         self.new_claims.clear();
         self.events.clear();
         self.source_deletions.clear();
+        self.new_state = None;
     }
 }
 
@@ -1062,6 +1074,21 @@ impl Session for EngineSession {
 
     fn delete_source_on_commit(&mut self, path: String, identity: FileIdentity) {
         self.source_deletions.push((path, identity));
+    }
+
+    fn state(&self) -> StateMap {
+        if let Some(state) = &self.new_state {
+            return state.clone();
+        }
+        let name = &self.component_name;
+        self.transaction
+            .as_ref()
+            .and_then(|t| t.pending_state(name))
+            .unwrap_or_else(|| self.shared.repo.state(name))
+    }
+
+    fn set_state(&mut self, state: StateMap) {
+        self.new_state = Some(state);
     }
 
     fn is_pass_through(&self) -> bool {

@@ -1,7 +1,8 @@
 //! The flow-file repository: a write-ahead log of Weir's own.
 //!
 //! ```text
-//! DIR/flowfiles/snapshot            last checkpoint: every live flow file, swap files, counters
+//! DIR/flowfiles/snapshot            last checkpoint: every live flow file, swap files, counters,
+//!                                   processors' states
 //! DIR/flowfiles/journal-<generation>       frames since that checkpoint (frame.rs)
 //! DIR/flowfiles/swap/<id>.swap      swapped-out flow files
 //! DIR/content/<n>.claim             content (content.rs)
@@ -14,6 +15,9 @@
 //!   written so far (content before the frames that point to it), writes every waiting frame
 //!   in one `write`, calls `sync_data` once, and wakes everyone it covered. `sync: interval`
 //!   writes at once and syncs when the interval has passed; `sync: none` never syncs.
+//! - **Processor state** (NiFi's local state: `Session::set_state`): an [`Op::SetState`] in
+//!   the frame of the session that set it, so a processor's state and the flow files it
+//!   emitted with it are durable together; the checkpoint holds every component's latest.
 //! - **Checkpoint**: the live state goes to a temporary file, which is synced, renamed over
 //!   `snapshot`, and the directory synced; then a new journal starts and the old one is
 //!   deleted. Commits wait while it runs.
@@ -81,9 +85,17 @@ pub enum Op {
         /// What the file was when it was taken.
         identity: FileIdentity,
     },
+    /// A processor's state (NiFi's local state) is now `state`, replacing what it was; an
+    /// empty map clears it.
+    SetState {
+        /// The component's name.
+        component: String,
+        /// Its whole state.
+        state: StateMap,
+    },
 }
 
-pub use weir_flow_api::session::FileIdentity;
+pub use weir_flow_api::session::{FileIdentity, StateMap};
 
 /// Deletes the source file `path` if it is still the file `identity` describes. Returns
 /// whether it deleted it: a file already gone, or another file under the name, is left.
@@ -189,6 +201,10 @@ struct Snapshot {
     next_event: u64,
 }
 
+/// Every component's state, by name, in a checkpoint: written after the [`Snapshot`] in the
+/// same payload, so a checkpoint written before processors had state reads as none.
+type States = Vec<(String, StateMap)>;
+
 /// What recovery found, by the current flow's queue indexes.
 #[derive(Debug, Default)]
 pub struct Recovered {
@@ -210,6 +226,8 @@ struct Live {
     swaps: BTreeMap<u64, SwapInfo>,
     /// Swap files read back in; deleted after the next checkpoint.
     swapped_in: Vec<u64>,
+    /// Each component's committed state, by name.
+    states: HashMap<String, StateMap>,
 }
 
 struct Journal {
@@ -281,12 +299,15 @@ impl FlowFileRepository {
         fs::create_dir_all(&swap_dir).map_err(io_err(&swap_dir))?;
         let lock = lock_repository(dir)?;
         let snap_path = ff_dir.join("snapshot");
-        let snap: Snapshot = match fs::read(&snap_path) {
+        let (snap, states) = match fs::read(&snap_path) {
             Ok(bytes) => decode_snapshot(&snap_path, &bytes)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Snapshot::default(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (Snapshot::default(), Vec::new()),
             Err(e) => return Err(io_err(&snap_path)(e)),
         };
-        let mut live = Live::default();
+        let mut live = Live {
+            states: states.into_iter().collect(),
+            ..Live::default()
+        };
         for (q, ff) in snap.records {
             live.records.insert(ff.id, (q, Arc::new(ff)));
         }
@@ -369,7 +390,10 @@ impl FlowFileRepository {
         let mut refs: HashMap<u64, u64> = HashMap::new();
         let (mut next_id, mut next_seq, mut next_swap) =
             (snap.next_id, snap.next_seq, snap.next_swap);
-        let mut new_live = Live::default();
+        let mut new_live = Live {
+            states: std::mem::take(&mut live.states),
+            ..Live::default()
+        };
         for (id, (q, ff)) in live.records {
             next_id = next_id.max(id + 1);
             next_seq = next_seq.max(ff.queue_seq + 1);
@@ -717,6 +741,16 @@ impl FlowFileRepository {
         }
     }
 
+    /// The committed state of `component` (empty when it never set one): what the last
+    /// committed [`Op::SetState`] for it holds, recovered across restarts.
+    pub fn state(&self, component: &str) -> StateMap {
+        self.lock_live()
+            .states
+            .get(component)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Live flow files (in memory, not swapped) and swap files.
     pub fn live_counts(&self) -> (usize, usize) {
         let live = self.lock_live();
@@ -751,6 +785,11 @@ impl FlowFileRepository {
         let new_generation = j.generation + 1;
         let (bytes, swapped_in) = {
             let mut live = self.lock_live();
+            let states: States = live
+                .states
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             let snap = Snapshot {
                 journal_generation: new_generation,
                 last_txn: j.done_txn,
@@ -767,7 +806,7 @@ impl FlowFileRepository {
                 next_event: j.next_event,
             };
             (
-                encode_snapshot(&snap)?,
+                encode_snapshot(&snap, &states)?,
                 std::mem::take(&mut live.swapped_in),
             )
         };
@@ -907,6 +946,13 @@ fn apply_live(live: &mut Live, ops: &[Op]) {
                 live.swapped_in.push(*swap);
             }
             Op::DeleteSource { .. } => {}
+            Op::SetState { component, state } => {
+                if state.is_empty() {
+                    live.states.remove(component);
+                } else {
+                    live.states.insert(component.clone(), state.clone());
+                }
+            }
         }
     }
 }
@@ -942,15 +988,20 @@ fn apply_recovered(
 const CHECKPOINT_FILE: FileFormat =
     FileFormat::new(b"WEIRSNP1", 1, "flow-file repository checkpoint", "kind");
 
-fn encode_snapshot(snap: &Snapshot) -> Result<Vec<u8>, RepositoryError> {
-    let payload = postcard::to_allocvec(snap).map_err(|e| RepositoryError::Decode {
+/// The checkpoint's payload: the [`Snapshot`], then the components' [`States`].
+fn encode_snapshot(snap: &Snapshot, states: &States) -> Result<Vec<u8>, RepositoryError> {
+    let encode_err = |e: postcard::Error| RepositoryError::Decode {
         what: "the snapshot".into(),
         reason: e.to_string(),
-    })?;
+    };
+    let mut payload = postcard::to_allocvec(snap).map_err(encode_err)?;
+    payload.extend(postcard::to_allocvec(states).map_err(encode_err)?);
     Ok(CHECKPOINT_FILE.frame(0, &payload))
 }
 
-fn decode_snapshot(path: &Path, bytes: &[u8]) -> Result<Snapshot, RepositoryError> {
+/// A checkpoint's [`Snapshot`] and [`States`] (none after a snapshot alone, as written
+/// before processors had state).
+fn decode_snapshot(path: &Path, bytes: &[u8]) -> Result<(Snapshot, States), RepositoryError> {
     let bad = |reason: String| RepositoryError::Decode {
         what: path.display().to_string(),
         reason,
@@ -958,7 +1009,14 @@ fn decode_snapshot(path: &Path, bytes: &[u8]) -> Result<Snapshot, RepositoryErro
     let payload = CHECKPOINT_FILE
         .unframe(0, bytes)
         .map_err(|e| bad(e.to_string()))?;
-    postcard::from_bytes(payload).map_err(|e| bad(e.to_string()))
+    let (snap, rest) =
+        postcard::take_from_bytes::<Snapshot>(payload).map_err(|e| bad(e.to_string()))?;
+    let states = if rest.is_empty() {
+        Vec::new()
+    } else {
+        postcard::from_bytes(rest).map_err(|e| bad(e.to_string()))?
+    };
+    Ok((snap, states))
 }
 
 /// Reads a repository's queued flow files per queue key without opening it for writing
@@ -970,7 +1028,7 @@ pub fn inspect(dir: &Path) -> Result<Vec<(String, u64, u64)>, RepositoryError> {
     let ff_dir = dir.join("flowfiles");
     let snap_path = ff_dir.join("snapshot");
     let bytes = fs::read(&snap_path).map_err(io_err(&snap_path))?;
-    let snap = decode_snapshot(&snap_path, &bytes)?;
+    let (snap, _) = decode_snapshot(&snap_path, &bytes)?;
     let mut live = Live::default();
     for (q, ff) in snap.records {
         live.records.insert(ff.id, (q, Arc::new(ff)));

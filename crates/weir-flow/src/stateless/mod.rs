@@ -549,7 +549,7 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
     let mut events = parts.events;
     events.extend(parts.commit_only_events);
     events.push(parts.always);
-    if parts.taken.is_empty() && parts.outputs.is_empty() && parts.deletions.is_empty() {
+    if parts.taken.is_empty() && parts.outputs.is_empty() && parts.repository_ops.is_empty() {
         // Encoded, handed over and freed while the copy next waits, and the content freed
         // then too: nothing reads it after the commit.
         txn.backlog().hold(events, txn.take_content());
@@ -608,8 +608,9 @@ fn commit(shared: &Arc<Shared>, plan: &GroupPlan, txn: &Arc<Transaction>) -> Out
             });
             enqueue.entry(conn).or_default().push((ff, None));
         }
-        // Source files taken inside the group go once this frame is durable.
-        ops.extend(parts.deletions);
+        // Source files taken inside the group go once this frame is durable; the states set
+        // inside it are written with it.
+        ops.extend(parts.repository_ops);
         // A taken flow file that also leaves keeps its id: its Put moves it, so no Delete.
         let moved: BTreeSet<u64> = ops
             .iter()

@@ -38,8 +38,9 @@ pub(crate) struct Absorbed {
     /// The session's hooks to run before the transaction commits.
     pub(crate) before_commit: Vec<BeforeCommitHook>,
     /// Source files to delete once the transaction's commit is durable
-    /// ([`crate::repository::journal::Op::DeleteSource`]).
-    pub(crate) deletions: Vec<Op>,
+    /// ([`crate::repository::journal::Op::DeleteSource`]) and components' new states
+    /// ([`crate::repository::journal::Op::SetState`]), for the commit's frame.
+    pub(crate) repository_ops: Vec<Op>,
 }
 
 /// Everything a transaction holds when it ends.
@@ -56,8 +57,8 @@ pub(crate) struct Parts {
     pub(crate) completions: Vec<CompletionHook>,
     /// Hooks to run before the commit's frame and the completions.
     pub(crate) before_commit: Vec<BeforeCommitHook>,
-    /// Source files to delete with the commit's frame.
-    pub(crate) deletions: Vec<Op>,
+    /// Source files to delete and states to set with the commit's frame.
+    pub(crate) repository_ops: Vec<Op>,
 }
 
 #[derive(Default)]
@@ -74,7 +75,7 @@ struct State {
     before_commit: Vec<BeforeCommitHook>,
     /// Batches of events recorded only at a commit.
     commit_only_events: Vec<Vec<ProvenanceEvent>>,
-    deletions: Vec<Op>,
+    repository_ops: Vec<Op>,
     /// The failure port a flow file reached first, and that flow file described.
     failure: Option<(usize, String)>,
     /// Grows with every flow file moved, taken or created: a trigger that leaves it
@@ -256,7 +257,7 @@ impl Transaction {
         if !a.commit_only_events.is_empty() {
             st.commit_only_events.push(a.commit_only_events);
         }
-        st.deletions.extend(a.deletions);
+        st.repository_ops.extend(a.repository_ops);
     }
 
     /// Takes in a rolled-back session: the transaction will roll back.
@@ -271,6 +272,25 @@ impl Transaction {
         st.completions.extend(completions);
         st.always
             .extend(events.into_iter().filter(recorded_on_rollback));
+    }
+
+    /// The state `component` set in a session this transaction took in, the latest, if any:
+    /// what a later trigger of that component in the same transaction sees.
+    pub(crate) fn pending_state(
+        &self,
+        component: &str,
+    ) -> Option<crate::repository::journal::StateMap> {
+        self.lock()
+            .repository_ops
+            .iter()
+            .rev()
+            .find_map(|op| match op {
+                Op::SetState {
+                    component: c,
+                    state,
+                } if c == component => Some(state.clone()),
+                _ => None,
+            })
     }
 
     /// The failure port a flow file reached, if any: the port's component index and the
@@ -292,7 +312,7 @@ impl Transaction {
             && st.always.is_empty()
             && st.events.is_empty()
             && st.taken.is_empty()
-            && st.deletions.is_empty()
+            && st.repository_ops.is_empty()
             && st.before_commit.is_empty()
     }
 
@@ -343,7 +363,7 @@ impl Transaction {
             outputs: std::mem::take(&mut st.outputs),
             completions: std::mem::take(&mut st.completions),
             before_commit: std::mem::take(&mut st.before_commit),
-            deletions: std::mem::take(&mut st.deletions),
+            repository_ops: std::mem::take(&mut st.repository_ops),
         }
     }
 }
