@@ -69,7 +69,7 @@ enum Subject {
 
 #[derive(Debug, Clone)]
 struct Call {
-    name: String,
+    func: Func,
     args: Vec<Arg>,
     /// The regular expression of `matches`, `find` and `replaceAll`.
     pattern: Pattern,
@@ -198,13 +198,21 @@ impl fmt::Display for Value<'_> {
 }
 
 impl<'a> Value<'a> {
-    /// The value as text, `None` when there is none.
+    /// The value as text, `None` when there is none. Inlined: text, the usual value, is
+    /// moved out as it is, and anything else written out of line.
+    #[inline]
     fn into_text(self) -> Option<Cow<'a, str>> {
         match self {
-            Value::Null => None,
             Value::Text(t) => Some(t),
-            other => Some(Cow::Owned(other.to_string())),
+            Value::Null => None,
+            other => Some(Cow::Owned(other.written())),
         }
+    }
+
+    /// A number or boolean written out.
+    #[cold]
+    fn written(&self) -> String {
+        self.to_string()
     }
 
     /// The value as a number as NiFi converts it: text is read ([`number::parse`]), and
@@ -253,53 +261,149 @@ pub struct ParseError {
 #[error("expression failed: {0}")]
 pub struct EvalError(pub String);
 
+/// A function of the language, resolved when the template is parsed so evaluation
+/// dispatches on it without comparing names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Func {
+    ToUpper,
+    ToLower,
+    Trim,
+    Length,
+    Substring,
+    SubstringBefore,
+    SubstringAfter,
+    Append,
+    Prepend,
+    Replace,
+    ReplaceAll,
+    Equals,
+    EqualsIgnoreCase,
+    Contains,
+    StartsWith,
+    EndsWith,
+    Matches,
+    Find,
+    IsEmpty,
+    IsNull,
+    NotNull,
+    ToNumber,
+    ToDecimal,
+    Plus,
+    Minus,
+    Multiply,
+    Divide,
+    Mod,
+    ToRadix,
+    FromRadix,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    And,
+    Or,
+    Not,
+    Now,
+    Uuid,
+    Literal,
+    Hostname,
+}
+
+impl Func {
+    /// The function's name as written.
+    fn name(self) -> &'static str {
+        match self {
+            Func::ToUpper => "toUpper",
+            Func::ToLower => "toLower",
+            Func::Trim => "trim",
+            Func::Length => "length",
+            Func::Substring => "substring",
+            Func::SubstringBefore => "substringBefore",
+            Func::SubstringAfter => "substringAfter",
+            Func::Append => "append",
+            Func::Prepend => "prepend",
+            Func::Replace => "replace",
+            Func::ReplaceAll => "replaceAll",
+            Func::Equals => "equals",
+            Func::EqualsIgnoreCase => "equalsIgnoreCase",
+            Func::Contains => "contains",
+            Func::StartsWith => "startsWith",
+            Func::EndsWith => "endsWith",
+            Func::Matches => "matches",
+            Func::Find => "find",
+            Func::IsEmpty => "isEmpty",
+            Func::IsNull => "isNull",
+            Func::NotNull => "notNull",
+            Func::ToNumber => "toNumber",
+            Func::ToDecimal => "toDecimal",
+            Func::Plus => "plus",
+            Func::Minus => "minus",
+            Func::Multiply => "multiply",
+            Func::Divide => "divide",
+            Func::Mod => "mod",
+            Func::ToRadix => "toRadix",
+            Func::FromRadix => "fromRadix",
+            Func::Gt => "gt",
+            Func::Ge => "ge",
+            Func::Lt => "lt",
+            Func::Le => "le",
+            Func::And => "and",
+            Func::Or => "or",
+            Func::Not => "not",
+            Func::Now => "now",
+            Func::Uuid => "UUID",
+            Func::Literal => "literal",
+            Func::Hostname => "hostname",
+        }
+    }
+}
+
 /// Functions with a subject, and how many arguments each takes (min, max).
-const SUBJECT_FUNCTIONS: &[(&str, usize, usize)] = &[
-    ("toUpper", 0, 0),
-    ("toLower", 0, 0),
-    ("trim", 0, 0),
-    ("length", 0, 0),
-    ("substring", 1, 2),
-    ("substringBefore", 1, 1),
-    ("substringAfter", 1, 1),
-    ("append", 1, 1),
-    ("prepend", 1, 1),
-    ("replace", 2, 2),
-    ("replaceAll", 2, 2),
-    ("equals", 1, 1),
-    ("equalsIgnoreCase", 1, 1),
-    ("contains", 1, 1),
-    ("startsWith", 1, 1),
-    ("endsWith", 1, 1),
-    ("matches", 1, 1),
-    ("find", 1, 1),
-    ("isEmpty", 0, 0),
-    ("isNull", 0, 0),
-    ("notNull", 0, 0),
-    ("toNumber", 0, 0),
-    ("toDecimal", 0, 0),
-    ("plus", 1, 1),
-    ("minus", 1, 1),
-    ("multiply", 1, 1),
-    ("divide", 1, 1),
-    ("mod", 1, 1),
-    ("toRadix", 1, 2),
-    ("fromRadix", 1, 1),
-    ("gt", 1, 1),
-    ("ge", 1, 1),
-    ("lt", 1, 1),
-    ("le", 1, 1),
-    ("and", 1, 1),
-    ("or", 1, 1),
-    ("not", 0, 0),
+const SUBJECT_FUNCTIONS: &[(Func, usize, usize)] = &[
+    (Func::ToUpper, 0, 0),
+    (Func::ToLower, 0, 0),
+    (Func::Trim, 0, 0),
+    (Func::Length, 0, 0),
+    (Func::Substring, 1, 2),
+    (Func::SubstringBefore, 1, 1),
+    (Func::SubstringAfter, 1, 1),
+    (Func::Append, 1, 1),
+    (Func::Prepend, 1, 1),
+    (Func::Replace, 2, 2),
+    (Func::ReplaceAll, 2, 2),
+    (Func::Equals, 1, 1),
+    (Func::EqualsIgnoreCase, 1, 1),
+    (Func::Contains, 1, 1),
+    (Func::StartsWith, 1, 1),
+    (Func::EndsWith, 1, 1),
+    (Func::Matches, 1, 1),
+    (Func::Find, 1, 1),
+    (Func::IsEmpty, 0, 0),
+    (Func::IsNull, 0, 0),
+    (Func::NotNull, 0, 0),
+    (Func::ToNumber, 0, 0),
+    (Func::ToDecimal, 0, 0),
+    (Func::Plus, 1, 1),
+    (Func::Minus, 1, 1),
+    (Func::Multiply, 1, 1),
+    (Func::Divide, 1, 1),
+    (Func::Mod, 1, 1),
+    (Func::ToRadix, 1, 2),
+    (Func::FromRadix, 1, 1),
+    (Func::Gt, 1, 1),
+    (Func::Ge, 1, 1),
+    (Func::Lt, 1, 1),
+    (Func::Le, 1, 1),
+    (Func::And, 1, 1),
+    (Func::Or, 1, 1),
+    (Func::Not, 0, 0),
 ];
 
 /// Functions without a subject.
-const FREE_FUNCTIONS: &[(&str, usize, usize)] = &[
-    ("now", 0, 0),
-    ("UUID", 0, 0),
-    ("literal", 1, 1),
-    ("hostname", 0, 0),
+const FREE_FUNCTIONS: &[(Func, usize, usize)] = &[
+    (Func::Now, 0, 0),
+    (Func::Uuid, 0, 0),
+    (Func::Literal, 1, 1),
+    (Func::Hostname, 0, 0),
 ];
 
 impl Template {
@@ -604,8 +708,8 @@ impl Parser {
     }
 
     /// At `(`: the arguments of `name`, checked against `table`.
-    fn call(&mut self, name: String, table: &[(&str, usize, usize)]) -> Result<Call, ParseError> {
-        let Some(&(_, min, max)) = table.iter().find(|(n, _, _)| *n == name) else {
+    fn call(&mut self, name: String, table: &[(Func, usize, usize)]) -> Result<Call, ParseError> {
+        let Some(&(func, min, max)) = table.iter().find(|(f, _, _)| f.name() == name) else {
             return Err(self.err(format!("unknown function `{name}`")));
         };
         let open = self.pos;
@@ -671,7 +775,7 @@ impl Parser {
             )));
         }
         let pattern =
-            if matches!(name.as_str(), "matches" | "find" | "replaceAll") {
+            if matches!(func, Func::Matches | Func::Find | Func::ReplaceAll) {
                 match &args[0] {
                     // A literal is compiled once, and a bad one refused now.
                     Arg::Const(c @ (Const::Text(_) | Const::Whole(_) | Const::Decimal(_))) => {
@@ -686,7 +790,7 @@ impl Parser {
                 Pattern::None
             };
         Ok(Call {
-            name,
+            func,
             args,
             pattern,
         })
@@ -807,15 +911,23 @@ fn eval_expr<'a>(
 ) -> Result<Value<'a>, EvalError> {
     let mut value = match &e.subject {
         Subject::Attribute(name) => lookup(name).map_or(Value::Null, Value::Text),
-        Subject::NamedBy(name) => {
-            lookup(&name.evaluate_in(lookup)?).map_or(Value::Null, Value::Text)
-        }
+        Subject::NamedBy(name) => named_attribute(name, lookup)?,
         Subject::Function(call) => free_function(call, lookup)?,
     };
     for call in &e.chain {
         value = apply(value, call, lookup)?;
     }
     Ok(value)
+}
+
+/// The attribute whose name `name` makes. Kept out of [`eval_expr`]: the recursion would
+/// stop the compiler inlining the plain attribute reference, the hot path.
+#[inline(never)]
+fn named_attribute<'a>(
+    name: &'a Template,
+    lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
+) -> Result<Value<'a>, EvalError> {
+    Ok(lookup(&name.evaluate_in(lookup)?).map_or(Value::Null, Value::Text))
 }
 
 /// Argument `i`'s value: a literal borrowed as written (no copy per evaluation), quoted
@@ -832,7 +944,22 @@ fn arg_value<'a>(
     })
 }
 
+/// Argument `i` as text, `None` when it has no value: quoted text without expressions, the
+/// usual argument, borrowed straight from the template.
+#[inline]
+fn arg_text<'a>(
+    call: &'a Call,
+    i: usize,
+    lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
+) -> Result<Option<Cow<'a, str>>, EvalError> {
+    match &call.args[i] {
+        Arg::Const(Const::Text(s)) => Ok(Some(Cow::Borrowed(s))),
+        _ => arg_value(call, i, lookup).map(Value::into_text),
+    }
+}
+
 /// A value as text: text as it is, anything else written out, nothing as empty.
+#[inline]
 fn into_text(v: Value<'_>) -> Cow<'_, str> {
     v.into_text().unwrap_or(Cow::Borrowed(""))
 }
@@ -853,21 +980,21 @@ fn free_function<'a>(
     call: &'a Call,
     lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
 ) -> Result<Value<'a>, EvalError> {
-    Ok(match call.name.as_str() {
-        "now" => Value::Whole(chrono::Utc::now().timestamp_millis()),
-        "UUID" => Value::Text(uuid::Uuid::new_v4().to_string().into()),
+    Ok(match call.func {
+        Func::Now => Value::Whole(chrono::Utc::now().timestamp_millis()),
+        Func::Uuid => Value::Text(uuid::Uuid::new_v4().to_string().into()),
         // Text, whatever the argument: `literal(5.5)` is the text `5.5`.
-        "literal" => arg_value(call, 0, lookup)?
+        Func::Literal => arg_value(call, 0, lookup)?
             .into_text()
             .map_or(Value::Null, Value::Text),
-        "hostname" => Value::Text(
+        Func::Hostname => Value::Text(
             std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_string())
                 .or_else(|_| std::env::var("HOSTNAME"))
                 .unwrap_or_else(|_| "localhost".to_string())
                 .into(),
         ),
-        other => return Err(EvalError(format!("unknown function `{other}`"))),
+        other => unreachable!("`{}` is checked to take no subject", other.name()),
     })
 }
 
@@ -958,26 +1085,29 @@ fn java_replacement<'t>(replacement: &'t str, regex: &Regex) -> Result<Cow<'t, s
 
 /// `a` and `b` under a numeric function: whole numbers stay whole (wrapping on overflow as
 /// Java's `long`; dividing drops the fraction), and either side a decimal makes a decimal.
-fn arithmetic(function: &str, a: Number, b: Number) -> Result<Number, EvalError> {
+fn arithmetic(function: Func, a: Number, b: Number) -> Result<Number, EvalError> {
     if let (Number::Whole(x), Number::Whole(y)) = (a, b) {
-        if y == 0 && matches!(function, "divide" | "mod") {
-            return Err(EvalError(format!("{function}: whole number {x} by zero")));
+        if y == 0 && matches!(function, Func::Divide | Func::Mod) {
+            return Err(EvalError(format!(
+                "{}: whole number {x} by zero",
+                function.name()
+            )));
         }
         return Ok(Number::Whole(match function {
-            "plus" => x.wrapping_add(y),
-            "minus" => x.wrapping_sub(y),
-            "multiply" => x.wrapping_mul(y),
-            "divide" => x.wrapping_div(y),
+            Func::Plus => x.wrapping_add(y),
+            Func::Minus => x.wrapping_sub(y),
+            Func::Multiply => x.wrapping_mul(y),
+            Func::Divide => x.wrapping_div(y),
             _ => x.wrapping_rem(y),
         }));
     }
     let (x, y) = (a.decimal(), b.decimal());
     // Java's `%` on doubles is the truncated remainder, as Rust's.
     Ok(Number::Decimal(match function {
-        "plus" => x + y,
-        "minus" => x - y,
-        "multiply" => x * y,
-        "divide" => x / y,
+        Func::Plus => x + y,
+        Func::Minus => x - y,
+        Func::Multiply => x * y,
+        Func::Divide => x / y,
         _ => x % y,
     }))
 }
@@ -987,9 +1117,11 @@ fn apply<'a>(
     call: &'a Call,
     lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
 ) -> Result<Value<'a>, EvalError> {
-    let name = call.name.as_str();
+    let func = call.func;
+    // For messages only.
+    let name = func.name();
     let arg = |i: usize| arg_value(call, i, lookup);
-    let arg_text = |i: usize| arg(i).map(Value::into_text);
+    let arg_text = |i: usize| arg_text(call, i, lookup);
     // A number argument that must be there (an index, a radix).
     let arg_whole = |i: usize| -> Result<i64, EvalError> {
         let v = arg(i)?;
@@ -1020,17 +1152,17 @@ fn apply<'a>(
         };
         Ok(Value::Bool(arg_text(0)?.is_some_and(|a| f(&t, &a))))
     };
-    Ok(match name {
-        "toUpper" | "toLower" | "trim" => match value.into_text() {
+    Ok(match func {
+        Func::ToUpper | Func::ToLower | Func::Trim => match value.into_text() {
             None => Value::Null,
-            Some(t) => Value::Text(match name {
-                "toUpper" => t.to_uppercase().into(),
-                "toLower" => t.to_lowercase().into(),
+            Some(t) => Value::Text(match func {
+                Func::ToUpper => t.to_uppercase().into(),
+                Func::ToLower => t.to_lowercase().into(),
                 _ => java_trim(t),
             }),
         },
-        "length" => Value::Whole(value.into_text().map_or(0, |t| t.chars().count() as i64)),
-        "substring" => {
+        Func::Length => Value::Whole(value.into_text().map_or(0, |t| t.chars().count() as i64)),
+        Func::Substring => {
             // As NiFi: indices outside the text (a negative one, one past the end, an end
             // before the start) give the empty text, not an error.
             let t = into_text(value);
@@ -1058,36 +1190,36 @@ fn apply<'a>(
                 Value::Text(part(t, from..to))
             }
         }
-        "substringBefore" | "substringAfter" => {
+        Func::SubstringBefore | Func::SubstringAfter => {
             let t = into_text(value);
             // As NiFi: a missing or empty search text leaves the subject whole.
             let s = arg_text(0)?.unwrap_or_default();
             let range = match find_text(&t, &s) {
                 Some(_) if s.is_empty() => 0..t.len(),
-                Some(i) if name == "substringBefore" => 0..i,
+                Some(i) if func == Func::SubstringBefore => 0..i,
                 Some(i) => i + s.len()..t.len(),
                 None => 0..t.len(),
             };
             Value::Text(part(t, range))
         }
-        "append" => {
+        Func::Append => {
             let mut t = into_text(value).into_owned();
             t.push_str(&arg_text(0)?.unwrap_or_default());
             Value::Text(t.into())
         }
-        "prepend" => {
+        Func::Prepend => {
             let mut t = arg_text(0)?.unwrap_or_default().into_owned();
             t.push_str(&into_text(value));
             Value::Text(t.into())
         }
-        "replace" => match value.into_text() {
+        Func::Replace => match value.into_text() {
             None => Value::Null,
             Some(t) => match (arg_text(0)?, arg_text(1)?) {
                 (Some(from), Some(to)) => Value::Text(t.replace(&*from, &to).into()),
                 _ => return Err(EvalError("replace: a missing search or replacement".into())),
             },
         },
-        "replaceAll" => match value.into_text() {
+        Func::ReplaceAll => match value.into_text() {
             None => Value::Null,
             Some(t) => {
                 let Some(r) = regex()? else {
@@ -1100,12 +1232,12 @@ fn apply<'a>(
                 Value::Text(r.replace_all(&t, &*with).into_owned().into())
             }
         },
-        "equals" => test(value, &|a, b| a == b)?,
-        "equalsIgnoreCase" => test(value, &java_equals_ignore_case)?,
-        "contains" => test(value, &|a, b| find_text(a, b).is_some())?,
-        "startsWith" => test(value, &|a, b| a.starts_with(b))?,
-        "endsWith" => test(value, &|a, b| a.ends_with(b))?,
-        "matches" | "find" => {
+        Func::Equals => test(value, &|a, b| a == b)?,
+        Func::EqualsIgnoreCase => test(value, &java_equals_ignore_case)?,
+        Func::Contains => test(value, &|a, b| find_text(a, b).is_some())?,
+        Func::StartsWith => test(value, &|a, b| a.starts_with(b))?,
+        Func::EndsWith => test(value, &|a, b| a.ends_with(b))?,
+        Func::Matches | Func::Find => {
             let Some(t) = value.into_text() else {
                 return Ok(Value::Bool(false));
             };
@@ -1113,34 +1245,34 @@ fn apply<'a>(
             let Some(r) = regex()? else {
                 return Ok(Value::Bool(false));
             };
-            Value::Bool(if name == "find" {
+            Value::Bool(if func == Func::Find {
                 r.is_match(&t)
             } else {
                 r.find(&t)
                     .is_some_and(|m| m.start() == 0 && m.end() == t.len())
             })
         }
-        "isEmpty" => Value::Bool(value.into_text().is_none_or(|t| t.trim().is_empty())),
-        "isNull" => Value::Bool(value == Value::Null),
-        "notNull" => Value::Bool(value != Value::Null),
-        "toNumber" => value
+        Func::IsEmpty => Value::Bool(value.into_text().is_none_or(|t| t.trim().is_empty())),
+        Func::IsNull => Value::Bool(value == Value::Null),
+        Func::NotNull => Value::Bool(value != Value::Null),
+        Func::ToNumber => value
             .number(name)?
             .map_or(Value::Null, |n| Value::Whole(n.whole())),
-        "toDecimal" => value
+        Func::ToDecimal => value
             .number(name)?
             .map_or(Value::Null, |n| Value::Decimal(n.decimal())),
-        "plus" | "minus" | "multiply" | "divide" | "mod" => {
+        Func::Plus | Func::Minus | Func::Multiply | Func::Divide | Func::Mod => {
             // As NiFi: nothing (a missing value, text that is no number) on either side
             // gives nothing.
             let (Some(a), Some(b)) = (value.number(name)?, arg(0)?.number(name)?) else {
                 return Ok(Value::Null);
             };
-            match arithmetic(name, a, b)? {
+            match arithmetic(func, a, b)? {
                 Number::Whole(n) => Value::Whole(n),
                 Number::Decimal(d) => Value::Decimal(d),
             }
         }
-        "gt" | "ge" | "lt" | "le" => {
+        Func::Gt | Func::Ge | Func::Lt | Func::Le => {
             let (Some(a), Some(b)) = (value.number(name)?, arg(0)?.number(name)?) else {
                 return Ok(Value::Bool(false));
             };
@@ -1148,14 +1280,14 @@ fn apply<'a>(
                 (Number::Whole(x), Number::Whole(y)) => Some(x.cmp(&y)),
                 _ => a.decimal().partial_cmp(&b.decimal()),
             };
-            Value::Bool(order.is_some_and(|o| match name {
-                "gt" => o.is_gt(),
-                "ge" => o.is_ge(),
-                "lt" => o.is_lt(),
+            Value::Bool(order.is_some_and(|o| match func {
+                Func::Gt => o.is_gt(),
+                Func::Ge => o.is_ge(),
+                Func::Lt => o.is_lt(),
                 _ => o.is_le(),
             }))
         }
-        "toRadix" => {
+        Func::ToRadix => {
             let Some(n) = value.number(name)? else {
                 return Ok(Value::Null);
             };
@@ -1169,7 +1301,7 @@ fn apply<'a>(
             }
             Value::Text(digits.into())
         }
-        "fromRadix" => {
+        Func::FromRadix => {
             let Some(t) = value.into_text() else {
                 return Ok(Value::Null);
             };
@@ -1183,10 +1315,10 @@ fn apply<'a>(
                 }
             }
         }
-        "and" | "or" => {
+        Func::And | Func::Or => {
             // As NiFi: the argument is read only when the subject does not decide; a
             // missing subject leaves the argument's value.
-            let decided = if name == "and" {
+            let decided = if func == Func::And {
                 Some(false)
             } else {
                 Some(true)
@@ -1197,11 +1329,11 @@ fn apply<'a>(
                 Value::Bool(arg(0)?.boolean(name)?.unwrap_or(false))
             }
         }
-        "not" => match value.boolean(name)? {
+        Func::Not => match value.boolean(name)? {
             Some(b) => Value::Bool(!b),
             None => return Err(EvalError("not: no value to negate".into())),
         },
-        other => return Err(EvalError(format!("unknown function `{other}`"))),
+        other => unreachable!("`{}` is checked to take a subject", other.name()),
     })
 }
 
@@ -1387,6 +1519,286 @@ mod tests {
                 .message
                 .contains("regular")
         );
+    }
+
+    #[test]
+    fn whole_numbers_stay_whole_and_decimals_print_as_java() {
+        let a = [("big", "9223372036854775807"), ("n", "7"), ("d", "2.5")];
+        for (expression, want) in [
+            // Whole arithmetic: Java's `long`, wrapping, division dropping the fraction.
+            ("${big:plus(1)}", "-9223372036854775808"),
+            ("${big:multiply(2)}", "-2"),
+            ("${n:divide(2)}", "3"),
+            ("${literal(-7):divide(2)}", "-3"),
+            ("${literal(-7):mod(3)}", "-1"),
+            (
+                "${literal(-9223372036854775808):divide(-1)}",
+                "-9223372036854775808",
+            ),
+            ("${literal(-9223372036854775808):mod(-1)}", "0"),
+            // A decimal on either side makes a decimal.
+            ("${n:divide(2.0)}", "3.5"),
+            ("${n:plus(${d})}", "9.5"),
+            ("${d:multiply(2)}", "5.0"),
+            ("${literal(-7.5):mod(2)}", "-1.5"),
+            ("${n:toDecimal()}", "7.0"),
+            ("${d:toNumber()}", "2"),
+            ("${literal(-2.9):toNumber()}", "-2"),
+            ("${literal('1e400'):toDecimal()}", "Infinity"),
+            ("${literal('1e400'):toNumber()}", "9223372036854775807"),
+            ("${literal('NaN'):toNumber()}", "0"),
+            // Literals: signs, a fraction without digits after the point, exponents.
+            ("${n:plus(+5)}", "12"),
+            ("${n:plus(-3)}", "4"),
+            ("${n:plus(1.)}", "8.0"),
+            ("${n:multiply(1e3)}", "7000.0"),
+            ("${n:multiply(1.5E-3)}", "0.0105"),
+            ("${literal(1e10)}", "1.0E10"),
+            ("${literal(0.00001)}", "1.0E-5"),
+            ("${literal(1234567.0)}", "1234567.0"),
+            ("${literal(12345678.0)}", "1.2345678E7"),
+            ("${literal(0.001)}", "0.001"),
+            ("${literal(0.1):plus(0.2)}", "0.30000000000000004"),
+            // Hexadecimal is read from text, not written as a literal.
+            ("${literal('0x1F'):plus(1)}", "32"),
+            ("${literal(' 0x1F '):toNumber()}", "31"),
+            // Comparisons: whole with whole exactly, else as decimals.
+            (
+                "${literal('9007199254740993'):gt(9007199254740992)}",
+                "true",
+            ),
+            ("${literal(2):gt(1.5)}", "true"),
+            ("${literal(1.5):lt(2)}", "true"),
+            ("${literal(2):ge(2.0)}", "true"),
+            ("${literal(2):le(1.999)}", "false"),
+            ("${literal('NaN'):toDecimal():lt(1)}", "false"),
+            ("${literal('NaN'):toDecimal():ge(1)}", "false"),
+            // `equals` compares as NiFi writes each: a decimal is not the whole number.
+            ("${literal(1.0):equals(1)}", "false"),
+            ("${literal(1.0):toDecimal():equals(1.0)}", "true"),
+            ("${n:toNumber():equals('7')}", "true"),
+            // Radixes.
+            ("${literal(-255):toRadix(16)}", "-ff"),
+            ("${literal(255):toRadix(2, 12)}", "000011111111"),
+            ("${literal(255):toRadix(99)}", "255"),
+            ("${literal(255.9):toRadix(16)}", "ff"),
+            ("${literal('-ff'):fromRadix(16)}", "-255"),
+            ("${literal('zz'):fromRadix(36):plus(1)}", "1296"),
+            ("${now():gt(1600000000000)}", "true"),
+        ] {
+            assert_eq!(eval(expression, &a).unwrap(), want, "{expression}");
+        }
+    }
+
+    #[test]
+    fn number_literals_that_nifi_refuses_are_refused() {
+        for (bad, says) in [
+            ("${n:plus(0x1F)}", "hexadecimal"),
+            ("${n:plus(99999999999999999999)}", "out of range"),
+            ("${n:plus(-)}", "digits"),
+            ("${n:plus(.)}", "digits"),
+            ("${n:plus(1e)}", "exponent"),
+            ("${n:plus(1e+)}", "exponent"),
+            ("${n:plus(12abc)}", "not a number"),
+            ("${n:plus(1.2.3)}", "expected"),
+        ] {
+            let e = Template::parse(bad).unwrap_err();
+            assert!(e.message.contains(says), "{bad}: {e}");
+        }
+        // The position names the number.
+        assert_eq!(Template::parse("${n:plus(0x1F)}").unwrap_err().position, 10);
+    }
+
+    #[test]
+    fn a_missing_value_gives_what_nifi_gives() {
+        let a = [("x", "abc"), ("blank", " ")];
+        for (expression, want) in [
+            ("${missing:toUpper():isNull()}", "true"),
+            ("${missing:trim():isNull()}", "true"),
+            ("${missing:replace('a', 'b'):isNull()}", "true"),
+            ("${missing:replaceAll('a', 'b'):isNull()}", "true"),
+            ("${missing:substring(0):isNull()}", "false"),
+            ("${missing:append('!')}", "!"),
+            ("${missing:prepend('!')}", "!"),
+            ("${missing:length()}", "0"),
+            ("${missing:startsWith('')}", "false"),
+            ("${missing:equals('')}", "false"),
+            ("${missing:matches('.*')}", "false"),
+            ("${x:equals(${missing})}", "false"),
+            ("${x:contains(${missing})}", "false"),
+            ("${x:append(${missing})}", "abc"),
+            ("${x:substringBefore(${missing})}", "abc"),
+            ("${missing:plus(1):isNull()}", "true"),
+            ("${x:plus(1):isNull()}", "true"),
+            ("${missing:toNumber():isNull()}", "true"),
+            ("${missing:gt(1)}", "false"),
+            ("${x:lt(1)}", "false"),
+            ("${missing:toRadix(16):isNull()}", "true"),
+            ("${literal(null):isNull()}", "true"),
+            ("${x:equals(null)}", "false"),
+            // As NiFi: a missing subject leaves `and`/`or` to the argument.
+            ("${missing:and(true)}", "true"),
+            ("${missing:or(false)}", "false"),
+            ("${blank:isEmpty()}", "true"),
+        ] {
+            assert_eq!(eval(expression, &a).unwrap(), want, "{expression}");
+        }
+    }
+
+    #[test]
+    fn text_functions_as_java() {
+        let a = [
+            ("ctl", "\u{0}\tx y\r\n"),
+            ("nbsp", "\u{a0}x\u{a0}"),
+            ("umlaut", "ÄÖü"),
+            ("ab", "ab"),
+        ];
+        for (expression, want) in [
+            // Java's trim takes code points up to the space, not a no-break space.
+            ("${ctl:trim()}", "x y"),
+            ("${nbsp:trim()}", "\u{a0}x\u{a0}"),
+            ("${umlaut:equalsIgnoreCase('äöÜ')}", "true"),
+            ("${umlaut:equalsIgnoreCase('äö')}", "false"),
+            ("${umlaut:substring(1, 2)}", "Ö"),
+            ("${umlaut:length()}", "3"),
+            // A replacement in Java's syntax.
+            ("${ab:replaceAll('(a)(b)', '$2$1')}", "ba"),
+            ("${ab:replaceAll('(a)(b)', '$12')}", "a2"),
+            (r"${ab:replaceAll('(a)(b)', '\$1')}", "$1"),
+            (r"${ab:replaceAll('(a)(b)', '\\\\')}", r"\"),
+            // `${` in quotes is an expression, so a named group is written `$${name}`.
+            ("${ab:replaceAll('(?<first>a)', '$${first}!')}", "a!b"),
+            ("${ab:replaceAll('(?<first>a)', '${first}!')}", "!b"),
+            ("${ab:replaceAll('a', 'x$0x')}", "xaxb"),
+        ] {
+            assert_eq!(eval(expression, &a).unwrap(), want, "{expression}");
+        }
+        for bad in [
+            "${ab:replaceAll('(a)', '$2')}",
+            "${ab:replaceAll('(a)', '$x')}",
+            r"${ab:replaceAll('(a)', 'x\\')}",
+            "${ab:replaceAll('(a)', '$${nope}')}",
+        ] {
+            assert!(eval(bad, &a).is_err(), "{bad}");
+        }
+    }
+
+    /// The call of `${x:fn(...)}`.
+    fn first_call(template: &Template) -> &Call {
+        match template.parts.as_slice() {
+            [Part::Expr(e)] => &e.chain[0],
+            _ => panic!("one expression"),
+        }
+    }
+
+    #[test]
+    fn a_literal_regex_is_compiled_once_and_one_with_expressions_per_value() {
+        let literal = Template::parse("${x:matches('a.c')}").unwrap();
+        assert!(matches!(first_call(&literal).pattern, Pattern::Compiled(_)));
+        // A bad literal is a validation error; a bad one from attributes fails a flow file.
+        assert!(Template::parse("${x:find('(')}").is_err());
+        let made = Template::parse("${x:find('^${prefix}')}").unwrap();
+        let Pattern::PerEvaluation(cache) = &first_call(&made).pattern else {
+            panic!("compiled per evaluation");
+        };
+        let run = |x: &str, prefix: &str| {
+            let attrs = map(&[("x", x), ("prefix", prefix)]);
+            made.evaluate(&|k| attrs.get(k).map(|v| Cow::Borrowed(v.as_str())))
+                .map(Cow::into_owned)
+        };
+        assert_eq!(run("abc", "a").unwrap(), "true");
+        let first = cache.get("^a").unwrap();
+        assert_eq!(run("xbc", "a").unwrap(), "false");
+        // The same text is not compiled again.
+        assert!(Arc::ptr_eq(&first, &cache.get("^a").unwrap()));
+        assert_eq!(run("bcd", "b").unwrap(), "true");
+        assert!(!Arc::ptr_eq(&first, &cache.get("^b").unwrap()));
+        assert!(run("abc", "(").is_err());
+        // A copy of the template compiles its own.
+        let copy = made.clone();
+        let Pattern::PerEvaluation(copied) = &first_call(&copy).pattern else {
+            panic!("compiled per evaluation");
+        };
+        assert!(copied.0.lock().unwrap().is_none());
+    }
+
+    #[test]
+    fn quoted_text_with_expressions_names_attributes_and_errors_point_into_it() {
+        let a = [("b", "x"), ("abcxcba", "hello"), ("n", "2")];
+        assert_eq!(eval("${'abc${b}cba'}", &a).unwrap(), "hello");
+        assert_eq!(eval("${\"abc${b}cba\":toUpper()}", &a).unwrap(), "HELLO");
+        assert_eq!(eval("${'abc${b}':isNull()}", &a).unwrap(), "true");
+        assert_eq!(eval("${literal('<${b:toUpper()}>')}", &a).unwrap(), "<X>");
+        assert_eq!(
+            eval("${literal('${literal(\"${n:plus(1)}\")}')}", &a).unwrap(),
+            "3"
+        );
+        assert_eq!(eval("${literal('$${b}')}", &a).unwrap(), "${b}");
+        // A bad expression inside quotes is refused, at its place in the whole value.
+        let e = Template::parse("x ${a:append('${b:nope()}')}").unwrap_err();
+        assert!(e.message.contains("nope"), "{e}");
+        assert_eq!(e.position, 22);
+    }
+
+    /// Template text made of attribute references, functions whose quoted arguments hold
+    /// template text in turn, and bits of text with `$`, braces, quotes and `#`.
+    fn nested_template() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            "[ab$.{}#\" ]{0,4}",
+            Just("${a}".to_string()),
+            Just("${b:toUpper()}".to_string()),
+            Just("${missing}".to_string()),
+            Just("${a:plus(1)}".to_string()),
+        ];
+        leaf.prop_recursive(4, 24, 3, |inner| {
+            // In single quotes: `\` and `'` escaped, so the text inside reads back as it is.
+            let quote = |t: String| t.replace('\\', "\\\\").replace('\'', "\\'");
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 1..3).prop_map(|v| v.concat()),
+                inner
+                    .clone()
+                    .prop_map(move |t| format!("${{literal('{}')}}", quote(t))),
+                inner
+                    .clone()
+                    .prop_map(move |t| format!("${{a:append('{}')}}", quote(t))),
+                inner.prop_map(move |t| format!("${{'{}':isNull()}}", quote(t))),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Any text, expressions or not, parses or is refused, and evaluates or fails,
+        /// without a panic.
+        #[test]
+        fn any_text_parses_and_evaluates_without_panic(
+            text in "(\\$\\{|\\$|\\}|'|\"|\\\\|:|\\(|\\)|,|#|\n|a|b|x|0|1|\\.|-|e|toNumber|plus|equals|matches|literal|substring|toRadix|fromRadix|and| ){0,24}"
+        ) {
+            if let Ok(t) = Template::parse(&text) {
+                let _ = eval_parsed(&t, &[("a", "1"), ("b", "x"), ("x", "(")]);
+            }
+        }
+
+        /// Template text in a quoted argument is that text evaluated: `${literal('t')}` is
+        /// what `t` is, however deep the quotes nest.
+        #[test]
+        fn quoted_template_text_evaluates_as_the_template(t in nested_template()) {
+            let attrs = [("a", "7"), ("b", "é\"x")];
+            let plain = Template::parse(&t).map(|t| eval_parsed(&t, &attrs));
+            let quoted = format!("${{literal('{}')}}", t.replace('\\', "\\\\").replace('\'', "\\'"));
+            let in_quotes = Template::parse(&quoted).map(|t| eval_parsed(&t, &attrs));
+            match (plain, in_quotes) {
+                (Ok(a), Ok(b)) => proptest::prop_assert_eq!(a, b, "{} / {}", t, quoted),
+                (Err(_), Err(_)) => {}
+                (a, b) => proptest::prop_assert!(false, "{} gave {:?}, {} gave {:?}", t, a, quoted, b),
+            }
+        }
+    }
+
+    fn eval_parsed(t: &Template, attrs: &[(&str, &str)]) -> Result<String, EvalError> {
+        let map = map(attrs);
+        t.evaluate(&|k| map.get(k).map(|v| Cow::Borrowed(v.as_str())))
+            .map(Cow::into_owned)
     }
 
     /// Attributes, and expressions with the text NiFi gives for them there.
