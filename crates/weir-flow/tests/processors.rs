@@ -283,6 +283,89 @@ groups:
     );
 }
 
+/// NiFi's expressions through UpdateAttribute and RouteOnAttribute: whole and decimal
+/// arithmetic, an expression inside a quoted argument, and a regular expression made from an
+/// attribute per flow file (a missing attribute in it is empty text), where one that does not
+/// compile makes the rule false.
+#[test]
+fn expressions_with_numbers_and_quoted_expressions_route_per_flow_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let yaml = r#"flow: expressions
+settings: { sync: none }
+groups:
+  - name: g
+    processors:
+      - { name: feed, type: Feed }
+      - name: tag
+        type: UpdateAttribute
+        properties:
+          half: "${n:divide(2)}"
+          half.decimal: "${n:divide(2.0)}"
+          big: "${n:toNumber():multiply(1e7)}"
+          tagged: "${literal('<${name:toUpper()}>')}"
+      - name: route
+        type: RouteOnAttribute
+        properties: { starts: "${name:matches('${prefix}.*')}" }
+      - { name: starts, type: Recorder, auto_terminate: [success] }
+      - { name: other, type: Recorder, auto_terminate: [success] }
+    connections:
+      - { from: feed, relationships: [success], to: tag }
+      - { from: tag, relationships: [success], to: route }
+      - { from: route, relationships: [starts], to: starts }
+      - { from: route, relationships: [unmatched], to: other }
+"#;
+    let engine = start(yaml, &probe, dir.path());
+    probe.feed(
+        "feed",
+        [
+            Item::new("1", &[("name", "abc"), ("prefix", "ab"), ("n", "7")]),
+            Item::new("2", &[("name", "xyz"), ("prefix", "ab"), ("n", "-7")]),
+            Item::new("3", &[("name", "mno"), ("n", "seven")]),
+            Item::new("4", &[("name", "a(b"), ("prefix", "("), ("n", "0x10")]),
+            Item::new("5", &[("name", "xyz"), ("prefix", "x"), ("n", "2.5")]),
+        ],
+    );
+    assert!(wait_for(Duration::from_secs(10), || {
+        probe.count("starts") + probe.count("other") >= 5
+    }));
+    let seen = |recorder: &str| -> BTreeMap<String, [String; 4]> {
+        probe
+            .recorded(recorder)
+            .into_iter()
+            .map(|r| {
+                let a = |k: &str| r.attr(k).to_string();
+                (
+                    a("name"),
+                    [a("half"), a("half.decimal"), a("big"), a("tagged")],
+                )
+            })
+            .collect()
+    };
+    let row = |v: [&str; 4]| v.map(str::to_string);
+    assert_eq!(
+        seen("starts"),
+        BTreeMap::from([
+            ("abc".into(), row(["3", "3.5", "7.0E7", "<ABC>"])),
+            // Not a number: no value, as in NiFi.
+            ("mno".into(), row(["", "", "", "<MNO>"])),
+            ("xyz".into(), row(["1.25", "1.25", "2.0E7", "<XYZ>"])),
+        ])
+    );
+    // `(` does not compile, so the rule is false.
+    let other = probe.recorded("other");
+    assert_eq!(other.len(), 2);
+    let by_n: BTreeMap<&str, (&str, &str)> = other
+        .iter()
+        .map(|r| (r.attr("n"), (r.attr("half"), r.attr("half.decimal"))))
+        .collect();
+    assert_eq!(
+        by_n,
+        BTreeMap::from([("-7", ("-3", "-3.5")), ("0x10", ("8", "8.0")),])
+    );
+    engine.stop().unwrap();
+}
+
 /// A search value with an expression is evaluated per flow file: the compiled regex is
 /// reused only while the search text stays the same.
 #[test]
