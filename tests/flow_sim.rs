@@ -2,7 +2,7 @@
 //! injected faults, checked against a model of what must reach each PutFile.
 //!
 //! Each seed makes, from a small random generator of its own:
-//! - a flow: GetFile → a chain of stages (UpdateAttribute, ReplaceText, a CompressContent
+//! - a flow: GetFile, or ListFile → FetchFile (Completion Strategy: Delete File), → a chain of stages (UpdateAttribute, ReplaceText, a CompressContent
 //!   pair, Funnel, SplitText with a rename) → RouteOnAttribute → on each branch a
 //!   MergeContent or not (bins held across triggers, a bin limit, Max Bin Age) → two
 //!   PutFiles, in a
@@ -100,6 +100,8 @@ struct Scenario {
     /// Per branch (left, right): a MergeContent before its PutFile, or none.
     merges: [Option<Merge>; 2],
     batch: u64,
+    /// ListFile → FetchFile (deleting each file after its commit) instead of GetFile.
+    list_fetch: bool,
     /// Per connection, its YAML options.
     connection_options: Vec<String>,
     inputs: BTreeMap<String, Vec<u8>>,
@@ -235,12 +237,16 @@ impl Scenario {
             })
         };
         let merges = [merge(&mut rng), merge(&mut rng)];
+        let batch = *rng.pick(&[1, 2, 10, 100]);
+        // Drawn last, so that the other draws of a seed stay as they were.
+        let list_fetch = rng.chance(40);
         Scenario {
             seed,
             stateless,
             stages,
             merges,
-            batch: *rng.pick(&[1, 2, 10, 100]),
+            batch,
+            list_fetch,
             connection_options,
             inputs,
             plans,
@@ -254,12 +260,31 @@ impl Scenario {
         // Every processor retries soon: a penalized flow file must not hold a run for the
         // default 30 s.
         let common = "penalty: 100 ms, yield: 100 ms";
-        let _ = writeln!(
-            procs,
-            "      - {{ name: read, type: GetFile, {common}, properties: {{ Input Directory: \"{}\", Batch Size: \"{}\" }} }}",
-            input.display(),
-            self.batch
-        );
+        if self.list_fetch {
+            // ListFile's state and the flow files it lists commit together, and FetchFile
+            // deletes a file only once the commit holding its content is durable (again at
+            // recovery): a file fetched twice would go to not.found, and so to `failures`.
+            let _ = writeln!(
+                procs,
+                "      - {{ name: list, type: ListFile, {common}, schedule: {{ strategy: timer, period: 50 ms }}, properties: {{ Input Directory: \"{}\" }} }}",
+                input.display(),
+            );
+            let _ = writeln!(
+                procs,
+                "      - {{ name: read, type: FetchFile, {common}, properties: {{ Completion Strategy: Delete File }} }}"
+            );
+            conns.push(("list".into(), "success".into(), "read".into()));
+            for rel in ["not.found", "permission.denied", "failure"] {
+                conns.push(("read".into(), rel.into(), "failures".into()));
+            }
+        } else {
+            let _ = writeln!(
+                procs,
+                "      - {{ name: read, type: GetFile, {common}, properties: {{ Input Directory: \"{}\", Batch Size: \"{}\" }} }}",
+                input.display(),
+                self.batch
+            );
+        }
         let mut last = ("read".to_string(), "success".to_string());
         for (i, stage) in self.stages.iter().enumerate() {
             let name = format!("s{i}");
