@@ -284,6 +284,31 @@ impl Template {
         Ok(())
     }
 
+    /// Evaluates the template with each expression's value passed through `decorate`
+    /// (NiFi's attribute value decorator): RouteOnContent quotes the values it puts into a
+    /// regular expression, so an attribute's text is matched literally.
+    ///
+    /// # Errors
+    /// As [`Template::evaluate`].
+    pub fn evaluate_decorated<'a>(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
+        decorate: &dyn Fn(&str) -> String,
+    ) -> Result<String, EvalError> {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Expr(e) => {
+                    let lookup = |k: &str| -> Option<Cow<'_, str>> { lookup(k) };
+                    let value = into_text(eval_expr(e, &lookup)?);
+                    out.push_str(&decorate(&value));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Evaluates the template as a boolean (RouteOnAttribute's rules): `true` when the result
     /// is the text `true`, ignoring case.
     ///

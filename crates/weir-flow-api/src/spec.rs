@@ -20,6 +20,8 @@ pub enum PropertyKind {
     Size,
     /// A regular expression.
     Regex,
+    /// A JSONPath expression (EvaluateJsonPath's, SplitJson's).
+    JsonPath,
     /// One of a fixed list (matched ignoring case).
     Choice(&'static [&'static str]),
 }
@@ -49,6 +51,29 @@ pub enum Dynamic {
     Attributes,
     /// Each is a boolean expression and a relationship of its name (RouteOnAttribute).
     Routes,
+    /// Each is a regular expression whose captures set attributes named after it
+    /// (ExtractText); compiled at validation with the type's regex flags.
+    Regexes,
+    /// Each is a regular expression (expressions in it quoted) and a relationship of its
+    /// name (RouteOnContent).
+    RegexRoutes,
+    /// Each is a JSONPath expression whose result sets the attribute of its name
+    /// (EvaluateJsonPath); compiled at validation.
+    JsonPaths,
+    /// Each is a condition on a line of text, of the kind the `Matching Strategy` property
+    /// says, and a relationship of its name unless the `Routing Strategy` routes to
+    /// `matched` (RouteText).
+    LineRoutes,
+}
+
+impl Dynamic {
+    /// True when each dynamic property may name a relationship of its own.
+    pub fn routes(self) -> bool {
+        matches!(
+            self,
+            Dynamic::Routes | Dynamic::RegexRoutes | Dynamic::LineRoutes
+        )
+    }
 }
 
 /// A processor type: its properties and relationships.
