@@ -91,7 +91,6 @@ static BUILT_INS: [&BuiltIn; 26] = [
     &consume_jetstream::BUILT_IN,
     &publish_jetstream::BUILT_IN,
     &put_database_record::BUILT_IN,
-    &pass_through::BUILT_IN,
     &extract_text::BUILT_IN,
     &route_on_content::BUILT_IN,
     &route_text::BUILT_IN,
@@ -99,6 +98,7 @@ static BUILT_INS: [&BuiltIn; 26] = [
     &split_json::BUILT_IN,
     &detect_duplicate::BUILT_IN,
     &control_rate::BUILT_IN,
+    &pass_through::BUILT_IN,
 ];
 
 /// Every built-in processor type, in the order of `docs/flows.md`.
