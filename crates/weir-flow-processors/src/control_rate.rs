@@ -468,6 +468,11 @@ mod tests {
             ("Maximum Rate", "1 MB"),
         ]);
         assert_eq!(validate(&count)[0].property, "Maximum Rate");
+        let zero = props(&[
+            ("Rate Control Criteria", FLOWFILE_RATE),
+            ("Maximum Rate", "0"),
+        ]);
+        assert_eq!(validate(&zero)[0].property, "Maximum Rate");
         let attribute = props(&[
             ("Rate Control Criteria", ATTRIBUTE_RATE),
             ("Maximum Rate", "5"),

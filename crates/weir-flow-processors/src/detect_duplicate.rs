@@ -392,6 +392,32 @@ mod tests {
         assert!(cache.entries.is_empty());
     }
 
+    proptest::proptest! {
+        /// Against a plain model (a list of keys, oldest first, cut to the bound), every
+        /// lookup answers the same and the cache holds the same keys.
+        #[test]
+        fn the_cache_evicts_as_a_fifo_of_its_bound(
+            keys in proptest::collection::vec(0u8..12, 0..200),
+            bound in 1usize..8,
+        ) {
+            let d = detector(&[("Maximum Cache Entries", &bound.to_string())]);
+            let mut cache = Cache::default();
+            let mut model: VecDeque<u8> = VecDeque::new();
+            for (at, key) in keys.iter().enumerate() {
+                let duplicate = seen(&d, &mut cache, &key.to_string(), at as u64).is_some();
+                proptest::prop_assert_eq!(duplicate, model.contains(key));
+                if !duplicate {
+                    model.push_back(*key);
+                    if model.len() > bound {
+                        model.pop_front();
+                    }
+                }
+                proptest::prop_assert_eq!(cache.entries.len(), model.len());
+                proptest::prop_assert!(cache.order.len() <= 2 * bound + 64 + 1);
+            }
+        }
+    }
+
     #[test]
     fn a_rollback_takes_back_what_a_session_cached() {
         let d = detector(&[]);

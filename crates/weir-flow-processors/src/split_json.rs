@@ -146,6 +146,47 @@ mod tests {
         );
     }
 
+    /// Any JSON value: scalars with escapes and non-ASCII text, nested arrays and objects.
+    fn json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let text = "[a-z\"\\\n\u{e9}\u{1F600}]{0,6}";
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e9f64..1e9).prop_map(Value::from),
+            text.prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(text, inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Each element is written so that it reads back as itself: strings as their text,
+        /// null as the chosen representation, anything else as JSON.
+        #[test]
+        fn elements_read_back_as_themselves(items in proptest::collection::vec(json(), 0..6)) {
+            let document = serde_json::to_vec(&serde_json::json!({"items": items})).unwrap();
+            let parts = splitter("$.items", "the string 'null'").split(&document).unwrap();
+            proptest::prop_assert_eq!(parts.len(), items.len());
+            for (part, item) in parts.iter().zip(&items) {
+                match item {
+                    Value::String(s) => proptest::prop_assert_eq!(part, s),
+                    Value::Null => proptest::prop_assert_eq!(part, "null"),
+                    other => {
+                        let back: Value = serde_json::from_str(part).unwrap();
+                        proptest::prop_assert_eq!(&back, other);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn what_cannot_be_split_is_refused() {
         let s = splitter("$.items", "empty string");

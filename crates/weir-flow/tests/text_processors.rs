@@ -248,13 +248,14 @@ fn route_on_content_matches_the_whole_content_by_default() {
 
 #[test]
 fn route_text_routes_lines_into_flow_files_per_relationship_and_group() {
+    // A choice is matched ignoring case (`starts with`), as validation reads it.
     let dir = tempfile::tempdir().unwrap();
     let probe = Arc::new(Probe::default());
     let yaml = flow(
         r#"- name: under
   type: RouteText
   properties:
-    Matching Strategy: Starts With
+    Matching Strategy: starts with
     Ignore Case: "true"
     Grouping Regular Expression: '(\w+),.*'
     errors: ERROR
@@ -806,4 +807,56 @@ fn control_rate_can_route_what_exceeds_the_rate() {
     engine.stop().unwrap();
     let evs = events(dir.path(), "under");
     assert_eq!(count(&evs, EventType::ROUTE), 3);
+}
+
+#[test]
+fn many_dynamic_properties_each_do_their_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    // Forty expressions for ExtractText and forty routes for RouteOnContent after it.
+    let mut under = String::from("- name: under\n  type: ExtractText\n  properties:\n");
+    let mut routes = String::from(
+        "      - name: route\n        type: RouteOnContent\n        properties:\n          Match Requirement: content must contain match\n",
+    );
+    let mut recorders = String::new();
+    let mut connections = String::new();
+    for i in 0..40 {
+        under.push_str(&format!("    f{i:02}: 'f{i:02}=(\\d+)'\n"));
+        routes.push_str(&format!("          r{i:02}: 'f{i:02}=\\d*[02468]\\b'\n"));
+        recorders.push_str(&format!(
+            "      - {{ name: to-r{i:02}, type: Recorder, auto_terminate: [success] }}\n"
+        ));
+        connections.push_str(&format!(
+            "      - {{ from: route, relationships: [r{i:02}], to: to-r{i:02} }}\n"
+        ));
+    }
+    let mut yaml = flow(under.trim_end(), &["unmatched"]);
+    let at = yaml.find("    connections:").unwrap();
+    yaml.insert_str(
+        at,
+        &format!("{routes}{recorders}      - {{ name: to-none, type: Recorder, auto_terminate: [success] }}\n"),
+    );
+    yaml.push_str(&connections);
+    yaml.push_str("      - { from: under, relationships: [matched], to: route }\n");
+    yaml.push_str("      - { from: route, relationships: [unmatched], to: to-none }\n");
+    let engine = start(&yaml, &probe, dir.path());
+    let content: String = (0..40).map(|i| format!("f{i:02}={} ", i * 3)).collect();
+    probe.feed("feed", [item("all", content.as_bytes(), &[])]);
+    // Even values (i * 3 even for even i) route: twenty copies.
+    assert!(wait_for(Duration::from_secs(10), || (0..40)
+        .map(|i| probe.count(&format!("to-r{i:02}")))
+        .sum::<usize>()
+        == 20));
+    for i in 0..40 {
+        let got = probe.recorded(&format!("to-r{i:02}"));
+        assert_eq!(got.len(), usize::from(i % 2 == 0), "route r{i:02}");
+        if let Some(r) = got.first() {
+            for j in 0..40 {
+                assert_eq!(r.attr(&format!("f{j:02}")), (j * 3).to_string());
+            }
+            assert_eq!(r.attr("RouteOnContent.Route"), format!("r{i:02}"));
+        }
+    }
+    assert_eq!(probe.count("to-none"), 0);
+    engine.stop().unwrap();
 }

@@ -800,6 +800,16 @@ fn processor(
     for (name, value) in &pd.properties {
         let pfield = format!("{field}.properties.{name}");
         let pline = key_line(name);
+        // A choice is matched ignoring case and kept in its option's own spelling, so a
+        // processor compares it as written in its spec.
+        let value = match spec.property(name).map(|ps| ps.kind) {
+            Some(PropertyKind::Choice(options)) => options
+                .iter()
+                .find(|o| o.eq_ignore_ascii_case(value))
+                .map_or_else(|| value.clone(), |o| o.to_string()),
+            _ => value.clone(),
+        };
+        let value = &value;
         match spec.property(name) {
             Some(ps) => check_value(ps.kind, value, pline, &pfield, c),
             None => match spec.dynamic {
@@ -834,8 +844,7 @@ fn processor(
         properties.insert(name.clone(), value.clone());
     }
     if spec.dynamic == Dynamic::Routes {
-        let strategy = pd
-            .properties
+        let strategy = properties
             .get("Routing Strategy")
             .map_or("Route to Property name", String::as_str);
         if strategy != "Route to Property name" {
