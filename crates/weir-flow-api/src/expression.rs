@@ -793,6 +793,20 @@ mod tests {
     }
 
     #[test]
+    fn a_decorator_sees_each_expressions_value_and_not_the_text_around() {
+        let map = map(&[("a", "x.y"), ("n", "41")]);
+        let lookup = |k: &str| map.get(k).map(|v| Cow::Borrowed(v.as_str()));
+        let quote = |v: &str| format!("[{v}]");
+        let t = Template::parse("^${a}.${n:plus(1)}${missing}$").unwrap();
+        assert_eq!(
+            t.evaluate_decorated(&lookup, &quote).unwrap(),
+            "^[x.y].[42][]$"
+        );
+        let bad = Template::parse("${a:plus(1)}").unwrap();
+        assert!(bad.evaluate_decorated(&lookup, &quote).is_err());
+    }
+
+    #[test]
     fn evaluating_into_a_buffer_appends_what_evaluate_returns() {
         let map = map(&[("a", "x"), ("n", "41")]);
         let lookup = |k: &str| map.get(k).map(|v| Cow::Borrowed(v.as_str()));
