@@ -37,8 +37,16 @@ pub(crate) fn compile(text: &str) -> Result<Path, String> {
         return Err("the JSONPath expression cannot be empty".into());
     }
     let rooted = rooted(text);
-    let query = JsonPath::parse(&rooted)
-        .map_err(|e| format!("`{text}` is not a JSONPath expression: {e}"))?;
+    let query = JsonPath::parse(&rooted).map_err(|e| {
+        let hint = if text.contains("()") {
+            " (functions such as `.length()` are Jayway's own, not RFC 9535 JSONPath)"
+        } else if text.contains("=~") {
+            " (the `=~` operator is Jayway's own; RFC 9535 has `match()` and `search()`)"
+        } else {
+            ""
+        };
+        format!("`{text}` is not a JSONPath expression: {e}{hint}")
+    })?;
     Ok(Path {
         definite: is_definite(&rooted),
         query,
@@ -237,6 +245,25 @@ mod tests {
             find("$.store.book[0,1].price", &doc),
             Found::Value(json!([8.95, 12.99]))
         );
+    }
+
+    #[test]
+    fn rfc_functions_stand_in_for_jayways() {
+        let doc = json!([{"a": "xyz", "tags": [1, 2]}, {"a": "abc", "tags": []}]);
+        assert_eq!(
+            find("$[?match(@.a, 'x.*')].a", &doc),
+            Found::Value(json!(["xyz"]))
+        );
+        assert_eq!(
+            find("$[?search(@.a, 'b')].a", &doc),
+            Found::Value(json!(["abc"]))
+        );
+        assert_eq!(
+            find("$[?length(@.tags) > 1].a", &doc),
+            Found::Value(json!(["xyz"]))
+        );
+        let err = compile("$.tags.length()").unwrap_err();
+        assert!(err.contains("Jayway"), "{err}");
     }
 
     #[test]
