@@ -150,15 +150,15 @@ fn a_flow_of_text_and_json_processors_runs_to_idle() {
         BTreeMap::from([
             (
                 "rush-o1.json".to_string(),
-                r#"{"customer":"Zoë","id":"o1","note":"rush"}"#.to_string()
+                r#"{"id":"o1","customer":"Zoë","note":"rush"}"#.to_string()
             ),
             (
                 "o2.json".to_string(),
-                r#"{"customer":"Al \"the\" Pal","id":"o2","note":"gift wrap"}"#.to_string()
+                r#"{"id":"o2","customer":"Al \"the\" Pal","note":"gift wrap"}"#.to_string()
             ),
             (
                 "o3.json".to_string(),
-                r#"{"customer":"Ünal","id":"o3"}"#.to_string()
+                r#"{"id":"o3","customer":"Ünal"}"#.to_string()
             ),
         ])
     );
@@ -166,7 +166,7 @@ fn a_flow_of_text_and_json_processors_runs_to_idle() {
         files(&out.join("duplicates")),
         BTreeMap::from([(
             "o1.json".to_string(),
-            r#"{"customer":"Zoë again","id":"o1","note":"rush"}"#.to_string()
+            r#"{"id":"o1","customer":"Zoë again","note":"rush"}"#.to_string()
         )])
     );
     assert_eq!(

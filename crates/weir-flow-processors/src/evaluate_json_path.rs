@@ -1,6 +1,6 @@
 //! EvaluateJsonPath: its spec, its processor and its unit tests.
 
-use super::json_path::{self, Found, Path};
+use super::json_path::{self, Found, Path, Spans};
 use super::spec::{Dynamic, K, ProcessorSpec, p};
 use super::{BATCH, BuiltIn, Problem, dynamic_properties};
 use super::{BuildError, ProcessError, Processor, Trigger, props};
@@ -148,34 +148,34 @@ enum Outcome {
 }
 
 impl EvaluateJsonPath {
-    fn evaluate(&self, document: &Value, flowfile: &str) -> Outcome {
+    /// Evaluates every path against `document`, whose text is `text`.
+    fn evaluate(&self, text: &[u8], document: &Value, flowfile: &str) -> Outcome {
+        let mut spans = Spans::new(text);
         let mut attributes = Vec::new();
         for (name, path) in &self.paths {
-            let value = match path.find(document) {
-                Found::Value(v) => v,
-                Found::NotFound => {
-                    if self.not_found == "warn" {
-                        tracing::warn!(flowfile, attribute = %name, "JSONPath found nothing");
-                    }
-                    if !self.to_attributes {
-                        return Outcome::Unmatched;
-                    }
-                    if self.not_found != "skip" {
-                        attributes.push((name.clone(), String::new()));
-                    }
-                    continue;
+            let found = path.find(document);
+            if found == Found::Nothing {
+                if self.not_found == "warn" {
+                    tracing::warn!(flowfile, attribute = %name, "JSONPath found nothing");
                 }
-            };
-            if self.scalar && !json_path::is_scalar(&value) {
+                if !self.to_attributes {
+                    return Outcome::Unmatched;
+                }
+                if self.not_found != "skip" {
+                    attributes.push((name.clone(), String::new()));
+                }
+                continue;
+            }
+            if self.scalar && !found.is_scalar() {
                 return Outcome::Failure(format!(
                     "{name}: the result is not a scalar and Return Type is scalar"
                 ));
             }
-            let text = json_path::render(&value, self.null_value);
+            let rendered = found.render(&mut spans, self.null_value);
             if !self.to_attributes {
-                return Outcome::Content(text);
+                return Outcome::Content(rendered);
             }
-            attributes.push((name.clone(), text));
+            attributes.push((name.clone(), rendered));
         }
         Outcome::Attributes(attributes)
     }
@@ -187,7 +187,7 @@ impl Processor for EvaluateJsonPath {
         for &ff in &ffs {
             let uuid = session.flowfile(ff).uuid().to_string();
             let outcome = session.read_with(ff, |data| match parse(data, self.max_string) {
-                Ok(document) => self.evaluate(&document, &uuid),
+                Ok(document) => self.evaluate(data, &document, &uuid),
                 Err(why) => Outcome::Failure(why),
             })?;
             match outcome {
@@ -249,7 +249,7 @@ mod tests {
             ("missing", "$.nothing"),
         ]);
         assert_eq!(
-            attributes(e.evaluate(&doc, "f")),
+            attributes(e.evaluate(doc.to_string().as_bytes(), &doc, "f")),
             [
                 ("gone".into(), "".into()),
                 ("id".into(), "7".into()),
@@ -265,12 +265,15 @@ mod tests {
             ("missing", "$.nothing"),
         ]);
         assert_eq!(
-            attributes(skip.evaluate(&doc, "f")),
+            attributes(skip.evaluate(doc.to_string().as_bytes(), &doc, "f")),
             [("gone".into(), "null".into())]
         );
         let tags = evaluator(&[("Destination", ATTRIBUTE), ("tags", "$.tags")]);
         assert!(
-            matches!(tags.evaluate(&doc, "f"), Outcome::Failure(_)),
+            matches!(
+                tags.evaluate(doc.to_string().as_bytes(), &doc, "f"),
+                Outcome::Failure(_)
+            ),
             "an array is no scalar"
         );
         let json_tags = evaluator(&[
@@ -279,7 +282,7 @@ mod tests {
             ("tags", "$.tags"),
         ]);
         assert_eq!(
-            attributes(json_tags.evaluate(&doc, "f")),
+            attributes(json_tags.evaluate(doc.to_string().as_bytes(), &doc, "f")),
             [("tags".into(), "[\"a\"]".into())]
         );
     }
@@ -288,9 +291,14 @@ mod tests {
     fn content_takes_the_one_result_or_goes_unmatched() {
         let doc = json!({"a": {"b": [1, {"c": "d"}]}});
         let e = evaluator(&[("p", "$.a.b")]);
-        assert!(matches!(e.evaluate(&doc, "f"), Outcome::Content(t) if t == "[1,{\"c\":\"d\"}]"));
+        assert!(
+            matches!(e.evaluate(doc.to_string().as_bytes(), &doc, "f"), Outcome::Content(t) if t == "[1,{\"c\":\"d\"}]")
+        );
         let missing = evaluator(&[("p", "$.a.x")]);
-        assert!(matches!(missing.evaluate(&doc, "f"), Outcome::Unmatched));
+        assert!(matches!(
+            missing.evaluate(doc.to_string().as_bytes(), &doc, "f"),
+            Outcome::Unmatched
+        ));
     }
 
     #[test]

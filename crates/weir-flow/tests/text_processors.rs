@@ -458,7 +458,7 @@ fn evaluate_json_path_fills_attributes_or_replaces_content() {
         [
             item(
                 "names",
-                br#"{"a": {"name": "x"}, "b": [{"name": {"n": 1}}]}"#,
+                br#"{"b": [{"name": {"z": 1, "n": 2}}], "a": {"name": "x"}}"#,
                 &[],
             ),
             item("none", br#"[]"#, &[]),
@@ -477,7 +477,10 @@ fn evaluate_json_path_fills_attributes_or_replaces_content() {
             )
         })
         .collect();
-    assert_eq!(contents["names"], r#"["x",{"n":1}]"#);
+    assert_eq!(
+        contents["names"], r#"[{"z":1,"n":2},"x"]"#,
+        "in the document's order"
+    );
     assert_eq!(
         contents["none"], "[]",
         "an indefinite path that finds nothing is an empty array"
@@ -558,7 +561,11 @@ fn split_json_makes_a_flow_file_per_element() {
         .iter()
         .map(|r| String::from_utf8(r.content.clone()).unwrap())
         .collect();
-    assert_eq!(contents, [r#"{"kéy":"v\"1"}"#, "[1,[2]]", "s", "", "3.5"]);
+    // Objects and arrays as written (escapes included), without the spaces between tokens.
+    assert_eq!(
+        contents,
+        [r#"{"k\u00e9y":"v\"1"}"#, "[1,[2]]", "s", "", "3.5"]
+    );
     let indexes: Vec<&str> = splits.iter().map(|r| r.attr("fragment.index")).collect();
     assert_eq!(
         indexes,
