@@ -265,9 +265,13 @@ fn route_text_routes_lines_into_flow_files_per_relationship_and_group() {
     let engine = start(&yaml, &probe, dir.path());
     let log = "error,a\r\n  WARN,b\nerror,b\ninfo,c\nwarn,b\nerror,a";
     probe.feed("feed", [item("log", log.as_bytes(), &[("warn", "warn")])]);
+    // Each relationship's recorder runs on its own: wait for all of them.
     assert!(wait_for(Duration::from_secs(10), || probe
         .count("to-original")
-        == 1));
+        == 1
+        && probe.count("to-errors") == 1
+        && probe.count("to-warnings") == 2
+        && probe.count("to-unmatched") == 1));
     let errors = probe.recorded("to-errors");
     let by_group: BTreeMap<&str, &str> = errors
         .iter()
@@ -357,7 +361,8 @@ fn route_text_matches_expressions_and_regexes_to_matched() {
     );
     assert!(wait_for(Duration::from_secs(10), || probe
         .count("to-original")
-        == 2));
+        == 2
+        && probe.count("to-matched") >= 1));
     let matched = probe.recorded("to-matched");
     assert_eq!(
         matched.len(),
@@ -554,7 +559,8 @@ fn split_json_makes_a_flow_file_per_element() {
     assert!(wait_for(Duration::from_secs(10), || probe
         .count("to-original")
         + probe.count("to-failure")
-        == 5));
+        == 5
+        && probe.count("to-split") == 5));
     let mut splits = probe.recorded("to-split");
     splits.sort_by_key(|r| r.attr("fragment.index").parse::<usize>().unwrap());
     let contents: Vec<String> = splits
