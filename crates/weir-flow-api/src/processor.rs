@@ -14,7 +14,7 @@ pub enum Trigger {
     /// Nothing can be done for a while although input is queued (a rate limit holds it
     /// back): the session is committed as it is, and the engine does not trigger the
     /// processor again for this long, or its yield duration if that is shorter (NiFi's
-    /// `yield`). New input does not cut the rest short, so a held-back processor costs no
+    /// `yield`), and at least a millisecond. New input does not cut the rest short, so a held-back processor costs no
     /// CPU however much waits.
     Yield(std::time::Duration),
 }

@@ -66,16 +66,6 @@ pub enum Dynamic {
     LineRoutes,
 }
 
-impl Dynamic {
-    /// True when each dynamic property may name a relationship of its own.
-    pub fn routes(self) -> bool {
-        matches!(
-            self,
-            Dynamic::Routes | Dynamic::RegexRoutes | Dynamic::LineRoutes
-        )
-    }
-}
-
 /// A processor type: its properties and relationships.
 #[derive(Debug, Clone, Copy)]
 pub struct ProcessorSpec {

@@ -703,7 +703,8 @@ async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Proc
             Ok(Outcome::Yielded(rest)) => {
                 // Not cut short by new input: a held-back processor (ControlRate) would
                 // otherwise be triggered once per arrival and hand everything back each time.
-                let rest = rest.min(comp.yield_duration);
+                // At least a millisecond, even with a `yield` of zero.
+                let rest = rest.min(comp.yield_duration).max(Duration::from_millis(1));
                 if shared
                     .unless_stopped(tokio::time::sleep(rest))
                     .await
