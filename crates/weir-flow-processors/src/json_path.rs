@@ -197,6 +197,8 @@ pub(crate) struct Spans<'t> {
     text: &'t [u8],
     /// By a container's first byte: each member's key (objects) and value span.
     members: HashMap<usize, Vec<Member>>,
+    /// The whole document's span, once found.
+    root: Option<Range<usize>>,
 }
 
 impl<'t> Spans<'t> {
@@ -205,6 +207,7 @@ impl<'t> Spans<'t> {
         Spans {
             text,
             members: HashMap::new(),
+            root: None,
         }
     }
 
@@ -220,8 +223,15 @@ impl<'t> Spans<'t> {
     /// Where the value at `path` is in the text.
     fn span(&mut self, path: &[PathElement<'_>]) -> Option<Range<usize>> {
         let text = self.text;
-        let start = skip_whitespace(text, 0);
-        let mut span = start..value_end(text, start)?;
+        let mut span = match &self.root {
+            Some(root) => root.clone(),
+            None => {
+                let start = skip_whitespace(text, 0);
+                let root = start..value_end(text, start)?;
+                self.root = Some(root.clone());
+                root
+            }
+        };
         for step in path {
             let members = match self.members.entry(span.start) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),

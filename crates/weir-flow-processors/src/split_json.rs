@@ -188,6 +188,25 @@ mod tests {
         }
     }
 
+    /// Each element's text is found from its array's members, listed once: splitting a
+    /// large array is one pass over it (a search from the document's start per element
+    /// took over a minute here for this one).
+    #[test]
+    fn a_large_array_splits_in_one_pass() {
+        let items: Vec<String> = (0..50_000)
+            .map(|i| format!(r#"{{ "id": {i}, "b": "x" }}"#))
+            .collect();
+        let doc = format!(r#"{{"items": [{}]}}"#, items.join(",\n"));
+        for path in ["$.items", "$.items[*]"] {
+            let parts = splitter(path, "empty string")
+                .split(doc.as_bytes())
+                .unwrap();
+            assert_eq!(parts.len(), 50_000);
+            assert_eq!(parts[0], r#"{"id":0,"b":"x"}"#);
+            assert_eq!(parts[49_999], r#"{"id":49999,"b":"x"}"#);
+        }
+    }
+
     #[test]
     fn what_cannot_be_split_is_refused() {
         let s = splitter("$.items", "empty string");
