@@ -556,6 +556,31 @@ impl Template {
         Ok(())
     }
 
+    /// Evaluates the template with each expression's value passed through `decorate`
+    /// (NiFi's attribute value decorator): RouteOnContent quotes the values it puts into a
+    /// regular expression, so an attribute's text is matched literally.
+    ///
+    /// # Errors
+    /// As [`Template::evaluate`].
+    pub fn evaluate_decorated<'a>(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<Cow<'a, str>>,
+        decorate: &dyn Fn(&str) -> String,
+    ) -> Result<String, EvalError> {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Expr(e) => {
+                    let lookup = |k: &str| -> Option<Cow<'_, str>> { lookup(k) };
+                    let value = into_text(eval_expr(e, &lookup)?);
+                    out.push_str(&decorate(&value));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Evaluates the template as a boolean (RouteOnAttribute's rules): `true` when the result
     /// is the text `true`, ignoring case.
     ///
@@ -1359,6 +1384,21 @@ mod tests {
             .unwrap()
             .evaluate(&|k| map.get(k).map(|v| Cow::Borrowed(v.as_str())))
             .map(Cow::into_owned)
+    }
+
+    #[test]
+    fn a_decorator_sees_each_expressions_value_and_not_the_text_around() {
+        let map = map(&[("a", "x.y"), ("n", "41")]);
+        let lookup = |k: &str| map.get(k).map(|v| Cow::Borrowed(v.as_str()));
+        let quote = |v: &str| format!("[{v}]");
+        let t = Template::parse("^${a}.${n:plus(1)}${missing}$").unwrap();
+        assert_eq!(
+            t.evaluate_decorated(&lookup, &quote).unwrap(),
+            "^[x.y].[42][]$"
+        );
+        // A whole number divided by zero fails, as in NiFi.
+        let bad = Template::parse("${n:divide(0)}").unwrap();
+        assert!(bad.evaluate_decorated(&lookup, &quote).is_err());
     }
 
     #[test]

@@ -11,6 +11,12 @@ pub enum Trigger {
     Worked,
     /// Nothing to do: the session is committed as it is and the processor may rest.
     Idle,
+    /// Nothing can be done for a while although input is queued (a rate limit holds it
+    /// back): the session is committed as it is, and the engine does not trigger the
+    /// processor again for this long, or its yield duration if that is shorter (NiFi's
+    /// `yield`), and at least a millisecond. New input does not cut the rest short, so a held-back processor costs no
+    /// CPU however much waits.
+    Yield(std::time::Duration),
 }
 
 impl Trigger {

@@ -25,6 +25,8 @@ pub enum PropertyKind {
     Size,
     /// A regular expression.
     Regex,
+    /// A JSONPath expression (EvaluateJsonPath's, SplitJson's).
+    JsonPath,
     /// One of a fixed list (matched ignoring case).
     Choice(&'static [&'static str]),
 }
@@ -54,6 +56,19 @@ pub enum Dynamic {
     Attributes,
     /// Each is a boolean expression and a relationship of its name (RouteOnAttribute).
     Routes,
+    /// Each is a regular expression whose captures set attributes named after it
+    /// (ExtractText); compiled at validation with the type's regex flags.
+    Regexes,
+    /// Each is a regular expression (expressions in it quoted) and a relationship of its
+    /// name (RouteOnContent).
+    RegexRoutes,
+    /// Each is a JSONPath expression whose result sets the attribute of its name
+    /// (EvaluateJsonPath); compiled at validation.
+    JsonPaths,
+    /// Each is a condition on a line of text, of the kind the `Matching Strategy` property
+    /// says, and a relationship of its name unless the `Routing Strategy` routes to
+    /// `matched` (RouteText).
+    LineRoutes,
 }
 
 /// A processor type: its properties and relationships.
@@ -108,7 +123,7 @@ impl ProcessorSpec {
 
 impl PropertyKind {
     /// The kind's name, as `weir flow processors` and its JSON show it: `text`,
-    /// `expression`, `bool`, `count`, `duration`, `size`, `regex` or `choice`.
+    /// `expression`, `bool`, `count`, `duration`, `size`, `regex`, `jsonpath` or `choice`.
     pub fn name(&self) -> &'static str {
         match self {
             PropertyKind::Text => "text",
@@ -118,6 +133,7 @@ impl PropertyKind {
             PropertyKind::Duration => "duration",
             PropertyKind::Size => "size",
             PropertyKind::Regex => "regex",
+            PropertyKind::JsonPath => "jsonpath",
             PropertyKind::Choice(_) => "choice",
         }
     }
@@ -138,12 +154,17 @@ impl PropertyKind {
 }
 
 impl Dynamic {
-    /// The variant's name in JSON: `none`, `attributes` or `routes`.
+    /// The variant's name in JSON: `none`, `attributes`, `routes`, `regexes`,
+    /// `regex-routes`, `jsonpaths` or `line-routes`.
     pub fn name(&self) -> &'static str {
         match self {
             Dynamic::None => "none",
             Dynamic::Attributes => "attributes",
             Dynamic::Routes => "routes",
+            Dynamic::Regexes => "regexes",
+            Dynamic::RegexRoutes => "regex-routes",
+            Dynamic::JsonPaths => "jsonpaths",
+            Dynamic::LineRoutes => "line-routes",
         }
     }
 
@@ -156,6 +177,18 @@ impl Dynamic {
             }
             Dynamic::Routes => {
                 "Each is a boolean expression evaluated per flow file, and (with Route to Property name) a relationship of its name."
+            }
+            Dynamic::Regexes => {
+                "Each is a regular expression, compiled at validation with the type's flags; its capture groups set attributes named after the property."
+            }
+            Dynamic::RegexRoutes => {
+                "Each is a regular expression (expressions in it evaluated and matched literally) and a relationship of its name."
+            }
+            Dynamic::JsonPaths => {
+                "Each is a JSONPath, compiled at validation, whose result goes to the attribute of its name (or the content)."
+            }
+            Dynamic::LineRoutes => {
+                "Each is a condition on a line, of the kind Matching Strategy says, and (with Route to each matching Property Name) a relationship of its name."
             }
         }
     }
@@ -179,8 +212,8 @@ impl Serialize for PropertySpec {
 }
 
 /// A type as JSON: `type`, `description`, `source`, `properties` (each as [`PropertySpec`]
-/// serializes), `relationships`, and `dynamic_properties` (`{"kind": "none"|"attributes"|
-/// "routes", "meaning": "..."}`).
+/// serializes), `relationships`, and `dynamic_properties` (`{"kind": ` [`Dynamic::name`]`,
+/// "meaning": "..."}`).
 impl Serialize for ProcessorSpec {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut s = serializer.serialize_struct("ProcessorSpec", 6)?;

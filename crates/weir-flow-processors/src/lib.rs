@@ -8,7 +8,7 @@
 //!
 //! let put_file = spec::spec("PutFile").expect("a built-in type");
 //! assert!(put_file.property("Directory").is_some_and(|p| p.required));
-//! assert_eq!(spec::specs().count(), 23);
+//! assert_eq!(spec::specs().count(), 30);
 //! ```
 //!
 //! Each processor type is one module holding its spec, its processor and their unit tests
@@ -18,15 +18,21 @@
 //! and a line in `BUILT_INS`.
 
 mod brokers;
+mod charset;
 mod compress_content;
 mod consume_amqp;
 mod consume_jetstream;
+mod control_rate;
 mod convert_record;
+mod detect_duplicate;
+mod evaluate_json_path;
+mod extract_text;
 mod fetch_file;
 mod generate_flowfile;
 mod get_file;
 mod hash_content;
 mod invoke_http;
+mod json_path;
 mod list_file;
 mod listen_http;
 mod log_attribute;
@@ -40,7 +46,10 @@ pub mod records;
 pub mod registry;
 mod replace_text;
 mod route_on_attribute;
+mod route_on_content;
+mod route_text;
 pub mod spec;
+mod split_json;
 mod split_record;
 mod split_text;
 mod update_attribute;
@@ -68,7 +77,7 @@ pub(crate) struct BuiltIn {
 }
 
 /// Every built-in processor type, in the order of `docs/flows.md`.
-static BUILT_INS: [&BuiltIn; 23] = [
+static BUILT_INS: [&BuiltIn; 30] = [
     &generate_flowfile::BUILT_IN,
     &get_file::BUILT_IN,
     &put_file::BUILT_IN,
@@ -91,6 +100,13 @@ static BUILT_INS: [&BuiltIn; 23] = [
     &consume_jetstream::BUILT_IN,
     &publish_jetstream::BUILT_IN,
     &put_database_record::BUILT_IN,
+    &extract_text::BUILT_IN,
+    &route_on_content::BUILT_IN,
+    &route_text::BUILT_IN,
+    &evaluate_json_path::BUILT_IN,
+    &split_json::BUILT_IN,
+    &detect_duplicate::BUILT_IN,
+    &control_rate::BUILT_IN,
     &pass_through::BUILT_IN,
 ];
 
@@ -130,6 +146,118 @@ pub(crate) fn eval<'a>(
     ff: weir_flow_api::session::FlowFileRef,
 ) -> Result<std::borrow::Cow<'a, str>, weir_flow_api::expression::EvalError> {
     session.evaluate(t, ff)
+}
+
+/// A property a processor type refuses at validation, and why: what its spec's kinds alone
+/// cannot check (a regular expression compiled with the type's flags, a JSONPath, a setting
+/// that needs another).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The property at fault (a declared or a dynamic one).
+    pub property: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl Problem {
+    pub(crate) fn new(property: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem {
+            property: property.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Checks a built-in type's `properties` (declared ones with their defaults, dynamic ones as
+/// written) for what its spec's kinds cannot: validation calls this after the kinds, and
+/// reports each [`Problem`] at its property. Nothing for a type without such checks.
+pub fn validate(
+    spec: &ProcessorSpec,
+    properties: &std::collections::BTreeMap<String, String>,
+) -> Vec<Problem> {
+    match spec.kind {
+        "ExtractText" => extract_text::validate(spec, properties),
+        "RouteOnContent" => route_on_content::validate(spec, properties),
+        "RouteText" => route_text::validate(spec, properties),
+        "EvaluateJsonPath" => evaluate_json_path::validate(spec, properties),
+        "ControlRate" => control_rate::validate(properties),
+        "DetectDuplicate" => detect_duplicate::validate(properties),
+        _ => Vec::new(),
+    }
+}
+
+/// The relationships a built-in type's component has, given its `properties` (defaults
+/// filled in), when they differ from its spec's fixed ones and one per dynamic property:
+/// RouteText's `matched` (and ControlRate's `rate exceeded`) follow a strategy property.
+/// `None` when they do not.
+pub fn relationships(
+    spec: &ProcessorSpec,
+    properties: &std::collections::BTreeMap<String, String>,
+) -> Option<Vec<String>> {
+    match spec.kind {
+        "RouteText" => Some(route_text::relationships(spec, properties)),
+        "ControlRate" => Some(control_rate::relationships(properties)),
+        _ => None,
+    }
+}
+
+/// Checks a JSONPath expression as EvaluateJsonPath and SplitJson read it (validation's
+/// check of a [`PropertyKind::JsonPath`](weir_flow_api::spec::PropertyKind::JsonPath)
+/// value): `Err` says why it is not one.
+pub fn check_json_path(text: &str) -> Result<(), String> {
+    json_path::compile(text).map(drop)
+}
+
+/// The spec of a processor component (a port has none: an empty spec).
+pub(crate) fn spec_of(c: &Component) -> &'static ProcessorSpec {
+    static NONE: ProcessorSpec = ProcessorSpec {
+        kind: "",
+        description: "",
+        properties: &[],
+        relationships: &[],
+        dynamic: Dynamic::None,
+        source: false,
+    };
+    match c.kind {
+        ComponentKind::Processor(s) => s,
+        ComponentKind::Port => &NONE,
+    }
+}
+
+/// The dynamic properties among `properties` (those `spec` does not declare), in name
+/// order, when the type takes any.
+pub(crate) fn dynamic_properties<'a>(
+    spec: &'a ProcessorSpec,
+    properties: &'a std::collections::BTreeMap<String, String>,
+) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    properties
+        .iter()
+        .filter(move |(name, _)| spec.dynamic != Dynamic::None && spec.property(name).is_none())
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+}
+
+/// A component of `spec` with `properties`, for unit tests.
+#[cfg(test)]
+pub(crate) fn component_for_tests(
+    spec: &'static ProcessorSpec,
+    properties: std::collections::BTreeMap<String, String>,
+) -> Component {
+    Component {
+        name: "under-test".into(),
+        group: "root".into(),
+        kind: ComponentKind::Processor(spec),
+        properties,
+        schedule: weir_flow_api::component::Schedule::Timer(std::time::Duration::ZERO),
+        concurrency: 1,
+        run_duration: std::time::Duration::ZERO,
+        penalty: std::time::Duration::from_secs(30),
+        yield_duration: std::time::Duration::from_secs(1),
+        auto_terminate: Default::default(),
+        relationships: spec.relationships.iter().map(|r| r.to_string()).collect(),
+        failure_port: false,
+        group_timeout: None,
+        line: None,
+    }
 }
 
 /// A component's dynamic properties, each name with its value parsed (UpdateAttribute's and

@@ -38,12 +38,16 @@ pub fn did_you_mean(kind: &str) -> String {
 }
 
 /// The relationships of `spec` in words: its fixed ones, after "each dynamic property's
-/// name (or matched)" for a type whose dynamic properties are routes (RouteOnAttribute).
+/// name" for a type whose dynamic properties are routes (RouteOnAttribute, RouteOnContent,
+/// RouteText; "(or matched)" where a strategy can route to `matched` instead).
 pub fn relationships_summary(spec: &ProcessorSpec) -> String {
     let fixed = spec.relationships.join(", ");
     match spec.dynamic {
-        Dynamic::Routes => format!("each dynamic property's name (or matched), {fixed}"),
-        Dynamic::None | Dynamic::Attributes => fixed,
+        Dynamic::Routes | Dynamic::LineRoutes => {
+            format!("each dynamic property's name (or matched), {fixed}")
+        }
+        Dynamic::RegexRoutes => format!("each dynamic property's name, {fixed}"),
+        Dynamic::None | Dynamic::Attributes | Dynamic::Regexes | Dynamic::JsonPaths => fixed,
     }
 }
 

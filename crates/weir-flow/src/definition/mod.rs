@@ -802,6 +802,16 @@ fn processor(
     for (name, value) in &pd.properties {
         let pfield = format!("{field}.properties.{name}");
         let pline = key_line(name);
+        // A choice is matched ignoring case and kept in its option's own spelling, so a
+        // processor compares it as written in its spec.
+        let value = match spec.property(name).map(|ps| ps.kind) {
+            Some(PropertyKind::Choice(options)) => options
+                .iter()
+                .find(|o| o.eq_ignore_ascii_case(value))
+                .map_or_else(|| value.clone(), |o| o.to_string()),
+            _ => value.clone(),
+        };
+        let value = &value;
         match spec.property(name) {
             Some(ps) => check_value(ps.kind, value, pline, &pfield, c),
             None => match spec.dynamic {
@@ -832,13 +842,15 @@ fn processor(
                     check_value(PropertyKind::Expression, value, pline, &pfield, c);
                     relationships.push(name.clone());
                 }
+                // Checked with the type's other properties below.
+                Dynamic::Regexes | Dynamic::JsonPaths => {}
+                Dynamic::RegexRoutes | Dynamic::LineRoutes => relationships.push(name.clone()),
             },
         }
         properties.insert(name.clone(), value.clone());
     }
     if spec.dynamic == Dynamic::Routes {
-        let strategy = pd
-            .properties
+        let strategy = properties
             .get("Routing Strategy")
             .map_or("Route to Property name", String::as_str);
         if strategy != "Route to Property name" {
@@ -859,6 +871,30 @@ fn processor(
                 None => {}
             }
         }
+    }
+    // What the type's spec alone cannot check (regular expressions with the type's flags,
+    // JSONPaths, settings that need one another), and relationships set by a strategy.
+    for problem in crate::processors::validate(spec, &properties) {
+        c.error(
+            key_line(&problem.property),
+            format!("{field}.properties.{}", problem.property),
+            problem.message,
+        );
+    }
+    if let Some(set) = crate::processors::relationships(spec, &properties) {
+        relationships = set;
+    }
+    if stateless && matches!(spec.kind, "ControlRate" | "DetectDuplicate") {
+        let why = if spec.kind == "ControlRate" {
+            "ControlRate holds flow files in its queue until its rate allows them, which a group transaction cannot wait for"
+        } else {
+            "DetectDuplicate's cache belongs to one processor, and each copy of a stateless group has its own"
+        };
+        c.error(
+            key_line("type"),
+            format!("{field}.type"),
+            format!("{why}; put it in a traditional group"),
+        );
     }
     // A broker source with a delivery limit routes the messages past it to `dead-letter`.
     if matches!(spec.kind, "ConsumeAMQP" | "ConsumeJetStream")
@@ -1086,6 +1122,7 @@ fn check_value(
         PropertyKind::Regex => regex::Regex::new(value)
             .err()
             .map(|e| format!("bad regular expression: {e}")),
+        PropertyKind::JsonPath => crate::processors::check_json_path(value).err(),
         PropertyKind::Choice(options) => (!options.iter().any(|o| o.eq_ignore_ascii_case(value)))
             .then(|| format!("`{value}` is not one of: {}", options.join(", "))),
     };

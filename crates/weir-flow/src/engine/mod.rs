@@ -700,6 +700,19 @@ async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Proc
                     }
                 }
             }
+            Ok(Outcome::Yielded(rest)) => {
+                // Not cut short by new input: a held-back processor (ControlRate) would
+                // otherwise be triggered once per arrival and hand everything back each time.
+                // At least a millisecond, even with a `yield` of zero.
+                let rest = rest.min(comp.yield_duration).max(Duration::from_millis(1));
+                if shared
+                    .unless_stopped(tokio::time::sleep(rest))
+                    .await
+                    .is_none()
+                {
+                    return;
+                }
+            }
             Ok(Outcome::Failed) | Err(_) => {
                 shared.stats[component]
                     .failures
@@ -713,6 +726,8 @@ async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Proc
 enum Outcome {
     Worked,
     Idle,
+    /// The processor asked to rest this long (`Trigger::Yield`).
+    Yielded(Duration),
     Failed,
 }
 
@@ -726,6 +741,7 @@ fn trigger(
     let mut session = shared.session(component);
     let started = Instant::now();
     let mut worked = false;
+    let mut yielded = None;
     let name = &shared.flow.processors[component].name;
     shared.stats[component]
         .tasks
@@ -738,6 +754,10 @@ fn trigger(
         match result {
             Ok(Ok(Trigger::Worked)) => worked = true,
             Ok(Ok(Trigger::Idle)) => break,
+            Ok(Ok(Trigger::Yield(rest))) => {
+                yielded = Some(rest);
+                break;
+            }
             Ok(Err(e)) => {
                 shared.bulletin(
                     component,
@@ -765,7 +785,9 @@ fn trigger(
     match session.commit() {
         Ok(committed) => {
             shared.count(component, &committed);
-            if worked {
+            if let Some(rest) = yielded {
+                Outcome::Yielded(rest)
+            } else if worked {
                 Outcome::Worked
             } else {
                 Outcome::Idle
