@@ -589,30 +589,34 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedStreamStage<T, K> {
     /// ```
     /// use weir::prelude::*;
     ///
-    /// // Per key, the sum of its items, reported 10 ms of event time after its first item.
+    /// // Each key's items in event-time order, numbered: a timer at each item's time
+    /// // releases the buffered items up to it once no earlier item can come.
     /// let p = Pipeline::new();
     /// let (sink, out) = sinks::collection::list();
-    /// p.read_from(sources::stream::items(vec![("a", 1i64, 0i64), ("a", 2, 5), ("b", 7, 6), ("a", 4, 30)]))
-    ///     .with_timestamps(|e: &(&str, i64, i64)| e.2, 0)
-    ///     .grouping_key(|e: &(&'static str, i64, i64)| e.0.to_string())
+    /// p.read_from(sources::stream::items(vec![('a', 20i64), ('b', 5), ('a', 10), ('a', 30)]))
+    ///     .with_timestamps(|e: &(char, i64)| e.1, 15)
+    ///     .grouping_key(|e: &(char, i64)| e.0)
     ///     .process_with_timers(
-    ///         || 0i64,
-    ///         |sum: &mut i64, _key, t, e: (&'static str, i64, i64), timers| {
-    ///             if *sum == 0 {
-    ///                 timers.at(t + 10);
-    ///             }
-    ///             *sum += e.1;
+    ///         || (Vec::<i64>::new(), 0u32),
+    ///         |(buffer, _), _key, t, _e: (char, i64), timers| {
+    ///             buffer.push(t);
+    ///             timers.at(t);
     ///         },
-    ///         |sum, key, _t, out| {
-    ///             out.push((key.clone(), *sum));
-    ///             false // forget the key: its next item starts a new sum
+    ///         |(buffer, released), key, t, out| {
+    ///             buffer.sort_unstable();
+    ///             let ready = buffer.partition_point(|&time| time <= t);
+    ///             for time in buffer.drain(..ready) {
+    ///                 *released += 1;
+    ///                 out.push((*key, *released, time));
+    ///             }
+    ///             true // keep the count
     ///         },
     ///     )
     ///     .write_to(sink);
     /// p.run()?;
     /// let mut got = out.take();
     /// got.sort();
-    /// assert_eq!(got, [("a".to_string(), 3), ("a".to_string(), 4), ("b".to_string(), 7)]);
+    /// assert_eq!(got, [('a', 1, 10), ('a', 2, 20), ('a', 3, 30), ('b', 1, 5)]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
