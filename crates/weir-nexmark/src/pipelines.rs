@@ -403,11 +403,12 @@ enum Side<A, B> {
 }
 
 /// One auction id's state while its auctions are open: each auction with its best valid bid
-/// so far, and the bids that may still meet an auction arriving after them.
+/// so far, and the bids that may still meet an auction arriving after them, in arrival
+/// order (about time order: out of order by less than the lag).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Closing<A, B> {
     auctions: Vec<(A, Option<B>)>,
-    pending: Vec<B>,
+    pending: std::collections::VecDeque<B>,
 }
 
 /// Whether `b` may win `a`: placed within `[opens, expires]`, at or above the reserve.
@@ -436,7 +437,7 @@ fn winning_bids<A: AuctionSide, B: BidSide>(sides: StreamStage<Side<A, B>>) -> S
         .process_with_timers(
             || Closing {
                 auctions: Vec::new(),
-                pending: Vec::new(),
+                pending: std::collections::VecDeque::new(),
             },
             |st: &mut Closing<A, B>, _id, _t, side, timers: &mut Timers| match side {
                 Side::Auction(a) => {
@@ -458,11 +459,15 @@ fn winning_bids<A: AuctionSide, B: BidSide>(sides: StreamStage<Side<A, B>>) -> S
                     // An auction that arrives later is on time, so it opens at or after the
                     // watermark: once the watermark passes the bid, no auction can take it.
                     timers.at(b.date_time());
-                    st.pending.push(b);
+                    st.pending.push_back(b);
                 }
             },
             |st, _id, t, out| {
-                st.pending.retain(|b| b.date_time() > t);
+                // Bids the watermark passed go from the front. One behind a later bid stays a
+                // little longer, harmlessly: an auction still to come opens after it.
+                while st.pending.front().is_some_and(|b| b.date_time() <= t) {
+                    st.pending.pop_front();
+                }
                 let mut i = 0;
                 while i < st.auctions.len() {
                     if st.auctions[i].0.expires() <= t {

@@ -16,7 +16,7 @@
 //! assert_eq!(timers.times(), [1_000, 500]);
 //! ```
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -51,13 +51,14 @@ impl Timers {
     }
 }
 
-/// A key's state and its pending timers (sorted, distinct): what a snapshot saves per key.
+/// A key's state and its pending timers: what a snapshot saves per key.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct KeyState<S> {
     /// The state the functions see.
     pub state: S,
-    /// The times of the key's timers that have not fired, ascending.
-    pub timers: Vec<i64>,
+    /// The times of the key's timers that have not fired. A set: a key may have many (a
+    /// timer per item), and they fire from the earliest.
+    pub timers: BTreeSet<i64>,
 }
 
 /// The stage: keyed state, item function and timer function; see the [module docs](self).
@@ -66,8 +67,8 @@ pub struct KeyState<S> {
 /// `on_timer(state, key, time, out)` appends the results to emit and returns whether to keep
 /// the key's state: when it returns false the state and the key's other timers are dropped.
 ///
-/// Cost: a hash lookup per item; a B-tree entry per distinct timer time, and a binary
-/// search in the key's sorted timer list per timer set or fired.
+/// Cost: a hash lookup per item; per timer set, a B-tree insert in the key's set and, for a
+/// time new to the key, a key in the list of that time; per timer fired, a B-tree removal.
 pub struct TimerKeyedLink<T, K, S, R, KF: ?Sized, C, I, F> {
     states: FxHashMap<K, KeyState<S>>,
     /// The keys with a timer at each time. A key whose state was dropped, or whose timer
@@ -135,10 +136,9 @@ where
                 let Some(ks) = self.states.get_mut(&key) else {
                     continue;
                 };
-                let Ok(at) = ks.timers.binary_search(&time) else {
-                    continue; // fired already (set twice)
-                };
-                ks.timers.remove(at);
+                if !ks.timers.remove(&time) {
+                    continue; // listed twice: fired already
+                }
                 let keep = (self.on_timer)(&mut ks.state, &key, time, &mut self.out);
                 self.pending
                     .extend(self.out.drain(..).map(|item| Timestamped {
@@ -197,7 +197,7 @@ where
             Some(ks) => ks,
             None => self.states.entry(key.clone()).or_insert(KeyState {
                 state: (self.create)(),
-                timers: Vec::new(),
+                timers: BTreeSet::new(),
             }),
         };
         (self.on_item)(
@@ -208,8 +208,7 @@ where
             &mut self.timers,
         );
         for time in self.timers.times.drain(..) {
-            if let Err(at) = ks.timers.binary_search(&time) {
-                ks.timers.insert(at, time);
+            if ks.timers.insert(time) {
                 self.due.entry(time).or_default().push(key.clone());
             }
         }
