@@ -33,8 +33,14 @@
 //!   still matches. **q4** gives the final values at end of input; **q8**'s rows are
 //!   distinct.
 //!
-//! Row order: q0–q3 and q7 follow the input order; q4, q5 and q8 are sorted by their
-//! columns. The README lets an engine emit rows in any order: compare sorted.
+//! - **q6 and q9** find each auction's winning bid (see [`q9`]); q6 averages a seller's last
+//!   10 winning prices in close (`expires`) order. **q11** cuts each bidder's bids into
+//!   sessions; **q12** reads in processing time, so only its bids per bidder over all
+//!   windows can be checked ([`q12`], [`comparable_rows`]).
+//!
+//! Row order: q0–q3, q7, q9 and q10 follow the input order; q4, q5, q6, q8, q11 and q12 are
+//! sorted by their columns. The README lets an engine emit rows in any order: compare
+//! sorted.
 //!
 //! # Output
 //!
