@@ -139,6 +139,63 @@ impl RowHash for Q8Row {
     }
 }
 
+impl RowHash for Q6Row {
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(6)
+            .int(self.seller)
+            .float(self.avg_price)
+            .finish()
+    }
+}
+
+impl RowHash for Q9Row {
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(9)
+            .int(self.id)
+            .text(&self.item_name)
+            .text(&self.description)
+            .int(self.initial_bid)
+            .int(self.reserve)
+            .int(self.date_time)
+            .int(self.expires)
+            .int(self.seller)
+            .int(self.category)
+            .text(&self.extra)
+            .int(self.auction)
+            .int(self.bidder)
+            .int(self.price)
+            .int(self.bid_date_time)
+            .text(&self.bid_extra)
+            .finish()
+    }
+}
+
+impl RowHash for Q10Row {
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(13)
+            .int(self.auction)
+            .int(self.bidder)
+            .int(self.price)
+            .int(self.date_time)
+            .text(&self.extra)
+            .text(&self.dt)
+            .text(&self.hm)
+            .finish()
+    }
+}
+
+impl RowHash for Q11Row {
+    #[inline]
+    fn row_hash(&self) -> u64 {
+        RowHasher::new(14)
+            .int(self.bidder)
+            .int(self.bid_count as i64)
+            .int(self.window_start)
+            .int(self.window_end)
+            .finish()
+    }
+}
+
 /// Events, for the source-only runs: their type, time and main ids.
 impl RowHash for Event {
     #[inline]

@@ -1,4 +1,4 @@
-//! The hand-written loops, the yardstick: q0, q5 and q7 as a good engineer writes them.
+//! The hand-written loops, the yardstick: q0, q5, q7 and q11 as a good engineer writes them.
 
 use super::*;
 
@@ -265,6 +265,101 @@ pub(crate) fn hand_q7(events: impl Iterator<Item = Event>, lag: i64) -> Checksum
     sum
 }
 
+/// One open session of a bidder in q11.
+#[derive(Clone, Copy)]
+pub(crate) struct Session {
+    pub(crate) start: i64,
+    /// The last bid's time plus the gap (exclusive).
+    pub(crate) end: i64,
+    pub(crate) count: u64,
+}
+
+/// q11: per bidder, bids per session (a 10 s gap ends one). Each bidder's open sessions
+/// (nearly always one) in a map, and a min-heap of `(end, bidder, start)` with one entry per
+/// open session, pushed when the session starts: a bid that only extends a session pushes
+/// nothing. A popped entry whose session grew since is pushed again with the new end; one
+/// whose session was merged into another (a bid bridging two, out of order within the lag)
+/// finds no session with its start and is dropped.
+pub(crate) fn hand_q11(events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    type Ends = BinaryHeap<Reverse<(i64, i64, i64)>>;
+    let mut clock = EventClock::new(lag);
+    let mut open: FxHashMap<i64, Vec<Session>> = FxHashMap::default();
+    let mut ends: Ends = BinaryHeap::new();
+    let mut sum = Checksum::default();
+    let close = |watermark: i64,
+                 open: &mut FxHashMap<i64, Vec<Session>>,
+                 ends: &mut Ends,
+                 sum: &mut Checksum| {
+        while let Some(&Reverse((end, bidder, start))) = ends.peek() {
+            if end > watermark {
+                break;
+            }
+            ends.pop();
+            let Some(sessions) = open.get_mut(&bidder) else {
+                continue;
+            };
+            let Some(i) = sessions.iter().position(|s| s.start == start) else {
+                continue; // merged into another session, which has its own entry
+            };
+            let s = sessions[i];
+            if s.end > watermark {
+                ends.push(Reverse((s.end, bidder, start)));
+                continue;
+            }
+            sessions.swap_remove(i);
+            sum.add(&Q11Row {
+                bidder,
+                bid_count: s.count,
+                window_start: s.start,
+                window_end: s.end,
+            });
+            if sessions.is_empty() {
+                open.remove(&bidder);
+            }
+        }
+    };
+    for e in events {
+        let t = e.date_time();
+        if !clock.admit(t) {
+            continue;
+        }
+        if let Event::Bid(b) = &e {
+            let sessions = open.entry(b.bidder).or_default();
+            let mut merged = Session {
+                start: t,
+                end: t.saturating_add(Q11_SESSION_GAP_MS),
+                count: 1,
+            };
+            // The earliest start among the sessions the bid joins: that session's entry
+            // stands for the merged one, unless the bid itself starts it.
+            let mut earliest_joined = i64::MAX;
+            let mut i = 0;
+            while i < sessions.len() {
+                let s = sessions[i];
+                if s.start < merged.end && merged.start < s.end {
+                    sessions.swap_remove(i);
+                    earliest_joined = earliest_joined.min(s.start);
+                    merged.start = merged.start.min(s.start);
+                    merged.end = merged.end.max(s.end);
+                    merged.count += s.count;
+                } else {
+                    i += 1;
+                }
+            }
+            sessions.push(merged);
+            if t < earliest_joined {
+                ends.push(Reverse((merged.end, b.bidder, merged.start)));
+            }
+        }
+        close(clock.watermark(), &mut open, &mut ends, &mut sum);
+    }
+    close(i64::MAX, &mut open, &mut ends, &mut sum);
+    sum
+}
+
 /// The strings `query` reads, which its runs keep when they parse (engine and hand loops
 /// alike); the source alone checksums every field, so keeps them all.
 pub(crate) fn kept_strings(query: Option<Query>) -> KeptStrings {
@@ -282,6 +377,7 @@ pub(crate) fn hand_run(
         Some(Query::Q0) => hand_q0(events, lag),
         Some(Query::Q5) => hand_q5(events, lag),
         Some(Query::Q7) => hand_q7(events, lag),
+        Some(Query::Q11) => hand_q11(events, lag),
         Some(q) => panic!("{q} has no hand loop"),
     }
 }

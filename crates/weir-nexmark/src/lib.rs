@@ -40,7 +40,9 @@
 //! | [`parse`] | one JSON Lines line into an [`Event`], strictly, with a typed [`ParseError`] |
 //! | [`generator`] | the event generator: event `n` from `n` alone, seeded per event |
 //! | [`source`] | Weir batch sources: the generator, split across instances, and a file replay |
-//! | [`reference`](mod@reference) | single-threaded reference results of q0–q5, q7 and q8, and their CSV rows |
+//! | [`pipelines`] | the queries as Weir stream pipelines |
+//! | [`partitioned`] | q10's output as a directory of `dt=.../hm=...` partitions |
+//! | [`reference`](mod@reference) | single-threaded reference results of q0–q12, and their CSV rows |
 //! | [`query`] | the query names and their CSV headers |
 
 #![forbid(missing_docs)]
@@ -48,6 +50,7 @@
 pub mod generator;
 pub mod model;
 pub mod parse;
+pub mod partitioned;
 pub mod pipelines;
 pub mod query;
 pub mod reference;

@@ -170,14 +170,26 @@ impl KeptStrings {
     pub const NONE: KeptStrings = KeptStrings(0);
 
     /// The string fields `query` reads: a person's `name`, `city` and `state` for q3, its
-    /// `name` for q8, none for the others.
+    /// `name` for q8, an auction's `item_name`, `description` and `extra` and a bid's
+    /// `extra` for q9, a bid's `extra` for q10, none for the others.
     pub const fn for_query(query: Query) -> KeptStrings {
         match query {
             Query::Q3 => KeptStrings(Field::Name.bit() | Field::City.bit() | Field::State.bit()),
             Query::Q8 => KeptStrings(Field::Name.bit()),
-            Query::Q0 | Query::Q1 | Query::Q2 | Query::Q4 | Query::Q5 | Query::Q7 => {
-                KeptStrings::NONE
+            // `extra` is one field name for every event type; persons are not read.
+            Query::Q9 => {
+                KeptStrings(Field::ItemName.bit() | Field::Description.bit() | Field::Extra.bit())
             }
+            Query::Q10 => KeptStrings(Field::Extra.bit()),
+            Query::Q0
+            | Query::Q1
+            | Query::Q2
+            | Query::Q4
+            | Query::Q5
+            | Query::Q6
+            | Query::Q7
+            | Query::Q11
+            | Query::Q12 => KeptStrings::NONE,
         }
     }
 

@@ -33,8 +33,14 @@
 //!   still matches. **q4** gives the final values at end of input; **q8**'s rows are
 //!   distinct.
 //!
-//! Row order: q0–q3 and q7 follow the input order; q4, q5 and q8 are sorted by their
-//! columns. The README lets an engine emit rows in any order: compare sorted.
+//! - **q6 and q9** find each auction's winning bid (see [`q9`]); q6 averages a seller's last
+//!   10 winning prices in close (`expires`) order. **q11** cuts each bidder's bids into
+//!   sessions; **q12** reads in processing time, so only its bids per bidder over all
+//!   windows can be checked ([`q12`], [`comparable_rows`]).
+//!
+//! Row order: q0–q3, q7, q9 and q10 follow the input order; q4, q5, q6, q8, q11 and q12 are
+//! sorted by their columns. The README lets an engine emit rows in any order: compare
+//! sorted.
 //!
 //! # Output
 //!
@@ -65,6 +71,12 @@ pub const Q5_SLIDE_MS: i64 = 2_000;
 pub const Q7_WINDOW_MS: i64 = 10_000;
 /// q8's tumbling window size.
 pub const Q8_WINDOW_MS: i64 = 10_000;
+/// q6 averages the winning prices of each seller's last this many closed auctions.
+pub const Q6_LAST_AUCTIONS: usize = 10;
+/// q11's session gap: a bidder's session ends after this much time without a bid.
+pub const Q11_SESSION_GAP_MS: i64 = 10_000;
+/// q12's tumbling window size, in processing (wall-clock) time.
+pub const Q12_WINDOW_MS: i64 = 10_000;
 /// q1's price factor.
 pub const Q1_FACTOR: f64 = 0.908;
 /// q2 keeps bids whose auction is a multiple of this.
@@ -291,6 +303,143 @@ pub struct Q8Row {
     pub window_start: i64,
 }
 csv_row!(Q8Row, Query::Q8, |self, out| self.id => num, &self.name => text, self.window_start => num);
+
+/// A row of q6: a seller's average selling price, at the close of one of its auctions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Q6Row {
+    /// The seller.
+    pub seller: i64,
+    /// The average winning price of the seller's last (up to) 10 closed auctions with a
+    /// winning bid, this one included.
+    pub avg_price: f64,
+}
+csv_row!(Q6Row, Query::Q6, |self, out| self.seller => num, self.avg_price => num);
+
+/// A row of q9: a closed auction and its winning bid.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Q9Row {
+    /// The auction's id.
+    pub id: i64,
+    /// Its item name.
+    pub item_name: CompactString,
+    /// Its description.
+    pub description: CompactString,
+    /// Its initial bid.
+    pub initial_bid: i64,
+    /// Its reserve price.
+    pub reserve: i64,
+    /// When it opened.
+    pub date_time: i64,
+    /// When it closed.
+    pub expires: i64,
+    /// Its seller.
+    pub seller: i64,
+    /// Its category.
+    pub category: i64,
+    /// Its `extra`.
+    pub extra: CompactString,
+    /// The winning bid's auction (the auction's id).
+    pub auction: i64,
+    /// The winning bidder.
+    pub bidder: i64,
+    /// The winning price.
+    pub price: i64,
+    /// When the winning bid was placed.
+    pub bid_date_time: i64,
+    /// The winning bid's `extra`.
+    pub bid_extra: CompactString,
+}
+csv_row!(Q9Row, Query::Q9, |self, out|
+    self.id => num, &self.item_name => text, &self.description => text, self.initial_bid => num,
+    self.reserve => num, self.date_time => num, self.expires => num, self.seller => num,
+    self.category => num, &self.extra => text, self.auction => num, self.bidder => num,
+    self.price => num, self.bid_date_time => num, &self.bid_extra => text);
+
+/// A row of q10: a bid with the UTC date and minute of its time, its partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Q10Row {
+    /// The auction bid on.
+    pub auction: i64,
+    /// The bidder.
+    pub bidder: i64,
+    /// The price, in cents.
+    pub price: i64,
+    /// The bid's time.
+    pub date_time: i64,
+    /// The bid's `extra`.
+    pub extra: CompactString,
+    /// The date of `date_time`, UTC, `yyyy-MM-dd`.
+    pub dt: CompactString,
+    /// The hour and minute of `date_time`, UTC, `HH:mm`.
+    pub hm: CompactString,
+}
+csv_row!(Q10Row, Query::Q10, |self, out|
+    self.auction => num, self.bidder => num, self.price => num, self.date_time => num,
+    &self.extra => text, &self.dt => text, &self.hm => text);
+
+impl Q10Row {
+    /// Appends the row as CSV without its partition columns `dt` and `hm` (no line
+    /// terminator): a line of a partition file, whose path holds them.
+    pub fn write_csv_without_partition(&self, out: &mut Vec<u8>) {
+        num(out, self.auction);
+        out.push(b',');
+        num(out, self.bidder);
+        out.push(b',');
+        num(out, self.price);
+        out.push(b',');
+        num(out, self.date_time);
+        out.push(b',');
+        text(out, &self.extra);
+    }
+}
+
+/// A row of q11: one session of a bidder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Q11Row {
+    /// The bidder.
+    pub bidder: i64,
+    /// The bids in the session.
+    pub bid_count: u64,
+    /// The time of the session's first bid.
+    pub window_start: i64,
+    /// The time of its last bid plus the gap (exclusive).
+    pub window_end: i64,
+}
+csv_row!(Q11Row, Query::Q11, |self, out| self.bidder => num, self.bid_count => num, self.window_start => num, self.window_end => num);
+
+/// A row of q12: a bidder's bids in a 10 s window of processing time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Q12Row {
+    /// The bidder.
+    pub bidder: i64,
+    /// The bids the job read in the window.
+    pub bid_count: u64,
+    /// The window's start, wall-clock ms since the epoch.
+    pub window_start: i64,
+    /// The window's end (exclusive).
+    pub window_end: i64,
+}
+csv_row!(Q12Row, Query::Q12, |self, out| self.bidder => num, self.bid_count => num, self.window_start => num, self.window_end => num);
+
+/// What q12's result can be checked against: a bidder's bids over all windows. Its CSV row
+/// is `bidder,bid_count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Q12Total {
+    /// The bidder.
+    pub bidder: i64,
+    /// Its bids in the whole input.
+    pub bid_count: u64,
+}
+
+impl CsvRow for Q12Total {
+    const HEADER: &'static str = "bidder,bid_count";
+
+    fn write_csv(&self, out: &mut Vec<u8>) {
+        num(out, self.bidder);
+        out.push(b',');
+        num(out, self.bid_count);
+    }
+}
 
 /// Splits `events` into those on time, in order, and the number of late ones: an event is
 /// late if its `date_time` is below `max(date_time of the events before it) - allowed_lag`.
@@ -533,8 +682,238 @@ pub fn q8(events: &[Event], options: &Options) -> Output<Q8Row> {
     Output { rows, late_events }
 }
 
+/// The winning bid of every auction: among the bids on it placed within `[date_time,
+/// expires]` (both included) at or above its reserve, the highest price, then the earliest,
+/// then the lowest bidder, then the least `extra`. Auctions without one are left out. In
+/// auction order (input order), each with its winner.
+fn winning_bids<'a>(on_time: &'a [&'a Event]) -> Vec<(&'a Auction, &'a Bid)> {
+    let mut bids_of: FxHashMap<i64, Vec<&Bid>> = FxHashMap::default();
+    for b in bids(on_time) {
+        bids_of.entry(b.auction).or_default().push(b);
+    }
+    let mut winners = Vec::new();
+    for a in auctions(on_time) {
+        let mut best: Option<&Bid> = None;
+        for &b in bids_of.get(&a.id).into_iter().flatten() {
+            if b.date_time < a.date_time || b.date_time > a.expires || b.price < a.reserve {
+                continue;
+            }
+            let better = match best {
+                None => true,
+                Some(w) => {
+                    b.price > w.price
+                        || (b.price == w.price
+                            && (b.date_time, b.bidder, &b.extra)
+                                < (w.date_time, w.bidder, &w.extra))
+                }
+            };
+            if better {
+                best = Some(b);
+            }
+        }
+        if let Some(b) = best {
+            winners.push((a, b));
+        }
+    }
+    winners
+}
+
+/// q6: for each seller, at every close of one of its auctions with a winning bid (see
+/// [`q9`]), the average winning price of its last 10 such auctions. A seller's auctions
+/// close in `expires` order (auction id on ties). Rows sorted by seller, then in close
+/// order.
+pub fn q6(events: &[Event], options: &Options) -> Output<Q6Row> {
+    let (on_time, late_events) = split_late(events, options);
+    let mut closes: FxHashMap<i64, Vec<(i64, i64, i64)>> = FxHashMap::default();
+    for (a, b) in winning_bids(&on_time) {
+        closes
+            .entry(a.seller)
+            .or_default()
+            .push((a.expires, a.id, b.price));
+    }
+    let mut sellers: Vec<i64> = closes.keys().copied().collect();
+    sellers.sort_unstable();
+    let mut rows = Vec::new();
+    for seller in sellers {
+        let mut closed = closes.remove(&seller).unwrap_or_default();
+        closed.sort_unstable();
+        for i in 0..closed.len() {
+            let last = &closed[i.saturating_sub(Q6_LAST_AUCTIONS - 1)..=i];
+            let sum: i128 = last.iter().map(|c| i128::from(c.2)).sum();
+            rows.push(Q6Row {
+                seller,
+                avg_price: sum as f64 / last.len() as f64,
+            });
+        }
+    }
+    Output { rows, late_events }
+}
+
+/// q9: every auction with a winning bid, with it: the highest bid at or above the reserve
+/// placed within `[date_time, expires]`, the earliest of the highest (then the lowest
+/// bidder, then the least `extra`). Rows in auction (input) order.
+pub fn q9(events: &[Event], options: &Options) -> Output<Q9Row> {
+    let (on_time, late_events) = split_late(events, options);
+    let rows = winning_bids(&on_time)
+        .into_iter()
+        .map(|(a, b)| Q9Row {
+            id: a.id,
+            item_name: a.item_name.clone(),
+            description: a.description.clone(),
+            initial_bid: a.initial_bid,
+            reserve: a.reserve,
+            date_time: a.date_time,
+            expires: a.expires,
+            seller: a.seller,
+            category: a.category,
+            extra: a.extra.clone(),
+            auction: b.auction,
+            bidder: b.bidder,
+            price: b.price,
+            bid_date_time: b.date_time,
+            bid_extra: b.extra.clone(),
+        })
+        .collect();
+    Output { rows, late_events }
+}
+
+/// The UTC date (`yyyy-MM-dd`) and minute (`HH:mm`) of `ms` since the epoch, on the
+/// proleptic Gregorian calendar, by `chrono`. Years print with at least 4 digits, and a
+/// `-` before the year for years before 0. Times beyond chrono's range of years are moved
+/// into it by whole 400-year cycles (146,097 days), after which the calendar repeats.
+pub fn utc_date_and_minute(ms: i64) -> (CompactString, CompactString) {
+    use chrono::{Datelike, NaiveDate};
+    const DAY_MS: i64 = 86_400_000;
+    const CYCLE_DAYS: i64 = 146_097;
+    let (days, in_day) = (ms.div_euclid(DAY_MS), ms.rem_euclid(DAY_MS));
+    let (cycles, day_in_cycle) = (days.div_euclid(CYCLE_DAYS), days.rem_euclid(CYCLE_DAYS));
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).expect("a valid date");
+    let date = epoch
+        .checked_add_days(chrono::Days::new(day_in_cycle as u64))
+        .expect("within 400 years of 1970");
+    let year = i64::from(date.year()) + 400 * cycles;
+    let minute = in_day / 60_000;
+    (
+        compact_str::format_compact!("{year:04}-{:02}-{:02}", date.month(), date.day()),
+        compact_str::format_compact!("{:02}:{:02}", minute / 60, minute % 60),
+    )
+}
+
+/// q10: every bid, with the UTC date and minute of its time ([`utc_date_and_minute`]). Rows
+/// in input order.
+pub fn q10(events: &[Event], options: &Options) -> Output<Q10Row> {
+    let (on_time, late_events) = split_late(events, options);
+    let rows = bids(&on_time)
+        .map(|b| {
+            let (dt, hm) = utc_date_and_minute(b.date_time);
+            Q10Row {
+                auction: b.auction,
+                bidder: b.bidder,
+                price: b.price,
+                date_time: b.date_time,
+                extra: b.extra.clone(),
+                dt,
+                hm,
+            }
+        })
+        .collect();
+    Output { rows, late_events }
+}
+
+/// q11: per bidder, its bids cut into sessions: sorted by time, a bid 10 s or more after the
+/// previous one starts a new session. A session runs from its first bid to its last plus
+/// 10 s (exclusive). Rows sorted by bidder, then start.
+pub fn q11(events: &[Event], options: &Options) -> Output<Q11Row> {
+    let (on_time, late_events) = split_late(events, options);
+    let mut times: FxHashMap<i64, Vec<i64>> = FxHashMap::default();
+    for b in bids(&on_time) {
+        times.entry(b.bidder).or_default().push(b.date_time);
+    }
+    let mut rows = Vec::new();
+    for (bidder, mut ts) in times {
+        ts.sort_unstable();
+        let mut session: Option<(i64, i64, u64)> = None; // (first, last, count)
+        for t in ts {
+            session = match session {
+                Some((first, last, n)) if t - last < Q11_SESSION_GAP_MS => Some((first, t, n + 1)),
+                Some((first, last, n)) => {
+                    rows.push(Q11Row {
+                        bidder,
+                        bid_count: n,
+                        window_start: first,
+                        window_end: last.saturating_add(Q11_SESSION_GAP_MS),
+                    });
+                    Some((t, t, 1))
+                }
+                None => Some((t, t, 1)),
+            };
+        }
+        if let Some((first, last, n)) = session {
+            rows.push(Q11Row {
+                bidder,
+                bid_count: n,
+                window_start: first,
+                window_end: last.saturating_add(Q11_SESSION_GAP_MS),
+            });
+        }
+    }
+    rows.sort_unstable();
+    Output { rows, late_events }
+}
+
+/// q12's checkable part: the bids per bidder over the whole input. The windows themselves
+/// are of wall-clock time, different in every run. q12 reads the events in processing
+/// time, so none is late: every bid counts, and `late_events` is 0. Rows sorted by bidder.
+pub fn q12(events: &[Event], _options: &Options) -> Output<Q12Total> {
+    let mut counts: FxHashMap<i64, u64> = FxHashMap::default();
+    for e in events {
+        if let Event::Bid(b) = e {
+            *counts.entry(b.bidder).or_default() += 1;
+        }
+    }
+    let mut rows: Vec<Q12Total> = counts
+        .into_iter()
+        .map(|(bidder, bid_count)| Q12Total { bidder, bid_count })
+        .collect();
+    rows.sort_unstable();
+    Output {
+        rows,
+        late_events: 0,
+    }
+}
+
+/// Makes a query's CSV rows comparable with [`csv_rows`]' for the same query: q12's
+/// windowed rows (`bidder,bid_count,window_start,window_end`) become the bids per bidder
+/// (`bidder,bid_count`), summed over the windows, sorted by bidder; other queries' rows are
+/// returned as they are.
+///
+/// # Errors
+/// A q12 row that does not start with two integers, named.
+pub fn comparable_rows(query: Query, rows: Vec<String>) -> Result<Vec<String>, String> {
+    if query != Query::Q12 {
+        return Ok(rows);
+    }
+    let mut totals: FxHashMap<i64, u64> = FxHashMap::default();
+    for row in &rows {
+        let mut fields = row.split(',');
+        let bidder = fields.next().and_then(|f| f.parse::<i64>().ok());
+        let count = fields.next().and_then(|f| f.parse::<u64>().ok());
+        match (bidder, count) {
+            (Some(bidder), Some(count)) => *totals.entry(bidder).or_default() += count,
+            _ => return Err(format!("not a q12 row: {row:?}")),
+        }
+    }
+    let mut totals: Vec<Q12Total> = totals
+        .into_iter()
+        .map(|(bidder, bid_count)| Q12Total { bidder, bid_count })
+        .collect();
+    totals.sort_unstable();
+    Ok(totals.iter().map(CsvRow::to_csv_row).collect())
+}
+
 /// Runs `query` and returns its rows as CSV text (without the header or line terminators),
-/// for callers that pick the query at run time. The header is [`Query::header`].
+/// for callers that pick the query at run time. The header is [`Query::header`], but for
+/// q12, whose rows here are [`Q12Total`]s (see [`comparable_rows`]).
 pub fn csv_rows(query: Query, events: &[Event], options: &Options) -> Output<String> {
     fn rows<R: CsvRow>(out: Output<R>) -> Output<String> {
         Output {
@@ -549,8 +928,13 @@ pub fn csv_rows(query: Query, events: &[Event], options: &Options) -> Output<Str
         Query::Q3 => rows(q3(events, options)),
         Query::Q4 => rows(q4(events, options)),
         Query::Q5 => rows(q5(events, options)),
+        Query::Q6 => rows(q6(events, options)),
         Query::Q7 => rows(q7(events, options)),
         Query::Q8 => rows(q8(events, options)),
+        Query::Q9 => rows(q9(events, options)),
+        Query::Q10 => rows(q10(events, options)),
+        Query::Q11 => rows(q11(events, options)),
+        Query::Q12 => rows(q12(events, options)),
     }
 }
 
@@ -587,6 +971,27 @@ mod tests {
         })
     }
 
+    /// An auction with a reserve, for q6 and q9.
+    fn reserved(id: i64, seller: i64, reserve: i64, date_time: i64, expires: i64) -> Event {
+        match auction(id, seller, 10, date_time, expires) {
+            Event::Auction(mut a) => {
+                a.reserve = reserve;
+                Event::Auction(a)
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    fn bid_extra(auction: i64, bidder: i64, price: i64, date_time: i64, extra: &str) -> Event {
+        match bid(auction, bidder, price, date_time) {
+            Event::Bid(mut b) => {
+                b.extra = extra.into();
+                Event::Bid(b)
+            }
+            _ => unreachable!(),
+        }
+    }
+
     fn person(id: i64, name: &str, state: &str, date_time: i64) -> Event {
         Event::from(Person {
             id,
@@ -621,6 +1026,12 @@ mod tests {
             "window_start,window_end,auction,bidder,price,date_time"
         );
         assert_eq!(Q8Row::HEADER, "id,name,window_start");
+        assert_eq!(Q6Row::HEADER, "seller,avg_price");
+        assert!(Q9Row::HEADER.starts_with("id,item_name,description,initial_bid,reserve,"));
+        assert!(Q9Row::HEADER.ends_with(",auction,bidder,price,bid_date_time,bid_extra"));
+        assert_eq!(Q10Row::HEADER, "auction,bidder,price,date_time,extra,dt,hm");
+        assert_eq!(Q11Row::HEADER, "bidder,bid_count,window_start,window_end");
+        assert_eq!(Q12Row::HEADER, Q11Row::HEADER);
     }
 
     #[test]
@@ -859,6 +1270,140 @@ mod tests {
     }
 
     #[test]
+    fn q9_winning_bid_bounds_reserve_and_ties() {
+        let events = [
+            reserved(1, 7, 100, 10 * S, 20 * S),
+            bid(1, 1, 500, 10 * S - 1),        // before the opening
+            bid(1, 2, 99, 12 * S),             // below the reserve
+            bid(1, 3, 100, 20 * S),            // at the reserve, at the expiry: valid
+            bid(1, 4, 700, 20 * S + 1),        // after the expiry
+            bid_extra(2, 5, 300, 13 * S, "b"), // bid before its auction arrives
+            reserved(2, 7, 0, 11 * S, 30 * S),
+            bid_extra(2, 6, 300, 13 * S, "a"), // same price and time: lesser extra...
+            bid(2, 4, 300, 13 * S),            // ...but bidder 4 is lower: it wins
+            bid(2, 9, 300, 12 * S),            // earlier still: the winner
+            reserved(3, 8, 1_000, 11 * S, 30 * S),
+            bid(3, 1, 999, 15 * S), // below: auction 3 has no winner
+        ];
+        let out = q9(&events, &lag(10_000));
+        let winners: Vec<(i64, i64, i64, i64)> = out
+            .rows
+            .iter()
+            .map(|r| (r.id, r.bidder, r.price, r.bid_date_time))
+            .collect();
+        assert_eq!(winners, [(1, 3, 100, 20 * S), (2, 9, 300, 12 * S)]);
+        assert!(csv(&out)[0].starts_with("1,item,d,1,100,10000,20000,7,10,,1,3,100,20000,"));
+        // Without the earliest bid, equal (price, time): the lowest bidder, then the least extra.
+        let ties = [
+            reserved(2, 7, 0, 11 * S, 30 * S),
+            bid_extra(2, 6, 300, 13 * S, "b"),
+            bid_extra(2, 6, 300, 13 * S, "a"),
+            bid_extra(2, 8, 300, 13 * S, ""),
+        ];
+        let row = &q9(&ties, &lag(0)).rows[0];
+        assert_eq!((row.bidder, row.bid_extra.as_str()), (6, "a"));
+    }
+
+    #[test]
+    fn q6_averages_each_sellers_last_ten_closes_in_close_order() {
+        let mut events = Vec::new();
+        // Seller 7: 12 auctions, closing in the reverse of their id order; auction i wins
+        // at price 10 * i. Seller 8: one auction without a valid bid, one with.
+        for i in 1..=12 {
+            events.push(reserved(i, 7, 0, S, 100 * S - i * S));
+            events.push(bid(i, 1, 10 * i, 2 * S));
+        }
+        events.push(reserved(50, 8, 1_000, S, 10 * S));
+        events.push(bid(50, 1, 999, 2 * S));
+        events.push(reserved(51, 8, 0, S, 10 * S));
+        events.push(bid(51, 1, 5, 2 * S));
+        let out = q6(&events, &lag(1_000 * S as u64));
+        let rows: Vec<(i64, f64)> = out.rows.iter().map(|r| (r.seller, r.avg_price)).collect();
+        // Closes of seller 7: auction 12 first (price 120), then 11 (110), ... then 1 (10).
+        let mut want = Vec::new();
+        let prices: Vec<i64> = (1..=12).rev().map(|i| 10 * i).collect();
+        for n in 1..=12usize {
+            let last = &prices[n.saturating_sub(10)..n];
+            want.push((7, last.iter().sum::<i64>() as f64 / last.len() as f64));
+        }
+        want.push((8, 5.0));
+        assert_eq!(rows, want);
+        assert_eq!(rows[11].1, 55.0); // the last 10 closes: (100 + 90 + ... + 10) / 10
+        assert_eq!(csv(&out)[0], "7,120");
+    }
+
+    #[test]
+    fn q10_dates_and_minutes_are_utc() {
+        let events = [
+            bid_extra(1, 2, 3, 1_436_918_400_000, "x,y"), // 2015-07-15 00:00 UTC
+            bid(1, 2, 3, 1_436_918_399_999),              // a millisecond before
+            bid(1, 2, 3, -1),                             // just before the epoch
+            person(1, "p", "OR", 0),
+        ];
+        assert_eq!(
+            csv(&q10(&events, &lag(u64::MAX))),
+            [
+                "1,2,3,1436918400000,\"x,y\",2015-07-15,00:00",
+                "1,2,3,1436918399999,,2015-07-14,23:59",
+                "1,2,3,-1,,1969-12-31,23:59",
+            ]
+        );
+        assert_eq!(utc_date_and_minute(951_782_400_000).0, "2000-02-29");
+        assert_eq!(utc_date_and_minute(253_402_300_799_999).0, "9999-12-31");
+        assert_eq!(utc_date_and_minute(253_402_300_800_000).0, "10000-01-01");
+        assert_eq!(utc_date_and_minute(i64::MAX).1, "07:12"); // 9223372036854775807 % 86400000 ms
+        assert!(utc_date_and_minute(i64::MIN).0.starts_with('-'));
+    }
+
+    #[test]
+    fn q11_sessions_split_at_a_gap_of_ten_seconds_or_more() {
+        let events = [
+            bid(1, 1, 1, 0),
+            bid(1, 1, 1, 10 * S - 1), // within the gap: same session
+            bid(1, 2, 1, 5 * S),
+            bid(1, 1, 1, 20 * S - 1), // exactly the gap after the last: a new session
+            bid(1, 1, 1, 25 * S),
+            bid(1, 1, 1, 12 * S), // out of order, within the lag: joins the two sessions
+            bid(1, 2, 1, 0),      // late (the watermark is 25 s - 10 s): dropped
+        ];
+        let out = q11(&events, &lag(13_000));
+        assert_eq!(out.late_events, 1);
+        assert_eq!(csv(&out), ["1,5,0,35000", "2,1,5000,15000"]);
+        let apart = q11(&[bid(1, 1, 1, 0), bid(1, 1, 1, 10 * S)], &lag(0));
+        assert_eq!(csv(&apart), ["1,1,0,10000", "1,1,10000,20000"]);
+    }
+
+    #[test]
+    fn q12_totals_count_every_bid_and_windowed_rows_sum_to_them() {
+        let events = [
+            bid(1, 1, 1, 10 * S),
+            bid(1, 2, 1, 0), // late in event time, but q12 reads in processing time
+            bid(1, 1, 1, 11 * S),
+            person(3, "p", "OR", 0),
+        ];
+        let out = q12(&events, &lag(0));
+        assert_eq!(
+            (csv(&out), out.late_events),
+            (vec!["1,2".into(), "2,1".into()], 0)
+        );
+        let windowed = vec![
+            "1,1,0,10000".to_string(),
+            "2,1,0,10000".into(),
+            "1,1,10000,20000".into(),
+        ];
+        assert_eq!(
+            comparable_rows(Query::Q12, windowed).unwrap(),
+            ["1,2", "2,1"]
+        );
+        assert!(
+            comparable_rows(Query::Q12, vec!["x,1".into()])
+                .unwrap_err()
+                .contains("x,1")
+        );
+        assert_eq!(comparable_rows(Query::Q7, vec!["x".into()]).unwrap(), ["x"]);
+    }
+
+    #[test]
     fn csv_rows_dispatches_every_query() {
         let events = [
             person(1, "ann", "OR", 0),
@@ -874,6 +1419,11 @@ mod tests {
         assert_eq!(expect(Query::Q5).len(), 5);
         assert_eq!(expect(Query::Q7), ["0,10000,123,1,7,5"]);
         assert_eq!(expect(Query::Q8), ["1,ann,0"]);
+        assert_eq!(expect(Query::Q6), ["1,7"]);
+        assert_eq!(expect(Query::Q9), ["123,item,d,1,2,0,10,1,10,,123,1,7,5,"]);
+        assert_eq!(expect(Query::Q10), ["123,1,7,5,,1970-01-01,00:00"]);
+        assert_eq!(expect(Query::Q11), ["1,1,5,10005"]);
+        assert_eq!(expect(Query::Q12), ["1,1"]);
     }
 
     #[test]

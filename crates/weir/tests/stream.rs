@@ -181,6 +181,152 @@ fn session_windows_close_after_the_gap() {
     );
 }
 
+/// Session results: (key, start, end) -> (count, sum).
+type Sessions = BTreeMap<(u8, i64, i64), (u64, i64)>;
+
+/// Reference sessions per key over the accepted events: sorted by time, a new session starts
+/// where the next time is `gap` or more after the last; a session ends `gap` after its last
+/// item.
+fn reference_sessions(events: &[Ev], gap: i64) -> Sessions {
+    let mut by_key: BTreeMap<u8, Vec<(i64, i64)>> = BTreeMap::new();
+    for &(k, t, v) in events {
+        by_key.entry(k).or_default().push((t, v));
+    }
+    let mut out = BTreeMap::new();
+    for (k, mut items) in by_key {
+        items.sort_unstable();
+        let mut i = 0;
+        while i < items.len() {
+            let (start, mut last) = (items[i].0, items[i].0);
+            let (mut count, mut sum) = (0, 0);
+            while i < items.len() && items[i].0 - last < gap {
+                last = items[i].0;
+                count += 1;
+                sum += items[i].1;
+                i += 1;
+            }
+            out.insert((k, start, last + gap), (count, sum));
+        }
+    }
+    out
+}
+
+fn session_sums(events: Vec<Ev>, lag: i64, gap: i64) -> (Sessions, u64) {
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::items(events))
+        .with_timestamps(|e: &Ev| e.1, lag)
+        .grouping_key(|e: &Ev| e.0)
+        .window(WindowDefinition::session(gap))
+        .aggregate(all_of((counting(), summing(|e: &Ev| e.2))))
+        .write_to(sink);
+    let (results, late) = run_collect(&p, &out);
+    let mut got = BTreeMap::new();
+    for r in results {
+        let previous = got.insert((r.key, r.start, r.end), r.value);
+        assert!(
+            previous.is_none(),
+            "session {:?} emitted twice",
+            (r.key, r.start, r.end)
+        );
+    }
+    (got, late)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    /// Out-of-order items within the lag, late ones beyond it, items that bridge two
+    /// sessions into one, gaps of exactly the session gap: all as the naive computation says.
+    #[test]
+    fn session_windows_match_the_reference(
+        events in events_strategy(),
+        lag in 0i64..300,
+        gap in prop_oneof![Just(1i64), 5i64..60, Just(100)],
+    ) {
+        let (ok, late) = accepted(&events, lag);
+        let (got, got_late) = session_sums(events, lag, gap);
+        prop_assert_eq!(got, reference_sessions(&ok, gap));
+        prop_assert_eq!(got_late, late);
+    }
+}
+
+#[test]
+fn session_windows_merge_when_a_late_arrival_bridges_them() {
+    // Key 1: sessions [0, 10) and [15, 25) are apart until 8 arrives (out of order, within the
+    // lag): [8, 18) touches both, and the three become one. Exactly `gap` apart (30 -> 40)
+    // is a new session; 47 is late (the watermark is 60 - 10).
+    let events: Vec<Ev> = vec![
+        (1, 0, 1),
+        (1, 15, 1),
+        (1, 8, 1),
+        (1, 30, 1),
+        (1, 40, 1),
+        (1, 60, 1),
+        (1, 47, 1),
+    ];
+    let (got, late) = session_sums(events, 10, 10);
+    let want: BTreeMap<_, _> = [
+        ((1u8, 0i64, 25i64), (3u64, 3i64)),
+        ((1, 30, 40), (1, 1)),
+        ((1, 40, 50), (1, 1)),
+        ((1, 60, 70), (1, 1)),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(got, want);
+    assert_eq!(late, 1);
+}
+
+#[test]
+fn process_with_timers_emits_when_the_watermark_passes_and_in_time_order() {
+    // Per key, items buffered until 50 ms after each; released in event-time order with a
+    // running count: out-of-order input, in-order output per key.
+    let events: Vec<Ev> = vec![
+        (1, 100, 10),
+        (2, 105, 20),
+        (1, 90, 11),
+        (1, 120, 12),
+        (2, 95, 21),
+        (1, 400, 13),
+    ];
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::items(events))
+        .with_timestamps(|e: &Ev| e.1, 50)
+        .grouping_key(|e: &Ev| e.0)
+        .process_with_timers(
+            || (Vec::<(i64, i64)>::new(), 0u32),
+            |(buffer, _), _key, t, e: Ev, timers| {
+                buffer.push((t, e.2));
+                timers.at(t);
+            },
+            |(buffer, released), key, t, out| {
+                buffer.sort_unstable();
+                while buffer.first().is_some_and(|&(time, _)| time <= t) {
+                    let (time, v) = buffer.remove(0);
+                    *released += 1;
+                    out.push((*key, time, v, *released));
+                }
+                true
+            },
+        )
+        .write_to(sink);
+    let (mut got, _) = run_collect(&p, &out);
+    got.sort_by_key(|r: &(u8, i64, i64, u32)| (r.0, r.3));
+    assert_eq!(
+        got,
+        [
+            (1, 90, 11, 1),
+            (1, 100, 10, 2),
+            (1, 120, 12, 3),
+            (1, 400, 13, 4),
+            (2, 95, 21, 1),
+            (2, 105, 20, 2),
+        ]
+    );
+}
+
 #[test]
 fn global_and_non_keyed_windows() {
     let events: Vec<Ev> = (0..1000).map(|i| ((i % 5) as u8, i, 1)).collect();

@@ -18,7 +18,7 @@ use weir_nexmark::generator::{
     AUCTION_PROPORTION, DEFAULT_BASE_TIME_MS, DEFAULT_RATE, GeneratorConfig, TOTAL_PROPORTION,
 };
 use weir_nexmark::parse::KeptStrings;
-use weir_nexmark::{Event, Query, pipelines, reference, source};
+use weir_nexmark::{Event, Query, partitioned, pipelines, reference, source};
 
 use crate::progress;
 use crate::snapshots::{Ended, SnapshotArgs, Snapshots, job_name, path_part};
@@ -44,7 +44,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("events_from").required(true).args(["input", "events"])))]
 pub struct RunArgs {
-    /// The query: q0, q1, q2, q3, q4, q5, q7 or q8.
+    /// The query: q0 to q12 (see docs/nexmark.md).
     #[arg(long)]
     pub query: Query,
     /// An event file (JSON Lines), a directory of them or a glob, replayed in file order.
@@ -68,7 +68,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 4000)]
     pub allowed_lag_ms: u64,
     /// Write the rows as CSV, with the query's header, to this file. Without it, rows are
-    /// counted, not written.
+    /// counted, not written. For q10, a directory (a path ending in `/`, or an existing
+    /// directory, which must be empty) gets the rows partitioned by date and minute into
+    /// `dt=yyyy-MM-dd/hm=HH%3Amm/` subdirectories, as Flink's filesystem sink writes them.
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Worker threads, and instances of each parallel vertex [default: every core].
@@ -237,14 +239,35 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
         }
         (None, None) => unreachable!("clap requires --input or --events"),
     };
+    let partition_dir = args
+        .output
+        .as_deref()
+        .filter(|_| query == Query::Q10)
+        .map(q10_partition_dir)
+        .transpose()?
+        .flatten();
+    if let (Some(dir), Some(_)) = (&partition_dir, &args.snapshots.state_dir) {
+        anyhow::bail!(
+            "--output {}: q10's partition directory does not take part in snapshots; with --state-dir, write q10 to a single CSV file",
+            dir.display()
+        );
+    }
     let pipeline = Pipeline::new();
-    let stream = pipeline.read_from(source).with_native_timestamps(lag);
+    let source = pipeline.read_from(source);
+    // q12's windows are of processing time: each event is stamped when it is read.
+    let stream = match query.in_processing_time() {
+        true => source.with_ingestion_timestamps(),
+        false => source.with_native_timestamps(lag),
+    };
     // Rows as text only where they are checked (and then written from the same text);
     // written alone, each row is formatted straight into the file's bytes; otherwise counted.
     let rows = events_for_check
         .is_some()
         .then(|| pipelines::csv_rows(query, &stream));
     match (&args.output, &rows) {
+        (Some(_), _) if let Some(dir) = &partition_dir => {
+            pipelines::q10(&stream).write_to(partitioned::q10_sink(dir));
+        }
         (Some(path), Some(rows)) => {
             let header = format!("{}\n", query.header());
             rows.write_to(sinks::files::text_with_header(
@@ -325,7 +348,8 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
             allowed_lag_ms: args.allowed_lag_ms,
         };
         let mut want = reference::csv_rows(query, &events, &options).rows;
-        let mut got = collected.take();
+        let mut got = reference::comparable_rows(query, collected.take())
+            .map_err(|e| anyhow::anyhow!("check failed: {e}"))?;
         want.sort();
         got.sort();
         if got != want {
@@ -343,9 +367,35 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
                 want.len()
             );
         }
-        outln!("check: the {} rows equal the reference's", got.len())?;
+        match query.in_processing_time() {
+            true => outln!(
+                "check: the bids per bidder summed over the windows equal the reference's ({} bidders; the windows are of wall-clock time and differ from run to run)",
+                got.len()
+            )?,
+            false => outln!("check: the {} rows equal the reference's", got.len())?,
+        }
     }
     Ok(())
+}
+
+/// Whether q10's `--output` names a directory of partitions: a path ending in a separator or
+/// an existing directory, which must then be empty (a rerun must not mix its files with an
+/// earlier run's). `Ok(None)` for a file.
+fn q10_partition_dir(output: &std::path::Path) -> anyhow::Result<Option<PathBuf>> {
+    let text = output.as_os_str().to_string_lossy();
+    let trailing = text.ends_with('/') || text.ends_with(std::path::MAIN_SEPARATOR);
+    if output.is_dir() {
+        let mut entries = std::fs::read_dir(output)
+            .with_context(|| format!("cannot read directory {}", output.display()))?;
+        if entries.next().is_some() {
+            anyhow::bail!(
+                "--output {}: the directory is not empty; q10 writes its partitions into a new or empty directory",
+                output.display()
+            );
+        }
+        return Ok(Some(output.to_path_buf()));
+    }
+    Ok(trailing.then(|| output.to_path_buf()))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod source;
 pub mod state;
 pub mod stream_join;
 pub mod stream_source;
+pub mod timers;
 pub mod transform;
 pub mod window;
 

@@ -398,6 +398,61 @@ mod streaming {
     }
 
     #[test]
+    fn timer_link_fires_when_the_watermark_passes_and_at_the_end() {
+        use crate::links::timers::{TimerKeyedLink, Timers};
+        verify_processor(|_| {
+            // Per key, the sum of its items, 10 ms after its first; a key's state is dropped
+            // when its timer fires, so its next item starts a new sum.
+            let link: Box<dyn Link<Timestamped<(u8, u32)>>> = Box::new(TimerKeyedLink::new(
+                Arc::new(|x: &(u8, u32)| x.0),
+                Arc::new(|| 0u32),
+                Arc::new(
+                    |sum: &mut u32, _k: &u8, t: i64, x: (u8, u32), timers: &mut Timers| {
+                        if *sum == 0 {
+                            timers.at(t + 10);
+                            timers.at(t + 10); // set twice, fires once
+                        }
+                        *sum += x.1;
+                    },
+                ),
+                Arc::new(|sum: &mut u32, k: &u8, _t: i64, out: &mut Vec<(u8, u32)>| {
+                    out.push((*k, *sum));
+                    false
+                }),
+                emit::<Timestamped<(u8, u32)>>(),
+                (StateCodec::postcard(), StateCodec::postcard()),
+            ));
+            inbox_head::<Timestamped<(u8, u32)>>(erased(link))
+        })
+        .snapshot_restore()
+        .input_events(vec![
+            ts(0, (1u8, 5u32)),
+            ts(3, (1, 2)),
+            ts(4, (2, 1)),
+            Message::Watermark(Watermark(10)), // the timer at 10 has not passed
+            Message::Watermark(Watermark(11)),
+            ts(12, (1, 4)),
+        ])
+        .expect_messages(vec![
+            Message::Watermark(Watermark(10)),
+            Message::Item(Timestamped {
+                timestamp: 10,
+                item: (1u8, 7u32),
+            }),
+            Message::Watermark(Watermark(11)),
+            Message::Item(Timestamped {
+                timestamp: 14,
+                item: (2, 1),
+            }),
+            Message::Item(Timestamped {
+                timestamp: 22,
+                item: (1, 4),
+            }),
+            Message::Watermark(Watermark::MAX),
+        ]);
+    }
+
+    #[test]
     fn expiring_state_resets_after_the_ttl() {
         verify_processor(|_| {
             let link: Box<dyn Link<Timestamped<u8>>> = Box::new(ExpiringKeyedLink {

@@ -1,0 +1,257 @@
+//! `weir nexmark run` for q6 and q9–q12 as a user runs it: over a generated event file and
+//! over the in-process generator, at parallelism 1 and 2, each run checked against the
+//! reference (`--check`), the runs' files compared with each other, and enough events (a
+//! minute of event time) that auctions close, sessions end and partitions fill.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn weir(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .output()
+        .expect("weir runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// 60,000 events at 1,000 per second: a minute of event time, out of order by up to 2 s.
+fn event_file(dir: &Path) -> PathBuf {
+    event_file_with(dir, "60000", "1000")
+}
+
+/// `count` events at `rate` per second, out of order by up to 2 s.
+fn event_file_with(dir: &Path, count: &str, rate: &str) -> PathBuf {
+    let events = dir.join("events.jsonl");
+    let o = weir(&[
+        "nexmark",
+        "generate",
+        "--events",
+        count,
+        "--rate",
+        rate,
+        "--out-of-order-ms",
+        "2000",
+        "--output",
+        events.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    events
+}
+
+/// Runs `query` with `--check` and `extra` arguments; returns the summary line's row count.
+fn run_checked(query: &str, extra: &[&str]) -> u64 {
+    let mut args = vec!["nexmark", "run", "--query", query, "--check"];
+    args.extend_from_slice(extra);
+    let o = weir(&args);
+    assert!(o.status.success(), "{query} {extra:?}: {}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("check: the "), "{query} {extra:?}: {out}");
+    // "...; N rows; parallelism P"
+    let rows = out
+        .split("; ")
+        .find_map(|part| part.strip_suffix(" rows"))
+        .unwrap_or_else(|| panic!("{query}: no row count in {out}"));
+    rows.parse().unwrap()
+}
+
+/// The data lines of a CSV file, sorted, after checking its header.
+fn sorted_rows(path: &Path, header: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    assert_eq!(lines.remove(0), header, "{}", path.display());
+    lines.sort();
+    lines
+}
+
+#[test]
+fn new_queries_match_the_reference_from_a_file_and_the_generator_at_parallelism_1_and_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = event_file(dir.path());
+    let input = events.to_str().unwrap();
+    // (query, header, fewest rows a minute of events must give)
+    let queries = [
+        ("q6", "seller,avg_price", 400),
+        (
+            "q9",
+            "id,item_name,description,initial_bid,reserve,date_time,expires,seller,category,extra,auction,bidder,price,bid_date_time,bid_extra",
+            400,
+        ),
+        ("q10", "auction,bidder,price,date_time,extra,dt,hm", 50_000),
+        ("q11", "bidder,bid_count,window_start,window_end", 1_000),
+        ("q12", "bidder,bid_count,window_start,window_end", 300),
+    ];
+    for (query, header, fewest) in queries {
+        let mut files = Vec::new();
+        for parallelism in ["1", "2"] {
+            let out = dir.path().join(format!("{query}-{parallelism}.csv"));
+            let rows = run_checked(
+                query,
+                &[
+                    "--input",
+                    input,
+                    "--output",
+                    out.to_str().unwrap(),
+                    "--parallelism",
+                    parallelism,
+                ],
+            );
+            assert!(rows >= fewest, "{query}: {rows} rows, expected {fewest}+");
+            files.push(sorted_rows(&out, header));
+
+            let rows = run_checked(
+                query,
+                &[
+                    "--events",
+                    "60000",
+                    "--rate",
+                    "1000",
+                    "--parallelism",
+                    parallelism,
+                ],
+            );
+            assert!(rows >= fewest, "{query}, generated: {rows} rows");
+        }
+        // q12's windows are of wall-clock time: its files differ from run to run.
+        if query != "q12" {
+            assert_eq!(files[0], files[1], "{query}: parallelism 1 and 2 differ");
+        }
+    }
+}
+
+#[test]
+fn late_events_are_dropped_by_the_event_time_queries_and_counted_by_none_in_q12() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = event_file(dir.path());
+    for query in ["q6", "q9", "q11", "q12"] {
+        let o = weir(&[
+            "nexmark",
+            "run",
+            "--query",
+            query,
+            "--input",
+            events.to_str().unwrap(),
+            "--allowed-lag-ms",
+            "1000",
+            "--parallelism",
+            "2",
+            "--check",
+        ]);
+        assert!(o.status.success(), "{query}: {}", stderr(&o));
+        let out = stdout(&o);
+        // Out of order by up to 2 s with a lag of 1 s: some events are late, but q12 reads
+        // in processing time.
+        assert_eq!(out.contains(" 0 late;"), query == "q12", "{query}: {out}");
+    }
+}
+
+#[test]
+fn q10_writes_a_directory_of_dt_and_hm_partitions_holding_the_single_files_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two minutes of event time from 2015-07-15 00:00:00 UTC.
+    let events = event_file_with(dir.path(), "30000", "250");
+    let single = dir.path().join("q10.csv");
+    run_checked(
+        "q10",
+        &[
+            "--input",
+            events.to_str().unwrap(),
+            "--output",
+            single.to_str().unwrap(),
+        ],
+    );
+    let want = sorted_rows(&single, "auction,bidder,price,date_time,extra,dt,hm");
+
+    let parts = dir.path().join("q10");
+    let target = format!("{}/", parts.display());
+    run_checked(
+        "q10",
+        &[
+            "--input",
+            events.to_str().unwrap(),
+            "--output",
+            &target,
+            "--parallelism",
+            "2",
+        ],
+    );
+    // dt=2015-07-14/hm=23%3A59 (events moved back before the base time), then the first two
+    // minutes of 2015-07-15.
+    let mut per_partition = BTreeMap::<String, usize>::new();
+    let mut got = Vec::new();
+    for dt in std::fs::read_dir(&parts).unwrap() {
+        let dt = dt.unwrap().path();
+        let dt_name = dt.file_name().unwrap().to_string_lossy().into_owned();
+        let date = dt_name.strip_prefix("dt=").expect("dt=...").to_owned();
+        for hm in std::fs::read_dir(&dt).unwrap() {
+            let hm = hm.unwrap().path();
+            let hm_name = hm.file_name().unwrap().to_string_lossy().into_owned();
+            let minute = hm_name
+                .strip_prefix("hm=")
+                .expect("hm=...")
+                .replace("%3A", ":");
+            for file in std::fs::read_dir(&hm).unwrap() {
+                let file = file.unwrap().path();
+                let name = file.file_name().unwrap().to_string_lossy().into_owned();
+                assert!(
+                    name.starts_with("part-") && name.ends_with(".csv"),
+                    "only finished part files are left: {name}"
+                );
+                let rows = sorted_rows(&file, "auction,bidder,price,date_time,extra");
+                *per_partition
+                    .entry(format!("{dt_name}/{hm_name}"))
+                    .or_default() += rows.len();
+                got.extend(rows.into_iter().map(|r| format!("{r},{date},{minute}")));
+            }
+        }
+    }
+    got.sort();
+    assert_eq!(got, want, "the partitions hold the single file's rows");
+    let names: Vec<&String> = per_partition.keys().collect();
+    assert_eq!(
+        names,
+        [
+            "dt=2015-07-14/hm=23%3A59",
+            "dt=2015-07-15/hm=00%3A00",
+            "dt=2015-07-15/hm=00%3A01"
+        ],
+        "{per_partition:?}"
+    );
+    assert!(per_partition.values().all(|&n| n > 0));
+
+    // The directory now holds a run's output: a second run refuses it rather than mix two.
+    let o = weir(&[
+        "nexmark",
+        "run",
+        "--query",
+        "q10",
+        "--input",
+        events.to_str().unwrap(),
+        "--output",
+        parts.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not empty"), "{}", stderr(&o));
+    // Partitions do not take part in snapshots: refused before the job starts.
+    let o = weir(&[
+        "nexmark",
+        "run",
+        "--query",
+        "q10",
+        "--events",
+        "1000",
+        "--output",
+        &format!("{}/", dir.path().join("fresh").display()),
+        "--state-dir",
+        dir.path().join("state").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("snapshots"), "{}", stderr(&o));
+}
