@@ -1,18 +1,11 @@
 //! The `weir` command as a user runs it.
 
+mod support;
+
+use support::{stderr, weir};
+
 use std::path::Path;
 use std::process::{Command, Output};
-
-fn weir(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .output()
-        .expect("weir runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn read_counts(path: &Path) -> Vec<(String, u64)> {
     std::fs::read_to_string(path)

@@ -1,14 +1,14 @@
 //! `weir flow` end to end: validation errors with lines, a kill -9 loop, lineage.
 
+mod support;
+
+use support::command as weir;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn weir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-}
 
 fn flow_yaml(input: &Path, out: &Path) -> String {
     format!(

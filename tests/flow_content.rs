@@ -3,14 +3,13 @@
 //! and more). Every file reaches the output byte for byte, the input directory empties, and
 //! no claim file is left behind, in a traditional group and in a stateless one.
 
+mod support;
+
+use support::command as weir;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
-
-fn weir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-}
 
 /// Bytes no two files share, so that a claim read at the wrong offset shows.
 fn content(seed: u64, len: usize) -> Vec<u8> {

@@ -2,15 +2,15 @@
 //! tree: every CSV file becomes a JSON file in a mirrored tree, a rerun on the same
 //! repository lists only new and changed files, and runs killed with SIGKILL lose no file.
 
+mod support;
+
+use support::command as weir;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, SystemTime};
-
-fn weir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-}
 
 fn flow_yaml(input: &Path, out: &Path) -> String {
     format!(

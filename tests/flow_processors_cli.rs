@@ -1,24 +1,13 @@
 //! `weir flow processors` as a user runs it: every built-in type listed, one type in full,
 //! JSON for tools, the Markdown table, and bad names refused with suggestions.
 
-use std::process::{Command, Output};
+mod support;
+
+use support::{stderr, stdout, weir};
+
+use std::process::Command;
 
 use weir_flow_processors::spec::{self, ProcessorSpec};
-
-fn weir(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .output()
-        .expect("weir runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).expect("UTF-8 output")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// `weir flow processors args...`, which must succeed; its standard output.
 fn processors(args: &[&str]) -> String {

@@ -1,9 +1,13 @@
 //! `weir flow run` killed with SIGKILL while a queue is swapped out, then run to idle: the
 //! count and the priority order of what comes out are exact.
 
+mod support;
+
+use support::command as weir;
+
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Lines in the input file: each becomes one flow file in the swapped queue.
@@ -11,10 +15,6 @@ const LINES: u64 = 15_000;
 /// The priority of line `i` is `i * STRIDE mod LINES`, a permutation (STRIDE is prime and
 /// does not divide LINES), so the priority order is nothing like the arrival order.
 const STRIDE: u64 = 7_919;
-
-fn weir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-}
 
 /// The flow; `write_schedule` holds PutFile back in the first run.
 fn flow_yaml(input: &Path, out: &Path, write_schedule: &str) -> String {

@@ -4,15 +4,14 @@
 //! routed by content (RouteOnContent) and everything let through at a limited rate
 //! (ControlRate); a log's error lines are routed into a file of their own (RouteText).
 
+mod support;
+
+use support::command as weir;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn weir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-}
 
 fn flow(input: &Path, out: &Path) -> String {
     format!(

@@ -3,24 +3,12 @@
 //! reference (`--check`), the runs' files compared with each other, and enough events (a
 //! minute of event time) that auctions close, sessions end and partitions fill.
 
+mod support;
+
+use support::{stderr, stdout, weir};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn weir(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .output()
-        .expect("weir runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// 60,000 events at 1,000 per second: a minute of event time, out of order by up to 2 s.
 fn event_file(dir: &Path) -> PathBuf {

@@ -4,6 +4,10 @@
 //!
 //! Every wait polls with a deadline; every child process is killed when its test ends.
 
+mod support;
+
+use support::command as weir;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -13,12 +17,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-fn weir() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
-    c.env_remove("WEIR_UI_TOKEN");
-    c
-}
 
 /// `weir nexmark run --query q5` paced by the wall clock (20,000 events/s of 100 M), so that
 /// it runs until cancelled, with `extra` arguments.

@@ -7,49 +7,17 @@
 //! Nothing waits on a timer to synchronise: a signal is sent once the state directory holds
 //! the snapshots the test needs, polled for.
 
+mod support;
+
+use support::{nexmark_events, sorted_lines, stderr, stdout, weir};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn weir(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .env_remove("WEIR_LOG")
-        .output()
-        .expect("weir runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// A JSON Lines event file whose event time spans many q5 windows.
 fn events(dir: &Path, count: u64) -> PathBuf {
-    let path = dir.join("events.jsonl");
-    let o = weir(&[
-        "nexmark",
-        "generate",
-        "--events",
-        &count.to_string(),
-        "--rate",
-        "2000",
-        "--output",
-        path.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    path
-}
-
-fn sorted_lines(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    lines.sort();
-    lines
+    nexmark_events(dir, count, &[])
 }
 
 /// A q5 run over `input` into `output` with snapshots every 20 ms in `state`, paced at

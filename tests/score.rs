@@ -4,27 +4,15 @@
 //! No test waits on a timer: where a timeout must fire, the server takes 2 s and the client
 //! allows 50 ms; nothing else depends on timing.
 
+mod support;
+
+use support::{stderr, stdout, weir};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use weir_cli::model_server::{Failure, ServerConfig, ServerHandle, linear_score, serve};
-
-fn weir(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .env_remove("WEIR_LOG")
-        .output()
-        .expect("weir runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn server(config: ServerConfig) -> ServerHandle {
     serve(config).expect("the model server starts").1

@@ -13,21 +13,17 @@
 //! Nothing waits on a timer to synchronise: kills come after random delays (that is the
 //! point), and where a test needs snapshots to exist it polls the state directory for them.
 
+mod support;
+
+use support::{nexmark_events, sorted_lines, stderr, weir};
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use weir::snapshot::{LocalDirStore, Manifest, SnapshotStore, load_latest};
 use weir_cli::model_server::{ServerConfig, ServerHandle, serve};
-
-fn weir(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .env_remove("WEIR_LOG")
-        .output()
-        .expect("weir runs")
-}
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_weir"))
@@ -37,10 +33,6 @@ fn spawn(args: &[&str]) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("weir starts")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn kill9(child: &mut Child) {
@@ -78,29 +70,7 @@ impl Rng {
 
 /// A JSON Lines event file with enough event time for many windows, written by the CLI.
 fn events(dir: &Path, count: u64) -> PathBuf {
-    let path = dir.join("events.jsonl");
-    let o = weir(&[
-        "nexmark",
-        "generate",
-        "--events",
-        &count.to_string(),
-        "--rate",
-        "2000",
-        "--out-of-order-ms",
-        "500",
-        "--output",
-        path.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    path
-}
-
-fn sorted_lines(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    lines.sort();
-    lines
+    nexmark_events(dir, count, &["--out-of-order-ms", "500"])
 }
 
 /// The rows of `query` over `input` run without snapshots at parallelism 2, written to
