@@ -59,6 +59,9 @@
 //!   trimmed. Bids carry a channel and URL as in the Flink generator: with probability 1/2 one
 //!   of the hot channels Google, Facebook, Baidu and Apple, otherwise one of 10,000
 //!   `channel-N`, each with its own URL.
+//! - **Strings.** [`GeneratorConfig::strings`] mixes characters that JSON escapes
+//!   ([`StringStyle::Escaped`]) or multi-byte UTF-8 ([`StringStyle::Unicode`]) into the
+//!   random strings, as other producers' files hold them; the default is letters only.
 //! - **Sizes.** `extra` is random letters that pad each event to an average
 //!   [nominal size](Event::nominal_size) of 200 (person), 500 (auction) or 100 (bid) bytes,
 //!   with Beam's rule: a length uniform within ±20% of what is missing. As JSON, events are
@@ -163,6 +166,69 @@ pub struct GeneratorConfig {
     /// default) for Beam's rule, the event time 100 auctions take to appear. See the
     /// [module docs](self#the-rules).
     pub auction_horizon_ms: Option<u64>,
+    /// What the random strings (e-mail addresses, item names, descriptions, `extra`) are
+    /// made of. Default [`StringStyle::Ascii`].
+    pub strings: StringStyle,
+}
+
+/// What the generator's random strings are made of: lower-case letters as in the README
+/// (the default), or content that tests a reader the way other producers' files do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StringStyle {
+    /// Lower-case ASCII letters (and spaces in names and descriptions).
+    #[default]
+    Ascii,
+    /// About one character in eight is one that JSON escapes or producers often escape:
+    /// `"`, `\`, a newline, a tab, U+0001 (written `\u0001`) or `/`.
+    Escaped,
+    /// About one character in four is not ASCII: two-, three- and four-byte UTF-8 (`é`,
+    /// `ж`, `中`, `😀`; a four-byte one is a surrogate pair when escaped as `\u`).
+    Unicode,
+}
+
+impl StringStyle {
+    /// Every style, in order.
+    pub const ALL: [StringStyle; 3] = [
+        StringStyle::Ascii,
+        StringStyle::Escaped,
+        StringStyle::Unicode,
+    ];
+
+    /// The style's name: `ascii`, `escaped` or `unicode`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            StringStyle::Ascii => "ascii",
+            StringStyle::Escaped => "escaped",
+            StringStyle::Unicode => "unicode",
+        }
+    }
+
+    /// The characters mixed in among the letters, and one in how many characters is one.
+    const fn mixed_in(self) -> (&'static [char], u64) {
+        match self {
+            StringStyle::Ascii => (&[], 1),
+            StringStyle::Escaped => (&['"', '\\', '\n', '\t', '\u{1}', '/'], 8),
+            StringStyle::Unicode => (&['é', 'ß', 'ж', 'λ', '中', '語', '😀', '🚀'], 4),
+        }
+    }
+}
+
+impl std::fmt::Display for StringStyle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for StringStyle {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        StringStyle::ALL
+            .into_iter()
+            .find(|style| style.name() == s)
+            .ok_or_else(|| {
+                format!("unknown string style '{s}': expected ascii, escaped or unicode")
+            })
+    }
 }
 
 impl Default for GeneratorConfig {
@@ -175,6 +241,7 @@ impl Default for GeneratorConfig {
             seed: 0,
             out_of_order_ms: 0,
             auction_horizon_ms: None,
+            strings: StringStyle::Ascii,
         }
     }
 }
@@ -228,7 +295,7 @@ impl Generator {
         Ok(Generator {
             seed_key: mix64(config.seed),
             horizon_ms,
-            tables: tables(),
+            tables: tables(config.strings),
             config,
         })
     }
@@ -565,22 +632,31 @@ struct Tables {
     words: String,
 }
 
-fn tables() -> &'static Tables {
-    static TABLES: OnceLock<Tables> = OnceLock::new();
-    TABLES.get_or_init(Tables::build)
+fn tables(style: StringStyle) -> &'static Tables {
+    static TABLES: [OnceLock<Tables>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    TABLES[style as usize].get_or_init(|| Tables::build(style))
 }
 
 impl Tables {
-    fn build() -> Tables {
+    fn build(style: StringStyle) -> Tables {
         let mut rng = SplitMix64(0x6e65_786d_6172_6b21); // "nexmark!"
         let letter = |rng: &mut SplitMix64| char::from(b'a' + rng.below(26) as u8);
-        let letters: String = (0..POOL).map(|_| letter(&mut rng)).collect();
+        // The random strings' pools; URLs and channels stay ASCII, as a URL's characters are.
+        let (mixed, one_in) = style.mixed_in();
+        let pool_char = |rng: &mut SplitMix64| {
+            if !mixed.is_empty() && rng.below(one_in) == 0 {
+                mixed[rng.below(mixed.len() as u64) as usize]
+            } else {
+                letter(rng)
+            }
+        };
+        let letters: String = (0..POOL).map(|_| pool_char(&mut rng)).collect();
         let words: String = (0..POOL)
             .map(|_| {
                 if rng.below(13) == 0 {
                     ' '
                 } else {
-                    letter(&mut rng)
+                    pool_char(&mut rng)
                 }
             })
             .collect();
@@ -659,12 +735,21 @@ impl Tables {
     }
 }
 
-/// A random slice of `len` bytes (at most the pool's length) of an ASCII pool.
+/// A random slice of about `len` bytes (at most the pool's length) of a pool: in a pool
+/// with multi-byte characters its ends move in to character boundaries, so it may be up to
+/// six bytes shorter. Cost: two byte tests for an ASCII pool.
 #[inline]
 fn slice(pool: &'static str, rng: &mut SplitMix64, len: usize) -> &'static str {
     let len = len.min(pool.len());
-    let start = rng.below((pool.len() - len + 1) as u64) as usize;
-    &pool[start..start + len]
+    let mut start = rng.below((pool.len() - len + 1) as u64) as usize;
+    let mut end = start + len;
+    while !pool.is_char_boundary(start) {
+        start += 1;
+    }
+    while end > start && !pool.is_char_boundary(end) {
+        end -= 1;
+    }
+    &pool[start..end]
 }
 
 /// SplitMix64's increment, the golden ratio in 64 bits.
@@ -891,6 +976,58 @@ mod tests {
                 "JSON {json}"
             );
         }
+    }
+
+    /// Each string style holds what it says, in every random string, with slices cut at
+    /// character boundaries; only the strings differ from the default's events, and every
+    /// event round-trips through JSON.
+    #[test]
+    fn string_styles_mix_in_their_characters_and_change_nothing_else() {
+        let events = |strings| {
+            generator(GeneratorConfig {
+                count: Some(20_000),
+                strings,
+                ..Default::default()
+            })
+            .iter()
+            .collect::<Vec<Event>>()
+        };
+        let ascii = events(StringStyle::Ascii);
+        for style in [StringStyle::Escaped, StringStyle::Unicode] {
+            let styled = events(style);
+            let (mut mixed_in, mut total) = (0usize, 0usize);
+            for (a, e) in ascii.iter().zip(&styled) {
+                assert_eq!((a.kind(), a.date_time()), (e.kind(), e.date_time()));
+                let strings: Vec<&str> = match e {
+                    Event::Person(p) => vec![&p.email_address, &p.extra],
+                    Event::Auction(x) => vec![&x.item_name, &x.description, &x.extra],
+                    Event::Bid(b) => vec![&b.extra],
+                };
+                for text in strings {
+                    total += text.chars().count();
+                    mixed_in += text
+                        .chars()
+                        .filter(|c| !c.is_ascii_lowercase() && *c != ' ' && *c != '@' && *c != '.')
+                        .count();
+                }
+                let json = e.to_json();
+                assert!(!json.contains('\n'), "one line: {json}");
+                assert_eq!(&crate::parse::parse_str(&json).unwrap(), e);
+            }
+            let share = mixed_in as f64 / total as f64;
+            let (_, one_in) = style.mixed_in();
+            assert!(
+                (share - 1.0 / one_in as f64).abs() < 0.03,
+                "{style}: {share:.3} of the characters mixed in"
+            );
+        }
+        assert_eq!("unicode".parse::<StringStyle>(), Ok(StringStyle::Unicode));
+        assert!(
+            "latin1"
+                .parse::<StringStyle>()
+                .unwrap_err()
+                .contains("ascii, escaped or unicode")
+        );
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub mod reference;
 pub mod source;
 
 pub use compact_str::CompactString;
-pub use generator::{Generator, GeneratorConfig};
+pub use generator::{Generator, GeneratorConfig, StringStyle};
 pub use model::{Auction, Bid, Event, EventKind, Person};
 pub use parse::{ParseError, parse_line};
 pub use query::Query;

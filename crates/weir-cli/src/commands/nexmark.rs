@@ -18,7 +18,7 @@ use weir_nexmark::generator::{
     AUCTION_PROPORTION, DEFAULT_BASE_TIME_MS, DEFAULT_RATE, GeneratorConfig, TOTAL_PROPORTION,
 };
 use weir_nexmark::parse::KeptStrings;
-use weir_nexmark::{Event, Query, partitioned, pipelines, reference, source};
+use weir_nexmark::{Event, Query, StringStyle, partitioned, pipelines, reference, source};
 
 use crate::progress;
 use crate::snapshots::{Ended, SnapshotArgs, Snapshots, job_name, path_part};
@@ -64,6 +64,10 @@ pub struct RunArgs {
     /// With --events: the generator's seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// With --events: what the generator's random strings hold (`ascii`, `escaped` or
+    /// `unicode`; see `weir nexmark generate --help`).
+    #[arg(long, value_name = "STYLE", default_value_t = StringStyle::Ascii, requires = "events")]
+    pub strings: StringStyle,
     /// How far behind the highest event time seen the watermark stays, in ms.
     #[arg(long, default_value_t = 4000)]
     pub allowed_lag_ms: u64,
@@ -107,6 +111,11 @@ pub struct GenerateArgs {
     /// late.
     #[arg(long, default_value_t = 0)]
     pub out_of_order_ms: u64,
+    /// What the random strings hold: `ascii` letters (the default), `escaped` (about one
+    /// character in eight is `"`, `\`, a newline, a tab, U+0001 or `/`, which JSON escapes)
+    /// or `unicode` (about one in four is multi-byte UTF-8, emoji included).
+    #[arg(long, value_name = "STYLE", default_value_t = StringStyle::Ascii)]
+    pub strings: StringStyle,
     /// The time of the first event, in ms since the Unix epoch.
     #[arg(long, default_value_t = DEFAULT_BASE_TIME_MS, allow_negative_numbers = true)]
     pub base_time_ms: i64,
@@ -140,6 +149,7 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         seed: args.seed,
         base_time_ms: args.base_time_ms,
         out_of_order_ms: args.out_of_order_ms,
+        strings: args.strings,
         ..Default::default()
     };
     let input = source::generator(config, Some(1)).context("invalid generator settings")?;
@@ -214,6 +224,7 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
                 count: Some(count),
                 rate: args.wall_rate.unwrap_or(args.rate),
                 seed: args.seed,
+                strings: args.strings,
                 base_time_ms: if args.wall_rate.is_some() {
                     now_ms
                 } else {
@@ -304,12 +315,19 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
     // The same command gives the same name, so a rerun finds its snapshots.
     let name_parts = match (&args.input, args.events) {
         (Some(path), _) => vec![query.to_string(), path_part(path)],
-        (None, count) => vec![
-            query.to_string(),
-            format!("generated-{}", count.unwrap_or(0)),
-            format!("rate-{}", args.wall_rate.unwrap_or(args.rate)),
-            format!("seed-{}", args.seed),
-        ],
+        (None, count) => {
+            let mut parts = vec![
+                query.to_string(),
+                format!("generated-{}", count.unwrap_or(0)),
+                format!("rate-{}", args.wall_rate.unwrap_or(args.rate)),
+                format!("seed-{}", args.seed),
+            ];
+            // Other strings are other events (the default's name stays as it was).
+            if args.strings != StringStyle::Ascii {
+                parts.push(format!("strings-{}", args.strings));
+            }
+            parts
+        }
     };
     let config = JobConfig::default()
         .with_name(job_name("nexmark", &name_parts))
