@@ -110,6 +110,16 @@ fn stopped_with(o: &Output) -> u64 {
     rest.split_whitespace().next().unwrap().parse().unwrap()
 }
 
+/// `o` succeeded, and resumed from snapshot `id`.
+fn assert_resumed_from(o: &Output, id: u64) {
+    assert!(o.status.success(), "{}", stderr(o));
+    assert!(
+        stderr(o).contains(&format!("resumed from snapshot {id} ")),
+        "{}",
+        stderr(o)
+    );
+}
+
 /// The rows of q5 over `input` without snapshots.
 fn reference_rows(input: &Path, dir: &Path) -> Vec<String> {
     let output = dir.join("reference.csv");
@@ -158,12 +168,7 @@ fn sigint_with_savepoint_stops_and_the_same_command_resumes_to_the_same_rows() {
     assert!(text.contains("savepoints of job nexmark-q5-"), "{text}");
 
     let o = weir(&strs(&args));
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains(&format!("resumed from snapshot {id} ")),
-        "{}",
-        stderr(&o)
-    );
+    assert_resumed_from(&o, id);
     assert_eq!(sorted_lines(&output), want);
     // A completed run removes its snapshots, never its savepoints.
     assert!(complete(&state, "snapshots").is_empty());
@@ -200,12 +205,7 @@ fn restore_from_an_older_savepoint_by_path_rewinds_to_the_same_rows() {
     let mut restore = run_args(&input, &output, &state);
     restore.extend(["--restore-from".into(), kept[0].display().to_string()]);
     let o = weir(&strs(&restore));
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains(&format!("resumed from snapshot {first} ")),
-        "{}",
-        stderr(&o)
-    );
+    assert_resumed_from(&o, first);
     assert_eq!(sorted_lines(&output), want);
     assert_eq!(complete(&state, "savepoints"), kept, "savepoints stay");
 }
@@ -268,12 +268,7 @@ fn restore_from_an_id_of_a_savepoint_and_bad_values_are_refused_before_anything_
     let mut restore = run_args(&input, &output, &state);
     restore.extend(["--restore-from".into(), id.to_string()]);
     let o = weir(&strs(&restore));
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains(&format!("resumed from snapshot {id} ")),
-        "{}",
-        stderr(&o)
-    );
+    assert_resumed_from(&o, id);
     assert_eq!(sorted_lines(&output), want);
 }
 

@@ -112,20 +112,19 @@ fn pick(jobs: &[JobSummary], wanted: &str) -> anyhow::Result<String> {
     let matching: Vec<&JobSummary> = jobs.iter().filter(|j| j.name.starts_with(wanted)).collect();
     match matching.as_slice() {
         [one] => Ok(one.id.clone()),
-        [] => anyhow::bail!(
-            "no job `{wanted}`; the jobs are: {}",
-            jobs.iter()
-                .map(|j| format!("{} ({})", j.id, j.name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        [] => anyhow::bail!("no job `{wanted}`; the jobs are: {}", named(jobs)),
         many => anyhow::bail!(
             "`{wanted}` names {} jobs: {}; give the id",
             many.len(),
-            many.iter()
-                .map(|j| format!("{} ({})", j.id, j.name))
-                .collect::<Vec<_>>()
-                .join(", ")
+            named(many.iter().copied())
         ),
     }
+}
+
+/// `ID (NAME), ...` for an error message.
+fn named<'a>(jobs: impl IntoIterator<Item = &'a JobSummary>) -> String {
+    jobs.into_iter()
+        .map(|j| format!("{} ({})", j.id, j.name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
