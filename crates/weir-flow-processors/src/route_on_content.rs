@@ -94,6 +94,9 @@ struct Route {
     name: SmolStr,
     template: Template,
     fixed: Option<Regex>,
+    /// The last expression compiled from attributes, by its text: flow files with the same
+    /// values share it. One per route, so that routes do not evict each other's.
+    compiled: Mutex<Option<(String, Regex)>>,
 }
 
 /// RouteOnContent: a copy of each flow file goes to every route whose expression matches.
@@ -102,9 +105,6 @@ pub struct RouteOnContent {
     whole: bool,
     charset: Charset,
     buffer: usize,
-    /// The last expression compiled from attributes, by its text: flow files with the same
-    /// values share it.
-    compiled: Mutex<Option<(String, Regex)>>,
 }
 
 impl RouteOnContent {
@@ -126,6 +126,7 @@ impl RouteOnContent {
                 name: SmolStr::new(name),
                 template,
                 fixed,
+                compiled: Mutex::new(None),
             });
         }
         Ok(RouteOnContent {
@@ -133,7 +134,6 @@ impl RouteOnContent {
             whole: props::text(c, "Match Requirement").eq_ignore_ascii_case(MATCH_ALL),
             charset: Charset::named(&props::text(c, "Character Set")),
             buffer: usize::try_from(props::size(c, "Content Buffer Size")?).unwrap_or(usize::MAX),
-            compiled: Mutex::new(None),
         })
     }
 }
@@ -151,7 +151,6 @@ fn compile(pattern: &str, whole: bool) -> Result<Regex, regex::Error> {
 impl Processor for RouteOnContent {
     fn trigger(&self, session: &mut dyn Session) -> Result<Trigger, ProcessError> {
         let ffs = session.get_batch(BATCH)?;
-        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
         for &ff in &ffs {
             let text = session.read_with(ff, |data| {
                 self.charset.decode_prefix(data, self.buffer).into_owned()
@@ -166,6 +165,7 @@ impl Processor for RouteOnContent {
                             .template
                             .evaluate_decorated(&|k| flowfile.attribute(k), &|v| regex::escape(v))
                             .map_err(|e| ProcessError::Other(format!("{}: {e}", route.name)))?;
+                        let mut compiled = route.compiled.lock().unwrap_or_else(|e| e.into_inner());
                         if compiled.as_ref().is_none_or(|(p, _)| *p != pattern) {
                             let regex = compile(&pattern, self.whole).map_err(|e| {
                                 ProcessError::Other(format!(
