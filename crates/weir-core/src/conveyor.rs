@@ -32,7 +32,7 @@
 
 use std::collections::VecDeque;
 
-use crate::watermark::Watermark;
+use crate::watermark::{SourceTime, Watermark};
 
 /// The default conveyor capacity, in items.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -53,22 +53,41 @@ pub enum Message<T> {
     Done,
 }
 
-/// One slot of a conveyor's ring. The `Default` is only a placeholder for the slots of a
-/// write chunk ([`route_run`]), each overwritten with an item before it is committed; the
-/// placeholders left over are dropped, never committed.
-struct Slot<T>(Message<T>);
+/// One slot of a conveyor's ring: a [`Message`], with a watermark's [`SourceTime`] beside
+/// it. The `Default` is only a placeholder for the slots of a write chunk ([`route_run`]),
+/// each overwritten with an item before it is committed; the placeholders left over are
+/// dropped, never committed.
+enum Slot<T> {
+    Item(T),
+    Watermark(Watermark, SourceTime),
+    Idle,
+    Barrier(u64),
+    Done,
+}
 
 impl<T> Default for Slot<T> {
     fn default() -> Self {
-        Slot(Message::Idle)
+        Slot::Idle
+    }
+}
+
+impl<T> Slot<T> {
+    fn into_message(self) -> Message<T> {
+        match self {
+            Slot::Item(item) => Message::Item(item),
+            Slot::Watermark(wm, _) => Message::Watermark(wm),
+            Slot::Idle => Message::Idle,
+            Slot::Barrier(n) => Message::Barrier(n),
+            Slot::Done => Message::Done,
+        }
     }
 }
 
 /// A marker that stopped a drain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
-    /// A watermark, to be coalesced with the other inputs.
-    Watermark(Watermark),
+    /// A watermark, to be coalesced with the other inputs, and when its source sent it.
+    Watermark(Watermark, SourceTime),
     /// The producer went idle.
     Idle,
     /// The producer passed the barrier of snapshot `n`.
@@ -109,9 +128,9 @@ impl<T> Sender<T> {
     /// Sends `item` if there is room, or hands it back. Never blocks.
     #[inline]
     pub fn try_send(&mut self, item: T) -> Result<(), T> {
-        match self.inner.push(Slot(Message::Item(item))) {
+        match self.inner.push(Slot::Item(item)) {
             Ok(()) => Ok(()),
-            Err(rtrb::PushError::Full(Slot(Message::Item(item)))) => Err(item),
+            Err(rtrb::PushError::Full(Slot::Item(item))) => Err(item),
             Err(rtrb::PushError::Full(_)) => unreachable!("pushed an item, got back a marker"),
         }
     }
@@ -128,27 +147,34 @@ impl<T> Sender<T> {
         let Ok(chunk) = self.inner.write_chunk_uninit(n) else {
             unreachable!("slots() promised {n} free slots")
         };
-        chunk.fill_from_iter(items.drain(..n).map(|item| Slot(Message::Item(item))))
+        chunk.fill_from_iter(items.drain(..n).map(Slot::Item))
     }
 
-    /// Sends a watermark if there is room. Returns whether it was sent.
+    /// Sends a watermark if there is room, stamped as sent by its source now. Returns whether
+    /// it was sent.
     pub fn send_watermark(&mut self, wm: Watermark) -> bool {
-        self.inner.push(Slot(Message::Watermark(wm))).is_ok()
+        self.send_watermark_from(wm, SourceTime::now())
+    }
+
+    /// Sends a watermark that its source sent at `source_time`, if there is room. Returns
+    /// whether it was sent.
+    pub fn send_watermark_from(&mut self, wm: Watermark, source_time: SourceTime) -> bool {
+        self.inner.push(Slot::Watermark(wm, source_time)).is_ok()
     }
 
     /// Sends the idle marker if there is room. Returns whether it was sent.
     pub fn send_idle(&mut self) -> bool {
-        self.inner.push(Slot(Message::Idle)).is_ok()
+        self.inner.push(Slot::Idle).is_ok()
     }
 
     /// Sends the barrier of snapshot `n` if there is room. Returns whether it was sent.
     pub fn send_barrier(&mut self, n: u64) -> bool {
-        self.inner.push(Slot(Message::Barrier(n))).is_ok()
+        self.inner.push(Slot::Barrier(n)).is_ok()
     }
 
     /// Sends the done marker if there is room. Returns whether it was sent.
     pub fn send_done(&mut self) -> bool {
-        self.inner.push(Slot(Message::Done)).is_ok()
+        self.inner.push(Slot::Done).is_ok()
     }
 
     /// Whether one more message fits.
@@ -173,7 +199,7 @@ impl<T> Sender<T> {
 fn leading_items<T>(messages: &[Slot<T>]) -> Option<usize> {
     messages
         .iter()
-        .position(|Slot(message)| !matches!(message, Message::Item(_)))
+        .position(|slot| !matches!(slot, Slot::Item(_)))
 }
 
 /// The most targets [`route_run`] writes to in place; more are sent one item at a time.
@@ -275,7 +301,7 @@ pub(crate) fn route_run<T>(
             ran_out = true;
             break;
         };
-        *slot = Slot(Message::Item(item));
+        *slot = Slot::Item(item);
         routed += 1;
     }
     let unused = cursors.map(|(first, second)| first.len() + second.len());
@@ -355,16 +381,16 @@ impl<T> Receiver<T> {
         // A counted range is an exact-size source: `out` reserves once and writes the run
         // without a capacity check per item.
         out.extend((0..items).map(|_| match messages.next() {
-            Some(Slot(Message::Item(item))) => item,
+            Some(Slot::Item(item)) => item,
             _ => unreachable!("the run was counted up to its first marker"),
         }));
         let signal = if items < available {
-            messages.next().map(|Slot(marker)| match marker {
-                Message::Watermark(wm) => Signal::Watermark(wm),
-                Message::Idle => Signal::Idle,
-                Message::Barrier(n) => Signal::Barrier(n),
-                Message::Done => Signal::Done,
-                Message::Item(_) => unreachable!("the run was counted up to its first marker"),
+            messages.next().map(|marker| match marker {
+                Slot::Watermark(wm, source_time) => Signal::Watermark(wm, source_time),
+                Slot::Idle => Signal::Idle,
+                Slot::Barrier(n) => Signal::Barrier(n),
+                Slot::Done => Signal::Done,
+                Slot::Item(_) => unreachable!("the run was counted up to its first marker"),
             })
         } else {
             None
@@ -375,7 +401,7 @@ impl<T> Receiver<T> {
     /// Takes the next message, if any.
     #[inline]
     pub fn try_recv(&mut self) -> Option<Message<T>> {
-        self.inner.pop().ok().map(|Slot(message)| message)
+        self.inner.pop().ok().map(Slot::into_message)
     }
 
     /// Messages waiting right now.
@@ -398,6 +424,10 @@ impl<T> Receiver<T> {
 
 #[cfg(test)]
 mod tests {
+    /// The source time of every watermark the property tests send, so that drains compare
+    /// equal to the model.
+    const TEST_SOURCE_TIME: SourceTime = SourceTime::ZERO;
+
     use super::*;
     use proptest::prelude::*;
 
@@ -420,7 +450,8 @@ mod tests {
     fn drain_stops_after_a_marker_and_keeps_the_rest() {
         let (mut tx, mut rx) = channel::<u32>(8);
         tx.try_send(1).unwrap();
-        assert!(tx.send_watermark(Watermark(5)));
+        let sent_at = SourceTime::now();
+        assert!(tx.send_watermark_from(Watermark(5), sent_at));
         tx.try_send(2).unwrap();
         let mut out = VecDeque::new();
         let d = rx.drain_into(&mut out, 10);
@@ -428,7 +459,7 @@ mod tests {
             d,
             Drained {
                 items: 1,
-                signal: Some(Signal::Watermark(Watermark(5)))
+                signal: Some(Signal::Watermark(Watermark(5), sent_at))
             }
         );
         let d = rx.drain_into(&mut out, 10);
@@ -630,10 +661,10 @@ mod tests {
         let d = rx.drain_into(&mut out, 2);
         assert_eq!((d.items, d.signal), (2, None));
         let d = rx.drain_into(&mut out, 2);
-        assert_eq!(
+        assert!(matches!(
             (d.items, d.signal),
-            (0, Some(Signal::Watermark(Watermark(9))))
-        );
+            (0, Some(Signal::Watermark(Watermark(9), _)))
+        ));
         assert!(rx.is_empty());
     }
 
@@ -694,7 +725,7 @@ mod tests {
     fn send(tx: &mut Sender<u32>, message: Message<u32>) -> bool {
         match message {
             Message::Item(item) => tx.try_send(item).is_ok(),
-            Message::Watermark(wm) => tx.send_watermark(wm),
+            Message::Watermark(wm) => tx.send_watermark_from(wm, TEST_SOURCE_TIME),
             Message::Idle => tx.send_idle(),
             Message::Barrier(n) => tx.send_barrier(n),
             Message::Done => tx.send_done(),
@@ -756,7 +787,7 @@ mod tests {
                             }
                         }
                         let signal = signal.map(|m| match m {
-                            Message::Watermark(wm) => Signal::Watermark(wm),
+                            Message::Watermark(wm) => Signal::Watermark(wm, TEST_SOURCE_TIME),
                             Message::Idle => Signal::Idle,
                             Message::Barrier(n) => Signal::Barrier(n),
                             Message::Done => Signal::Done,

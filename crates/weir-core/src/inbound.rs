@@ -6,15 +6,17 @@ use std::collections::VecDeque;
 use crate::conveyor::{Receiver, Signal};
 use crate::inbox::Inbox;
 use crate::item::Item;
-use crate::watermark::{Watermark, WatermarkCoalescer};
+use crate::watermark::{SourceTime, Watermark, WatermarkCoalescer};
 
 /// The outcome of one drain of an inbound stream.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StreamDrain {
     pub items: usize,
-    /// The stream's coalesced watermark advanced to this. The drain stopped right there, so
-    /// the items drained come before it and everything after it is still queued.
-    pub watermark: Option<Watermark>,
+    /// The stream's coalesced watermark advanced to this, with the source time of the marker
+    /// that advanced it (now, for a queue that went idle or finished). The drain stopped
+    /// right there, so the items drained come before it and everything after it is still
+    /// queued.
+    pub watermark: Option<(Watermark, SourceTime)>,
     /// The stream finished during this drain.
     pub finished: bool,
 }
@@ -113,8 +115,13 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
             }
             // A marker ends this queue's turn: what follows it waits for the next drain.
             let advanced = match d.signal {
-                Some(Signal::Watermark(wm)) => self.coalescer.observe(i, wm),
-                Some(Signal::Idle) => self.coalescer.queue_idle(i),
+                Some(Signal::Watermark(wm, source_time)) => {
+                    self.coalescer.observe(i, wm).map(|wm| (wm, source_time))
+                }
+                Some(Signal::Idle) => self
+                    .coalescer
+                    .queue_idle(i)
+                    .map(|wm| (wm, SourceTime::now())),
                 Some(Signal::Barrier(n)) => {
                     self.barriers[i] = n;
                     None
@@ -122,7 +129,9 @@ impl<T: Item> InboundStream for ConveyorStream<T> {
                 Some(Signal::Done) => {
                     self.done[i] = true;
                     self.live -= 1;
-                    self.coalescer.queue_done(i)
+                    self.coalescer
+                        .queue_done(i)
+                        .map(|wm| (wm, SourceTime::now()))
                 }
                 None => None,
             };

@@ -69,12 +69,14 @@ pub use inbox::Inbox;
 pub use item::Item;
 pub use item_type::ItemType;
 pub use job::{CancelHandle, Job, JobConfig, JobMonitor, JobStatus, JobWatch};
-pub use metrics::{Counter, InstanceMetrics, MetricsSnapshot};
+pub use metrics::{
+    Counter, InstanceMetrics, LATENCY_BUCKETS, LatencyHistogram, LatencySnapshot, MetricsSnapshot,
+};
 pub use outbox::{OutPort, Outbox};
 pub use processor::{Processor, ProcessorContext, ProcessorSupplier, TaskletWaker};
 pub use snapshot::{SnapshotEntry, SnapshotWriter};
 pub use stall::{QueuedInput, Stall};
 pub use tasklet::Progress;
 pub use traverser::Traverser;
-pub use watermark::{Watermark, WatermarkCoalescer};
+pub use watermark::{SourceTime, Watermark, WatermarkCoalescer};
 pub use weir_partition::{DEFAULT_PARTITION_COUNT, PartitionKey, Partitioner};

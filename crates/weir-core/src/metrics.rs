@@ -41,6 +41,107 @@ impl Counter {
     }
 }
 
+/// The upper bounds of a [`LatencyHistogram`]'s buckets, in seconds, from 0.5 ms to a minute;
+/// a last bucket takes everything longer.
+pub const LATENCY_BUCKETS: [f64; 16] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// [`LATENCY_BUCKETS`] in nanoseconds, for the comparison per record.
+const LATENCY_BOUNDS_NS: [u64; 16] = {
+    let mut ns = [0u64; 16];
+    let mut i = 0;
+    while i < ns.len() {
+        ns[i] = (LATENCY_BUCKETS[i] * 1e9) as u64;
+        i += 1;
+    }
+    ns
+};
+
+/// A histogram of latencies with fixed buckets ([`LATENCY_BUCKETS`]), recorded from one
+/// thread and read from any, as Prometheus keeps a histogram.
+///
+/// Cost: a record is a scan of 16 bounds and two relaxed adds; made per watermark, never
+/// per item.
+#[derive(Debug, Default)]
+pub struct LatencyHistogram {
+    counts: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+impl LatencyHistogram {
+    /// Counts one latency.
+    pub fn record(&self, latency: Duration) {
+        let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        let bucket = LATENCY_BOUNDS_NS
+            .iter()
+            .position(|bound| ns <= *bound)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// A copy of the counts so far.
+    pub fn snapshot(&self) -> LatencySnapshot {
+        LatencySnapshot {
+            counts: self
+                .counts
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect(),
+            sum: Duration::from_nanos(self.sum_ns.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// A copy of a [`LatencyHistogram`]: the count per bucket of [`LATENCY_BUCKETS`] (not
+/// cumulative), the last for everything above a minute, and the sum of all latencies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LatencySnapshot {
+    /// Latencies per bucket: one count per bound of [`LATENCY_BUCKETS`] and one for the
+    /// rest, or none at all in a `default()` snapshot.
+    pub counts: Vec<u64>,
+    /// The sum of every latency recorded.
+    pub sum: Duration,
+}
+
+impl LatencySnapshot {
+    /// How many latencies were recorded.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Adds `other`'s counts to these: the histogram of both instances together.
+    pub fn merge(&mut self, other: &LatencySnapshot) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.sum += other.sum;
+    }
+
+    /// The upper bound, in seconds, of the bucket that holds quantile `q` (0 to 1): the
+    /// latency that at least that share of records stayed within. `None` when nothing was
+    /// recorded; `f64::INFINITY` when it falls in the last, unbounded bucket.
+    pub fn quantile_bound(&self, q: f64) -> Option<f64> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, count) in self.counts.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return Some(LATENCY_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY));
+            }
+        }
+        Some(f64::INFINITY)
+    }
+}
+
 /// The live counters of one processor instance.
 #[derive(Debug)]
 pub struct InstanceMetrics {
@@ -56,6 +157,7 @@ pub struct InstanceMetrics {
     watermark: AtomicI64,
     progress_calls: AtomicU64,
     queue_fill: Vec<AtomicU64>,
+    window_latency: LatencyHistogram,
     user: Mutex<Vec<(String, Counter)>>,
 }
 
@@ -74,6 +176,7 @@ impl InstanceMetrics {
             watermark: AtomicI64::new(i64::MIN),
             progress_calls: AtomicU64::new(0),
             queue_fill: (0..inputs).map(|_| AtomicU64::new(0)).collect(),
+            window_latency: LatencyHistogram::default(),
             user: Mutex::new(Vec::new()),
         }
     }
@@ -173,6 +276,13 @@ impl InstanceMetrics {
         }
     }
 
+    /// Records, at a sink, how long a watermark took from its source to here: the longest
+    /// any result of the windows it closed took from the window's close to the sink (they
+    /// all come before it). The tasklet calls it once per watermark a sink takes.
+    pub(crate) fn record_window_latency(&self, latency: Duration) {
+        self.window_latency.record(latency);
+    }
+
     /// A point-in-time copy of every counter.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
@@ -186,6 +296,7 @@ impl InstanceMetrics {
             backpressured: Duration::from_nanos(self.backpressured_ns.load(Ordering::Relaxed)),
             watermark: Some(self.watermark.load(Ordering::Relaxed)).filter(|w| *w != i64::MIN),
             queue_fill: self.queue_fill(),
+            window_latency: self.window_latency.snapshot(),
             counters: self
                 .user
                 .lock()
@@ -223,6 +334,9 @@ pub struct MetricsSnapshot {
     pub watermark: Option<i64>,
     /// Items waiting in each input ordinal's conveyors, sampled at the last call.
     pub queue_fill: Vec<u64>,
+    /// At a sink, the window latency of each watermark it took
+    /// ([`InstanceMetrics::record_window_latency`]); empty elsewhere.
+    pub window_latency: LatencySnapshot,
     /// The processor's own counters.
     pub counters: Vec<(String, u64)>,
 }
@@ -234,5 +348,50 @@ impl MetricsSnapshot {
             .iter()
             .find(|(n, _)| n == name)
             .map_or(0, |(_, v)| *v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latencies_fall_in_the_bucket_of_their_upper_bound() {
+        let h = LatencyHistogram::default();
+        h.record(Duration::from_micros(500)); // exactly the first bound
+        h.record(Duration::from_micros(501));
+        h.record(Duration::from_millis(7));
+        h.record(Duration::from_secs(3600));
+        let s = h.snapshot();
+        assert_eq!(s.counts.len(), LATENCY_BUCKETS.len() + 1);
+        assert_eq!((s.counts[0], s.counts[1], s.counts[4]), (1, 1, 1));
+        assert_eq!(s.counts[LATENCY_BUCKETS.len()], 1);
+        assert_eq!(s.count(), 4);
+        assert_eq!(
+            s.sum,
+            Duration::from_micros(1001) + Duration::from_millis(7) + Duration::from_secs(3600)
+        );
+    }
+
+    #[test]
+    fn quantiles_are_bucket_bounds_and_merging_adds_counts() {
+        let a = LatencyHistogram::default();
+        for _ in 0..99 {
+            a.record(Duration::from_micros(800));
+        }
+        let b = LatencyHistogram::default();
+        b.record(Duration::from_millis(15));
+        let mut both = LatencySnapshot::default();
+        assert_eq!(both.quantile_bound(0.5), None);
+        both.merge(&a.snapshot());
+        both.merge(&b.snapshot());
+        assert_eq!(both.count(), 100);
+        assert_eq!(both.quantile_bound(0.5), Some(0.001));
+        assert_eq!(both.quantile_bound(0.99), Some(0.001));
+        assert_eq!(both.quantile_bound(0.999), Some(0.02));
+        assert_eq!(both.quantile_bound(1.0), Some(0.02));
+        let far = LatencyHistogram::default();
+        far.record(Duration::from_secs(61));
+        assert_eq!(far.snapshot().quantile_bound(0.5), Some(f64::INFINITY));
     }
 }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use crate::conveyor::{self, Message, Receiver, Sender, route_run};
 
 use crate::item::Item;
-use crate::watermark::Watermark;
+use crate::watermark::{SourceTime, Watermark};
 
 /// A typed partition function stored erased in an [`Edge`](crate::Edge): item → partition.
 pub(crate) type PartitionFn<T> = Arc<dyn PartitionOf<T>>;
@@ -297,7 +297,7 @@ pub(crate) trait ErasedPort: Send {
     fn blocked_total(&self) -> u64;
     fn has_room(&self) -> bool;
     fn can_take_marker(&self) -> bool;
-    fn offer_watermark(&mut self, wm: Watermark) -> bool;
+    fn offer_watermark(&mut self, wm: Watermark, source_time: SourceTime) -> bool;
     fn offer_idle(&mut self) -> bool;
     fn offer_barrier(&mut self, n: u64) -> bool;
     fn offer_done(&mut self) -> bool;
@@ -329,14 +329,14 @@ impl<T: Item> ErasedPort for OutPort<T> {
     fn can_take_marker(&self) -> bool {
         self.targets.iter().all(Sender::has_room)
     }
-    fn offer_watermark(&mut self, wm: Watermark) -> bool {
+    fn offer_watermark(&mut self, wm: Watermark, source_time: SourceTime) -> bool {
         // A watermark goes to every target, or to none, so that all consumers see the same
         // sequence.
         if !self.can_take_marker() {
             return false;
         }
         for target in &mut self.targets {
-            target.send_watermark(wm);
+            target.send_watermark_from(wm, source_time);
         }
         true
     }
@@ -375,6 +375,9 @@ impl<T: Item> ErasedPort for OutPort<T> {
 pub struct Outbox {
     ports: Vec<Box<dyn ErasedPort>>,
     progress_reported: bool,
+    /// The source time of the watermark the tasklet is handing the processor, which a
+    /// watermark offered meanwhile carries on; `None`: a watermark offered is stamped now.
+    forwarding: Option<SourceTime>,
 }
 
 impl Outbox {
@@ -382,7 +385,19 @@ impl Outbox {
         Outbox {
             ports,
             progress_reported: false,
+            forwarding: None,
         }
+    }
+
+    /// While `Some`, watermarks offered carry `source_time` on: the tasklet sets it around
+    /// [`Processor::try_process_watermark`](crate::Processor::try_process_watermark).
+    pub(crate) fn set_forwarding(&mut self, source_time: Option<SourceTime>) {
+        self.forwarding = source_time;
+    }
+
+    /// Whether the processor has no outputs: it is a sink.
+    pub(crate) fn is_terminal(&self) -> bool {
+        self.ports.is_empty()
     }
 
     /// Tells the runtime that this call did useful work although it emitted nothing and took
@@ -469,11 +484,17 @@ impl Outbox {
 
     /// Forwards a watermark to every ordinal. Returns false, having sent nothing new to the
     /// ports that could not take it, when some port is full; call again later.
+    ///
+    /// Offered while the processor handles a watermark from its inputs, it carries that
+    /// watermark's [`SourceTime`] on; otherwise it is stamped now, as a source's own.
     pub fn offer_watermark(&mut self, wm: Watermark) -> bool {
         if !self.ports.iter().all(|p| p.can_take_marker()) {
             return false;
         }
-        self.ports.iter_mut().all(|p| p.offer_watermark(wm))
+        let source_time = self.forwarding.unwrap_or_else(SourceTime::now);
+        self.ports
+            .iter_mut()
+            .all(|p| p.offer_watermark(wm, source_time))
     }
 
     /// Tells every consumer that this processor has no data for now, so that it stops holding
@@ -726,7 +747,7 @@ mod tests {
         let (mut p, mut rxs) = port(2, 8, parity_route([1, 0]), 100);
         let mut items: VecDeque<u32> = (0..5).collect();
         assert_eq!(p.offer_from(&mut items), 5);
-        assert!(p.offer_watermark(Watermark(3)));
+        assert!(p.offer_watermark(Watermark(3), SourceTime::ZERO));
         items.extend([5, 6]);
         assert_eq!(p.offer_from(&mut items), 2);
         assert!(p.offer_done());
@@ -838,7 +859,7 @@ mod tests {
                             match queued[target].pop_front() {
                                 Some(Message::Item(item)) => expected.push(item),
                                 Some(Message::Watermark(w)) => {
-                                    signal = Some(Signal::Watermark(w));
+                                    signal = Some(Signal::Watermark(w, SourceTime::ZERO));
                                     break;
                                 }
                                 Some(other) => prop_assert!(false, "unexpected {:?}", other),
@@ -851,7 +872,7 @@ mod tests {
                     PortOp::Watermark => {
                         wm += 1;
                         let fits = (0..n).all(|t| queued[t].len() < capacities[t]);
-                        prop_assert_eq!(p.offer_watermark(Watermark(wm)), fits);
+                        prop_assert_eq!(p.offer_watermark(Watermark(wm), SourceTime::ZERO), fits);
                         if fits {
                             for q in &mut queued {
                                 q.push_back(Message::Watermark(Watermark(wm)));

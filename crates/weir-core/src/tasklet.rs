@@ -21,7 +21,7 @@ use crate::park::{Parker, fence_before_nudges};
 use crate::processor::{Processor, ProcessorContext, TaskletWaker};
 use crate::snapshot::coordinator::{Coordinator, EncodedPart};
 use crate::snapshot::{Guarantee, SnapshotEntry, SnapshotWriter};
-use crate::watermark::{Watermark, WatermarkCoalescer};
+use crate::watermark::{SourceTime, Watermark, WatermarkCoalescer};
 
 use crate::inbound::InboundStream;
 
@@ -114,7 +114,8 @@ pub(crate) struct ProcessorTasklet {
     edge_completed: Vec<bool>,
     outbox: Outbox,
     coalescer: WatermarkCoalescer,
-    pending_watermark: Option<Watermark>,
+    /// A coalesced watermark still to hand the processor, with its source time.
+    pending_watermark: Option<(Watermark, SourceTime)>,
     /// The stream whose inbox holds items not yet processed.
     active: Option<usize>,
     next_stream: usize,
@@ -466,11 +467,18 @@ impl ProcessorTasklet {
             return Ok(progress);
         }
         // 2. A watermark goes out after the items that arrived before it.
-        if let Some(wm) = self.pending_watermark {
-            if !self.processor.try_process_watermark(wm, &mut self.outbox)? {
+        if let Some((wm, source_time)) = self.pending_watermark {
+            self.outbox.set_forwarding(Some(source_time));
+            let processed = self.processor.try_process_watermark(wm, &mut self.outbox);
+            self.outbox.set_forwarding(None);
+            if !processed? {
                 return Ok(progress);
             }
             self.metrics.record_watermark(wm.timestamp());
+            if self.outbox.is_terminal() && wm != Watermark::MAX {
+                // Every result of the windows this watermark closed came before it.
+                self.metrics.record_window_latency(source_time.elapsed());
+            }
             self.pending_watermark = None;
             self.idle_forwarded_at = None;
             progress = true;
@@ -521,16 +529,26 @@ impl ProcessorTasklet {
                 self.idle_forwarded_at = None;
             }
             let mut advanced = if idle {
-                self.coalescer.queue_idle(s)
+                self.coalescer
+                    .queue_idle(s)
+                    .map(|wm| (wm, SourceTime::now()))
             } else {
                 self.coalescer.activate(s);
                 None
             };
-            if let Some(wm) = d.watermark {
-                advanced = self.coalescer.observe(s, wm).or(advanced);
+            if let Some((wm, source_time)) = d.watermark {
+                advanced = self
+                    .coalescer
+                    .observe(s, wm)
+                    .map(|wm| (wm, source_time))
+                    .or(advanced);
             }
             if d.finished {
-                advanced = self.coalescer.queue_done(s).or(advanced);
+                advanced = self
+                    .coalescer
+                    .queue_done(s)
+                    .map(|wm| (wm, SourceTime::now()))
+                    .or(advanced);
             }
             if let Some(wm) = advanced {
                 self.pending_watermark = Some(wm);

@@ -22,6 +22,40 @@ impl Watermark {
     }
 }
 
+/// When a watermark left the source that made it, on a monotonic clock shared by the whole
+/// process: a sink that takes the watermark measures, from it, how long the results of the
+/// windows it closed took to arrive ([`crate::metrics::LatencyHistogram`]).
+///
+/// It travels beside the watermark in the conveyors, not in [`Watermark`] itself, so
+/// processors never see it. A processor that forwards a watermark forwards its source time;
+/// one that makes a watermark of its own (a source, or one that held a watermark back and
+/// sends it in a later call) stamps the time it sends it.
+///
+/// Cost: reading the clock, once per watermark sent, never per item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SourceTime(u64);
+
+impl SourceTime {
+    /// The clock's origin: the first time anything in the process read it.
+    pub const ZERO: SourceTime = SourceTime(0);
+
+    /// Now.
+    pub fn now() -> SourceTime {
+        SourceTime(clock_epoch().elapsed().as_nanos() as u64)
+    }
+
+    /// The time since this one, zero if it is in the future.
+    pub fn elapsed(self) -> std::time::Duration {
+        std::time::Duration::from_nanos(SourceTime::now().0.saturating_sub(self.0))
+    }
+}
+
+/// The origin of [`SourceTime`]: the first time anything read the clock.
+fn clock_epoch() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
 /// How one input of a [`WatermarkCoalescer`] stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum QueueState {

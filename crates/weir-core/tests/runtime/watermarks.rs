@@ -201,3 +201,96 @@ fn the_inbox_drain_stops_at_a_watermark() {
     finish(executor.submit(dag, JobConfig::default()).unwrap()).unwrap();
     assert_eq!(*seen.lock().unwrap(), script);
 }
+
+/// Holds each watermark for `delay` of work before passing it on.
+struct SlowRelay {
+    delay: Duration,
+}
+
+impl Processor for SlowRelay {
+    fn process(
+        &mut self,
+        _ordinal: usize,
+        inbox: &mut Inbox,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<()> {
+        while let Some(x) = inbox.items::<u64>().pop_front() {
+            if let Err(x) = outbox.port::<u64>(0).offer(x) {
+                inbox.items::<u64>().push_front(x);
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn try_process_watermark(
+        &mut self,
+        wm: weir_core::Watermark,
+        outbox: &mut Outbox,
+    ) -> ProcessorResult<bool> {
+        // The work a window stage does to emit its results; what is measured, not a wait
+        // for another thread.
+        std::thread::sleep(self.delay);
+        Ok(outbox.offer_watermark(wm))
+    }
+}
+
+#[test]
+fn sinks_measure_each_watermark_from_its_source() {
+    let script: Vec<Event> = (1..=5)
+        .flat_map(|i| [Event::Item(i as u64), Event::Watermark(i * 10)])
+        .collect();
+    let mut dag = Dag::new();
+    let source = dag.vertex(
+        Vertex::new("scripted", move |_| Scripted {
+            script: script.clone(),
+        })
+        .emits::<u64>()
+        .local_parallelism(1),
+    );
+    let relay = dag.vertex(
+        Vertex::new("relay", |_| SlowRelay {
+            delay: Duration::from_millis(25),
+        })
+        .accepts::<u64>()
+        .emits::<u64>()
+        .local_parallelism(1),
+    );
+    let (supplier, collected) = CollectSink::<u64>::supplier();
+    let sink = dag.vertex(
+        Vertex::new("sink", supplier)
+            .accepts::<u64>()
+            .local_parallelism(2),
+    );
+    dag.edge(Edge::between(source, relay));
+    dag.edge(Edge::between(relay, sink));
+    let job = executor().submit(dag, JobConfig::default()).unwrap();
+    let monitor = job.monitor();
+    finish(job).unwrap();
+    assert_eq!(collected.lock().unwrap().len(), 5);
+    let metrics = monitor.metrics();
+    let latency_of = |vertex: &str| {
+        let mut total = weir_core::LatencySnapshot::default();
+        for m in metrics.iter().filter(|m| m.vertex == vertex) {
+            total.merge(&m.window_latency);
+        }
+        total
+    };
+    assert_eq!(latency_of("scripted").count(), 0, "only sinks record");
+    assert_eq!(latency_of("relay").count(), 0, "only sinks record");
+    let at_sinks = latency_of("sink");
+    // Five watermarks, each to both sink instances; the end of input is not a latency.
+    assert_eq!(at_sinks.count(), 10, "{at_sinks:?}");
+    // The relay held each one 25 ms after its source sent it: the source's time travelled
+    // with it. (Buckets up to 20 ms are empty.)
+    let within_20ms = weir_core::LATENCY_BUCKETS
+        .iter()
+        .position(|b| *b == 0.02)
+        .unwrap();
+    assert_eq!(
+        at_sinks.counts[..=within_20ms].iter().sum::<u64>(),
+        0,
+        "{at_sinks:?}"
+    );
+    assert!(at_sinks.sum >= Duration::from_millis(250), "{at_sinks:?}");
+}
