@@ -67,6 +67,11 @@ impl<T, R, F: FnMut(T) -> R> MapP<T, R, F> {
 }
 
 impl<T: Item, R: Item, F: FnMut(T) -> R + Send + 'static> Processor for MapP<T, R, F> {
+    /// Moved by input alone.
+    fn next_call(&self) -> crate::NextCall {
+        crate::NextCall::OnWake
+    }
+
     fn process(
         &mut self,
         _ordinal: usize,
@@ -121,6 +126,11 @@ impl<T, F: FnMut(&T) -> bool> FilterP<T, F> {
 }
 
 impl<T: Item, F: FnMut(&T) -> bool + Send + 'static> Processor for FilterP<T, F> {
+    /// Moved by input alone.
+    fn next_call(&self) -> crate::NextCall {
+        crate::NextCall::OnWake
+    }
+
     fn process(
         &mut self,
         _ordinal: usize,
@@ -171,6 +181,11 @@ impl<T: Item> CollectSink<T> {
 }
 
 impl<T: Item> Processor for CollectSink<T> {
+    /// Moved by input alone.
+    fn next_call(&self) -> crate::NextCall {
+        crate::NextCall::OnWake
+    }
+
     fn process(
         &mut self,
         _ordinal: usize,
@@ -209,6 +224,11 @@ impl<T: Item> CountSink<T> {
 }
 
 impl<T: Item> Processor for CountSink<T> {
+    /// Moved by input alone.
+    fn next_call(&self) -> crate::NextCall {
+        crate::NextCall::OnWake
+    }
+
     fn process(
         &mut self,
         _ordinal: usize,

@@ -44,7 +44,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, JoinHandle, Thread};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::dag::{Dag, Routing, Vertex};
 use crate::error::{BoxError, Error, Result, panic_message};
@@ -54,7 +54,7 @@ use crate::job::{Job, JobConfig, JobShared, JobStatus, JobWatch, Restarter};
 use crate::metrics::InstanceMetrics;
 use crate::outbox::{ErasedPort, Outbox};
 use crate::park::Parker;
-use crate::processor::{Processor, ProcessorContext, TaskletWaker};
+use crate::processor::{IDLE_HEARTBEAT, NextCall, Processor, ProcessorContext, TaskletWaker};
 use crate::snapshot::coordinator::{Coordinator, Slot};
 use crate::snapshot::{self, Guarantee, SnapshotHolds};
 use crate::stall::Watchdog;
@@ -729,7 +729,7 @@ fn drop_service(worker: usize, service: Box<dyn WorkerService>) {
 fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
     let mut tasklets: Vec<Scheduled> = Vec::new();
     let mut services: Vec<Box<dyn WorkerService>> = Vec::new();
-    let mut idle = Backoff::new(min_park, max_park, IDLE_YIELDS);
+    let mut idle = Backoff::new(min_park, max_park, MAX_IDLE_YIELDS);
     loop {
         if me.has_incoming.swap(false, Ordering::Acquire) {
             tasklets.append(&mut me.incoming.lock().unwrap_or_else(|e| e.into_inner()));
@@ -769,24 +769,35 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
         // this pass, not after a park.
         progress |= poll_services(me.index, &mut services);
         // Only services, which wake the worker when they are given work: no timed pause.
-        let timed = !tasklets.is_empty();
-        idle.after_pass(progress, &me.parker, timed);
+        idle.after_pass(progress, &me.parker, || {
+            (!tasklets.is_empty()).then(|| {
+                tasklets.iter().fold(NextCall::OnWake, |next, s| {
+                    next.earliest(s.tasklet.next_call())
+                })
+            })
+        });
     }
 }
 
 /// How a thread that runs tasklets waits when a pass over them moved nothing: it yields a
-/// few passes (a producer on another core often refills a queue within microseconds), then
-/// raises its parking flag and looks once more, then parks: until nudged by a conveyor
-/// peer or woken, and at most for a pause that starts at `min_park` and doubles up to
-/// `max_park` while nothing moves (the bound on waiting for work that comes from
-/// elsewhere: timers, polled systems). Any progress starts over.
+/// few passes (a producer on another core often refills a queue within microseconds; the
+/// number adapts, see [`MAX_IDLE_YIELDS`]), then
+/// raises its parking flag and looks once more, then parks until nudged by a conveyor peer
+/// or woken, and at most for as long as its tasklets allow ([`NextCall`]): while one polls,
+/// a pause that starts at `min_park` and doubles up to `max_park` while nothing moves;
+/// otherwise until the earliest instant one asked for, or [`IDLE_HEARTBEAT`] when all wait
+/// for input. Any progress starts over.
 struct Backoff {
     min_park: Duration,
     max_park: Duration,
     park: Duration,
     idle_passes: u32,
-    /// Idle passes yielded through before preparing to park.
+    /// Idle passes yielded through before preparing to park, now.
     yields: u32,
+    /// The most `yields` grows to.
+    max_yields: u32,
+    /// When the current run of idle passes began.
+    idle_since: Option<Instant>,
     /// The parking flag is up: the pass that just ran was the last look.
     announced: bool,
 }
@@ -799,20 +810,39 @@ impl Backoff {
             park: min_park,
             idle_passes: 0,
             yields,
+            max_yields: yields,
+            idle_since: None,
             announced: false,
         }
     }
 
-    /// Waits as the pass's outcome calls for; `timed: false` parks until woken.
-    fn after_pass(&mut self, progress: bool, parker: &Parker, timed: bool) {
+    /// Waits as the pass's outcome calls for. `next_call` is asked only when the thread is
+    /// about to park: when its tasklets next need a call, `None` to park until woken.
+    fn after_pass(
+        &mut self,
+        progress: bool,
+        parker: &Parker,
+        next_call: impl FnOnce() -> Option<NextCall>,
+    ) {
         if progress {
             if self.announced {
                 parker.cancel_park();
                 self.announced = false;
             }
+            if self
+                .idle_since
+                .take()
+                .is_some_and(|t| t.elapsed() < QUICK_REFILL)
+            {
+                // Work came within microseconds of running out: yielding pays at this load.
+                self.yields = (self.yields * 2).clamp(1, self.max_yields);
+            }
             self.park = self.min_park;
             self.idle_passes = 0;
         } else if self.idle_passes < self.yields {
+            if self.idle_passes == 0 {
+                self.idle_since = Some(Instant::now());
+            }
             self.idle_passes += 1;
             thread::yield_now();
         } else if !self.announced {
@@ -822,19 +852,43 @@ impl Backoff {
             self.announced = true;
         } else {
             self.announced = false;
-            if timed {
-                parker.park(Some(self.park));
-                self.park = (self.park * 2).min(self.max_park);
-            } else {
-                parker.park(None);
+            // Nothing came while yielding: at this load the yields only cost.
+            self.yields /= 2;
+            self.idle_since = None;
+            match next_call() {
+                None => parker.park(None),
+                Some(NextCall::Poll) => {
+                    parker.park(Some(self.park));
+                    self.park = (self.park * 2).min(self.max_park);
+                }
+                Some(NextCall::At(due)) => {
+                    let wait = due
+                        .saturating_duration_since(Instant::now())
+                        .min(IDLE_HEARTBEAT);
+                    if wait.is_zero() {
+                        // Due already: the next pass is its call.
+                        parker.cancel_park();
+                    } else {
+                        parker.park(Some(wait));
+                    }
+                }
+                Some(NextCall::OnWake) => parker.park(Some(IDLE_HEARTBEAT)),
             }
         }
     }
 }
 
-/// Idle passes a worker yields through before it prepares to park. A non-cooperative
-/// tasklet's own thread parks without yielding: nothing else runs on it.
-const IDLE_YIELDS: u32 = 64;
+/// The most idle passes a worker yields through before it prepares to park. The number
+/// doubles each time work arrives during the yields, within [`QUICK_REFILL`], and halves
+/// each time the worker parks after them, so a busy worker keeps yielding (a wake costs its producers a futex call)
+/// while one on a quiet stream parks at once: at a thousand events per second, 64 yields
+/// per wake cost a tenth of a core. A non-cooperative tasklet's own thread parks without
+/// yielding: nothing else runs on it.
+const MAX_IDLE_YIELDS: u32 = 64;
+
+/// How soon after a worker ran out of work more must come for its yields to count as paid:
+/// a yield that let another process run for a time slice proves nothing.
+const QUICK_REFILL: Duration = Duration::from_micros(50);
 
 fn blocking_loop(mut s: Scheduled, parker: &Parker, min_park: Duration, max_park: Duration) {
     let mut idle = Backoff::new(min_park, max_park, 0);
@@ -844,7 +898,7 @@ fn blocking_loop(mut s: Scheduled, parker: &Parker, min_park: Duration, max_park
             end(s);
             return;
         }
-        idle.after_pass(moved, parker, true);
+        idle.after_pass(moved, parker, || Some(s.tasklet.next_call()));
     }
 }
 

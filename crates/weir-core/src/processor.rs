@@ -39,7 +39,7 @@
 
 use std::sync::{Arc, OnceLock};
 use std::task::{Wake, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::ProcessorResult;
 use crate::inbox::Inbox;
@@ -118,6 +118,22 @@ pub trait Processor: Send + 'static {
         true
     }
 
+    /// When this instance needs its next call if no input arrives: asked when a call made
+    /// no progress, so that an idle worker can park for as long as its tasklets allow. Input
+    /// arriving, room freeing downstream and its [`TaskletWaker`] wake the worker anyway.
+    ///
+    /// The default, [`NextCall::Poll`], is right for anything that watches the world outside
+    /// the job without a waker; work that depends only on input (and on watermarks, which
+    /// are input) answers [`NextCall::OnWake`], and work due at a time (a paced source, a
+    /// timeout) [`NextCall::At`]. Backlogs need no answer here: while a call leaves items in
+    /// the inbox, a watermark pending or [`try_process`](Self::try_process) unfinished, the
+    /// runtime polls.
+    ///
+    /// Must be cheap: it is asked once per park of the worker.
+    fn next_call(&self) -> NextCall {
+        NextCall::Poll
+    }
+
     /// Phase 1 of a snapshot: saves this processor's state, and a transactional sink
     /// prepares what it wrote since the last snapshot (without making it visible). Returns
     /// true when done; false to be called again (for example while a backlog is still going
@@ -150,6 +166,39 @@ pub trait Processor: Send + 'static {
     /// Called once when the processor is dropped from the job, whether it finished or not.
     fn close(&mut self) -> ProcessorResult<()> {
         Ok(())
+    }
+}
+
+/// When a waiting processor instance needs its next call ([`Processor::next_call`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextCall {
+    /// Soon: within the worker's shortest pause (at most a millisecond). For an instance
+    /// that polls something with no way to wake it.
+    Poll,
+    /// By this instant, or sooner when input arrives or it is woken.
+    At(Instant),
+    /// Only when input arrives, room frees downstream or its [`TaskletWaker`] is woken. The
+    /// runtime still looks in now and then (at most [`IDLE_HEARTBEAT`] apart), which bounds
+    /// how long a job that waits for input takes to see a cancellation or a snapshot.
+    OnWake,
+}
+
+/// The longest a worker parks while every instance on it waits for input
+/// ([`NextCall::OnWake`]): the bound on how soon a waiting job sees a cancellation, a
+/// snapshot asked for, or one that became durable.
+pub const IDLE_HEARTBEAT: Duration = Duration::from_millis(50);
+
+impl NextCall {
+    /// The earlier of two: `Poll` before any instant, any instant before `OnWake`.
+    pub fn earliest(self, other: NextCall) -> NextCall {
+        match (self, other) {
+            (NextCall::Poll, _) | (_, NextCall::Poll) => NextCall::Poll,
+            (NextCall::At(a), NextCall::At(b)) => NextCall::At(a.min(b)),
+            (NextCall::At(a), NextCall::OnWake) | (NextCall::OnWake, NextCall::At(a)) => {
+                NextCall::At(a)
+            }
+            (NextCall::OnWake, NextCall::OnWake) => NextCall::OnWake,
+        }
     }
 }
 
@@ -186,6 +235,9 @@ impl Processor for Box<dyn Processor> {
     }
     fn is_cooperative(&self) -> bool {
         (**self).is_cooperative()
+    }
+    fn next_call(&self) -> NextCall {
+        (**self).next_call()
     }
     fn save_to_snapshot(
         &mut self,

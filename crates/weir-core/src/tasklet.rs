@@ -18,7 +18,7 @@ use crate::inbox::Inbox;
 use crate::metrics::InstanceMetrics;
 use crate::outbox::Outbox;
 use crate::park::{Parker, fence_before_nudges};
-use crate::processor::{Processor, ProcessorContext, TaskletWaker};
+use crate::processor::{NextCall, Processor, ProcessorContext, TaskletWaker};
 use crate::snapshot::coordinator::{Coordinator, EncodedPart};
 use crate::snapshot::{Guarantee, SnapshotEntry, SnapshotWriter};
 use crate::watermark::{SourceTime, Watermark, WatermarkCoalescer};
@@ -132,6 +132,10 @@ pub(crate) struct ProcessorTasklet {
     peers: Vec<TaskletWaker>,
     cooperative: bool,
     closed: bool,
+    /// The last call left nothing for the processor to finish without new input: the inbox
+    /// empty, no watermark pending, `try_process` done and idleness passed on. Only then
+    /// does the processor's [`Processor::next_call`] count.
+    settled: bool,
     snapshots: Option<SnapshotDuty>,
     /// The start of the last call, when a full downstream queue refused an item in it: the
     /// instance is backpressured from then until its next call.
@@ -179,6 +183,7 @@ impl ProcessorTasklet {
             peers: Vec::new(),
             cooperative,
             closed: false,
+            settled: false,
             snapshots: None,
             blocked_since: None,
             blocked_seen: 0,
@@ -255,6 +260,7 @@ impl ProcessorTasklet {
         let out_before = self.outbox.accepted_total();
         let refused_before = self.outbox.refused_total();
         self.outbox.begin_call();
+        self.settled = false;
         let mut items_in = 0u64;
         let progress = if let Some(progress) = self.snapshot_step()? {
             progress
@@ -495,7 +501,7 @@ impl ProcessorTasklet {
             }
         }
         // 4. Work that needs no input.
-        self.processor.try_process(&mut self.outbox)?;
+        let caught_up = self.processor.try_process(&mut self.outbox)?;
         // 5. Refill from the lowest priority still open, fairly among its streams.
         let Some(priority) = self
             .streams
@@ -579,7 +585,37 @@ impl ProcessorTasklet {
             self.idle_forwarded_at = Some(self.outbox.accepted_total());
             progress = true;
         }
+        self.settled = caught_up
+            && self.active.is_none()
+            && self.pending_watermark.is_none()
+            && (self.idle_forwarded_at == Some(self.outbox.accepted_total())
+                || !self.inputs_idle());
         Ok(progress)
+    }
+
+    /// When this instance needs its next call if no input arrives (see
+    /// [`Processor::next_call`]): the processor's answer once the last call left it settled,
+    /// or, for a source, while it completes (a source's work is its `complete`). Anything
+    /// else in flight (a backlog, a snapshot step, the end of the job) is polled.
+    pub(crate) fn next_call(&self) -> NextCall {
+        match self.state {
+            State::Running if self.settled && !self.snapshot_in_flight() => {
+                self.processor.next_call()
+            }
+            State::Completing if self.streams.is_empty() && !self.snapshot_in_flight() => {
+                self.processor.next_call()
+            }
+            State::Finished => NextCall::OnWake,
+            _ => NextCall::Poll,
+        }
+    }
+
+    /// Whether a snapshot is under way here: a save, an alignment, or phase 2 still to come.
+    /// Short-lived, and moved on by the coordinator, which wakes no one: polled.
+    fn snapshot_in_flight(&self) -> bool {
+        self.snapshots.as_ref().is_some_and(|d| {
+            d.saving.is_some() || d.aligning_since.is_some() || d.saved > d.committed
+        })
     }
 
     /// Whether the processor has inputs, and every unfinished one is idle.

@@ -32,7 +32,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use weir_core::{BoxError, Item, ProcessorContext};
+use weir_core::{BoxError, Item, NextCall, ProcessorContext};
 
 /// Reads one source instance's share of the input.
 ///
@@ -68,6 +68,16 @@ pub trait SourceReader: Send + 'static {
     /// file on a slow disk, a socket) returns false and gets a thread of its own.
     fn is_cooperative(&self) -> bool {
         true
+    }
+
+    /// When a cooperative reader whose last `read` found nothing should be asked again (see
+    /// [`weir_core::Processor::next_call`]): [`NextCall::At`] for a reader paced by the
+    /// clock, [`NextCall::OnWake`] for one that wakes its instance through
+    /// [`ProcessorContext::waker`] when it has items. The default, [`NextCall::Poll`], asks
+    /// again within a millisecond. A reader on a thread of its own is not asked: its thread
+    /// wakes the instance.
+    fn next_read(&self) -> NextCall {
+        NextCall::Poll
     }
 
     /// Where the reader is, as bytes that [`seek`](Self::seek) takes back: the place just

@@ -311,6 +311,12 @@ macro_rules! chain_head_hooks {
             self.chain.flush(outbox)
         }
 
+        /// Only input moves a chain: a backlog keeps `try_process` unfinished, which the
+        /// runtime polls.
+        fn next_call(&self) -> weir_core::NextCall {
+            weir_core::NextCall::OnWake
+        }
+
         fn try_process_watermark(
             &mut self,
             wm: weir_core::Watermark,

@@ -139,6 +139,16 @@ impl<R: SourceReader> SourceFeed<R> {
         }
     }
 
+    /// When an instance whose last read found nothing should read again: a cooperative
+    /// reader says ([`SourceReader::next_read`]); a read-ahead thread wakes the instance
+    /// when it has a batch.
+    pub fn next_read(&self) -> weir_core::NextCall {
+        match &self.reader {
+            Some(reader) if reader.is_cooperative() => reader.next_read(),
+            _ => weir_core::NextCall::OnWake,
+        }
+    }
+
     /// How many partitions the reader reads (see [`SourceReader::partitions`]).
     pub fn partitions(&self) -> usize {
         self.reader.as_ref().map_or(1, SourceReader::partitions)

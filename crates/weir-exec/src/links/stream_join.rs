@@ -261,6 +261,11 @@ where
         chain_idle(&mut *self.chain, outbox)
     }
 
+    /// Both sides are input, and state expires on watermarks.
+    fn next_call(&self) -> weir_core::NextCall {
+        weir_core::NextCall::OnWake
+    }
+
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         complete_chain(&mut *self.chain, outbox)
     }

@@ -20,13 +20,14 @@
 //! so that watermarks and lateness go on after a restore as in an uninterrupted run. The
 //! pending watermark goes down the chain before the head saves.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_core::watermark::EventTimeTracker;
 use weir_core::{
-    BoxError, Counter, InstanceMetrics, Item, Outbox, Processor, ProcessorContext, ProcessorResult,
-    SnapshotEntry, SnapshotWriter, Watermark,
+    BoxError, Counter, InstanceMetrics, Item, NextCall, Outbox, Processor, ProcessorContext,
+    ProcessorResult, SnapshotEntry, SnapshotWriter, Watermark,
 };
 
 use crate::connector::SourceReader;
@@ -77,6 +78,10 @@ pub struct StreamSourceHead<R: SourceReader> {
     reading: Duration,
     /// The last read attempt, while the clock runs; `None` while the source is held back.
     last_attempt: Option<Instant>,
+    /// When this instance said, parking its worker, that it next needs a call to notice
+    /// idleness ([`Processor::next_call`]): the wait up to then was a wait for input, and
+    /// counts on the reading clock in full.
+    idle_call: Cell<Option<Instant>>,
     /// When each partition last delivered an item, on the reading clock.
     last_seen: Vec<Duration>,
     /// When anything last arrived, on the same clock.
@@ -117,6 +122,7 @@ where
         runs: Vec::new(),
         reading: Duration::ZERO,
         last_attempt: None,
+        idle_call: Cell::new(None),
         last_seen: Vec::new(),
         last_item: Duration::ZERO,
         idle_sent: false,
@@ -155,9 +161,30 @@ impl<R: SourceReader> StreamSourceHead<R> {
     /// Advances the reading clock for a read attempt made at `now`.
     fn tick(&mut self, now: Instant) {
         if let Some(last) = self.last_attempt {
-            self.reading += now.duration_since(last).min(MAX_READ_GAP);
+            // A wait this instance asked for counts in full; beyond it, only a short gap.
+            let allowed = self.idle_call.take().map_or(MAX_READ_GAP, |at| {
+                at.saturating_duration_since(last) + MAX_READ_GAP
+            });
+            self.reading += now.duration_since(last).min(allowed);
         }
         self.last_attempt = Some(now);
+    }
+
+    /// How long, on the reading clock, until a partition or the whole source goes idle if
+    /// nothing arrives; `None` when nothing is left to go idle.
+    fn until_idle(&self) -> Option<Duration> {
+        let mut next = (!self.idle_sent)
+            .then(|| (self.last_item + self.idle_timeout).saturating_sub(self.reading));
+        if self.last_seen.len() > 1 {
+            for seen in &self.last_seen {
+                let at = *seen + self.idle_timeout;
+                if at > self.reading {
+                    let wait = at - self.reading;
+                    next = Some(next.map_or(wait, |n| n.min(wait)));
+                }
+            }
+        }
+        next
     }
 
     /// Stamps the items just read, drops the late ones, and notes which partitions spoke.
@@ -280,6 +307,28 @@ impl<R: SourceReader> Processor for StreamSourceHead<R> {
     /// Always the chain's say: a reader that may block reads ahead on an I/O thread.
     fn is_cooperative(&self) -> bool {
         self.chain.is_cooperative()
+    }
+
+    /// When the reader is due again (a paced reader's next batch; a read-ahead thread or a
+    /// waker wakes it), or when the source or a partition would go idle, whichever comes
+    /// first. Polled while it has anything to hand on or finish.
+    fn next_call(&self) -> NextCall {
+        let Some(last) = self.last_attempt else {
+            return NextCall::Poll;
+        };
+        if self.pending.is_some() || self.exhausted || self.failed.is_some() {
+            return NextCall::Poll;
+        }
+        let reader = self.feed.next_read();
+        match self.until_idle() {
+            None => reader,
+            Some(wait) if wait.is_zero() => NextCall::Poll,
+            Some(wait) => {
+                let at = last + wait;
+                self.idle_call.set(Some(at));
+                reader.earliest(NextCall::At(at))
+            }
+        }
     }
 
     fn save_to_snapshot(

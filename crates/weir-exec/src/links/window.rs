@@ -599,6 +599,11 @@ where
         chain_idle(&mut *self.chain, outbox)
     }
 
+    /// Frames arrive as input and windows close on watermarks, which are input too.
+    fn next_call(&self) -> weir_core::NextCall {
+        weir_core::NextCall::OnWake
+    }
+
     fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
         if !self.try_process_watermark(Watermark::MAX, outbox)? {
             return Ok(false);

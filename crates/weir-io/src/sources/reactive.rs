@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use futures::Stream;
-use weir_core::{BoxError, Item, ProcessorContext};
+use weir_core::{BoxError, Item, NextCall, ProcessorContext};
 
 use super::{BatchSource, Emitter, SourceReader};
 use weir_exec::async_io::runtime;
@@ -111,6 +111,11 @@ struct StreamReader<T> {
 
 impl<T: Item> SourceReader for StreamReader<T> {
     type Item = T;
+
+    /// The stream's waker wakes the instance when it is ready.
+    fn next_read(&self) -> NextCall {
+        NextCall::OnWake
+    }
 
     fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
         self.waker = ctx.waker().to_waker();

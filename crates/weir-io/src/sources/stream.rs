@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
-use weir_core::{BoxError, Counter, Item, Processor, ProcessorContext};
+use weir_core::{BoxError, Counter, Item, NextCall, Processor, ProcessorContext};
 
 use crate::sources::chunked::{ChunkOptions, ChunkedSource};
 use crate::sources::files::{InputFiles, SourceError};
@@ -184,8 +184,7 @@ impl<T: Item, F: Fn(u64) -> T + Send + Sync + 'static> SourceReader for Generato
         let started = *self.started.get_or_insert_with(Instant::now);
         let mut allowed = out.room() as u64;
         if self.rate > 0 {
-            let due = (started.elapsed().as_secs_f64() * self.rate as f64) as u64;
-            allowed = allowed.min(due.saturating_sub(self.made));
+            allowed = allowed.min(paced_due(started, self.rate).saturating_sub(self.made));
         }
         for _ in 0..allowed {
             if self.count.is_some_and(|c| self.next >= c) {
@@ -196,6 +195,13 @@ impl<T: Item, F: Fn(u64) -> T + Send + Sync + 'static> SourceReader for Generato
             self.made += 1;
         }
         Ok(self.count.is_some_and(|c| self.next >= c))
+    }
+
+    fn next_read(&self) -> NextCall {
+        if self.rate == 0 {
+            return NextCall::Poll;
+        }
+        paced_next_read(self.started, self.made, self.rate)
     }
 
     /// The next number, 8 bytes.
@@ -216,6 +222,25 @@ impl<T: Item, F: Fn(u64) -> T + Send + Sync + 'static> SourceReader for Generato
     }
 }
 
+/// How many items a reader paced at `per_second` since `started` may have handed out by
+/// now. The pace moves in whole milliseconds, so a busy paced source reads a millisecond's
+/// items at a time instead of one item every few microseconds.
+fn paced_due(started: Instant, per_second: u64) -> u64 {
+    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    u64::try_from(u128::from(ms) * u128::from(per_second) / 1000).unwrap_or(u64::MAX)
+}
+
+/// When a reader paced as in [`paced_due`], having handed out `made`, may hand out its next
+/// item: the millisecond at which [`paced_due`] passes `made`. `Poll` before its first read.
+fn paced_next_read(started: Option<Instant>, made: u64, per_second: u64) -> NextCall {
+    let Some(started) = started else {
+        return NextCall::Poll;
+    };
+    let ms = (u128::from(made) + 1) * 1000;
+    let ms = ms.div_ceil(u128::from(per_second.max(1)));
+    NextCall::At(started + Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)))
+}
+
 /// Paces `reader` to at most `per_second` items per second of wall-clock time, over all the
 /// source's instances together (each takes its share).
 pub fn throttled<R: SourceReader>(reader: R, per_second: u64) -> Throttled<R> {
@@ -224,6 +249,7 @@ pub fn throttled<R: SourceReader>(reader: R, per_second: u64) -> Throttled<R> {
         per_second,
         started: None,
         emitted: 0,
+        caught_up: false,
     }
 }
 
@@ -233,6 +259,8 @@ pub struct Throttled<R> {
     per_second: u64,
     started: Option<Instant>,
     emitted: u64,
+    /// The last read handed out everything the pace allowed: the pace decides the next.
+    caught_up: bool,
 }
 
 impl<R: SourceReader> SourceReader for Throttled<R> {
@@ -245,16 +273,28 @@ impl<R: SourceReader> SourceReader for Throttled<R> {
 
     fn read(&mut self, out: &mut Emitter<'_, R::Item>) -> Result<bool, BoxError> {
         let started = *self.started.get_or_insert_with(Instant::now);
-        let due = (started.elapsed().as_secs_f64() * self.per_second as f64) as u64;
-        let allowed = due.saturating_sub(self.emitted);
+        let allowed = paced_due(started, self.per_second).saturating_sub(self.emitted);
+        self.caught_up = true;
         if allowed == 0 {
             return Ok(false);
         }
         let mut limited = out.limited(allowed.min(usize::MAX as u64) as usize);
         let before = limited.room();
         let done = self.reader.read(&mut limited)?;
-        self.emitted += (before - limited.room()) as u64;
+        let read = (before - limited.room()) as u64;
+        self.emitted += read;
+        self.caught_up = read == allowed;
         Ok(done)
+    }
+
+    /// When the pace allows the next millisecond's items, if the last read took all it
+    /// allowed; otherwise the inner reader had less to give, and it says when to ask again.
+    fn next_read(&self) -> NextCall {
+        if self.caught_up {
+            paced_next_read(self.started, self.emitted, self.per_second)
+        } else {
+            self.reader.next_read()
+        }
     }
 
     fn partitions(&self) -> usize {

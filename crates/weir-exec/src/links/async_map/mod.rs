@@ -741,6 +741,18 @@ impl<T: Item, R: Item> Processor for AsyncMapHead<T, R> {
         Ok(true)
     }
 
+    /// Completions wake the instance; a timeout or a partial batch's wait is due at a time.
+    fn next_call(&self) -> weir_core::NextCall {
+        let mut next = weir_core::NextCall::OnWake;
+        if let Some(deadline) = self.next_deadline {
+            next = next.earliest(weir_core::NextCall::At(deadline));
+        }
+        if let Some(since) = self.pending_since {
+            next = next.earliest(weir_core::NextCall::At(since + self.spec.max_wait));
+        }
+        next
+    }
+
     fn try_process_watermark(
         &mut self,
         wm: Watermark,
