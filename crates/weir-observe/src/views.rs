@@ -4,9 +4,9 @@
 //! running job's data path.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use weir_core::{JobMonitor, JobStatus, MetricsSnapshot};
+use weir_core::{JobMonitor, JobStatus, LATENCY_BUCKETS, LatencySnapshot, MetricsSnapshot};
 use weir_flow_api::monitor::{Bulletin, ConnectionView, FlowMonitor, ProcessorView, RunState};
 use weir_flow_api::provenance::{EventType, Lineage, LineageLimits, ProvenanceEvent};
 
@@ -57,6 +57,20 @@ pub(crate) fn per_vertex<'a>(
             mine
         })
         .collect()
+}
+
+/// A job's window latency: the histograms of all its instances merged into one. Only sinks
+/// record, so this is the latency of every watermark each sink instance took. Always holds a
+/// count for every bucket of [`LATENCY_BUCKETS`] and one for the rest, zero before the first.
+pub(crate) fn job_window_latency(metrics: &[MetricsSnapshot]) -> LatencySnapshot {
+    let mut total = LatencySnapshot {
+        counts: vec![0; LATENCY_BUCKETS.len() + 1],
+        sum: Duration::ZERO,
+    };
+    for m in metrics {
+        total.merge(&m.window_latency);
+    }
+    total
 }
 
 /// A job with its DAG, per-vertex metrics and rates, and its last snapshot.
