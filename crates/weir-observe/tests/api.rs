@@ -251,6 +251,17 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
         (Some("double"), Some("count"))
     );
     assert!(detail["last_snapshot"].is_null());
+    // No watermarks, so no window latency: every bucket empty, no quantile.
+    let latency = &detail["window_latency"];
+    assert_eq!(latency["count"], 0, "{latency}");
+    assert!(
+        latency["p50"].is_null() && latency["p999"].is_null(),
+        "{latency}"
+    );
+    let buckets = latency["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), weir::core::LATENCY_BUCKETS.len() + 1);
+    assert_eq!(buckets[0]["upper_bound"], 0.0005);
+    assert_eq!(buckets[16]["upper_bound"], "+Inf");
 
     // Unknown jobs are 404s with an error body.
     let missing = c
@@ -977,6 +988,38 @@ fn the_validator_rejects_what_the_document_forbids() {
             .errors("get", "/api/v1/jobs/{id}", 200, &detail)
             .is_empty()
     );
+    // A window latency's quantiles are seconds, "+Inf" or null; nothing else.
+    let with_p99 = |p99: Value| {
+        serde_json::json!({
+            "id": "1", "name": "q5", "status": "running", "started_ms": 1, "duration_ms": 2,
+            "error": null, "vertices": [], "edges": [], "last_snapshot": null,
+            "window_latency": {
+                "count": 2, "sum_seconds": 90.001, "p50": 0.001, "p99": p99, "p999": "+Inf",
+                "buckets": [
+                    {"upper_bound": 0.001, "count": 1},
+                    {"upper_bound": "+Inf", "count": 1}
+                ]
+            }
+        })
+    };
+    for good in [
+        serde_json::json!(0.005),
+        serde_json::json!("+Inf"),
+        Value::Null,
+    ] {
+        let body = with_p99(good);
+        let errors = schemas.errors("get", "/api/v1/jobs/{id}", 200, &body);
+        assert!(errors.is_empty(), "{errors:?}: {body}");
+    }
+    for bad in [serde_json::json!("Inf"), serde_json::json!("5 ms")] {
+        let body = with_p99(bad);
+        assert!(
+            !schemas
+                .errors("get", "/api/v1/jobs/{id}", 200, &body)
+                .is_empty(),
+            "accepted {body}"
+        );
+    }
 }
 
 /// A flow as the server sees it whose provenance is a real store holding one file split
