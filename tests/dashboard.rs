@@ -2,9 +2,9 @@
 //!
 //! - the web dashboard in headless Chromium (Debian's `chromium` and `chromium-driver`),
 //!   driven over WebDriver with fantoccini: the job list, a running NEXMark job's DAG with
-//!   live numbers, a running flow's graph (back pressure, queued counts, stop and start), a
-//!   provenance search and a lineage graph, each checked against the REST API; screenshots
-//!   go to `target/ui-screenshots/`;
+//!   live numbers and its window latency, a running flow's graph (back pressure, queued
+//!   counts, stop and start), a provenance search and a lineage graph, each checked against
+//!   the REST API; screenshots go to `target/ui-screenshots/`;
 //! - `weir top --once` against a running job and flow.
 //!
 //! Without chromium or chromedriver (Debian's paths, or `WEIR_CHROMIUM` and
@@ -544,6 +544,23 @@ async fn job_pages(browser: &Client, url: &str) {
     )
     .await;
     assert_eq!(title, name.as_str());
+    // The window latency card: the sinks' histogram from the API, quantiles as bucket bounds.
+    let (count, p99) = wait_for_value(DEADLINE, "window latencies on the job page", || async {
+        let card = js(
+            browser,
+            "const c = document.querySelector('#window-latency'); \
+             return c && [Number(c.dataset.count), document.querySelector('#latency-p99').textContent];",
+        )
+        .await;
+        let count = card[0].as_u64().filter(|&n| n > 0)?;
+        Some((count, card[1].as_str()?.to_owned()))
+    })
+    .await;
+    assert!(p99.starts_with("≤ ") || p99.starts_with("> "), "{p99}");
+    let api_count = api(url, &format!("/jobs/{id}")).await["window_latency"]["count"]
+        .as_u64()
+        .unwrap();
+    assert!(count <= api_count, "{count} <= {api_count}");
     screenshot(browser, "job").await;
 
     // An unknown job: the page says so, naming it.

@@ -57,18 +57,14 @@ pub enum Message<T> {
 /// it. The `Default` is only a placeholder for the slots of a write chunk ([`route_run`]),
 /// each overwritten with an item before it is committed; the placeholders left over are
 /// dropped, never committed.
+#[derive(Default)]
 enum Slot<T> {
     Item(T),
     Watermark(Watermark, SourceTime),
+    #[default]
     Idle,
     Barrier(u64),
     Done,
-}
-
-impl<T> Default for Slot<T> {
-    fn default() -> Self {
-        Slot::Idle
-    }
 }
 
 impl<T> Slot<T> {

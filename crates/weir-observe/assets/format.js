@@ -48,6 +48,25 @@ export function duration(ms) {
   return `${sign}${Math.floor(m / 1440)}d ${String(Math.floor(m / 60) % 24).padStart(2, "0")}h`;
 }
 
+/** A latency in seconds, to three significant digits: "500 µs", "12.3 ms", "1.5 s". */
+export function seconds(value) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  const three = (v) => Number(v.toPrecision(3));
+  if (value < 0.001) return `${three(value * 1e6)} µs`;
+  if (value < 1) return `${three(value * 1e3)} ms`;
+  return `${three(value)} s`;
+}
+
+/**
+ * A latency histogram's bucket bound as the API sends it (seconds, "+Inf" for the bucket
+ * above `largest`, null for none): "≤ 5 ms", "> 60 s", "–".
+ */
+export function latencyBound(bound, largest) {
+  if (bound === null || bound === undefined) return "–";
+  if (bound === "+Inf") return largest === null || largest === undefined ? "unbounded" : `> ${seconds(largest)}`;
+  return `≤ ${seconds(bound)}`;
+}
+
 /** A timestamp (ms since the epoch) in local time: "2026-11-30 14:03:07". */
 export function time(ms) {
   if (ms === null || ms === undefined) return "–";

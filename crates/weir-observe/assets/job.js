@@ -60,6 +60,20 @@ class JobView {
     [this.sourceRate, this.sinkRate, this.lag, this.backpressured, this.late, this.snapshot] =
       tiles.map(([, value]) => value);
     this.snapshotNote = tiles[5][2];
+    const stats = [
+      stat("p50", "latency-p50"),
+      stat("p99", "latency-p99"),
+      stat("p99.9", "latency-p999"),
+      stat("Mean", "latency-mean"),
+      stat("Watermarks at sinks", "latency-count"),
+    ];
+    [this.p50, this.p99, this.p999, this.latencyMean, this.latencyCount] =
+      stats.map(([, value]) => value);
+    this.latency = card(["Window latency (watermark to sink)",
+      h("span", { class: "card-note" }, "bucket upper bounds, over every sink instance")],
+    { id: "window-latency", title: "For each watermark a sink took, the time since its source " +
+      "sent it: every result of the windows that watermark closed reached the sink within it." },
+    h("div", { class: "stats" }, stats.map(([el]) => el)));
     this.dag = svg("svg", { id: "dag", class: "graph", role: "img", "aria-label": "Job DAG" });
     this.fitButton = h("button", { class: "btn btn-small", type: "button" }, "Fit");
     this.tableBody = h("tbody");
@@ -70,6 +84,7 @@ class JobView {
       this.meta,
       this.error,
       h("div", { class: "tiles" }, tiles.map(([el]) => el)),
+      this.latency,
       card(["Job graph", h("span", { class: "legend" },
         legendItem("ok", "OK"), legendItem("low", "Low backpressure"),
         legendItem("high", "High backpressure")), this.fitButton],
@@ -120,6 +135,7 @@ class JobView {
     const now = performance.now();
     const stats = job.vertices.map((v) => this.stats(v, now));
     this.updateTiles(job, stats);
+    this.updateLatency(job.window_latency);
     for (const s of stats) {
       this.updateNode(s);
       this.updateRow(s);
@@ -181,6 +197,22 @@ class JobView {
     setText(this.snapshotNote, snap
       ? `${fmt.bytes(snap.bytes)} in ${fmt.duration(snap.duration_ms)}, at ${fmt.time(snap.completed_ms).slice(11)}`
       : "");
+  }
+
+  /** The window latency card; every figure "–" before any sink took a watermark. */
+  updateLatency(latency) {
+    const l = latency ?? { count: 0, sum_seconds: 0, p50: null, p99: null, p999: null, buckets: [] };
+    const bounded = l.buckets.filter((b) => b.upper_bound !== "+Inf");
+    const largest = bounded.length ? bounded[bounded.length - 1].upper_bound : null;
+    setText(this.p50, fmt.latencyBound(l.p50, largest));
+    setText(this.p99, fmt.latencyBound(l.p99, largest));
+    setText(this.p999, fmt.latencyBound(l.p999, largest));
+    setText(this.latencyMean, l.count ? fmt.seconds(l.sum_seconds / l.count) : "–");
+    setText(this.latencyCount, l.count ? fmt.count(l.count) : "–");
+    const raw = (bound) => (bound === null || bound === undefined ? "" : String(bound));
+    Object.assign(this.latency.dataset, {
+      count: String(l.count), p50: raw(l.p50), p99: raw(l.p99), p999: raw(l.p999),
+    });
   }
 
   draw(job) {
@@ -259,6 +291,12 @@ class JobView {
     setText(c[12], v.watermark_lag_ms === null ? "–" : fmt.duration(v.watermark_lag_ms));
     setText(c[13], fmt.count(v.late_events));
   }
+}
+
+/** A figure in a card's row of stats: a label over a value; returns [stat, value]. */
+function stat(label, id) {
+  const value = h("div", { class: "stat-value", id }, "–");
+  return [h("div", { class: "stat" }, h("div", { class: "stat-label" }, label), value), value];
 }
 
 function legendItem(level, label) {

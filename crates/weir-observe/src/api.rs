@@ -23,9 +23,9 @@ use weir_flow_api::provenance::{EventType, LineageLimits, Query as ProvenanceFil
 use crate::model::Group;
 use crate::model::{
     Bulletin, CancelAccepted, Connection, Content, Edge, ErrorBody, FlowDetail, FlowSummary,
-    GroupEngine, InputFill, JobDetail, JobState, JobSummary, Lineage, LineageLink, LineageNode,
-    LineageNodeKind, LineageQuery, Processor, ProcessorState, ProvenanceEvent, ProvenanceQuery,
-    SavepointTaken, Snapshot, Vertex,
+    GroupEngine, InputFill, JobDetail, JobState, JobSummary, LatencyBound, LatencyBucket, Lineage,
+    LineageLink, LineageNode, LineageNodeKind, LineageQuery, Processor, ProcessorState,
+    ProvenanceEvent, ProvenanceQuery, SavepointTaken, Snapshot, Unbounded, Vertex, WindowLatency,
 };
 use crate::registry::Registry;
 use crate::{assets, prometheus, views};
@@ -75,6 +75,10 @@ pub const EVENT_INTERVAL: Duration = Duration::from_secs(1);
         InputFill,
         Edge,
         Snapshot,
+        WindowLatency,
+        LatencyBucket,
+        LatencyBound,
+        Unbounded,
         CancelAccepted,
         SavepointTaken,
         FlowSummary,

@@ -54,6 +54,83 @@ pub struct JobDetail {
     /// The newest completed snapshot; null without snapshots or before the first.
     #[schema(required = true)]
     pub last_snapshot: Option<Snapshot>,
+    /// How long window results took from the window's close to the sinks, over all the
+    /// job's sink instances.
+    // A client (`weir top`) reading an older server, which sends none, gets an empty one.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub window_latency: WindowLatency,
+}
+
+/// A job's window latency: for each watermark a sink instance took, the time since the
+/// watermark's source sent it, which bounds how long every result of the windows that
+/// watermark closed took from the window's close to the sink. A histogram with fixed
+/// buckets (0.5 ms to 60 s, and one above), merged over every sink instance of the job, so a
+/// sink of parallelism 2 counts each watermark twice; the same counts as the
+/// `weir_window_latency_seconds` histogram of `/metrics`.
+///
+/// Quantiles are bucket upper bounds, not interpolations: `p99` 0.005 says that at least 99 %
+/// of the latencies were at most 5 ms. A quantile beyond the largest bound (60 s) is the
+/// string `"+Inf"`, as Prometheus names that bucket; one of a histogram with no latencies
+/// (a batch job, a stream job before its first window closed) is null.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WindowLatency {
+    /// Latencies recorded: watermarks taken, per sink instance.
+    pub count: u64,
+    /// Their sum, in seconds (`sum_seconds / count` is the mean).
+    pub sum_seconds: f64,
+    /// The upper bound of the bucket holding the median, in seconds; `"+Inf"` above 60 s;
+    /// null when `count` is 0.
+    #[schema(required = true)]
+    pub p50: Option<LatencyBound>,
+    /// The same for the 99th percentile.
+    #[schema(required = true)]
+    pub p99: Option<LatencyBound>,
+    /// The same for the 99.9th percentile.
+    #[schema(required = true)]
+    pub p999: Option<LatencyBound>,
+    /// Every bucket, ascending, the last one `"+Inf"`; all of them even when empty.
+    pub buckets: Vec<LatencyBucket>,
+}
+
+/// One bucket of a [`WindowLatency`] histogram.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LatencyBucket {
+    /// Its upper bound, in seconds, or `"+Inf"` for the last.
+    pub upper_bound: LatencyBound,
+    /// The latencies in this bucket alone: above the previous bound, at most this one (not
+    /// cumulative, unlike Prometheus' `le` buckets).
+    pub count: u64,
+}
+
+/// A latency bucket's upper bound: seconds, or `"+Inf"` for the bucket above the largest.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum LatencyBound {
+    /// A bound in seconds.
+    Seconds(f64),
+    /// No bound: the string `"+Inf"`.
+    Unbounded(Unbounded),
+}
+
+impl LatencyBound {
+    /// `seconds` as a bound: [`LatencyBound::Unbounded`] when it is infinite (as
+    /// `weir_core::LatencySnapshot::quantile_bound` says of the last bucket).
+    pub fn from_seconds(seconds: f64) -> LatencyBound {
+        if seconds.is_finite() {
+            LatencyBound::Seconds(seconds)
+        } else {
+            LatencyBound::Unbounded(Unbounded::Inf)
+        }
+    }
+}
+
+/// The bound of the last latency bucket, written `"+Inf"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub enum Unbounded {
+    /// `"+Inf"`.
+    #[serde(rename = "+Inf")]
+    Inf,
 }
 
 /// One vertex of a job's DAG, with its metrics summed over its instances.
@@ -462,12 +539,48 @@ mod tests {
             vertices: vec![],
             edges: vec![],
             last_snapshot: None,
+            window_latency: WindowLatency::default(),
         };
         let json = serde_json::to_value(&detail).unwrap();
         assert_eq!(json["status"], "running");
         assert_eq!(json["name"], "q5");
         assert!(json["error"].is_null());
         assert!(json["last_snapshot"].is_null());
+        assert!(json["window_latency"]["p99"].is_null());
+        // A job from a server that sends no window latency reads as an empty one.
+        let mut older = json.clone();
+        older.as_object_mut().unwrap().remove("window_latency");
+        let read: JobDetail = serde_json::from_value(older).unwrap();
+        assert_eq!(read, detail);
+    }
+
+    #[test]
+    fn latency_bounds_are_seconds_or_the_string_plus_inf() {
+        let latency = WindowLatency {
+            count: 3,
+            sum_seconds: 70.5,
+            p50: Some(LatencyBound::from_seconds(0.005)),
+            p99: Some(LatencyBound::from_seconds(f64::INFINITY)),
+            p999: Some(LatencyBound::from_seconds(f64::INFINITY)),
+            buckets: vec![
+                LatencyBucket {
+                    upper_bound: LatencyBound::from_seconds(0.005),
+                    count: 2,
+                },
+                LatencyBucket {
+                    upper_bound: LatencyBound::from_seconds(f64::INFINITY),
+                    count: 1,
+                },
+            ],
+        };
+        let json = serde_json::to_value(&latency).unwrap();
+        assert_eq!(json["p50"], 0.005);
+        assert_eq!(json["p99"], "+Inf");
+        assert_eq!(json["buckets"][1]["upper_bound"], "+Inf");
+        assert_eq!(
+            serde_json::from_value::<WindowLatency>(json).unwrap(),
+            latency
+        );
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! running job's data path.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use weir_core::{JobMonitor, JobStatus, MetricsSnapshot};
+use weir_core::{JobMonitor, JobStatus, LATENCY_BUCKETS, LatencySnapshot, MetricsSnapshot};
 use weir_flow_api::monitor::{Bulletin, ConnectionView, FlowMonitor, ProcessorView, RunState};
 use weir_flow_api::provenance::{EventType, Lineage, LineageLimits, ProvenanceEvent};
 
@@ -57,6 +57,20 @@ pub(crate) fn per_vertex<'a>(
             mine
         })
         .collect()
+}
+
+/// A job's window latency: the histograms of all its instances merged into one. Only sinks
+/// record, so this is the latency of every watermark each sink instance took. Always holds a
+/// count for every bucket of [`LATENCY_BUCKETS`] and one for the rest, zero before the first.
+pub(crate) fn job_window_latency(metrics: &[MetricsSnapshot]) -> LatencySnapshot {
+    let mut total = LatencySnapshot {
+        counts: vec![0; LATENCY_BUCKETS.len() + 1],
+        sum: Duration::ZERO,
+    };
+    for m in metrics {
+        total.merge(&m.window_latency);
+    }
+    total
 }
 
 /// A job with its DAG, per-vertex metrics and rates, and its last snapshot.
@@ -140,6 +154,31 @@ pub(crate) fn job_detail(registry: &Registry, job: &JobMonitor) -> model::JobDet
         vertices,
         edges,
         last_snapshot,
+        window_latency: window_latency(&job_window_latency(&metrics)),
+    }
+}
+
+/// A window latency histogram as the API shows it: its quantiles as bucket bounds.
+pub(crate) fn window_latency(latency: &LatencySnapshot) -> model::WindowLatency {
+    let quantile = |q| {
+        latency
+            .quantile_bound(q)
+            .map(model::LatencyBound::from_seconds)
+    };
+    let bounds = LATENCY_BUCKETS.iter().copied().chain([f64::INFINITY]);
+    model::WindowLatency {
+        count: latency.count(),
+        sum_seconds: latency.sum.as_secs_f64(),
+        p50: quantile(0.5),
+        p99: quantile(0.99),
+        p999: quantile(0.999),
+        buckets: bounds
+            .enumerate()
+            .map(|(i, bound)| model::LatencyBucket {
+                upper_bound: model::LatencyBound::from_seconds(bound),
+                count: latency.counts.get(i).copied().unwrap_or(0),
+            })
+            .collect(),
     }
 }
 
@@ -344,5 +383,49 @@ pub(crate) fn lineage_graph(lineage: &Lineage, limits: LineageLimits) -> model::
         omitted: lineage.omitted as u64,
         nodes,
         links,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use weir_core::LatencyHistogram;
+
+    use super::*;
+
+    #[test]
+    fn a_jobs_window_latency_has_every_bucket_and_quantiles_as_bounds() {
+        let none = window_latency(&job_window_latency(&[]));
+        assert_eq!((none.count, none.p50, none.p99), (0, None, None));
+        assert_eq!(none.buckets.len(), LATENCY_BUCKETS.len() + 1);
+        assert!(none.buckets.iter().all(|b| b.count == 0));
+
+        // 998 latencies of 3 ms, one of 150 ms and one of 90 s.
+        let h = LatencyHistogram::default();
+        for _ in 0..998 {
+            h.record(Duration::from_millis(3));
+        }
+        h.record(Duration::from_millis(150));
+        h.record(Duration::from_secs(90));
+        let latency = window_latency(&h.snapshot());
+        assert_eq!(latency.count, 1000);
+        assert!((latency.sum_seconds - (2.994 + 0.15 + 90.0)).abs() < 1e-9);
+        let seconds = model::LatencyBound::Seconds;
+        assert_eq!(latency.p50, Some(seconds(0.005)));
+        assert_eq!(latency.p99, Some(seconds(0.005)));
+        assert_eq!(latency.p999, Some(seconds(0.2)));
+        let last = latency.buckets.last().unwrap();
+        assert_eq!(last.count, 1);
+        assert_eq!(
+            last.upper_bound,
+            model::LatencyBound::Unbounded(model::Unbounded::Inf)
+        );
+        let far = LatencyHistogram::default();
+        far.record(Duration::from_secs(61));
+        assert_eq!(
+            window_latency(&far.snapshot()).p50,
+            Some(model::LatencyBound::Unbounded(model::Unbounded::Inf))
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! The observability server over real HTTP: every endpoint, answers checked against the
 //! OpenAPI document with a JSON Schema validator, the token check, 404s, server-sent events,
-//! and a Prometheus scrape whose counters grow.
+//! a Prometheus scrape whose counters grow, and a windowed stream job's window latency in
+//! the scrape and its JSON.
 //!
 //! The flow is `examples/flows/lines.yaml` with its directories moved into a temporary one.
 //! Nothing waits by sleeping: every wait polls with a deadline.
@@ -251,6 +252,17 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
         (Some("double"), Some("count"))
     );
     assert!(detail["last_snapshot"].is_null());
+    // No watermarks, so no window latency: every bucket empty, no quantile.
+    let latency = &detail["window_latency"];
+    assert_eq!(latency["count"], 0, "{latency}");
+    assert!(
+        latency["p50"].is_null() && latency["p999"].is_null(),
+        "{latency}"
+    );
+    let buckets = latency["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), weir::core::LATENCY_BUCKETS.len() + 1);
+    assert_eq!(buckets[0]["upper_bound"], 0.0005);
+    assert_eq!(buckets[16]["upper_bound"], "+Inf");
 
     // Unknown jobs are 404s with an error body.
     let missing = c
@@ -847,6 +859,92 @@ async fn every_endpoint(dir: &Path) -> (Engine, Client, Server) {
 }
 
 #[test]
+fn a_windowed_stream_jobs_latency_is_in_the_scrape_and_its_json() {
+    use weir::prelude::*;
+    let runtime = weir::async_io::runtime().unwrap();
+    let registry = Registry::new();
+    let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), None).unwrap();
+    let server = Server::start(&config, registry.clone()).unwrap();
+
+    // 20,000 events over about a second, 1 ms of event time apart, counted per key in
+    // tumbling windows of 100 ms: 200 windows of each of 4 keys close on the way.
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::generator(20_000, Some(20_000), |n| n))
+        .with_timestamps(|n: &u64| *n as i64, 0)
+        .grouping_key(|n: &u64| n % 4)
+        .window(WindowDefinition::tumbling(100))
+        .aggregate(aggregate::counting())
+        .write_to(sink);
+    let executor = Executor::new(ExecutorConfig {
+        workers: 2,
+        ..Default::default()
+    })
+    .unwrap();
+    let job = p
+        .submit(&executor, JobConfig::default().with_name("windows"))
+        .unwrap();
+    registry.add_job(job.monitor());
+    let id = job.id().to_string();
+    job.join().unwrap();
+    assert_eq!(out.take().len(), 800);
+
+    runtime.block_on(async {
+        let c = Client::new(&server).await;
+        let text = c
+            .http
+            .get(format!("{}/metrics", c.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .expect("the exposition parses");
+        let windows = |metric: &str| {
+            scrape
+                .samples
+                .iter()
+                .find(|s| s.metric == metric && s.labels.get("job") == Some("windows"))
+                .unwrap_or_else(|| panic!("no {metric} of the job:\n{text}"))
+        };
+        let count = match windows("weir_window_latency_seconds_count").value {
+            prometheus_parse::Value::Untyped(v) | prometheus_parse::Value::Counter(v) => v,
+            ref other => panic!("the count is {other:?}"),
+        };
+        assert!(count > 0.0, "{text}");
+        let prometheus_parse::Value::Histogram(buckets) =
+            &windows("weir_window_latency_seconds").value
+        else {
+            panic!("not a histogram:\n{text}");
+        };
+        assert_eq!(buckets.last().map(|b| b.count), Some(count), "{text}");
+
+        // The job ended: its JSON has the same histogram, quantiles as bucket bounds.
+        let url = format!("/api/v1/jobs/{id}");
+        let detail = c
+            .json("get", &url, "/api/v1/jobs/{id}", StatusCode::OK)
+            .await;
+        let latency = &detail["window_latency"];
+        assert_eq!(latency["count"].as_f64(), Some(count), "{latency}");
+        for q in ["p50", "p99", "p999"] {
+            assert!(
+                latency[q].is_number() || latency[q] == "+Inf",
+                "{q}: {latency}"
+            );
+        }
+        let in_buckets: u64 = latency["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(in_buckets as f64, count, "{latency}");
+    });
+}
+
+#[test]
 fn with_a_token_every_request_needs_it() {
     weir::async_io::runtime().unwrap().block_on(async {
         let registry = Registry::new();
@@ -977,6 +1075,38 @@ fn the_validator_rejects_what_the_document_forbids() {
             .errors("get", "/api/v1/jobs/{id}", 200, &detail)
             .is_empty()
     );
+    // A window latency's quantiles are seconds, "+Inf" or null; nothing else.
+    let with_p99 = |p99: Value| {
+        serde_json::json!({
+            "id": "1", "name": "q5", "status": "running", "started_ms": 1, "duration_ms": 2,
+            "error": null, "vertices": [], "edges": [], "last_snapshot": null,
+            "window_latency": {
+                "count": 2, "sum_seconds": 90.001, "p50": 0.001, "p99": p99, "p999": "+Inf",
+                "buckets": [
+                    {"upper_bound": 0.001, "count": 1},
+                    {"upper_bound": "+Inf", "count": 1}
+                ]
+            }
+        })
+    };
+    for good in [
+        serde_json::json!(0.005),
+        serde_json::json!("+Inf"),
+        Value::Null,
+    ] {
+        let body = with_p99(good);
+        let errors = schemas.errors("get", "/api/v1/jobs/{id}", 200, &body);
+        assert!(errors.is_empty(), "{errors:?}: {body}");
+    }
+    for bad in [serde_json::json!("Inf"), serde_json::json!("5 ms")] {
+        let body = with_p99(bad);
+        assert!(
+            !schemas
+                .errors("get", "/api/v1/jobs/{id}", 200, &body)
+                .is_empty(),
+            "accepted {body}"
+        );
+    }
 }
 
 /// A flow as the server sees it whose provenance is a real store holding one file split
