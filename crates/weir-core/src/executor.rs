@@ -16,10 +16,14 @@
 //! Each worker loops over its tasklets and calls each one. After a run of passes in which no
 //! tasklet made progress the worker parks ([`crate::park`]): until a tasklet at the other
 //! end of one of its conveyors moves items (a call that moved anything nudges the threads of
-//! its conveyor peers, which wakes only those that are parking), and at most for a pause
-//! of 25 µs at first, doubling up to 1 ms while nothing moves, for work that comes from
-//! elsewhere; any progress resets the pause. A worker with no tasklets parks until one is
-//! assigned. Tasklets are spread round-robin over the workers. A non-cooperative processor
+//! its conveyor peers, which wakes only those that are parking), or something wakes one of
+//! its tasklets, and at most for as long as its tasklets allow
+//! ([`Processor::next_call`](crate::Processor::next_call)): while one of them polls the
+//! world outside, a pause of 25 µs at first, doubling up to 1 ms while nothing moves; while
+//! all wait for input or for an instant, until the earliest instant, at most a heartbeat
+//! (50 ms). Any progress resets the pause. A worker with no tasklets parks until one is
+//! assigned. Before parking, a busy worker yields a few passes (up to 64, as many as pay
+//! off at the current load; none on a quiet stream). Tasklets are spread round-robin over the workers. A non-cooperative processor
 //! gets a thread of its own, which may block, and parks the same way.
 //!
 //! # Worker services
@@ -54,7 +58,7 @@ use crate::job::{Job, JobConfig, JobShared, JobStatus, JobWatch, Restarter};
 use crate::metrics::InstanceMetrics;
 use crate::outbox::{ErasedPort, Outbox};
 use crate::park::Parker;
-use crate::processor::{IDLE_HEARTBEAT, NextCall, Processor, ProcessorContext, TaskletWaker};
+use crate::processor::{NextCall, Processor, ProcessorContext, TaskletWaker};
 use crate::snapshot::coordinator::{Coordinator, Slot};
 use crate::snapshot::{self, Guarantee, SnapshotHolds};
 use crate::stall::Watchdog;
@@ -67,8 +71,14 @@ pub struct ExecutorConfig {
     pub workers: usize,
     /// The first pause of an idle worker.
     pub min_park: Duration,
-    /// The longest pause of an idle worker.
+    /// The longest pause of an idle worker while one of its tasklets polls
+    /// ([`NextCall::Poll`]).
     pub max_park: Duration,
+    /// The longest pause of an idle worker whose tasklets all wait for input or for a time
+    /// ([`NextCall::OnWake`], [`NextCall::At`]): the bound on how soon a waiting job sees a
+    /// cancellation, a snapshot asked for, or one that became durable, none of which wakes
+    /// its workers. Default: 50 ms.
+    pub heartbeat: Duration,
 }
 
 impl Default for ExecutorConfig {
@@ -77,6 +87,7 @@ impl Default for ExecutorConfig {
             workers: thread::available_parallelism().map_or(1, |n| n.get()),
             min_park: Duration::from_micros(25),
             max_park: Duration::from_millis(1),
+            heartbeat: Duration::from_millis(50),
         }
     }
 }
@@ -233,10 +244,10 @@ impl Executor {
         let mut handles = Vec::new();
         for (i, w) in workers.iter().enumerate() {
             let w = Arc::clone(w);
-            let (min, max) = (config.min_park, config.max_park);
+            let idle = Backoff::new(&config, MAX_IDLE_YIELDS);
             let handle = thread::Builder::new()
                 .name(format!("weir-worker-{i}"))
-                .spawn(move || worker_loop(&w, min, max))
+                .spawn(move || worker_loop(&w, idle))
                 .map_err(Error::Thread)?;
             workers[i].parker.bind(handle.thread().clone());
             handles.push(handle);
@@ -401,10 +412,11 @@ impl Executor {
                     tasklet,
                     job: Arc::clone(job),
                 };
-                let (min, max) = (self.inner.config.min_park, self.inner.config.max_park);
+                // Nothing else runs on the thread: it parks without yielding.
+                let idle = Backoff::new(&self.inner.config, 0);
                 match thread::Builder::new().name(name).spawn(move || {
                     parker.bind_current();
-                    blocking_loop(scheduled, &parker, min, max);
+                    blocking_loop(scheduled, &parker, idle);
                 }) {
                     Ok(handle) => job.add_blocking_thread(handle),
                     Err(e) => {
@@ -726,10 +738,9 @@ fn drop_service(worker: usize, service: Box<dyn WorkerService>) {
     }
 }
 
-fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
+fn worker_loop(me: &WorkerShared, mut idle: Backoff) {
     let mut tasklets: Vec<Scheduled> = Vec::new();
     let mut services: Vec<Box<dyn WorkerService>> = Vec::new();
-    let mut idle = Backoff::new(min_park, max_park, MAX_IDLE_YIELDS);
     loop {
         if me.has_incoming.swap(false, Ordering::Acquire) {
             tasklets.append(&mut me.incoming.lock().unwrap_or_else(|e| e.into_inner()));
@@ -785,8 +796,8 @@ fn worker_loop(me: &WorkerShared, min_park: Duration, max_park: Duration) {
 /// raises its parking flag and looks once more, then parks until nudged by a conveyor peer
 /// or woken, and at most for as long as its tasklets allow ([`NextCall`]): while one polls,
 /// a pause that starts at `min_park` and doubles up to `max_park` while nothing moves;
-/// otherwise until the earliest instant one asked for, or [`IDLE_HEARTBEAT`] when all wait
-/// for input. Any progress starts over.
+/// otherwise until the earliest instant one asked for, at most a heartbeat
+/// ([`ExecutorConfig::heartbeat`]). Any progress starts over.
 struct Backoff {
     min_park: Duration,
     max_park: Duration,
@@ -796,6 +807,8 @@ struct Backoff {
     yields: u32,
     /// The most `yields` grows to.
     max_yields: u32,
+    /// The longest park while no tasklet polls.
+    heartbeat: Duration,
     /// When the current run of idle passes began.
     idle_since: Option<Instant>,
     /// The parking flag is up: the pass that just ran was the last look.
@@ -803,13 +816,15 @@ struct Backoff {
 }
 
 impl Backoff {
-    fn new(min_park: Duration, max_park: Duration, yields: u32) -> Self {
+    fn new(config: &ExecutorConfig, yields: u32) -> Self {
         Backoff {
-            min_park,
-            max_park,
-            park: min_park,
+            min_park: config.min_park,
+            max_park: config.max_park,
+            heartbeat: config.heartbeat,
+            park: config.min_park,
             idle_passes: 0,
-            yields,
+            // Grows with the load from the first quick refill on.
+            yields: yields.min(1),
             max_yields: yields,
             idle_since: None,
             announced: false,
@@ -864,7 +879,7 @@ impl Backoff {
                 Some(NextCall::At(due)) => {
                     let wait = due
                         .saturating_duration_since(Instant::now())
-                        .min(IDLE_HEARTBEAT);
+                        .min(self.heartbeat);
                     if wait.is_zero() {
                         // Due already: the next pass is its call.
                         parker.cancel_park();
@@ -872,7 +887,7 @@ impl Backoff {
                         parker.park(Some(wait));
                     }
                 }
-                Some(NextCall::OnWake) => parker.park(Some(IDLE_HEARTBEAT)),
+                Some(NextCall::OnWake) => parker.park(Some(self.heartbeat)),
             }
         }
     }
@@ -890,8 +905,7 @@ const MAX_IDLE_YIELDS: u32 = 64;
 /// a yield that let another process run for a time slice proves nothing.
 const QUICK_REFILL: Duration = Duration::from_micros(50);
 
-fn blocking_loop(mut s: Scheduled, parker: &Parker, min_park: Duration, max_park: Duration) {
-    let mut idle = Backoff::new(min_park, max_park, 0);
+fn blocking_loop(mut s: Scheduled, parker: &Parker, mut idle: Backoff) {
     loop {
         let (alive, moved) = call_once(&mut s);
         if !alive {

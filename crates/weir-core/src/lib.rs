@@ -73,9 +73,7 @@ pub use metrics::{
     Counter, InstanceMetrics, LATENCY_BUCKETS, LatencyHistogram, LatencySnapshot, MetricsSnapshot,
 };
 pub use outbox::{OutPort, Outbox};
-pub use processor::{
-    IDLE_HEARTBEAT, NextCall, Processor, ProcessorContext, ProcessorSupplier, TaskletWaker,
-};
+pub use processor::{NextCall, Processor, ProcessorContext, ProcessorSupplier, TaskletWaker};
 pub use snapshot::{SnapshotEntry, SnapshotWriter};
 pub use stall::{QueuedInput, Stall};
 pub use tasklet::Progress;

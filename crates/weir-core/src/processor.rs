@@ -178,15 +178,11 @@ pub enum NextCall {
     /// By this instant, or sooner when input arrives or it is woken.
     At(Instant),
     /// Only when input arrives, room frees downstream or its [`TaskletWaker`] is woken. The
-    /// runtime still looks in now and then (at most [`IDLE_HEARTBEAT`] apart), which bounds
-    /// how long a job that waits for input takes to see a cancellation or a snapshot.
+    /// runtime still looks in now and then (a heartbeat, 50 ms by default:
+    /// [`ExecutorConfig::heartbeat`](crate::ExecutorConfig::heartbeat)), which bounds how
+    /// long a job that waits for input takes to see a cancellation or a snapshot.
     OnWake,
 }
-
-/// The longest a worker parks while every instance on it waits for input
-/// ([`NextCall::OnWake`]): the bound on how soon a waiting job sees a cancellation, a
-/// snapshot asked for, or one that became durable.
-pub const IDLE_HEARTBEAT: Duration = Duration::from_millis(50);
 
 impl NextCall {
     /// The earlier of two: `Poll` before any instant, any instant before `OnWake`.

@@ -77,6 +77,7 @@ fn slow_to_wake_executor() -> Executor {
         workers: 2,
         min_park: Duration::from_secs(60),
         max_park: Duration::from_secs(60),
+        heartbeat: Duration::from_secs(60),
     })
     .expect("start an executor")
 }
@@ -150,4 +151,97 @@ fn a_producer_parked_on_a_full_queue_is_woken_when_room_is_made() {
     let job = executor.submit(dag, JobConfig::default()).unwrap();
     finish(job).unwrap();
     assert_eq!(count.load(Ordering::Relaxed), 20_000);
+}
+
+/// A source that never emits and counts how often it is called; it answers `next_call` as
+/// told, and finishes once `due` has passed, if given.
+struct Waiting {
+    calls: Arc<AtomicU64>,
+    next: Option<weir_core::NextCall>,
+    due: Option<std::time::Instant>,
+}
+
+impl Processor for Waiting {
+    fn complete(&mut self, _outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(self.due.is_some_and(|due| std::time::Instant::now() >= due))
+    }
+
+    fn next_call(&self) -> weir_core::NextCall {
+        self.next.unwrap_or(weir_core::NextCall::Poll)
+    }
+}
+
+/// Runs one `Waiting` source alone on an executor whose polling pause is 1 ms and whose
+/// heartbeat is `heartbeat`.
+fn waiting_job(
+    next: Option<weir_core::NextCall>,
+    due: Option<std::time::Instant>,
+    heartbeat: Duration,
+) -> (Executor, Job, Arc<AtomicU64>) {
+    let executor = Executor::new(ExecutorConfig {
+        workers: 1,
+        heartbeat,
+        ..ExecutorConfig::default()
+    })
+    .expect("start an executor");
+    let calls = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&calls);
+    let mut dag = Dag::new();
+    dag.vertex(
+        Vertex::new("waiting", move |_| Waiting {
+            calls: Arc::clone(&counted),
+            next,
+            due,
+        })
+        .emits::<u64>()
+        .local_parallelism(1),
+    );
+    let job = executor.submit(dag, JobConfig::default()).unwrap();
+    (executor, job, calls)
+}
+
+/// A tasklet that waits for input is called about once a heartbeat, not once a millisecond:
+/// over the same 600 ms a polling one is called hundreds of times.
+#[test]
+fn a_worker_whose_tasklets_wait_for_input_parks_for_a_heartbeat() {
+    let window = Duration::from_millis(600);
+    let mut counts = Vec::new();
+    for next in [Some(weir_core::NextCall::OnWake), None] {
+        let (_executor, job, calls) = waiting_job(next, None, Duration::from_millis(200));
+        // The window is what is measured: how many calls fit in it.
+        std::thread::sleep(window);
+        counts.push(calls.load(Ordering::Relaxed));
+        job.cancel();
+        assert!(matches!(finish(job), Err(Error::Cancelled)));
+    }
+    let (waiting, polling) = (counts[0], counts[1]);
+    // 600 ms / 200 ms, plus the calls of the first busy passes and the backoff's last looks.
+    assert!(
+        waiting <= 30,
+        "a waiting tasklet was called {waiting} times"
+    );
+    assert!(
+        polling >= 100,
+        "a polling tasklet was called only {polling} times"
+    );
+}
+
+/// A tasklet that asks for a call at an instant gets it then, though nothing else would wake
+/// its worker for a minute.
+#[test]
+fn a_tasklet_is_called_at_the_instant_it_asked_for() {
+    let due = std::time::Instant::now() + Duration::from_millis(100);
+    let (_executor, job, calls) = waiting_job(
+        Some(weir_core::NextCall::At(due)),
+        Some(due),
+        Duration::from_secs(60),
+    );
+    finish(job).expect("the job ends once its instant passed");
+    assert!(std::time::Instant::now() >= due);
+    assert!(
+        calls.load(Ordering::Relaxed) <= 30,
+        "called {} times while waiting",
+        calls.load(Ordering::Relaxed)
+    );
 }
