@@ -2,7 +2,8 @@
 //! job at parallelism 1 and 2, over the in-process generator and over a JSON Lines event
 //! file (parse included), each run's result checked against the reference; q0, q5, q7 and
 //! q11 also as hand-written single-thread loops, the yardstick; then the latency of window
-//! results in paced runs; `--latency` runs only the latter.
+//! results in paced runs. `--latency` runs only the latter; `--idle` measures what jobs and
+//! a flow cost at low load or with nothing to do.
 //!
 //! ```text
 //! cargo bench --bench nexmark                        # 10 M generated events, 2 M from a file
@@ -11,6 +12,7 @@
 //! cargo bench --bench nexmark -- --queries q6,q9,q10,q11 --events 2000000 --file-events 1000000 --no-latency
 //! cargo bench --bench nexmark -- --events 2000000 --rate 20000 --no-latency
 //! cargo bench --bench nexmark -- --latency [--wall-rates 1000000,100000 --latency-seconds 30]
+//! cargo bench --bench nexmark -- --idle [--idle-seconds 10]
 //! cargo bench --bench nexmark -- --observe --inputs generator --queries q5 --parallelism 2 --runs 5 --no-latency
 //! ```
 //!
@@ -129,8 +131,30 @@
 //! percentiles are those of a few samples; the keyed count gives the 10,000. The child
 //! process's wall and CPU time (from `wait4`) are printed after its table.
 //!
-//! Latency runs, like the others, first wait (up to `--patience-s`) until other work keeps
-//! less than `--quiet-percent` of the CPUs busy, and print the share they saw.
+//! # Idle cost (`--idle`)
+//!
+//! One child process at a time, each for about `--idle-seconds` (10), with 2 workers:
+//!
+//! - q5 over the paced generator at 1,000, 10,000 and 100,000 events/s (rate × seconds
+//!   events, event time following the clock as above), until its input ends;
+//! - q5 over a stream source that never yields (`futures::stream::pending()`, polled with
+//!   the instance's waker as `sources::reactive` polls a stream; an instance per worker, with
+//!   event time: a job waiting for data), cancelled when the time is up
+//!   (`Job::wait_timeout`, then `cancel`);
+//! - a flow with nothing to do: `weir flow run` (this package's binary) on GetFile watching
+//!   an empty directory, into PutFile, with the default schedule, stopped by SIGTERM when the
+//!   time is up.
+//!
+//! Each row gives the wall time (spawn to exit: start-up and shutdown included), the CPU
+//! time (user + system of all threads, from `wait4`), their ratio as a share of one core,
+//! the CPU per 1,000 events of the paced runs, the voluntary and involuntary context
+//! switches per second (a worker's wake-up counts as a voluntary one), and the goal: at most
+//! 2% of a core at 1,000 events/s, 10% at 100,000, 0.5% with no input and for the idle
+//! flow. A last line checks that the CPU grows linearly with the rate: the 10,000 events/s
+//! run against the line through the two others, and that line's cost at 0 events/s.
+//!
+//! Latency and idle runs, like the others, first wait (up to `--patience-s`) until other work
+//! keeps less than `--quiet-percent` of the CPUs busy, and print the share they saw.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -139,6 +163,7 @@ mod checksum;
 mod engine;
 mod expected;
 mod hand;
+mod idle;
 mod inputs;
 mod latency;
 
@@ -168,6 +193,7 @@ use checksum::*;
 use engine::*;
 use expected::*;
 use hand::*;
+use idle::*;
 use inputs::*;
 use latency::*;
 
@@ -587,6 +613,11 @@ fn main() {
                     flag("--wall-rate").map_or(1_000_000, |v| v.parse().expect("--wall-rate"));
                 latency_child(seconds, rate, parallelism);
             }
+            "idle" => {
+                let seconds = flag("--seconds").map_or(10, |v| v.parse().expect("--seconds"));
+                let rate = flag("--wall-rate").map(|v| v.parse().expect("--wall-rate"));
+                idle_child(rate, seconds, parallelism);
+            }
             other => panic!("unknown child {other}"),
         }
         return;
@@ -606,8 +637,14 @@ fn main() {
         quiet: number("--quiet-percent", 10) as f64 / 100.0,
         patience: Duration::from_secs(number("--patience-s", 30)),
     };
-    if has("--latency") || has("--latency-only") {
-        return latency_run(&me, &wall_rates, latency_seconds, repeat);
+    if has("--latency") || has("--latency-only") || has("--idle") {
+        if has("--latency") || has("--latency-only") {
+            latency_run(&me, &wall_rates, latency_seconds, repeat);
+        }
+        if has("--idle") {
+            idle_run(&me, number("--idle-seconds", 10), repeat);
+        }
+        return;
     }
     let selected: Vec<Query> = flag("--queries").map_or(BENCH_QUERIES.to_vec(), |v| {
         v.split(',')
