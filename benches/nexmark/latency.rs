@@ -136,12 +136,25 @@ impl SourceLog {
         self.reached(time_ms)?.into_iter().max()
     }
 
-    /// How long after the event-time origin `base_ms` (read as wall-clock time) the source
-    /// handed on its first event: planning, deployment and the first read. The paced
-    /// generator keeps to its rate from its first read on, so this offset stays in every
-    /// later event's hand-on time, as a constant; `None` before the first event.
-    fn start_offset_us(&self) -> Option<i64> {
-        Some(self.reached(self.base_ms)?.into_iter().min()? - self.base_ms * 1000)
+    /// The source's least delay, over the whole run, between an event time read as
+    /// wall-clock time and its hand-on: its schedule. The paced generator starts its pace at
+    /// its first read and never runs ahead of it, so its first events show the start-up
+    /// (planning, deployment, the first read after the event-time origin was chosen), a
+    /// constant the source never makes up; any later delay is more than this. `None` before
+    /// the first event.
+    fn least_delay_us(&self) -> Option<i64> {
+        let n = self
+            .registered
+            .load(Ordering::Relaxed)
+            .min(self.handed.len());
+        self.handed[..n]
+            .iter()
+            .flat_map(|slots| slots.iter().enumerate())
+            .filter_map(|(offset, slot)| {
+                let t = slot.load(Ordering::Acquire);
+                (t != 0).then(|| t - (self.base_ms + offset as i64) * 1000)
+            })
+            .min()
     }
 }
 
@@ -170,13 +183,14 @@ pub(crate) struct Measured {
     /// Window close to sink: arrival at the sink minus the moment every source instance
     /// had handed on an event at or after the window's end plus the lag.
     close: Histogram<u64>,
-    /// End to end: arrival minus the window's end plus the lag, event time read as
-    /// wall-clock time from the source's first hand-on (see [`SourceLog::start_offset_us`]).
-    /// That is the creation time of the window's first event (its start in event time) to
-    /// the result, less the window's length and the lag.
+    /// End to end, before the source's least delay is taken off (at the print, see
+    /// [`SourceLog::least_delay_us`]): arrival minus the window's end plus the lag, event
+    /// time read as wall-clock time. That is the time from the creation of the window's first
+    /// event (its time stamp, the window's start) to the result, less the window's length and
+    /// the lag.
     end_to_end: Histogram<u64>,
-    /// How far the source ran behind its event time so read, when the window could close:
-    /// the difference of the two above.
+    /// How far the source ran behind its event time read as wall-clock time when the window
+    /// could close, before its least delay is taken off: the difference of the two above.
     source_behind: Histogram<u64>,
     /// Results measured.
     results: u64,
@@ -287,12 +301,8 @@ impl SinkWriter for LatencySink {
                 self.group.name()
             )
         })?;
-        let offset = self
-            .log
-            .start_offset_us()
-            .ok_or("a result before the first event")?;
-        // When the window's last wait ended, event time read as wall-clock time.
-        let due = closing * 1000 + offset;
+        // When the window's wait for its lag ended, event time read as wall-clock time.
+        let due = closing * 1000;
         self.local
             .record(end, arrived - closable, arrived - due, closable - due);
         Ok(())
@@ -328,19 +338,27 @@ fn ms(us: u64) -> String {
     format!("{:.2}", us as f64 / 1000.0)
 }
 
-/// Prints one row: a histogram's count and percentiles in ms.
-fn print_latency_row(name: &str, what: &str, m: &Measured, h: &Histogram<u64>, goal: &str) {
+/// Prints one row: a histogram's count and percentiles in ms, less `shift_us` (a constant
+/// taken off every value keeps their order, so it comes off every percentile).
+fn print_latency_row(
+    (name, what): (&str, &str),
+    m: &Measured,
+    h: &Histogram<u64>,
+    shift_us: u64,
+    goal: &str,
+) {
+    let at = |q: f64| ms(h.value_at_quantile(q).saturating_sub(shift_us));
     println!(
         "{:<16} {:<11} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}  {}",
         name,
         what,
         h.len(),
         m.windows.len(),
-        ms(h.value_at_quantile(0.50)),
-        ms(h.value_at_quantile(0.99)),
-        ms(h.value_at_quantile(0.999)),
-        ms(h.value_at_quantile(0.9999)),
-        ms(h.max()),
+        at(0.50),
+        at(0.99),
+        at(0.999),
+        at(0.9999),
+        ms(h.max().saturating_sub(shift_us)),
         goal
     );
 }
@@ -447,6 +465,10 @@ pub(crate) fn latency_child(seconds: u64, wall_rate: u64, parallelism: usize) {
         GOAL_P99_US / 1000,
         GOAL_P9999_US / 1000
     );
+    let least_delay = log
+        .least_delay_us()
+        .expect("the source handed on events")
+        .max(0) as u64;
     let mut behind = Measured::new();
     let mut failures = Vec::new();
     for (group, counted, shared) in &measured {
@@ -459,8 +481,8 @@ pub(crate) fn latency_child(seconds: u64, wall_rate: u64, parallelism: usize) {
         } else {
             "FAIL"
         };
-        print_latency_row(name, "close→sink", &m, &m.close, verdict);
-        print_latency_row(name, "end-to-end", &m, &m.end_to_end, "");
+        print_latency_row((name, "close→sink"), &m, &m.close, 0, verdict);
+        print_latency_row((name, "end-to-end"), &m, &m.end_to_end, least_delay, "");
         behind.source_behind.add(&m.source_behind).unwrap();
         if m.clamped > 0 {
             println!("  {name}: {} negative values recorded as 0", m.clamped);
@@ -486,13 +508,14 @@ pub(crate) fn latency_child(seconds: u64, wall_rate: u64, parallelism: usize) {
         }
     }
     let b = &behind.source_behind;
+    let behind_ms = |q: f64| ms(b.value_at_quantile(q).saturating_sub(least_delay));
     println!(
-        "source: first event handed on {} ms after the event-time origin; behind its event time \
-         (from then on) when a window could close: p50 {} ms, p99 {} ms, max {} ms",
-        ms(log.start_offset_us().unwrap_or(0).max(0) as u64),
-        ms(b.value_at_quantile(0.5)),
-        ms(b.value_at_quantile(0.99)),
-        ms(b.max())
+        "source: least delay behind its event time {} ms (start-up, taken off end-to-end); \
+         behind it by more when a window could close: p50 {} ms, p99 {} ms, max {} ms",
+        ms(least_delay),
+        behind_ms(0.5),
+        behind_ms(0.99),
+        ms(b.max().saturating_sub(least_delay))
     );
     assert!(failures.is_empty(), "{}", failures.join("; "));
 }
