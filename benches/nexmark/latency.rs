@@ -107,8 +107,11 @@ impl SourceLog {
     /// the event times `from_ms..=to_ms` (offsets from `base_ms`).
     fn stamp(&self, instance: usize, from_ms: i64, to_ms: i64, wall_us: i64) {
         let slots = &self.handed[instance];
-        let last = (to_ms.max(-1) as usize).min(slots.len() - 1);
-        for slot in &slots[from_ms.max(0) as usize..=last] {
+        let (from, to) = (from_ms.max(0), to_ms.min(slots.len() as i64 - 1));
+        if from > to {
+            return;
+        }
+        for slot in &slots[from as usize..=to as usize] {
             // Release: a sink that sees a window this event closed reads the stamp after it.
             slot.store(wall_us, Ordering::Release);
         }
