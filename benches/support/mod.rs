@@ -1,8 +1,8 @@
-//! What the whole-job benchmarks share: timing a child process with its CPU time and peak
-//! memory, waiting for the shared machine to be quiet before a run, and reading
-//! `--name value` flags.
+//! What the whole-job benchmarks share: timing a child process with its CPU time, peak
+//! memory and context switches, waiting for the shared machine to be quiet before a run, and
+//! reading `--name value` flags.
 
-#![allow(unsafe_code)] // wait4, for the child's peak RSS.
+#![allow(unsafe_code)] // wait4, for the child's usage; kill, to stop a child that runs until told.
 #![allow(dead_code)] // each bench uses what it needs
 
 use std::process::Command;
@@ -18,6 +18,11 @@ pub struct ChildUsage {
     /// Peak RSS (`ru_maxrss`), in KiB. Linux counts the parent's RSS at the spawn in it too,
     /// so the parent must stay small.
     pub max_rss_kib: u64,
+    /// Voluntary context switches of all the child's threads (`ru_nvcsw`): each is a thread
+    /// that blocked or parked and was woken again, so at rest they count the wake-ups.
+    pub voluntary_switches: u64,
+    /// Involuntary context switches (`ru_nivcsw`): a thread preempted while it could run.
+    pub involuntary_switches: u64,
 }
 
 /// Runs `cmd` to completion; returns its wall time and peak RSS in KiB.
@@ -29,7 +34,7 @@ pub fn time_child(cmd: &mut Command) -> (Duration, u64) {
     (usage.wall, usage.max_rss_kib)
 }
 
-/// Runs `cmd` to completion; returns its wall time, CPU time and peak RSS.
+/// Runs `cmd` to completion; returns its wall time, CPU time, peak RSS and context switches.
 ///
 /// # Panics
 /// If the child cannot be started or does not exit with status 0.
@@ -37,10 +42,45 @@ pub fn time_child(cmd: &mut Command) -> (Duration, u64) {
 pub fn run_child(cmd: &mut Command) -> ChildUsage {
     let start = Instant::now();
     let child = cmd.spawn().expect("spawn");
+    reap(cmd, child.id() as libc::pid_t, start)
+}
+
+/// Runs `cmd` for `duration` of wall-clock time, then asks it to stop with SIGTERM and waits
+/// for its exit; returns its usage as [`run_child`] does. For a command that runs until told
+/// to stop (a flow, a server).
+///
+/// # Panics
+/// If the child cannot be started, exits before `duration` is up, or does not exit with
+/// status 0 after the signal.
+#[allow(clippy::zombie_processes)] // the child is reaped by wait4, which also reports its usage
+pub fn run_child_for(cmd: &mut Command, duration: Duration) -> ChildUsage {
+    let start = Instant::now();
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    std::thread::sleep(duration); // the measured run itself, not synchronisation
+    // An early exit fails at once: reaped here, its pid could be reused before the kill.
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our unreaped child; WNOHANG returns at once; the pointers are to live
+    // locals.
+    let early = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+    assert_eq!(
+        early, 0,
+        "{cmd:?} ended before its {duration:?} were up (status {status})"
+    );
+    // SAFETY: `pid` is our own child, still running and not reaped.
+    let killed = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(killed, 0, "could not signal {cmd:?}");
+    reap(cmd, pid, start)
+}
+
+/// Waits for child `pid` with `wait4` and returns its usage; panics unless it exited with
+/// status 0.
+fn reap(cmd: &Command, pid: libc::pid_t, start: Instant) -> ChildUsage {
     let mut status = 0;
     // SAFETY: a zeroed rusage is a valid out-parameter; wait4 fills it for our own child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
     // SAFETY: `pid` is our unreaped child; status and usage point to live locals.
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let elapsed = start.elapsed();
@@ -56,6 +96,8 @@ pub fn run_child(cmd: &mut Command) -> ChildUsage {
         wall: elapsed,
         cpu: time(usage.ru_utime) + time(usage.ru_stime),
         max_rss_kib: usage.ru_maxrss as u64,
+        voluntary_switches: usage.ru_nvcsw as u64,
+        involuntary_switches: usage.ru_nivcsw as u64,
     }
 }
 
