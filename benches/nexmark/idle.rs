@@ -72,6 +72,11 @@ impl SourceReader for NoInput {
             Poll::Pending => Ok(false),
         }
     }
+
+    /// The stream's waker wakes the instance when it has an event.
+    fn next_read(&self) -> weir::NextCall {
+        weir::NextCall::OnWake
+    }
 }
 
 /// Child: q5 on `workers` workers, over the generator paced at `rate` events/s for `seconds`

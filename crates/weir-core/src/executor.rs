@@ -807,10 +807,10 @@ struct Backoff {
     yields: u32,
     /// The most `yields` grows to.
     max_yields: u32,
+    /// Passes that made progress since the last park.
+    busy_passes: u32,
     /// The longest park while no tasklet polls.
     heartbeat: Duration,
-    /// When the current run of idle passes began.
-    idle_since: Option<Instant>,
     /// The parking flag is up: the pass that just ran was the last look.
     announced: bool,
 }
@@ -823,10 +823,10 @@ impl Backoff {
             heartbeat: config.heartbeat,
             park: config.min_park,
             idle_passes: 0,
-            // Grows with the load from the first quick refill on.
-            yields: yields.min(1),
+            // Decays within a few parks on a quiet stream.
+            yields,
             max_yields: yields,
-            idle_since: None,
+            busy_passes: 0,
             announced: false,
         }
     }
@@ -844,20 +844,12 @@ impl Backoff {
                 parker.cancel_park();
                 self.announced = false;
             }
-            if self
-                .idle_since
-                .take()
-                .is_some_and(|t| t.elapsed() < QUICK_REFILL)
-            {
-                // Work came within microseconds of running out: yielding pays at this load.
-                self.yields = (self.yields * 2).clamp(1, self.max_yields);
-            }
             self.park = self.min_park;
             self.idle_passes = 0;
-        } else if self.idle_passes < self.yields {
-            if self.idle_passes == 0 {
-                self.idle_since = Some(Instant::now());
-            }
+            self.busy_passes = self.busy_passes.saturating_add(1);
+            return;
+        }
+        if self.idle_passes < self.yields {
             self.idle_passes += 1;
             thread::yield_now();
         } else if !self.announced {
@@ -867,43 +859,63 @@ impl Backoff {
             self.announced = true;
         } else {
             self.announced = false;
-            // Nothing came while yielding: at this load the yields only cost.
-            self.yields /= 2;
-            self.idle_since = None;
-            match next_call() {
-                None => parker.park(None),
-                Some(NextCall::Poll) => {
-                    parker.park(Some(self.park));
-                    self.park = (self.park * 2).min(self.max_park);
-                }
-                Some(NextCall::At(due)) => {
-                    let wait = due
-                        .saturating_duration_since(Instant::now())
-                        .min(self.heartbeat);
-                    if wait.is_zero() {
-                        // Due already: the next pass is its call.
-                        parker.cancel_park();
-                    } else {
-                        parker.park(Some(wait));
-                    }
-                }
-                Some(NextCall::OnWake) => parker.park(Some(self.heartbeat)),
+            let parked = Instant::now();
+            self.park_for(next_call(), parker);
+            let pause = parked.elapsed();
+            let busy = std::mem::take(&mut self.busy_passes) >= BUSY_PASSES;
+            if pause < SHORT_PARK && busy {
+                // Busy, and woken almost at once: at this load, yielding would have kept the
+                // thread (and spared its producer the wake).
+                self.yields = (self.yields * 2).max(1).min(self.max_yields);
+            } else if pause >= LONG_PARK {
+                // Nothing came for a while: at this load the yields only cost.
+                self.yields /= 2;
             }
+        }
+    }
+
+    /// Parks for as long as `next_call` allows (see [`Backoff`]).
+    fn park_for(&mut self, next_call: Option<NextCall>, parker: &Parker) {
+        match next_call {
+            None => parker.park(None),
+            Some(NextCall::Poll) => {
+                parker.park(Some(self.park));
+                self.park = (self.park * 2).min(self.max_park);
+            }
+            Some(NextCall::At(due)) => {
+                let wait = due
+                    .saturating_duration_since(Instant::now())
+                    .min(self.heartbeat);
+                if wait.is_zero() {
+                    // Due already: the next pass is its call.
+                    parker.cancel_park();
+                } else {
+                    parker.park(Some(wait));
+                }
+            }
+            Some(NextCall::OnWake) => parker.park(Some(self.heartbeat)),
         }
     }
 }
 
 /// The most idle passes a worker yields through before it prepares to park. The number
-/// doubles each time work arrives during the yields, within [`QUICK_REFILL`], and halves
-/// each time the worker parks after them, so a busy worker keeps yielding (a wake costs its producers a futex call)
-/// while one on a quiet stream parks at once: at a thousand events per second, 64 yields
+/// doubles each time a busy worker's park ends within [`SHORT_PARK`] and halves each time one lasts
+/// [`LONG_PARK`] or more, so a busy worker keeps yielding (a wake costs its producers a
+/// futex call) while one on a quiet stream parks at once: at a thousand events per second, 64 yields
 /// per wake cost a tenth of a core. A non-cooperative tasklet's own thread parks without
 /// yielding: nothing else runs on it.
 const MAX_IDLE_YIELDS: u32 = 64;
 
-/// How soon after a worker ran out of work more must come for its yields to count as paid:
-/// a yield that let another process run for a time slice proves nothing.
-const QUICK_REFILL: Duration = Duration::from_micros(50);
+/// A park shorter than this, after at least [`BUSY_PASSES`] passes that made progress, says
+/// the load is heavy: the worker's yields double. (A worker on a quiet stream also parks
+/// briefly between the hops of one event through the job, after a pass or two.)
+const SHORT_PARK: Duration = Duration::from_micros(100);
+
+/// See [`SHORT_PARK`].
+const BUSY_PASSES: u32 = 16;
+
+/// A park at least this long says the load is light: the worker's yields halve.
+const LONG_PARK: Duration = Duration::from_micros(500);
 
 fn blocking_loop(mut s: Scheduled, parker: &Parker, mut idle: Backoff) {
     loop {

@@ -202,10 +202,10 @@ fn waiting_job(
 }
 
 /// A tasklet that waits for input is called about once a heartbeat, not once a millisecond:
-/// over the same 600 ms a polling one is called hundreds of times.
+/// over the same second a polling one is called a thousand times.
 #[test]
 fn a_worker_whose_tasklets_wait_for_input_parks_for_a_heartbeat() {
-    let window = Duration::from_millis(600);
+    let window = Duration::from_secs(1);
     let mut counts = Vec::new();
     for next in [Some(weir_core::NextCall::OnWake), None] {
         let (_executor, job, calls) = waiting_job(next, None, Duration::from_millis(200));
@@ -216,13 +216,14 @@ fn a_worker_whose_tasklets_wait_for_input_parks_for_a_heartbeat() {
         assert!(matches!(finish(job), Err(Error::Cancelled)));
     }
     let (waiting, polling) = (counts[0], counts[1]);
-    // 600 ms / 200 ms, plus the calls of the first busy passes and the backoff's last looks.
+    // 1 s / 200 ms, plus the worker's first yields (64, 32, ... passes: 127 at most, halved
+    // by each long park) and the backoff's last looks.
     assert!(
-        waiting <= 30,
+        waiting <= 200,
         "a waiting tasklet was called {waiting} times"
     );
     assert!(
-        polling >= 100,
+        polling >= 500,
         "a polling tasklet was called only {polling} times"
     );
 }
@@ -239,8 +240,9 @@ fn a_tasklet_is_called_at_the_instant_it_asked_for() {
     );
     finish(job).expect("the job ends once its instant passed");
     assert!(std::time::Instant::now() >= due);
+    // The worker's first yields (127 passes at most) and its last looks, not one a millisecond.
     assert!(
-        calls.load(Ordering::Relaxed) <= 30,
+        calls.load(Ordering::Relaxed) <= 160,
         "called {} times while waiting",
         calls.load(Ordering::Relaxed)
     );

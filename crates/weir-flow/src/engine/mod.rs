@@ -560,6 +560,10 @@ async fn maintenance(shared: Arc<Shared>) {
         let due = last_checkpoint.elapsed() >= shared.flow.settings.checkpoint_interval;
         let poisoned = shared.repo.poisoned();
         let status_due = last_status.elapsed() >= Duration::from_secs(1);
+        if !due && !status_due && poisoned.is_none() && !shared.repo.sync_due() {
+            // Nothing to do: no hand-off to a blocking thread (an idle flow's whole cost).
+            continue;
+        }
         let _ = tokio::task::spawn_blocking(move || {
             s.repo.sync_if_due();
             if let Some(cause) = poisoned {

@@ -714,6 +714,17 @@ impl FlowFileRepository {
         Ok(())
     }
 
+    /// Whether [`sync_if_due`](Self::sync_if_due) would sync now: frames wait for a sync and
+    /// the interval passed. One lock, no I/O: the engine asks before handing the sync to a
+    /// blocking thread, so an idle flow costs no thread hand-off per tick.
+    pub fn sync_due(&self) -> bool {
+        let SyncPolicy::Interval(every) = self.sync else {
+            return false;
+        };
+        let j = self.lock_journal();
+        j.unsynced && j.last_sync.elapsed() >= every && j.poisoned.is_none()
+    }
+
     /// With `sync: interval`, syncs frames written since the last sync once the interval has
     /// passed (called periodically by the engine).
     pub fn sync_if_due(&self) {
