@@ -18,7 +18,7 @@
 //! end of one of its conveyors moves items (a call that moved anything nudges the threads of
 //! its conveyor peers, which wakes only those that are parking), or something wakes one of
 //! its tasklets, and at most for as long as its tasklets allow
-//! ([`Processor::next_call`](crate::Processor::next_call)): while one of them polls the
+//! ([`Processor::next_call`]): while one of them polls the
 //! world outside, a pause of 25 µs at first, doubling up to 1 ms while nothing moves; while
 //! all wait for input or for an instant, until the earliest instant, at most a heartbeat
 //! (50 ms). Any progress resets the pause. A worker with no tasklets parks until one is

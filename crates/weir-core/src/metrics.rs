@@ -334,8 +334,9 @@ pub struct MetricsSnapshot {
     pub watermark: Option<i64>,
     /// Items waiting in each input ordinal's conveyors, sampled at the last call.
     pub queue_fill: Vec<u64>,
-    /// At a sink, the window latency of each watermark it took
-    /// ([`InstanceMetrics::record_window_latency`]); empty elsewhere.
+    /// At a sink, for each watermark it took, the time since its source sent it: the longest
+    /// any result of the windows it closed took from the close to the sink. All zero
+    /// elsewhere.
     pub window_latency: LatencySnapshot,
     /// The processor's own counters.
     pub counters: Vec<(String, u64)>,
