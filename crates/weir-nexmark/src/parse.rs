@@ -25,11 +25,18 @@
 //!
 //! # How
 //!
-//! serde_json tokenises the line; a visitor of our own files each known field's value into a
-//! slot, recording what JSON type it had, and skips unknown fields without building them.
-//! Only then is the event assembled and checked, so the error names the field at fault and
-//! what it held, whatever the order of the fields. `Event`'s `Deserialize` goes the same way,
-//! so `serde_json::from_str::<Event>` is just as strict.
+//! Two fast paths read every valid line without serde_json: one for the generator's field
+//! order (each key compared whole with the one expected), and one for any order, whitespace
+//! and unknown fields, skipped as JSON without being built. Both read escapes in any string
+//! and key, at a few operations per escape. Whatever they cannot read (every invalid line, and
+//! a few valid ones that serde_json reads in its own way: a lone surrogate or invalid UTF-8
+//! in a skipped value, nesting deeper than 64) goes to serde_json: it tokenises the line and a
+//! visitor of our own files each known field's value into a slot, recording what JSON type it
+//! had. Either way the event is assembled and checked from those slots, so the error names
+//! the field at fault and what it held, whatever the order of the fields, and is the same
+//! on every path: tests check the fast paths against serde_json on random and edited lines.
+//! `Event`'s `Deserialize` goes the same way, so `serde_json::from_str::<Event>` is just as
+//! strict.
 //!
 //! Cost: one pass over the line; one allocation per string field longer than 24 bytes; no
 //! allocation for fields that are skipped, or whose strings the caller does not keep
@@ -221,7 +228,7 @@ pub fn parse_line_keeping(line: &[u8], kept: KeptStrings) -> Result<Event, Parse
         if let Some(event) = scan_ordered(line, text, kept) {
             return Ok(event);
         }
-        if let Some(raw) = scan_plain(line, text, kept) {
+        if let Some(raw) = scan_any(line, text, kept) {
             return raw.build();
         }
     }
@@ -235,6 +242,17 @@ pub fn parse_line_keeping(line: &[u8], kept: KeptStrings) -> Result<Event, Parse
         }
     }
     raw.build()
+}
+
+/// Whether [`parse_line_keeping`] reads `line` on its own fast paths, without serde_json:
+/// every valid line but those with invalid UTF-8 in a skipped value, a lone surrogate in a
+/// skipped string or nesting deeper than 64 in a skipped value. For benchmarks and tests that
+/// show where lines go; it parses the line (and drops the result).
+pub fn reads_on_the_fast_path(line: &[u8]) -> bool {
+    simdutf8::basic::from_utf8(line).is_ok_and(|text| {
+        scan_ordered(line, text, KeptStrings::NONE).is_some()
+            || scan_any(line, text, KeptStrings::NONE).is_some_and(|raw| raw.build().is_ok())
+    })
 }
 
 /// [`parse_line`] through serde_json alone, without the fast path for plain lines. The
@@ -520,22 +538,25 @@ impl Reader {
     }
 }
 
-/// The fast path of [`parse_line`]: reads a *plain* line straight into a [`Raw`], or gives up
+/// The general fast path of [`parse_line`]: reads any valid line into a [`Raw`], or gives up
 /// with `None` and leaves the line to serde_json.
 ///
-/// A plain line is valid UTF-8 and one JSON object, between optional JSON whitespace, whose
-/// keys are all fields of some event type, each given once, and whose values are strings
-/// without escapes or control characters, or integers in `-i64::MAX..=i64::MAX` (not `-0`,
-/// which serde_json reads as a float). That is every line a generator writes. Anything else
-/// (an escape, an unknown key, a float, `null`, a nested value, a syntax error) returns `None`,
-/// so every error and every unusual line still goes through serde_json and is reported
-/// exactly as before: whenever this returns `Some(raw)`, serde_json reads the same `Raw`.
+/// It reads what RFC 8259 allows: whitespace between tokens, fields in any order, escapes
+/// (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\uXXXX` and surrogate pairs) in keys and
+/// strings, and unknown fields whose values are anything at all (nested arrays and objects,
+/// numbers of any form, `true`, `false`, `null`), skipped without being built. A field of an
+/// event type takes a string or an integer in `-i64::MAX..=i64::MAX` (not `-0`, which
+/// serde_json reads as a float). Everything else (a value of the wrong type, a field given
+/// twice, a lone surrogate, nesting deeper than [`MAX_SKIP_DEPTH`], a syntax error) returns
+/// `None`, so that every error, and every line where serde_json's answer takes more than
+/// reading, goes through serde_json and is reported exactly as it would be: whenever this
+/// returns `Some(raw)`, serde_json reads the same `Raw`.
 ///
 /// `text` is `line`, checked to be UTF-8 by the caller.
 ///
-/// Cost: one search for the end of each key and string, no allocation but the strings
-/// longer than 24 bytes.
-fn scan_plain(line: &[u8], text: &str, kept: KeptStrings) -> Option<Raw> {
+/// Cost: one pass over the line, a few operations per 8 bytes of a string and per escape;
+/// no allocation but the kept strings longer than 24 bytes (and a key with an escape).
+fn scan_any(line: &[u8], text: &str, kept: KeptStrings) -> Option<Raw> {
     let mut raw = Raw::default();
     let mut at = skip_ws(line, 0);
     if line.get(at) != Some(&b'{') {
@@ -546,37 +567,44 @@ fn scan_plain(line: &[u8], text: &str, kept: KeptStrings) -> Option<Raw> {
         at += 1;
     } else {
         loop {
-            let (key, next) = plain_bytes(line, at)?;
-            // A key that is not a field name goes to serde_json.
-            let field = Field::from_name(key)?;
-            at = skip_ws(line, next);
+            let key = JsonString::at(line, at)?;
+            let field = match key.escaped {
+                false => Field::from_name(&line[key.content()]),
+                true => Field::from_name(key.decode(text).as_bytes()),
+            };
+            at = skip_ws(line, key.next);
             if line.get(at) != Some(&b':') {
                 return None;
             }
             at = skip_ws(line, at + 1);
-            let (slot, next) = match *line.get(at)? {
-                b'"' => {
-                    let (_, next) = plain_bytes(line, at)?;
-                    // Between the quotes, which are ASCII and so on character boundaries.
-                    let value = plain_text(&text[at + 1..next - 1])?;
-                    let kept = match kept.keeps(field) {
-                        true => CompactString::from(value),
-                        false => CompactString::default(),
+            match field {
+                Some(field) => {
+                    let (slot, next) = match *line.get(at)? {
+                        b'"' => {
+                            let value = JsonString::at(line, at)?;
+                            let kept = match kept.keeps(field) {
+                                true => value.decode(text),
+                                false => CompactString::default(),
+                            };
+                            (Slot::Str(kept), value.next)
+                        }
+                        b'-' | b'0'..=b'9' => {
+                            let (value, next) = plain_integer(line, at)?;
+                            (Slot::Int(value), next)
+                        }
+                        _ => return None,
                     };
-                    (Slot::Str(kept), next)
+                    let place = &mut raw.slots[field as usize];
+                    if place.is_some() {
+                        return None;
+                    }
+                    *place = Some(slot);
+                    at = next;
                 }
-                b'-' | b'0'..=b'9' => {
-                    let (value, next) = plain_integer(line, at)?;
-                    (Slot::Int(value), next)
-                }
-                _ => return None,
-            };
-            let place = &mut raw.slots[field as usize];
-            if place.is_some() {
-                return None;
+                // A field of no event type: checked as serde_json checks it, never built.
+                None => at = skip_value(line, at, 0)?,
             }
-            *place = Some(slot);
-            at = skip_ws(line, next);
+            at = skip_ws(line, at);
             match line.get(at) {
                 Some(b',') => at = skip_ws(line, at + 1),
                 Some(b'}') => {
@@ -590,11 +618,98 @@ fn scan_plain(line: &[u8], text: &str, kept: KeptStrings) -> Option<Raw> {
     (skip_ws(line, at) == line.len()).then_some(raw)
 }
 
-/// The fastest path of [`parse_line`]: reads a plain line (see [`scan_plain`]) whose fields are
-/// exactly those of its type, in the order [`Event::write_json`] writes them, `type` first,
-/// with no whitespace, straight into its event. That is every line a generator writes.
-/// Anything else (another order, a missing, extra or repeated field, whitespace, a value that
-/// is not plain) returns `None` and goes to [`scan_plain`], so the errors are unchanged.
+/// How deep [`skip_value`] goes into the arrays and objects of an unknown field before it
+/// leaves the line to serde_json, whose own limit (128) then decides.
+const MAX_SKIP_DEPTH: u32 = 64;
+
+/// The index after the JSON value that starts at `line[at]`, if it is valid JSON as
+/// serde_json's `IgnoredAny` reads it (strings as [`JsonString::at`] reads them), nested at
+/// most [`MAX_SKIP_DEPTH`] deep below `depth`; `None` otherwise.
+///
+/// Cost: the work of the value's strings and numbers, nothing built.
+fn skip_value(line: &[u8], at: usize, depth: u32) -> Option<usize> {
+    let literal = |word: &[u8]| {
+        line.get(at..at + word.len())
+            .filter(|w| *w == word)
+            .map(|_| at + word.len())
+    };
+    match *line.get(at)? {
+        b'"' => Some(JsonString::at(line, at)?.next),
+        b'-' | b'0'..=b'9' => skip_number(line, at),
+        b't' => literal(b"true"),
+        b'f' => literal(b"false"),
+        b'n' => literal(b"null"),
+        open @ (b'[' | b'{') if depth < MAX_SKIP_DEPTH => {
+            let close = if open == b'[' { b']' } else { b'}' };
+            let mut at = skip_ws(line, at + 1);
+            if line.get(at) == Some(&close) {
+                return Some(at + 1);
+            }
+            loop {
+                if open == b'{' {
+                    at = skip_ws(line, JsonString::at(line, at)?.next);
+                    if line.get(at) != Some(&b':') {
+                        return None;
+                    }
+                    at = skip_ws(line, at + 1);
+                }
+                at = skip_ws(line, skip_value(line, at, depth + 1)?);
+                match *line.get(at)? {
+                    b',' => at = skip_ws(line, at + 1),
+                    c if c == close => return Some(at + 1),
+                    _ => return None,
+                }
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The index after the JSON number that starts at `line[at]`:
+/// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`, of any size; `None` if it is not
+/// one. What follows it is for the caller to check, as serde_json does.
+fn skip_number(line: &[u8], mut at: usize) -> Option<usize> {
+    let digits = |from: usize| {
+        from + line[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    if line.get(at) == Some(&b'-') {
+        at += 1;
+    }
+    match *line.get(at)? {
+        b'0' => at += 1,
+        b'1'..=b'9' => at = digits(at + 1),
+        _ => return None,
+    }
+    if line.get(at) == Some(&b'.') {
+        let end = digits(at + 1);
+        if end == at + 1 {
+            return None;
+        }
+        at = end;
+    }
+    if let Some(b'e' | b'E') = line.get(at) {
+        at += 1;
+        if let Some(b'+' | b'-') = line.get(at) {
+            at += 1;
+        }
+        let end = digits(at);
+        if end == at {
+            return None;
+        }
+        at = end;
+    }
+    Some(at)
+}
+
+/// The fastest path of [`parse_line`]: reads a valid line whose fields are exactly those of its
+/// type, in the order [`Event::write_json`] writes them, `type` first, with no whitespace and
+/// no escape in a key, straight into its event. That is every line a generator writes, and
+/// its strings may hold any escape or character. Anything else (another order, a missing,
+/// extra or repeated field, whitespace, a value that is not a string or a plain integer)
+/// returns `None` and goes to [`scan_any`], so the errors are unchanged.
 ///
 /// `text` is `line`, checked to be UTF-8 by the caller.
 ///
@@ -673,17 +788,15 @@ impl OrderedCursor<'_> {
         Some(value)
     }
 
-    /// `key`, then a plain string, as [`scan_plain`] reads it: empty unless `kept` keeps
+    /// `key`, then a string, as [`JsonString::at`] reads it: empty unless `kept` keeps
     /// `field`.
     #[inline(always)]
     fn str_after(&mut self, key: &[u8], field: Field) -> Option<CompactString> {
         self.expect(key)?;
-        let (_, next) = plain_bytes(self.line, self.at)?;
-        // Between the quotes, which are ASCII and so on character boundaries.
-        let value = plain_text(&self.text[self.at + 1..next - 1])?;
-        self.at = next;
+        let value = JsonString::at(self.line, self.at)?;
+        self.at = value.next;
         Some(match self.kept.keeps(field) {
-            true => CompactString::from(value),
+            true => value.decode(self.text),
             false => CompactString::default(),
         })
     }
@@ -698,50 +811,197 @@ fn skip_ws(line: &[u8], mut at: usize) -> usize {
     at
 }
 
-/// The content of the string literal starting at `line[at]` (a `"`) if it has no escape,
-/// and the index after its closing quote. The content is not checked yet.
-#[inline]
-fn plain_bytes(line: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    if line.get(at) != Some(&b'"') {
-        return None;
-    }
-    let rest = &line[at + 1..];
-    let end = quote_or_escape(rest)?;
-    (rest[end] == b'"').then(|| (&rest[..end], at + 1 + end + 1))
+/// A JSON string literal of a line, read and checked: where its content is, and whether it has
+/// escapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct JsonString {
+    /// The index of its opening quote.
+    open: usize,
+    /// The index of its closing quote.
+    close: usize,
+    /// Whether its content has an escape, so that it must be decoded to be read.
+    escaped: bool,
+    /// The index after its closing quote.
+    next: usize,
 }
 
-/// The index of the first `"` or `\` in `bytes`.
-///
-/// Cost: keys and most values are shorter than 16 bytes, where `memchr2`'s set-up costs more
-/// than the search; so the first 16 bytes are tested 8 at a time as words, and `memchr2`
-/// searches the rest.
-#[inline]
-fn quote_or_escape(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // The high bit of each zero byte of `v` set. Bits above the lowest set one may be false
-    // (a borrow), so only the lowest is read: it is exact, for each mask and for their union.
-    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    let mut at = 0;
-    for chunk in bytes.chunks_exact(8).take(2) {
-        let word = u64::from_le_bytes(chunk.try_into().expect("chunks of 8"));
-        let found = zero_bytes(word ^ (ONES * u64::from(b'"')))
-            | zero_bytes(word ^ (ONES * u64::from(b'\\')));
-        if found != 0 {
-            return Some(at + (found.trailing_zeros() / 8) as usize);
+impl JsonString {
+    /// The string literal starting at `line[at]`, if there is one that serde_json reads as a
+    /// `str`: no control character (below U+0020) in it, and every escape one of `\"`, `\\`,
+    /// `\/`, `\b`, `\f`, `\n`, `\r`, `\t` or `\u` with four hex digits, a surrogate only as the
+    /// first of a pair (serde_json accepts a lone surrogate only in a value it skips; such a
+    /// line is left to it). Its bytes are not checked as UTF-8: the caller checked the line.
+    ///
+    /// Cost: the first 16 bytes after the opening quote and after each escape are searched 8
+    /// at a time as words, the rest with `memchr2`; then one pass for control characters,
+    /// which vectorises. An escape costs a few operations more than a letter, whatever it is.
+    #[inline]
+    fn at(line: &[u8], at: usize) -> Option<JsonString> {
+        if line.get(at) != Some(&b'"') {
+            return None;
         }
-        at += 8;
+        let mut from = at + 1;
+        let mut escaped = false;
+        let close = 'found: loop {
+            // 8 bytes at a time while escapes come every few words: each special byte of a
+            // word is read from its mask, without loading the word again.
+            let mut plain_words = 0;
+            while let Some(bytes) = line.get(from..from + 8) {
+                let word = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+                let mut specials = quotes_and_backslashes(word);
+                if specials == 0 {
+                    from += 8;
+                    plain_words += 1;
+                    if plain_words == 4 {
+                        break;
+                    }
+                    continue;
+                }
+                plain_words = 0;
+                loop {
+                    let found = from + (specials.trailing_zeros() / 8) as usize;
+                    if line[found] == b'"' {
+                        break 'found found;
+                    }
+                    escaped = true;
+                    let next = escape_end(line, found)?;
+                    let skipped = next - from;
+                    if skipped >= 8 {
+                        from = next;
+                        break;
+                    }
+                    // Forget the escape's own bytes (a `\"` or `\\` among them).
+                    specials &= u64::MAX << (8 * skipped);
+                    if specials == 0 {
+                        from += 8;
+                        break;
+                    }
+                }
+            }
+            // A long run without escapes, or the last few bytes: `memchr2`, then back to
+            // words after an escape.
+            let found = from + memchr::memchr2(b'"', b'\\', &line[from..])?;
+            if line[found] == b'"' {
+                break found;
+            }
+            escaped = true;
+            from = escape_end(line, found)?;
+        };
+        let content = &line[at + 1..close];
+        // No early exit, so that it vectorises; escapes are printable, so the raw content
+        // has a control character exactly when the string has one.
+        if !content.iter().fold(true, |ok, &b| ok & (b >= 0x20)) {
+            return None;
+        }
+        Some(JsonString {
+            open: at,
+            close,
+            escaped,
+            next: close + 1,
+        })
     }
-    memchr::memchr2(b'"', b'\\', &bytes[at..]).map(|i| at + i)
+
+    /// The byte range of the content, between the quotes, escapes as written.
+    #[inline]
+    fn content(&self) -> std::ops::Range<usize> {
+        self.open + 1..self.close
+    }
+
+    /// The string's value, its escapes decoded; `text` is the line the string was read from,
+    /// checked to be UTF-8.
+    ///
+    /// Cost: a copy of the content, on the heap past 24 bytes; with escapes, one more pass.
+    fn decode(&self, text: &str) -> CompactString {
+        let raw = &text[self.content()];
+        if !self.escaped {
+            return CompactString::from(raw);
+        }
+        let mut out = CompactString::with_capacity(raw.len());
+        let bytes = raw.as_bytes();
+        let mut at = 0;
+        while let Some(i) = memchr::memchr(b'\\', &bytes[at..]) {
+            // Escapes are ASCII, so `at` and the backslash are on character boundaries.
+            out.push_str(&raw[at..at + i]);
+            let escape = at + i;
+            let (c, next) = decode_escape(bytes, escape);
+            out.push(c);
+            at = next;
+        }
+        out.push_str(&raw[at..]);
+        out
+    }
 }
 
-/// A string's content if it has no control characters, as JSON requires.
+/// The index after the escape whose backslash is `line[at]`, if it is one that serde_json
+/// decodes into a `str` (see [`JsonString::at`]).
+#[inline(always)]
+fn escape_end(line: &[u8], at: usize) -> Option<usize> {
+    match *line.get(at + 1)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(at + 2),
+        b'u' => match hex4(line, at + 2)? {
+            0xD800..=0xDBFF => {
+                if line.get(at + 6..at + 8)? != b"\\u" {
+                    return None;
+                }
+                (0xDC00..=0xDFFF)
+                    .contains(&hex4(line, at + 8)?)
+                    .then_some(at + 12)
+            }
+            0xDC00..=0xDFFF => None,
+            _ => Some(at + 6),
+        },
+        _ => None,
+    }
+}
+
+/// The character of the escape whose backslash is `bytes[at]`, checked by [`escape_end`],
+/// and the index after it.
+fn decode_escape(bytes: &[u8], at: usize) -> (char, usize) {
+    let simple = |c| (c, at + 2);
+    match bytes[at + 1] {
+        b'b' => simple('\u{8}'),
+        b'f' => simple('\u{c}'),
+        b'n' => simple('\n'),
+        b'r' => simple('\r'),
+        b't' => simple('\t'),
+        b'u' => {
+            let high = hex4(bytes, at + 2).map_or(0, u32::from);
+            let (code, next) = match high {
+                0xD800..=0xDBFF => {
+                    let low = hex4(bytes, at + 8).map_or(0, u32::from);
+                    (0x1_0000 + ((high - 0xD800) << 10) + (low - 0xDC00), at + 12)
+                }
+                _ => (high, at + 6),
+            };
+            (
+                char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER),
+                next,
+            )
+        }
+        // `"`, `\` and `/` stand for themselves.
+        c => simple(char::from(c)),
+    }
+}
+
+/// The value of the four hex digits at `line[at..at + 4]`, if they are hex digits.
 #[inline]
-fn plain_text(text: &str) -> Option<&str> {
-    // No early exit, so that it vectorises.
-    text.bytes()
-        .fold(true, |ok, b| ok & (b >= 0x20))
-        .then_some(text)
+fn hex4(line: &[u8], at: usize) -> Option<u16> {
+    line.get(at..at + 4)?.iter().try_fold(0u16, |v, &b| {
+        let digit = (b as char).to_digit(16)?;
+        Some(v << 4 | digit as u16)
+    })
+}
+
+/// The high bit of each byte of `word` that is a `"` or a `\`, and no other bit: exact for
+/// every byte, so that the bytes can be taken one after the other from the mask.
+#[inline(always)]
+fn quotes_and_backslashes(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    // A byte of `x` is zero exactly when its high bit and its low seven bits are: adding
+    // 0x7F to the low seven sets the high bit unless they are zero, and never carries out.
+    let zero_bytes = |x: u64| !(((x & LOW7) + LOW7) | x) & !LOW7;
+    zero_bytes(word ^ (ONES * u64::from(b'"'))) | zero_bytes(word ^ (ONES * u64::from(b'\\')))
 }
 
 /// The JSON integer starting at `line[at]` if it is one serde_json reads as an `i64` (no
@@ -1262,6 +1522,64 @@ mod tests {
         assert!(serde_json::from_str::<Bid>(BID).is_ok());
     }
 
+    /// Every byte after a backslash, and every shape of `\u` escape (surrogates alone, paired,
+    /// out of order, cut short), in a kept string, a skipped one, an unknown field's value and
+    /// a key, reads as serde_json reads it.
+    #[test]
+    fn every_escape_reads_as_serde_json_reads_it() {
+        let mut escapes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b'\\', b]).collect();
+        for u in [
+            r"\u0041",
+            r"\u00e9",
+            r"\u0000",
+            r"\u001F",
+            r"\uFFFF",
+            r"\uD83D\uDE00",
+            r"\ud83d\ude00",
+            r"\uD800",
+            r"\uDC00",
+            r"\uDBFF\uDFFF",
+            r"\uD800\uD800",
+            r"\uD800\u0041",
+            r"\uD800\n",
+            r"\uDE00\uD83D",
+            r"\u12",
+            r"\u12G4",
+            r"\u",
+            r"\uD800\u",
+            r"\uD800\uDC",
+        ] {
+            escapes.push(u.as_bytes().to_vec());
+        }
+        for escape in &escapes {
+            let esc = String::from_utf8_lossy(escape);
+            for line in [
+                BID.replace(
+                    r#""channel":"Google""#,
+                    &format!(r#""channel":"Go{esc}gle""#),
+                ),
+                BID.replace(r#""extra":"e""#, &format!(r#""extra":"{esc}""#)),
+                BID.replace(
+                    r#""extra":"e""#,
+                    &format!(r#""extra":"e","other":"a{esc}b""#),
+                ),
+                BID.replace(r#""extra":"e""#, &format!(r#""extra":"e","o{esc}":1"#)),
+                BID.replace(r#""type":"bid""#, &format!(r#""type":"bid{esc}""#)),
+            ] {
+                let line = line.as_bytes();
+                let serde = parse_line_serde(line);
+                for kept in [KeptStrings::ALL, KeptStrings::NONE] {
+                    assert_eq!(
+                        parse_line_keeping(line, kept),
+                        serde.clone().map(|e| blanked(e, kept)),
+                        "{}",
+                        String::from_utf8_lossy(line)
+                    );
+                }
+            }
+        }
+    }
+
     fn text() -> impl Strategy<Value = CompactString> {
         // Quotes, backslashes, control characters, non-ASCII, long and short.
         prop_oneof![
@@ -1338,20 +1656,191 @@ mod tests {
         prop_oneof![person, auction, bid]
     }
 
+    /// A JSON string literal of `s`: as serde_json writes it, or with every character as a
+    /// `\u` escape (a surrogate pair past U+FFFF).
+    fn quoted(s: &str, all_escaped: bool) -> String {
+        if !all_escaped {
+            return serde_json::to_string(s).unwrap();
+        }
+        let mut out = String::from("\"");
+        for unit in s.encode_utf16() {
+            out.push_str(&format!("\\u{unit:04X}"));
+        }
+        out.push('"');
+        out
+    }
+
+    /// Any JSON value as text, as an unknown field may hold it: numbers of every form (`-0`,
+    /// exponents, beyond 64 bits), strings with escapes and a lone surrogate, nested arrays
+    /// and objects.
+    fn json_value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just("null".to_string()),
+            Just("true".to_string()),
+            Just("false".to_string()),
+            any::<i64>().prop_map(|v| v.to_string()),
+            any::<f64>().prop_map(|f| format!("{:e}", if f.is_finite() { f } else { 0.5 })),
+            Just("-0".to_string()),
+            Just("1E+3".to_string()),
+            Just("0.5e-7".to_string()),
+            Just("123456789012345678901234567890".to_string()),
+            (text(), any::<bool>()).prop_map(|(t, e)| quoted(&t, e)),
+            Just(r#""\ud800 lone""#.to_string()),
+        ];
+        leaf.prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec((text(), inner), 0..4).prop_map(|v| {
+                    let members: Vec<String> = v
+                        .iter()
+                        .map(|(k, v)| format!("{}:{v}", quoted(k, false)))
+                        .collect();
+                    format!("{{{}}}", members.join(" , "))
+                }),
+            ]
+        })
+    }
+
+    /// How [`render`] writes an event.
+    #[derive(Debug, Clone)]
+    struct Rendering {
+        /// A permutation of the fields, or `None` for the writer's order.
+        order: Option<Vec<usize>>,
+        /// Bit `i` set: the `i`th string (keys and values alike) is written all in `\u`.
+        escaped: u64,
+        /// Whitespace between tokens, taken in turn.
+        spaces: Vec<&'static str>,
+        /// Unknown fields and their values, inserted at the given places.
+        unknown: Vec<(prop::sample::Index, CompactString, String)>,
+    }
+
+    fn rendering() -> impl Strategy<Value = Rendering> {
+        (
+            prop::option::of(Just((0..11).collect::<Vec<usize>>()).prop_shuffle()),
+            prop_oneof![Just(0u64), any::<u64>()],
+            prop::collection::vec(
+                prop::sample::select(vec!["", "", " ", "\t", "\r\n ", "\n"]),
+                1..6,
+            ),
+            prop::collection::vec((any::<prop::sample::Index>(), text(), json_value()), 0..3),
+        )
+            .prop_map(|(order, escaped, spaces, unknown)| Rendering {
+                order,
+                escaped,
+                spaces,
+                unknown,
+            })
+    }
+
+    /// `event` as one JSON object written the way `how` says: a valid line that other
+    /// producers might write.
+    fn render(event: &Event, how: &Rendering) -> String {
+        let line = event.to_json();
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        // The writer's order, which a serde_json map (sorted) does not keep.
+        let mut names: Vec<String> = Vec::new();
+        let mut at = 0;
+        while let Some(found) = line[at..].find("\":") {
+            let end = at + found;
+            let start = line[..end].rfind(['{', ',']).unwrap() + 2;
+            names.push(line[start..end].to_string());
+            at = end + 2;
+            // Step over the value: strings may hold `":`.
+            if line[at..].starts_with('"') {
+                let mut i = at + 1;
+                loop {
+                    match line.as_bytes()[i] {
+                        b'\\' => i += 2,
+                        b'"' => break,
+                        _ => i += 1,
+                    }
+                }
+                at = i + 1;
+            }
+        }
+        let mut fields: Vec<(String, serde_json::Value)> = names
+            .iter()
+            .map(|n| (n.clone(), value[n.as_str()].clone()))
+            .collect();
+        if let Some(order) = &how.order {
+            let mut shuffled: Vec<_> = order
+                .iter()
+                .filter(|&&i| i < fields.len())
+                .map(|&i| fields[i].clone())
+                .collect();
+            std::mem::swap(&mut fields, &mut shuffled);
+        }
+        let mut strings = 0u32;
+        let mut string = |s: &str| {
+            let escaped = how.escaped >> (strings % 64) & 1 == 1;
+            strings += 1;
+            quoted(s, escaped)
+        };
+        let mut members: Vec<String> = fields
+            .iter()
+            .map(|(k, v)| {
+                let key = string(k);
+                let value = match v {
+                    serde_json::Value::String(s) => string(s),
+                    other => other.to_string(),
+                };
+                (key, value)
+            })
+            .map(|(k, v)| format!("{k}\u{0}:\u{0}{v}"))
+            .collect();
+        for (place, key, value) in &how.unknown {
+            // A key that is no field name: a field name with a prefix.
+            let key = format!("x-{key}");
+            if Field::from_name(key.as_bytes()).is_none() {
+                let i = place.index(members.len() + 1);
+                members.insert(i, format!("{}\u{0}:\u{0}{value}", quoted(&key, false)));
+            }
+        }
+        let text = format!("\u{0}{{\u{0}{}\u{0}}}\u{0}", members.join("\u{0},\u{0}"));
+        // Whitespace in place of each marker, in turn.
+        let mut spaces = how.spaces.iter().cycle();
+        text.split('\u{0}')
+            .enumerate()
+            .fold(String::new(), |mut out, (i, piece)| {
+                if i > 0 {
+                    out.push_str(spaces.next().unwrap());
+                }
+                out.push_str(piece);
+                out
+            })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
-        /// The word-at-a-time search finds the first quote or backslash wherever it is (in
-        /// the first word, the second, past both, or nowhere), among any other bytes.
+        /// The word masks of quotes and backslashes are exact, whatever the other bytes,
+        /// and a string literal ends at its first unescaped quote wherever the escapes fall
+        /// (in a word, across two, past the words read 8 at a time), as serde_json reads it.
         #[test]
-        fn quote_or_escape_is_the_first_match(
+        fn string_literals_end_at_their_first_unescaped_quote(
             bytes in proptest::collection::vec(
-                prop_oneof![20 => any::<u8>(), 1 => Just(b'"'), 1 => Just(b'\\')],
-                0..40,
+                prop_oneof![20 => b'a'..=b'z', 3 => any::<u8>(), 2 => Just(b'"'), 3 => Just(b'\\')],
+                0..80,
             ),
         ) {
-            let expected = bytes.iter().position(|&b| b == b'"' || b == b'\\');
-            prop_assert_eq!(quote_or_escape(&bytes), expected);
+            for word in bytes.chunks_exact(8) {
+                let mask = quotes_and_backslashes(u64::from_le_bytes(word.try_into().unwrap()));
+                for (i, &b) in word.iter().enumerate() {
+                    prop_assert_eq!(mask >> (8 * i + 7) & 1 == 1, b == b'"' || b == b'\\');
+                }
+                prop_assert_eq!(mask & 0x7F7F_7F7F_7F7F_7F7F, 0);
+            }
+            let mut line = vec![b'"'];
+            line.extend_from_slice(&bytes);
+            if let Ok(text) = std::str::from_utf8(&line) {
+                let expected = serde_json::Deserializer::from_slice(&line)
+                    .into_iter::<String>()
+                    .next()
+                    .and_then(Result::ok);
+                let found = JsonString::at(&line, 0).map(|s| s.decode(text).to_string());
+                prop_assert_eq!(found, expected);
+            }
         }
 
         /// Reading digits 8 at a time agrees with reading them one by one, for runs of 0 to
@@ -1422,7 +1911,7 @@ mod tests {
             }
             let serde = parse_line_serde(&line);
             if let Ok(text) = std::str::from_utf8(&line) {
-                if let Some(raw) = scan_plain(&line, text, KeptStrings::ALL) {
+                if let Some(raw) = scan_any(&line, text, KeptStrings::ALL) {
                     prop_assert_eq!(raw.build(), serde.clone());
                 }
                 if let Some(event) = scan_ordered(&line, text, KeptStrings::ALL) {
@@ -1432,6 +1921,53 @@ mod tests {
             prop_assert_eq!(parse_line(&line), serde.clone());
             // Keeping fewer strings blanks them and changes nothing else, errors included.
             for kept in [KeptStrings::NONE, KeptStrings::for_query(Query::Q3)] {
+                prop_assert_eq!(parse_line_keeping(&line, kept), serde.clone().map(|e| blanked(e, kept)));
+            }
+        }
+
+        /// Every way of writing an event that JSON allows (fields in any order, escapes in any
+        /// key or string, whitespace between tokens, unknown fields holding any value) reads as
+        /// the event, on the fast path (never serde_json), keeping any set of strings.
+        #[test]
+        fn any_valid_rendering_reads_on_the_fast_path(e in event(), how in rendering()) {
+            let line = render(&e, &how);
+            let serde = parse_line_serde(line.as_bytes());
+            prop_assert_eq!(&serde, &Ok(e.clone()), "{}", line);
+            let lone = line.contains(r"\ud800 lone");
+            for kept in [KeptStrings::ALL, KeptStrings::NONE, KeptStrings::for_query(Query::Q9)] {
+                let fast = scan_ordered(line.as_bytes(), &line, kept)
+                    .or_else(|| scan_any(line.as_bytes(), &line, kept).map(|raw| raw.build().unwrap()));
+                // A lone surrogate is valid only where it is skipped: serde_json decides.
+                prop_assert_eq!(fast.is_some(), !lone, "{}", line);
+                prop_assert_eq!(parse_line_keeping(line.as_bytes(), kept), Ok(blanked(e.clone(), kept)), "{}", line);
+            }
+        }
+
+        /// Any of those lines with a few bytes changed reads exactly as serde_json reads it:
+        /// the same event, or the same error.
+        #[test]
+        fn edited_renderings_read_as_serde_json_reads_them(
+            e in event(),
+            how in rendering(),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), prop_oneof![
+                Just(b' '), Just(b'"'), Just(b'\\'), Just(b'u'), Just(b'-'), Just(b'0'), Just(b'9'),
+                Just(b'.'), Just(b'e'), Just(b','), Just(b':'), Just(b'{'), Just(b'}'), Just(b'['),
+                Just(b']'), Just(b'D'), Just(b'n'), Just(b'\n'), Just(0xff), Just(0xc3), Just(0x01),
+                any::<u8>(),
+            ], 0..3usize), 1..4),
+        ) {
+            let mut line = render(&e, &how).into_bytes();
+            for (at, byte, how) in edits {
+                let i = at.index(line.len() + 1);
+                match how {
+                    0 => line.insert(i, byte),
+                    1 if i < line.len() => { line.remove(i); }
+                    _ if i < line.len() => line[i] = byte,
+                    _ => {}
+                }
+            }
+            let serde = parse_line_serde(&line);
+            for kept in [KeptStrings::ALL, KeptStrings::NONE, KeptStrings::for_query(Query::Q3)] {
                 prop_assert_eq!(parse_line_keeping(&line, kept), serde.clone().map(|e| blanked(e, kept)));
             }
         }
