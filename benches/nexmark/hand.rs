@@ -33,6 +33,27 @@ impl EventClock {
     }
 }
 
+/// What the query hand loops read of an event: its time, and a bid's auction, bidder and
+/// price. The generator's events and the tight file loop's records both give it.
+pub(crate) trait EventView {
+    fn time(&self) -> i64;
+    fn bid(&self) -> Option<(i64, i64, i64)>;
+}
+
+impl EventView for Event {
+    #[inline]
+    fn time(&self) -> i64 {
+        self.date_time()
+    }
+    #[inline]
+    fn bid(&self) -> Option<(i64, i64, i64)> {
+        match self {
+            Event::Bid(b) => Some((b.auction, b.bidder, b.price)),
+            _ => None,
+        }
+    }
+}
+
 /// The source alone: every event checksummed, as the source-only Weir job's sink does.
 pub(crate) fn hand_source(events: impl Iterator<Item = Event>) -> Checksum {
     let mut sum = Checksum::default();
@@ -43,19 +64,20 @@ pub(crate) fn hand_source(events: impl Iterator<Item = Event>) -> Checksum {
 }
 
 /// q0: every on-time bid, as a row.
-pub(crate) fn hand_q0(events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
+pub(crate) fn hand_q0(events: impl Iterator<Item = impl EventView>, lag: i64) -> Checksum {
     let mut clock = EventClock::new(lag);
     let mut sum = Checksum::default();
     for e in events {
-        if !clock.admit(e.date_time()) {
+        let t = e.time();
+        if !clock.admit(t) {
             continue;
         }
-        if let Event::Bid(b) = e {
+        if let Some((auction, bidder, price)) = e.bid() {
             sum.add(&Q0Row {
-                auction: b.auction,
-                bidder: b.bidder,
-                price: b.price,
-                date_time: b.date_time,
+                auction,
+                bidder,
+                price,
+                date_time: t,
             });
         }
     }
@@ -172,17 +194,17 @@ impl HotItems {
 }
 
 /// q5: per 10 s window sliding by 2 s, the auctions with the most bids.
-pub(crate) fn hand_q5(events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
+pub(crate) fn hand_q5(events: impl Iterator<Item = impl EventView>, lag: i64) -> Checksum {
     let mut clock = EventClock::new(lag);
     let mut state = HotItems::new();
     let mut sum = Checksum::default();
     for e in events {
-        let t = e.date_time();
+        let t = e.time();
         if !clock.admit(t) {
             continue;
         }
-        if let Event::Bid(b) = &e {
-            state.count(b.auction, t);
+        if let Some((auction, _, _)) = e.bid() {
+            state.count(auction, t);
         }
         state.advance(clock.watermark(), &mut sum);
     }
@@ -199,7 +221,7 @@ pub(crate) struct TopBids {
 }
 
 /// q7: per 10 s tumbling window, the bids with the highest price.
-pub(crate) fn hand_q7(events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
+pub(crate) fn hand_q7(events: impl Iterator<Item = impl EventView>, lag: i64) -> Checksum {
     let mut clock = EventClock::new(lag);
     let mut open: VecDeque<TopBids> = VecDeque::new();
     let mut spare: Vec<Vec<(i64, i64, i64)>> = Vec::new();
@@ -220,11 +242,11 @@ pub(crate) fn hand_q7(events: impl Iterator<Item = Event>, lag: i64) -> Checksum
         spare.push(bids);
     };
     for e in events {
-        let t = e.date_time();
+        let t = e.time();
         if !clock.admit(t) {
             continue;
         }
-        if let Event::Bid(b) = &e {
+        if let Some((auction, bidder, price)) = e.bid() {
             let start = t.div_euclid(Q7_WINDOW_MS) * Q7_WINDOW_MS;
             let mut i = open.len();
             while i > 0 && open[i - 1].start > start {
@@ -243,12 +265,12 @@ pub(crate) fn hand_q7(events: impl Iterator<Item = Event>, lag: i64) -> Checksum
                 i += 1;
             }
             let w = &mut open[i - 1];
-            if b.price > w.price {
-                w.price = b.price;
+            if price > w.price {
+                w.price = price;
                 w.bids.clear();
             }
-            if b.price == w.price {
-                w.bids.push((b.auction, b.bidder, t));
+            if price == w.price {
+                w.bids.push((auction, bidder, t));
             }
         }
         let watermark = clock.watermark();
@@ -280,7 +302,7 @@ pub(crate) struct Session {
 /// nothing. A popped entry whose session grew since is pushed again with the new end; one
 /// whose session was merged into another (a bid bridging two, out of order within the lag)
 /// finds no session with its start and is dropped.
-pub(crate) fn hand_q11(events: impl Iterator<Item = Event>, lag: i64) -> Checksum {
+pub(crate) fn hand_q11(events: impl Iterator<Item = impl EventView>, lag: i64) -> Checksum {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 
@@ -322,12 +344,12 @@ pub(crate) fn hand_q11(events: impl Iterator<Item = Event>, lag: i64) -> Checksu
         }
     };
     for e in events {
-        let t = e.date_time();
+        let t = e.time();
         if !clock.admit(t) {
             continue;
         }
-        if let Event::Bid(b) = &e {
-            let sessions = open.entry(b.bidder).or_default();
+        if let Some((_, bidder, _)) = e.bid() {
+            let sessions = open.entry(bidder).or_default();
             let mut merged = Session {
                 start: t,
                 end: t.saturating_add(Q11_SESSION_GAP_MS),
@@ -351,7 +373,7 @@ pub(crate) fn hand_q11(events: impl Iterator<Item = Event>, lag: i64) -> Checksu
             }
             sessions.push(merged);
             if t < earliest_joined {
-                ends.push(Reverse((merged.end, b.bidder, merged.start)));
+                ends.push(Reverse((merged.end, bidder, merged.start)));
             }
         }
         close(clock.watermark(), &mut open, &mut ends, &mut sum);
@@ -374,17 +396,40 @@ pub(crate) fn hand_run(
 ) -> Checksum {
     match query {
         None => hand_source(events),
-        Some(Query::Q0) => hand_q0(events, lag),
-        Some(Query::Q5) => hand_q5(events, lag),
-        Some(Query::Q7) => hand_q7(events, lag),
-        Some(Query::Q11) => hand_q11(events, lag),
-        Some(q) => panic!("{q} has no hand loop"),
+        Some(q) => hand_query(q, events, lag),
+    }
+}
+
+/// Runs the hand loop of `query` over `events`.
+pub(crate) fn hand_query(
+    query: Query,
+    events: impl Iterator<Item = impl EventView>,
+    lag: i64,
+) -> Checksum {
+    match query {
+        Query::Q0 => hand_q0(events, lag),
+        Query::Q5 => hand_q5(events, lag),
+        Query::Q7 => hand_q7(events, lag),
+        Query::Q11 => hand_q11(events, lag),
+        q => panic!("{q} has no hand loop"),
     }
 }
 
 /// Child: the hand loop of `query` over `input`.
 pub(crate) fn hand_child(query: Option<Query>, input: &Input, threads: usize) -> Checksum {
     match input {
+        // A query over a file: the tight loop, on as many threads as the Weir run's parallelism.
+        Input::File { path, .. } if let Some(q) = query => {
+            let mut records = TightFileRecords::open(path, threads);
+            let sum = hand_query(q, &mut records, LAG_MS);
+            assert_eq!(
+                records.malformed,
+                0,
+                "malformed lines in {}",
+                path.display()
+            );
+            sum
+        }
         Input::File { path, .. } if threads > 1 => {
             let mut events = ParallelFileEvents::open(path, threads, kept_strings(query));
             let sum = hand_run(query, &mut events, LAG_MS);

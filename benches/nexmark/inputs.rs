@@ -20,6 +20,14 @@ impl Input {
         }
     }
 
+    /// The name, with the file's string style when it is not the default.
+    pub(crate) fn label(&self) -> String {
+        match self.config().strings {
+            StringStyle::Ascii => self.name().to_string(),
+            strings => format!("{} ({strings} strings)", self.name()),
+        }
+    }
+
     /// The configuration of the events it holds.
     pub(crate) fn config(&self) -> &GeneratorConfig {
         match self {
@@ -41,6 +49,8 @@ impl Input {
             c.count.expect("finite").to_string(),
             "--event-rate".into(),
             c.rate.to_string(),
+            "--strings".into(),
+            c.strings.to_string(),
         ];
         if let Input::File { path, .. } = self {
             args.extend(["--path".into(), path.display().to_string()]);
@@ -55,6 +65,7 @@ impl Input {
                 .expect("--event-rate")
                 .parse()
                 .expect("rate"),
+            strings: flag("--strings").map_or(StringStyle::Ascii, |s| s.parse().expect("strings")),
             ..GeneratorConfig::default()
         };
         match flag("--input").as_deref() {
@@ -68,15 +79,24 @@ impl Input {
     }
 }
 
+/// What names the files of events with `strings`: nothing for the default.
+pub(crate) fn strings_suffix(strings: StringStyle) -> String {
+    match strings {
+        StringStyle::Ascii => String::new(),
+        other => format!("-{other}"),
+    }
+}
+
 /// The event file of `config`, written by the generator on first use.
 pub(crate) fn event_file(config: &GeneratorConfig) -> PathBuf {
     let dir = Path::new(DATA_DIR);
     std::fs::create_dir_all(dir).expect("bench data dir");
     let path = dir.join(format!(
-        "nexmark-{}-rate{}-seed{}.jsonl",
+        "nexmark-{}-rate{}-seed{}{}.jsonl",
         config.count.expect("finite"),
         config.rate,
-        config.seed
+        config.seed,
+        strings_suffix(config.strings),
     ));
     if !path.exists() {
         eprintln!("writing {} ...", path.display());

@@ -27,6 +27,10 @@
 //!   order, strict parse of every line on a pool of parser threads). A query's runs keep
 //!   only the string fields it reads (`KeptStrings::for_query`: none for q0, q5 and q7),
 //!   the engine's and the hand loops' alike; every field is still checked.
+//! - **file-escaped**, **file-unicode**: the same events with the generator's `escaped`
+//!   strings (about one character in eight is one JSON escapes: `\"`, `\\`, a newline, a tab,
+//!   `\u0001`, `/`) or `unicode` ones (one in four multi-byte), as other producers write them.
+//!   The default inputs are `generator,file,file-escaped`.
 //!
 //! Event time is each event's `date_time`, with the allowed lag of 4 s.
 //!
@@ -47,13 +51,18 @@
 //! - **source, hand loop**: one thread that generates (or reads and parses) the events and
 //!   checksums them: the cost of the input alone. "vs source" divides a query's time by the
 //!   Weir source-only job's at the same parallelism.
-//! - **file, parsed by hand on p threads**: for the file input, the source and query hand
-//!   loops also run with the file read in 1 MiB chunks and parsed on `p` threads (std
-//!   threads and bounded channels, chunks dealt and taken back round-robin, so the events
-//!   arrive in file order; lines found with `memchr`, by the engine's own `for_each_line`),
-//!   the query's work on the main thread. A Weir run at parallelism
-//!   `p` is compared with the hand loop on `p` threads, and its file is parsed on `p` threads
-//!   too (`stream_replay_with`), so parallelism 1 is one core's work.
+//! - **file, source by hand on p threads**: for the file input, the source hand loop reads
+//!   the file in 1 MiB chunks parsed on `p` threads (std threads and bounded channels, chunks
+//!   dealt and taken back round-robin, so the events arrive in file order), every event built
+//!   whole, as the source-only job's are.
+//! - **file, tight query loops on p threads** (`tight.rs`): q0, q5, q7 and q11 over a file
+//!   on exactly `p` threads, the caller among them. Each thread `pread`s the next 1 MiB chunk
+//!   into a buffer it reuses, checks its UTF-8 once and parses every line fully (every key,
+//!   string, escape and number checked as strictly as the engine) into a 40-byte record of
+//!   what the queries read; the caller folds the records in file order into the query's
+//!   state below, parsing a later chunk itself while the next one is still with a helper. A
+//!   Weir run at parallelism `p` is compared with it on `p` threads, and its file is parsed
+//!   on `p` threads too (`stream_replay_with`), so parallelism 1 is one core's work.
 //! - **q0, q5, q7, q11, hand loop**: one thread doing the query's work as a careful engineer
 //!   would write it streaming: the reference's lateness (one watermark over all events, `max
 //!   date_time seen - 4 s`; an event below it is dropped), windows that fire as the
@@ -166,6 +175,7 @@ mod hand;
 mod idle;
 mod inputs;
 mod latency;
+mod tight;
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -181,7 +191,7 @@ use weir::prelude::*;
 use weir::sources::chunked::{ChunkOptions, for_each_line};
 use weir::stream::StreamStage;
 use weir::{BoxError, ExecutorConfig, Item, SinkWriter};
-use weir_nexmark::generator::GeneratorConfig;
+use weir_nexmark::generator::{GeneratorConfig, StringStyle};
 use weir_nexmark::parse::{KeptStrings, parse_line_keeping};
 use weir_nexmark::reference::{
     self, Q0Row, Q1Row, Q2Row, Q3Row, Q4Row, Q5_SLIDE_MS, Q5_WINDOW_MS, Q5Row, Q6Row, Q7_WINDOW_MS,
@@ -196,6 +206,7 @@ use hand::*;
 use idle::*;
 use inputs::*;
 use latency::*;
+use tight::*;
 
 /// The allowed lag of the watermark, as the reference's default.
 const LAG_MS: i64 = reference::DEFAULT_ALLOWED_LAG_MS as i64;
@@ -283,7 +294,7 @@ fn measure(
             "WRONG RESULT: {kind} {} on the {} input at parallelism {parallelism} gave {result}; \
              the reference gives {expected}",
             what_name(query),
-            input.name()
+            input.label()
         );
         if best.is_none_or(|b| usage.wall < b.time) {
             best = Some(Measured {
@@ -425,7 +436,7 @@ fn bench_input(
     println!(
         "NEXMark, {} input: {events} events at {} events/s of event time ({span_s:.0} s), lag \
          {LAG_MS} ms, best of {}; every result checked against the reference",
-        input.name(),
+        input.label(),
         config.rate,
         repeat.runs
     );
@@ -662,7 +673,7 @@ fn main() {
             .map(|p| p.parse().expect("--parallelism"))
             .collect()
     });
-    let inputs = flag("--inputs").unwrap_or_else(|| "generator,file".into());
+    let inputs = flag("--inputs").unwrap_or_else(|| "generator,file,file-escaped".into());
 
     let mut cmd = Command::new(&me);
     cmd.args(["--child", "check-hand-loops"]);
@@ -675,10 +686,13 @@ fn main() {
                 rate: number("--rate", 100_000),
                 ..GeneratorConfig::default()
             }),
-            "file" => {
+            "file" | "file-escaped" | "file-unicode" => {
                 let events = GeneratorConfig {
                     count: Some(number("--file-events", 2_000_000)),
                     rate: number("--file-rate", 20_000),
+                    strings: name
+                        .strip_prefix("file-")
+                        .map_or(StringStyle::Ascii, |s| s.parse().expect("a string style")),
                     ..GeneratorConfig::default()
                 };
                 Input::File {
@@ -686,7 +700,7 @@ fn main() {
                     events,
                 }
             }
-            other => panic!("unknown input {other} (generator, file)"),
+            other => panic!("unknown input {other} (generator, file, file-escaped, file-unicode)"),
         };
         let observe = has("--observe");
         bench_input(&me, &input, &selected, &parallelisms, (repeat, observe));

@@ -932,25 +932,50 @@ impl JsonString {
     }
 }
 
+/// The length of the escape a backslash starts, by the byte after it: 2 for `\"`, `\\`, `\/`,
+/// `\b`, `\f`, `\n`, `\r` and `\t`, 6 for `\u` (before its pair, if a surrogate), 0 for a
+/// byte that starts no escape.
+const ESCAPE_LENGTH: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut i = 0;
+    let simple = *b"\"\\/bfnrt";
+    while i < simple.len() {
+        table[simple[i] as usize] = 2;
+        i += 1;
+    }
+    table[b'u' as usize] = 6;
+    table
+};
+
 /// The index after the escape whose backslash is `line[at]`, if it is one that serde_json
 /// decodes into a `str` (see [`JsonString::at`]).
+///
+/// Cost: a table look-up for the escapes of one character, which are most; one branch more
+/// for a `\u`.
 #[inline(always)]
 fn escape_end(line: &[u8], at: usize) -> Option<usize> {
-    match *line.get(at + 1)? {
-        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(at + 2),
-        b'u' => match hex4(line, at + 2)? {
-            0xD800..=0xDBFF => {
-                if line.get(at + 6..at + 8)? != b"\\u" {
-                    return None;
-                }
-                (0xDC00..=0xDFFF)
-                    .contains(&hex4(line, at + 8)?)
-                    .then_some(at + 12)
+    match ESCAPE_LENGTH[usize::from(*line.get(at + 1)?)] {
+        2 => Some(at + 2),
+        0 => None,
+        _ => unicode_escape_end(line, at),
+    }
+}
+
+/// [`escape_end`] for a `\u` escape: four hex digits, and a surrogate only as the first of a
+/// pair.
+#[inline]
+fn unicode_escape_end(line: &[u8], at: usize) -> Option<usize> {
+    match hex4(line, at + 2)? {
+        0xD800..=0xDBFF => {
+            if line.get(at + 6..at + 8)? != b"\\u" {
+                return None;
             }
-            0xDC00..=0xDFFF => None,
-            _ => Some(at + 6),
-        },
-        _ => None,
+            (0xDC00..=0xDFFF)
+                .contains(&hex4(line, at + 8)?)
+                .then_some(at + 12)
+        }
+        0xDC00..=0xDFFF => None,
+        _ => Some(at + 6),
     }
 }
 
