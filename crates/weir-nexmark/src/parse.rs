@@ -224,14 +224,31 @@ impl Default for KeptStrings {
 pub fn parse_line_keeping(line: &[u8], kept: KeptStrings) -> Result<Event, ParseError> {
     // One check of the whole line: then every key and string in it is text, and a string's
     // content is a slice of `text` with no check of its own.
-    if let Ok(text) = simdutf8::basic::from_utf8(line) {
-        if let Some(event) = scan_ordered(line, text, kept) {
-            return Ok(event);
-        }
-        if let Some(raw) = scan_any(line, text, kept) {
-            return raw.build();
-        }
+    match simdutf8::basic::from_utf8(line) {
+        Ok(text) => parse_str_keeping(text, kept),
+        Err(_) => parse_off_the_fast_paths(line, kept),
     }
+}
+
+/// [`parse_line_keeping`] for a line known to be text: the same result, without the UTF-8
+/// check. A reader that checked a whole chunk of lines at once calls it for each line.
+///
+/// # Errors
+/// As [`parse_line`].
+pub fn parse_str_keeping(line: &str, kept: KeptStrings) -> Result<Event, ParseError> {
+    let (bytes, text) = (line.as_bytes(), line);
+    if let Some(event) = scan_ordered(bytes, text, kept) {
+        return Ok(event);
+    }
+    if let Some(raw) = scan_any(bytes, text, kept) {
+        return raw.build();
+    }
+    parse_off_the_fast_paths(bytes, kept)
+}
+
+/// A line neither fast path reads: serde_json decides.
+#[cold]
+fn parse_off_the_fast_paths(line: &[u8], kept: KeptStrings) -> Result<Event, ParseError> {
     let mut raw = serde_raw(line)?;
     // Lines off the fast paths are rare: their strings are dropped after reading.
     for (i, slot) in raw.slots.iter_mut().enumerate() {

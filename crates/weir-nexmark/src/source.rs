@@ -62,7 +62,7 @@ use weir::{BatchSource, BoxError, ProcessorContext};
 
 use crate::generator::{ConfigError, Events, Generator, GeneratorConfig};
 use crate::model::Event;
-use crate::parse::{KeptStrings, ParseError, parse_line_keeping};
+use crate::parse::{KeptStrings, ParseError, parse_line_keeping, parse_str_keeping};
 
 /// How many events a [`GeneratorReader`] emits per `read` call at most.
 const STEP: usize = 4096;
@@ -324,8 +324,19 @@ impl ChunkFormat for EventLines {
     fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<Event, ParseError>) {
         // About one event per 100 bytes or more.
         out.reserve(chunk.len() / 128);
+        // One UTF-8 check for the chunk, cheaper than one per line; a chunk that fails it has
+        // its lines checked one by one, so that the others still parse.
+        let text = simdutf8::basic::from_utf8(chunk).ok();
         for_each_line(chunk, |number, line, end| {
-            match parse_line_keeping(line, self.0) {
+            let parsed = match text {
+                Some(text) => {
+                    // Lines end at a `\n` (or `\r\n`), which are ASCII: on character boundaries.
+                    let start = line.as_ptr() as usize - chunk.as_ptr() as usize;
+                    parse_str_keeping(&text[start..start + line.len()], self.0)
+                }
+                None => parse_line_keeping(line, self.0),
+            };
+            match parsed {
                 Ok(event) => out.push(event, end),
                 Err(e) => out.push_malformed(number, e, end),
             }
