@@ -849,60 +849,44 @@ impl JsonString {
     /// first of a pair (serde_json accepts a lone surrogate only in a value it skips; such a
     /// line is left to it). Its bytes are not checked as UTF-8: the caller checked the line.
     ///
-    /// Cost: the first 16 bytes after the opening quote and after each escape are searched 8
-    /// at a time as words, the rest with `memchr2`; then one pass for control characters,
-    /// which vectorises. An escape costs a few operations more than a letter, whatever it is.
+    /// Cost: up to the first escape, 16 bytes searched 8 at a time as words, then `memchr2`;
+    /// from the first escape on, 64 bytes at a time ([`escaped_string_end`]), a few
+    /// operations per escape whatever it is; then one pass for control characters, which
+    /// vectorises.
     #[inline]
     fn at(line: &[u8], at: usize) -> Option<JsonString> {
         if line.get(at) != Some(&b'"') {
             return None;
         }
         let mut from = at + 1;
-        let mut escaped = false;
-        let close = 'found: loop {
-            // 8 bytes at a time while escapes come every few words: each special byte of a
-            // word is read from its mask, without loading the word again.
+        let (close, escaped) = 'found: {
+            // 8 bytes at a time up to the first escape, then `memchr2` past 16 plain bytes.
             let mut plain_words = 0;
-            while let Some(bytes) = line.get(from..from + 8) {
+            let first = loop {
+                let Some(bytes) = line.get(from..from + 8) else {
+                    break from + memchr::memchr2(b'"', b'\\', &line[from..])?;
+                };
                 let word = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-                let mut specials = quotes_and_backslashes(word);
-                if specials == 0 {
-                    from += 8;
-                    plain_words += 1;
-                    if plain_words == 4 {
-                        break;
-                    }
-                    continue;
+                let specials = quotes_and_backslashes(word);
+                if specials != 0 {
+                    break from + (specials.trailing_zeros() / 8) as usize;
                 }
-                plain_words = 0;
-                loop {
-                    let found = from + (specials.trailing_zeros() / 8) as usize;
-                    if line[found] == b'"' {
-                        break 'found found;
-                    }
-                    escaped = true;
-                    let next = escape_end(line, found)?;
-                    let skipped = next - from;
-                    if skipped >= 8 {
-                        from = next;
-                        break;
-                    }
-                    // Forget the escape's own bytes (a `\"` or `\\` among them).
-                    specials &= u64::MAX << (8 * skipped);
-                    if specials == 0 {
-                        from += 8;
-                        break;
-                    }
+                from += 8;
+                plain_words += 1;
+                if plain_words == 2 {
+                    break from + memchr::memchr2(b'"', b'\\', &line[from..])?;
                 }
+            };
+            if line[first] == b'"' {
+                break 'found (first, false);
             }
-            // A long run without escapes, or the last few bytes: `memchr2`, then back to
-            // words after an escape.
-            let found = from + memchr::memchr2(b'"', b'\\', &line[from..])?;
-            if line[found] == b'"' {
-                break found;
-            }
-            escaped = true;
-            from = escape_end(line, found)?;
+            // A string with escapes: where there is one, there are usually many.
+            let close = match escaped_string_end(line, first) {
+                EscapedEnd::Close(close) => close,
+                EscapedEnd::Invalid => return None,
+                EscapedEnd::Surrogate => careful_string_end(line, first)?,
+            };
+            (close, true)
         };
         let content = &line[at + 1..close];
         // No early exit, so that it vectorises; escapes are printable, so the raw content
@@ -946,6 +930,155 @@ impl JsonString {
         }
         out.push_str(&raw[at..]);
         out
+    }
+}
+
+/// Where [`escaped_string_end`] found a string's end.
+enum EscapedEnd {
+    /// At the closing quote at this index.
+    Close(usize),
+    /// Nowhere: the string has an invalid escape or no closing quote.
+    Invalid,
+    /// It met a `\u` surrogate, which it leaves to [`careful_string_end`].
+    Surrogate,
+}
+
+/// The closing quote of a string whose first escape's backslash is `line[from]`, found 64
+/// bytes at a time: the quotes and backslashes of a block as bit masks (8 bytes a word, each
+/// word's bytes gathered into 8 bits by one multiplication), the characters the backslashes
+/// escape from the runs of backslashes with simdjson's carry arithmetic, and then each escape
+/// checked by a table look-up. The cost hardly depends on how many escapes there are.
+fn escaped_string_end(line: &[u8], mut from: usize) -> EscapedEnd {
+    const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
+    // Whether the block's first byte is escaped by a backslash that ends the one before.
+    let mut carry = 0u64;
+    let mut padded = [b' '; 64];
+    loop {
+        let block: &[u8; 64] = match line.get(from..from + 64) {
+            Some(bytes) => bytes.try_into().expect("64 bytes"),
+            None if from < line.len() => {
+                // The line's last bytes, padded with spaces, which are neither.
+                padded.fill(b' ');
+                padded[..line.len() - from].copy_from_slice(&line[from..]);
+                &padded
+            }
+            None => return EscapedEnd::Invalid,
+        };
+        let [quotes, backslashes, letters_u] = block_masks(block);
+        // simdjson's `find_escaped_branchless`: a run of backslashes escapes the byte after
+        // it when it has an odd length.
+        let backslashes = backslashes & !carry;
+        let follows_escape = backslashes << 1 | carry;
+        let odd_starts = backslashes & !EVEN_BITS & !follows_escape;
+        let (even_starts, overflow) = odd_starts.overflowing_add(backslashes);
+        let escaped = (EVEN_BITS ^ (even_starts << 1)) & follows_escape;
+        carry = u64::from(overflow);
+        let closing = quotes & !escaped;
+        let before_close = match closing {
+            0 => u64::MAX,
+            c => (1 << c.trailing_zeros()) - 1,
+        };
+        let escaped = escaped & before_close;
+        // Every escaped byte must start an escape; no branch per escape, so none to mispredict.
+        let mut invalid = false;
+        let mut checked = escaped;
+        while checked != 0 {
+            let i = checked.trailing_zeros() as usize;
+            checked &= checked - 1;
+            invalid |= ESCAPE_LENGTH[usize::from(block[i])] == 0;
+        }
+        if invalid {
+            return EscapedEnd::Invalid;
+        }
+        // A `\u` takes four hex digits, which may run into the next block.
+        let mut unicode = escaped & letters_u;
+        while unicode != 0 {
+            let i = unicode.trailing_zeros() as usize;
+            unicode &= unicode - 1;
+            match hex4(line, from + i + 1) {
+                Some(0xD800..=0xDFFF) => return EscapedEnd::Surrogate,
+                Some(_) => {}
+                None => return EscapedEnd::Invalid,
+            }
+        }
+        if closing != 0 {
+            return EscapedEnd::Close(from + closing.trailing_zeros() as usize);
+        }
+        from += 64;
+    }
+}
+
+/// The bit masks of the quotes, the backslashes and the `u`s of `block`: bit `i` for byte
+/// `i`. Sixteen bytes at a time with SSE2, which every x86-64 processor has.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn block_masks(block: &[u8; 64]) -> [u64; 3] {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+    };
+    let mut masks = [0; 3];
+    for (k, sixteen) in block.chunks_exact(16).enumerate() {
+        // SAFETY: SSE2 is part of every x86-64 target's baseline, so these instructions are
+        // always available; the unaligned load reads the 16 bytes of `sixteen`, no more.
+        unsafe {
+            let bytes = _mm_loadu_si128(sixteen.as_ptr().cast::<__m128i>());
+            for (mask, byte) in masks.iter_mut().zip([b'"', b'\\', b'u']) {
+                let equal = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8));
+                // One bit per byte: the high bits of the byte mask.
+                *mask |= u64::from(_mm_movemask_epi8(equal) as u16) << (16 * k);
+            }
+        }
+    }
+    masks
+}
+
+/// [`block_masks`] where there is no SSE2.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn block_masks(block: &[u8; 64]) -> [u64; 3] {
+    block_masks_by_words(block)
+}
+
+/// The bit masks of the quotes, the backslashes and the `u`s of `block`: bit `i` for byte
+/// `i`, 8 bytes at a time as words, for processors without SSE2.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline(always)]
+fn block_masks_by_words(block: &[u8; 64]) -> [u64; 3] {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // One bit per byte, from the high bits of an exact byte mask: the multiplication moves
+    // byte `k`'s bit to bit 56 + k, with no carries between them.
+    let gather = |high: u64| (high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
+    let mut masks = [0; 3];
+    for (k, word) in block.chunks_exact(8).enumerate() {
+        let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        for (mask, byte) in masks.iter_mut().zip([b'"', b'\\', b'u']) {
+            *mask |= gather(equal_bytes(word ^ (ONES * u64::from(byte)))) << (8 * k);
+        }
+    }
+    masks
+}
+
+/// The high bit of each zero byte of `x`, and no other bit: exact for every byte.
+#[inline(always)]
+fn equal_bytes(x: u64) -> u64 {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    // A byte is zero exactly when its high bit and its low seven bits are: adding 0x7F to
+    // the low seven sets the high bit unless they are zero, and never carries out.
+    !(((x & LOW7) + LOW7) | x) & !LOW7
+}
+
+/// The closing quote of a string whose first escape's backslash is `line[from]`, escape by
+/// escape: for the strings with a `\u` surrogate, whose pairs [`escape_end`] reads.
+#[cold]
+fn careful_string_end(line: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        from = escape_end(line, from)?;
+        let found = from + memchr::memchr2(b'"', b'\\', &line[from..])?;
+        if line[found] == b'"' {
+            return Some(found);
+        }
+        from = found;
     }
 }
 
@@ -1039,11 +1172,7 @@ fn hex4(line: &[u8], at: usize) -> Option<u16> {
 #[inline(always)]
 fn quotes_and_backslashes(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
-    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
-    // A byte of `x` is zero exactly when its high bit and its low seven bits are: adding
-    // 0x7F to the low seven sets the high bit unless they are zero, and never carries out.
-    let zero_bytes = |x: u64| !(((x & LOW7) + LOW7) | x) & !LOW7;
-    zero_bytes(word ^ (ONES * u64::from(b'"'))) | zero_bytes(word ^ (ONES * u64::from(b'\\')))
+    equal_bytes(word ^ (ONES * u64::from(b'"'))) | equal_bytes(word ^ (ONES * u64::from(b'\\')))
 }
 
 /// The JSON integer starting at `line[at]` if it is one serde_json reads as an `i64` (no
@@ -1862,8 +1991,8 @@ mod tests {
         #[test]
         fn string_literals_end_at_their_first_unescaped_quote(
             bytes in proptest::collection::vec(
-                prop_oneof![20 => b'a'..=b'z', 3 => any::<u8>(), 2 => Just(b'"'), 3 => Just(b'\\')],
-                0..80,
+                prop_oneof![20 => b'a'..=b'z', 3 => any::<u8>(), 1 => Just(b'"'), 4 => Just(b'\\'), 1 => Just(b'u')],
+                0..300,
             ),
         ) {
             for word in bytes.chunks_exact(8) {
@@ -1883,6 +2012,22 @@ mod tests {
                 let found = JsonString::at(&line, 0).map(|s| s.decode(text).to_string());
                 prop_assert_eq!(found, expected);
             }
+        }
+
+        /// The masks of a block, by SSE2 or by words, have exactly the bytes' bits.
+        #[test]
+        fn block_masks_are_exact(
+            block in proptest::collection::vec(
+                prop_oneof![4 => any::<u8>(), 1 => Just(b'"'), 1 => Just(b'\\'), 1 => Just(b'u')],
+                64,
+            ),
+        ) {
+            let block: [u8; 64] = block.try_into().unwrap();
+            let naive = [b'"', b'\\', b'u'].map(|c| {
+                block.iter().enumerate().fold(0u64, |m, (i, &b)| m | u64::from(b == c) << i)
+            });
+            prop_assert_eq!(block_masks(&block), naive);
+            prop_assert_eq!(block_masks_by_words(&block), naive);
         }
 
         /// Reading digits 8 at a time agrees with reading them one by one, for runs of 0 to
