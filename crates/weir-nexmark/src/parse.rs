@@ -272,6 +272,16 @@ pub fn reads_on_the_fast_path(line: &[u8]) -> bool {
     })
 }
 
+/// The index after the JSON string literal that starts at `line[at]` (its opening quote), if
+/// it is one the parser reads: no control character, valid escapes, `\u` surrogates in pairs;
+/// its bytes are not checked as UTF-8. The parser's own way of stepping over a string it
+/// does not keep, for readers that pick a few fields out of a line themselves.
+///
+/// Cost: as reading a string the parser does not keep; see the [module docs](self).
+pub fn string_end(line: &[u8], at: usize) -> Option<usize> {
+    JsonString::at(line, at).map(|s| s.next)
+}
+
 /// [`parse_line`] through serde_json alone, without the fast path for plain lines. The
 /// reference the fast path is checked against, and the yardstick of the parser benchmark.
 ///
