@@ -863,7 +863,7 @@ impl JsonString {
     /// from the first escape on, 64 bytes at a time ([`escaped_string_end`]), a few
     /// operations per escape whatever it is; then one pass for control characters, which
     /// vectorises.
-    #[inline]
+    #[inline(always)]
     fn at(line: &[u8], at: usize) -> Option<JsonString> {
         if line.get(at) != Some(&b'"') {
             return None;
@@ -958,6 +958,7 @@ enum EscapedEnd {
 /// word's bytes gathered into 8 bits by one multiplication), the characters the backslashes
 /// escape from the runs of backslashes with simdjson's carry arithmetic, and then each escape
 /// checked by a table look-up. The cost hardly depends on how many escapes there are.
+#[inline(never)]
 fn escaped_string_end(line: &[u8], mut from: usize) -> EscapedEnd {
     const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
     // Whether the block's first byte is escaped by a backslash that ends the one before.
