@@ -252,10 +252,10 @@ fn parse_off_the_fast_paths(line: &[u8], kept: KeptStrings) -> Result<Event, Par
     let mut raw = serde_raw(line)?;
     // Lines off the fast paths are rare: their strings are dropped after reading.
     for (i, slot) in raw.slots.iter_mut().enumerate() {
-        if let Some(Slot::Str(s)) = slot
+        if let Some(Slot::Str(_)) = slot
             && !kept.keeps(FIELD_ORDER[i])
         {
-            *s = CompactString::default();
+            *slot = Some(Slot::Blank);
         }
     }
     raw.build()
@@ -440,6 +440,9 @@ impl Field {
 enum Slot {
     Int(i64),
     Str(CompactString),
+    /// A string whose value is not kept ([`KeptStrings`]): the event gets an empty one, made
+    /// where it goes rather than moved there.
+    Blank,
     Other(Found),
 }
 
@@ -473,6 +476,12 @@ impl Raw {
                     });
                 }
             },
+            // `type` is always kept.
+            Some(Slot::Blank) => {
+                return Err(ParseError::UnknownType {
+                    found: String::new(),
+                });
+            }
             Some(Slot::Int(_)) => return Err(wrong(Field::Type, "a string", Found::Integer)),
             Some(Slot::Other(found)) => return Err(wrong(Field::Type, "a string", found)),
         };
@@ -551,7 +560,7 @@ impl Reader {
     fn int(&mut self, field: Field) -> Result<i64, ParseError> {
         match self.take(field)? {
             Slot::Int(v) => Ok(v),
-            Slot::Str(_) => Err(wrong(field, "an integer", Found::String)),
+            Slot::Str(_) | Slot::Blank => Err(wrong(field, "an integer", Found::String)),
             Slot::Other(found) => Err(wrong(field, "an integer", found)),
         }
     }
@@ -559,6 +568,7 @@ impl Reader {
     fn str(&mut self, field: Field) -> Result<CompactString, ParseError> {
         match self.take(field)? {
             Slot::Str(s) => Ok(s),
+            Slot::Blank => Ok(CompactString::default()),
             Slot::Int(_) => Err(wrong(field, "a string", Found::Integer)),
             Slot::Other(found) => Err(wrong(field, "a string", found)),
         }
@@ -606,27 +616,29 @@ fn scan_any(line: &[u8], text: &str, kept: KeptStrings) -> Option<Raw> {
             at = skip_ws(line, at + 1);
             match field {
                 Some(field) => {
-                    let (slot, next) = match *line.get(at)? {
-                        b'"' => {
-                            let value = JsonString::at(line, at)?;
-                            let kept = match kept.keeps(field) {
-                                true => value.decode(text),
-                                false => CompactString::default(),
-                            };
-                            (Slot::Str(kept), value.next)
-                        }
-                        b'-' | b'0'..=b'9' => {
-                            let (value, next) = plain_integer(line, at)?;
-                            (Slot::Int(value), next)
-                        }
-                        _ => return None,
-                    };
                     let place = &mut raw.slots[field as usize];
                     if place.is_some() {
                         return None;
                     }
-                    *place = Some(slot);
-                    at = next;
+                    // Each value written straight into its slot: a slot built apart and then
+                    // moved is read back as words just after its tag byte was stored, which
+                    // stalls.
+                    at = match *line.get(at)? {
+                        b'"' => {
+                            let value = JsonString::at(line, at)?;
+                            *place = Some(match kept.keeps(field) {
+                                true => Slot::Str(value.decode(text)),
+                                false => Slot::Blank,
+                            });
+                            value.next
+                        }
+                        b'-' | b'0'..=b'9' => {
+                            let (value, next) = plain_integer(line, at)?;
+                            *place = Some(Slot::Int(value));
+                            next
+                        }
+                        _ => return None,
+                    };
                 }
                 // A field of no event type: checked as serde_json checks it, never built.
                 None => at = skip_value(line, at, 0)?,
