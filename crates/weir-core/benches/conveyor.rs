@@ -1,7 +1,7 @@
 //! Conveyor throughput: one million `u64`s from a producer thread to a consumer thread,
 //! along the path the engine really takes.
 //!
-//! One group, `conveyor`, holds four variants side by side:
+//! One group, `conveyor`, holds five variants side by side:
 //!
 //! - `weir-emit` (**the headline**): what a fused pipeline vertex does to hand items to the
 //!   next vertex. Each producer call first flushes what is left of its backlog and ends if
@@ -12,8 +12,16 @@
 //!   through `Emit`, so this is the figure that matters for jobs.
 //! - `weir-offer`: `OutPort::offer` → `Sender::try_send`, one item and one release store at a
 //!   time, as the core processors (`weir_core::builtin_processors`, aggregations, window frames) emit.
+//! - `hand-ring-batched` (**the yardstick**): the same transfer written by hand as a good
+//!   engineer would, moving runs as the engine does: an `rtrb` ring of the same capacity
+//!   (1024 `u64`s, no message enum around them), the producer writing each run of up to
+//!   1024 items into one write chunk (one release store per run), the consumer reading
+//!   every item available, up to 1024, from one read chunk (one release store per run) and
+//!   stopping once the producer has gone and the ring is empty. Both sides wait as the Weir
+//!   variants do (see below). The summary's ratios are against it.
 //! - `hand-mpsc-sync-channel`: the same transfer through `std::sync::mpsc::sync_channel(1024)`,
-//!   the yardstick;
+//!   one item at a time: the yardstick before the batched one, kept for comparison with
+//!   older figures;
 //! - `hand-single-thread-loop`: no transfer at all, one thread summing the numbers (with
 //!   `black_box` on each item so the compiler cannot replace the loop by a formula): the
 //!   ceiling.
@@ -26,8 +34,9 @@
 //! the bench makes the same conveyor calls the port makes for a single round-robin target.
 //!
 //! Every variant checks its sum. After criterion's report, one summary line gives the
-//! headline's items/s, its spread over the samples, and its ratio to the hand-written
-//! `sync_channel`, then the same for `weir-offer`. Target: the headline >= 50 M items/s.
+//! headline's items/s, its spread over the samples, and its ratio to the batched hand-written
+//! ring, then the same for `weir-offer`, then the yardsticks' own rates. Target: the headline
+//! >= 50 M items/s.
 //!
 //! Run: `cargo bench -p weir-core --bench conveyor -- --warm-up-time 1 --measurement-time 3`
 
@@ -47,7 +56,8 @@ use weir_core::outbox::DEFAULT_BATCH_LIMIT;
 
 /// Items moved per iteration.
 const N: u64 = 1_000_000;
-/// Queue capacity, for the conveyor and the `sync_channel` alike: the engine's default.
+/// Queue capacity, for the conveyor, the hand-written ring and the `sync_channel` alike: the
+/// engine's default.
 const CAPACITY: usize = conveyor::DEFAULT_CAPACITY;
 /// The most items a port accepts per producer call: the engine's default.
 const BATCH_LIMIT: usize = DEFAULT_BATCH_LIMIT;
@@ -164,6 +174,51 @@ fn offer_transfer() -> u64 {
     })
 }
 
+/// The yardstick: `0..N` through a hand-written batched ring (see the module docs); returns
+/// the sum the consumer took.
+fn ring_transfer() -> u64 {
+    let (mut tx, mut rx) = rtrb::RingBuffer::<u64>::new(CAPACITY);
+    thread::scope(|s| {
+        s.spawn(move || {
+            let mut next = 0;
+            let mut waiting = 0u32;
+            while next < N {
+                let room = tx.slots().min(BATCH_LIMIT).min((N - next) as usize);
+                if room == 0 {
+                    wait(&mut waiting);
+                    continue;
+                }
+                waiting = 0;
+                let chunk = tx
+                    .write_chunk_uninit(room)
+                    .expect("slots() promised the room");
+                // One item at a time, as a source produces them (see `emit_transfer`).
+                next += chunk.fill_from_iter((next..).map(black_box)) as u64;
+            }
+            // Dropping the producer tells the consumer nothing more comes.
+        });
+        let mut sum = 0u64;
+        let mut waiting = 0u32;
+        loop {
+            let ready = rx.slots().min(DRAIN_LIMIT);
+            if ready == 0 {
+                // Checked before a last look, so that items written just before the
+                // producer went are not missed.
+                if rx.is_abandoned() && rx.is_empty() {
+                    return sum;
+                }
+                wait(&mut waiting);
+                continue;
+            }
+            waiting = 0;
+            let chunk = rx.read_chunk(ready).expect("slots() promised the items");
+            let (a, b) = chunk.as_slices();
+            sum = a.iter().chain(b).fold(sum, |sum, &x| sum.wrapping_add(x));
+            chunk.commit_all();
+        }
+    })
+}
+
 /// Moves `0..N` through `std::sync::mpsc::sync_channel` from a spawned producer to this
 /// thread; returns the sum.
 fn mpsc_transfer() -> u64 {
@@ -234,6 +289,11 @@ static OFFER: Variant = Variant::new(
     "weir per-item offer (try_send, drain_into)",
     offer_transfer,
 );
+static RING: Variant = Variant::new(
+    "hand-ring-batched",
+    "hand-written batched ring (rtrb, runs of up to 1024, 2 threads)",
+    ring_transfer,
+);
 static MPSC: Variant = Variant::new(
     "hand-mpsc-sync-channel",
     "hand-written mpsc::sync_channel (2 threads)",
@@ -249,7 +309,7 @@ fn bench_conveyor(c: &mut Criterion) {
     let mut group = c.benchmark_group("conveyor");
     group.throughput(Throughput::Elements(N));
     group.sample_size(SAMPLE_SIZE);
-    for variant in [&EMIT, &OFFER, &MPSC, &LOOP] {
+    for variant in [&EMIT, &OFFER, &RING, &MPSC, &LOOP] {
         group.bench_function(variant.id, |b| b.iter_custom(|iters| variant.time(iters)));
     }
     group.finish();
@@ -262,17 +322,22 @@ fn main() {
 
     let emit = EMIT.items_per_second();
     let offer = OFFER.items_per_second();
+    let ring = RING.items_per_second();
     let mpsc = MPSC.items_per_second();
     let plain = LOOP.items_per_second();
     let target = if emit.mean >= 50e6 { "met" } else { "MISSED" };
     println!(
-        "conveyor summary: headline, {}: {emit} ({:.2}x mpsc, {:.3}x loop); {}: {offer} \
-         ({:.2}x mpsc); {}: {mpsc}; {}: {plain}; target: headline >= 50 M items/s: {target}",
+        "conveyor summary: headline, {}: {emit} ({:.2}x the batched ring, {:.2}x mpsc, \
+         {:.3}x loop); {}: {offer} ({:.2}x the batched ring, {:.2}x mpsc); yardstick, {}: \
+         {ring}; {}: {mpsc}; {}: {plain}; target: headline >= 50 M items/s: {target}",
         EMIT.label,
+        emit.mean / ring.mean,
         emit.mean / mpsc.mean,
         emit.mean / plain.mean,
         OFFER.label,
+        offer.mean / ring.mean,
         offer.mean / mpsc.mean,
+        RING.label,
         MPSC.label,
         LOOP.label,
     );
