@@ -11,15 +11,23 @@
 //! `_`, lowercased with `char::to_lowercase`. The job's output is one `word<TAB>count` line
 //! per distinct word, most frequent first, ties in word order.
 //!
-//! Words are [`Word`]s (`CompactString`): up to 24 bytes live inline, so the common word costs
-//! no heap allocation on its way from the tokenizer to the counting map.
+//! The job reads its files as blocks of whole lines ([`text_blocks`]) and counts the words of
+//! each block straight into its instance's table ([`count_words`], a
+//! [`count_keys`](weir::BatchStage::count_keys) stage): a word is looked up where it lies in
+//! the block, lowercased into a reused buffer only when it needs it, and made into a [`Word`]
+//! (`CompactString`: up to 24 bytes inline, no heap allocation) only the first time the
+//! instance sees it. Only each instance's `(word, count)` pairs cross to the combining
+//! instances.
+//!
+//! [`text_blocks`]: weir::sources::files::text_blocks
 
 use compact_str::CompactString;
 
 use weir::Pipeline;
-use weir::aggregate::counting;
+use weir::aggregate::KeyCounter;
 use weir::sinks::Sink;
 use weir::sources::BatchSource;
+use weir::sources::files::TextBlock;
 
 /// A word: a small string stored inline up to 24 bytes.
 pub type Word = CompactString;
@@ -187,14 +195,28 @@ pub fn format_line(entry: &(Word, u64), out: &mut Vec<u8>) {
     let _ = writeln!(out, "{}\t{}", entry.0, entry.1);
 }
 
-/// The word-count pipeline: lines from `source`, `(word, count)` pairs to `sink`, most
-/// frequent first.
-pub fn pipeline(source: BatchSource<String>, sink: Sink<(Word, u64)>) -> Pipeline {
+/// Counts the words of `text`, any number of whole lines, into `counts`, each lowercased:
+/// what the job does with each block.
+///
+/// Cost per word: one pass over its bytes, one hash and one probe of the table. Nothing is
+/// copied or allocated for a word already counted, unless it needs lowercasing: then it is
+/// lowercased into a buffer reused for the whole text.
+pub fn count_words(text: &str, counts: &mut KeyCounter<Word>) {
+    let mut pos = 0;
+    let mut scratch = Word::default();
+    while let Some((start, end, case)) = next_word(text, &mut pos) {
+        counts.add(lowercase(&text[start..end], case, &mut scratch));
+    }
+}
+
+/// The word-count pipeline: blocks of lines from `source`, `(word, count)` pairs to `sink`,
+/// most frequent first.
+pub fn pipeline(source: BatchSource<TextBlock>, sink: Sink<(Word, u64)>) -> Pipeline {
     let p = Pipeline::new();
     p.read_from(source)
-        .flat_map(words)
-        .grouping_key(|word: &Word| word.clone())
-        .aggregate(counting())
+        .count_keys(|block: &TextBlock, counts: &mut KeyCounter<Word>| {
+            count_words(block.as_str(), counts);
+        })
         .sort_by(|a: &(Word, u64), b: &(Word, u64)| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)))
         .write_to(sink);
     p
@@ -204,7 +226,7 @@ pub fn pipeline(source: BatchSource<String>, sink: Sink<(Word, u64)>) -> Pipelin
 /// exactly like a real run and touches no file.
 pub fn preview() -> Pipeline {
     pipeline(
-        weir::sources::files::text_placeholder("INPUT"),
+        weir::sources::files::text_blocks_placeholder("INPUT"),
         weir::sinks::files::text_with("OUTPUT", format_line),
     )
 }
@@ -213,6 +235,110 @@ pub fn preview() -> Pipeline {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::HashMap;
+    use std::path::Path;
+    use weir::{Executor, ExecutorConfig, JobConfig};
+
+    /// The counts of the job over the files in `dir`, at `parallelism`, sorted.
+    fn run_job(dir: &Path, parallelism: usize) -> Vec<(String, u64)> {
+        let (sink, results) = weir::sinks::collection::list();
+        let source = weir::sources::files::text_blocks(dir).expect("the input resolves");
+        let executor = Executor::new(ExecutorConfig {
+            workers: parallelism,
+            ..ExecutorConfig::default()
+        })
+        .expect("workers start");
+        let config = JobConfig::default().with_default_parallelism(parallelism);
+        pipeline(source, sink)
+            .submit(&executor, config)
+            .expect("the job starts")
+            .join()
+            .expect("the job runs");
+        let mut counts: Vec<(String, u64)> = results
+            .take()
+            .into_iter()
+            .map(|(word, count)| (word.to_string(), count))
+            .collect();
+        counts.sort();
+        counts
+    }
+
+    /// The counts computed the plain way: each line decoded lossily, split at every character
+    /// that is not a word character, lowercased, counted.
+    fn plain_counts(contents: &[Vec<u8>]) -> Vec<(String, u64)> {
+        let mut counts = HashMap::<String, u64>::new();
+        for line in contents.iter().flat_map(|c| c.split(|&b| b == b'\n')) {
+            for word in reference(&String::from_utf8_lossy(line)) {
+                *counts.entry(word).or_default() += 1;
+            }
+        }
+        let mut counts: Vec<_> = counts.into_iter().collect();
+        counts.sort();
+        counts
+    }
+
+    /// Writes `contents` as files `f0.txt`, `f1.txt`, ... of a new directory.
+    fn files_of(contents: &[Vec<u8>]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for (i, content) in contents.iter().enumerate() {
+            std::fs::write(dir.path().join(format!("f{i}.txt")), content).expect("written");
+        }
+        dir
+    }
+
+    /// A file: lines of words, separators and tricky characters (a lowercase that grows, a
+    /// final sigma), `\n` or `\r\n` endings, maybe no final newline, maybe invalid bytes.
+    fn file_content() -> impl Strategy<Value = Vec<u8>> {
+        let line = "[a-zA-Z0-9_ éÉßİΣς日\\-.,!\t\r]{0,24}";
+        (
+            prop::collection::vec(line, 0..30),
+            prop::bool::ANY,
+            prop::bool::ANY,
+            prop::collection::vec((0..400usize, 0x80..=0xffu8), 0..3),
+        )
+            .prop_map(|(lines, crlf, trailing, invalid)| {
+                let mut bytes = lines.join(if crlf { "\r\n" } else { "\n" }).into_bytes();
+                if trailing && !lines.is_empty() {
+                    bytes.push(b'\n');
+                }
+                for (at, byte) in invalid {
+                    bytes.insert(at.min(bytes.len()), byte);
+                }
+                bytes
+            })
+    }
+
+    /// A deterministic text of about `bytes` bytes: words of mixed case and script, lines up
+    /// to 600,000 bytes (longer than a block), `\r\n` endings, a few invalid bytes, and no
+    /// final newline.
+    fn long_lines_text(bytes: usize) -> Vec<u8> {
+        let vocabulary = [
+            "the", "Weir", "RIVER", "été", "ÉTÉ", "straße", "x_1", "日本", "a",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut text = Vec::with_capacity(bytes + 1024);
+        let mut line_left = 0;
+        while text.len() < bytes {
+            if line_left == 0 {
+                text.extend_from_slice(b"\r\n");
+                line_left = next() % 600_000;
+            }
+            let word = vocabulary[(next() % vocabulary.len() as u64) as usize];
+            text.extend_from_slice(word.as_bytes());
+            text.push([b' ', b',', b'\t', b' '][(next() % 4) as usize]);
+            if next() % 100_000 == 0 {
+                text.push(0xff);
+            }
+            line_left = line_left.saturating_sub(word.len() as u64 + 1);
+        }
+        text
+    }
 
     fn reference(line: &str) -> Vec<String> {
         line.split(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -250,6 +376,40 @@ mod tests {
         assert_eq!(lowercase("ÉTÉ", Case::Unicode, &mut scratch), "été");
         assert_eq!(lowercase("AbC", Case::AsciiUpper, &mut scratch), "abc");
         assert_eq!(lowercase("abc", Case::Lower, &mut scratch), "abc");
+    }
+
+    #[test]
+    fn the_job_counts_a_large_file_of_long_lines_as_a_plain_split_does() {
+        let contents = vec![long_lines_text(5 << 20), b"last words".to_vec()];
+        let dir = files_of(&contents);
+        let expected = plain_counts(&contents);
+        for parallelism in [1, 2, 3] {
+            assert_eq!(
+                run_job(dir.path(), parallelism),
+                expected,
+                "parallelism {parallelism}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_job_over_empty_files_counts_nothing() {
+        let dir = files_of(&[Vec::new(), Vec::new()]);
+        assert!(run_job(dir.path(), 2).is_empty());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// The job, which counts blocks of lines, counts what splitting each line does.
+        #[test]
+        fn the_job_counts_what_a_plain_split_of_each_line_counts(
+            contents in prop::collection::vec(file_content(), 0..=3),
+            parallelism in 1..=3usize,
+        ) {
+            let dir = files_of(&contents);
+            prop_assert_eq!(run_job(dir.path(), parallelism), plain_counts(&contents));
+        }
     }
 
     proptest! {
