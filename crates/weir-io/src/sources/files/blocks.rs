@@ -121,10 +121,10 @@ impl AsRef<str> for TextBlock {
     }
 }
 
-/// Newlines in `bytes`. A byte loop the compiler vectorises: far cheaper per byte than
-/// finding each newline.
+/// Newlines in `bytes`, counted with `memchr`'s vector count (AVX2 where the CPU has it):
+/// several times faster than a byte loop, which the compiler widens to 64-bit sums.
 fn count_newlines(bytes: &[u8]) -> u64 {
-    bytes.iter().filter(|&&b| b == b'\n').count() as u64
+    memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
 /// Creates a source that reads the text files at `path` as [`TextBlock`]s of whole lines.
