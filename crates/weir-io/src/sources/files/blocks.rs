@@ -23,7 +23,8 @@
 //! ```
 
 use std::borrow::Cow;
-use std::io::{self, BufRead, Read};
+use std::fs::File;
+use std::io::{self, BufRead, Read, Seek, SeekFrom, Take};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -135,9 +136,8 @@ fn count_newlines(bytes: &[u8]) -> u64 {
 /// [`text`](super::text); only the items differ: each is a block of about
 /// [`TEXT_BLOCK_BYTES`] of whole lines of one file, in file order within an instance.
 ///
-/// Cost per block: its bytes read from the file straight into the block's buffer (the end
-/// of its last line through a 256 KiB buffer), one pass to count its newlines and one to
-/// validate its UTF-8; no copy when it is valid. Each instance reads ahead on an I/O thread
+/// Cost per block: its bytes read from the file straight into the block's buffer, one pass
+/// to count its newlines and one to validate its UTF-8; no copy when it is valid. Each instance reads ahead on an I/O thread
 /// of its own.
 ///
 /// # Errors
@@ -194,10 +194,11 @@ impl LineReader {
     /// A numbered reader starting mid-file counts the lines before its range first, in
     /// bounded steps: a call may then append nothing and return `done: false`.
     ///
-    /// Cost: the bytes are read from the file straight into `block` but for the end of the
-    /// last line and what the reader had buffered (read through its 256 KiB buffer), plus
-    /// one pass over them to count the newlines. `block` grows once, to `target` and a
-    /// little more, unless its last line is long.
+    /// Cost: the bytes are read from the file straight into `block` (but for what the reader
+    /// had buffered, copied from its buffer), plus one pass over them to count the newlines;
+    /// the end of the last line is read in small pieces, and what they hold past it is given
+    /// back with one seek. `block` grows once, to `target` and a little more, unless its
+    /// last line is long.
     ///
     /// # Errors
     /// [`SourceError::Io`] naming the file if opening or reading it fails.
@@ -289,10 +290,44 @@ fn fill_block(seg: &mut OpenSegment, target: usize, block: &mut Vec<u8>) -> io::
     seg.pos += taken as u64;
     if taken > 0 && block.last() != Some(&b'\n') {
         // The last line goes on past `want`: read it to its end.
-        let n = seg.reader.read_until(b'\n', block)?;
-        seg.pos += n as u64;
+        let n = if seg.reader.buffer().is_empty() {
+            finish_line(seg.reader.get_mut(), block)?
+        } else {
+            seg.reader.read_until(b'\n', block)? as u64
+        };
+        seg.pos += n;
     }
     Ok(())
+}
+
+/// Appends the rest of the line `block` ends in, read straight from `input` in growing
+/// pieces; what a piece holds past the line's newline is given back (the file is seeked back
+/// over it), so that no byte goes through a second buffer. Returns the bytes appended.
+///
+/// Cost: a `read` per piece (4 KiB, doubling) and one `lseek`.
+fn finish_line(input: &mut Take<File>, block: &mut Vec<u8>) -> io::Result<u64> {
+    let mut piece = 4096u64;
+    let mut appended = 0;
+    loop {
+        let start = block.len();
+        let n = Read::take(&mut *input, piece).read_to_end(block)? as u64;
+        if n == 0 {
+            return Ok(appended); // the file ends without a newline
+        }
+        if let Some(newline) = memchr::memchr(b'\n', &block[start..]) {
+            let line_end = start + newline + 1;
+            let past = (block.len() - line_end) as u64;
+            block.truncate(line_end);
+            if past > 0 {
+                let back = i64::try_from(past).expect("a piece is small");
+                input.get_mut().seek(SeekFrom::Current(-back))?;
+                input.set_limit(input.limit() + past);
+            }
+            return Ok(appended + n - past);
+        }
+        appended += n;
+        piece = (piece * 2).min(1 << 20);
+    }
 }
 
 /// The reader behind [`text_blocks`].
