@@ -43,7 +43,7 @@ use weir_exec::links::aggregate::{
 };
 use weir_exec::links::join::{BuildTable, HashJoin1, HashJoin2, KeyFn, Merge1, Merge2};
 use weir_exec::links::link::{erase, unerase};
-use weir_exec::links::sort::{Compare, SortHead};
+use weir_exec::links::sort::SortHead;
 use weir_exec::links::transform::{
     FilterLink, FilterMapLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink,
 };
@@ -657,7 +657,8 @@ impl<T: Item> BatchStage<T> {
         &self,
         compare: impl Fn(&T, &T) -> std::cmp::Ordering + Send + Sync + 'static,
     ) -> BatchStage<T> {
-        let compare: Compare<T> = Arc::new(compare);
+        // The concrete comparison, so that the sort calls it inline.
+        let compare = Arc::new(compare);
         let head: HeadFn = Arc::new(move |chain| {
             Box::new(SortHead::new(Arc::clone(&compare), unerase::<T>(chain)))
         });
