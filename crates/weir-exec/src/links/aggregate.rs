@@ -5,7 +5,7 @@
 //! emits one partial accumulator per key. A partitioned edge brings every key's partials to one
 //! combine instance, which folds them and emits `(key, result)` into its own chain.
 
-use std::collections::hash_map;
+use std::collections::{VecDeque, hash_map};
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -21,19 +21,28 @@ use crate::links::link::{
 };
 use crate::links::state::{LinkEntries, LinkWriter, not_durable};
 
+/// How many pairs of a table [`PartialsOut`] offers at once.
+const PARTIALS_RUN: usize = 1024;
+
 /// The hand-off of a table of partial results, `(key, partial)` pairs offered to output 0 at
 /// the end of the input: what the keyed accumulate terminals share.
+///
+/// Cost: the pairs go to the port in runs of up to 1024 ([`OutPort::offer_from`]): on a
+/// partitioned edge each pair is moved straight into its target's ring, with one release
+/// store per target and run.
+///
+/// [`OutPort::offer_from`]: weir_core::OutPort::offer_from
 struct PartialsOut<K, A> {
     draining: Option<hash_map::IntoIter<K, A>>,
-    /// The pair the outbox refused last, offered first next time.
-    pending: Option<(K, A)>,
+    /// Pairs taken from the table and not yet accepted by the port, in order.
+    run: VecDeque<(K, A)>,
 }
 
 impl<K: Item, A: Item> PartialsOut<K, A> {
     fn new() -> Self {
         PartialsOut {
             draining: None,
-            pending: None,
+            run: VecDeque::new(),
         }
     }
 
@@ -44,20 +53,24 @@ impl<K: Item, A: Item> PartialsOut<K, A> {
             .draining
             .get_or_insert_with(|| std::mem::take(groups).into_iter());
         let port = outbox.port::<(K, A)>(0);
-        while let Some(pair) = self.pending.take().or_else(|| draining.next()) {
-            if let Err(pair) = port.offer(pair) {
-                self.pending = Some(pair);
+        loop {
+            if self.run.is_empty() {
+                self.run.extend(draining.by_ref().take(PARTIALS_RUN));
+                if self.run.is_empty() {
+                    return true;
+                }
+            }
+            port.offer_from(&mut self.run);
+            if !self.run.is_empty() {
                 return false;
             }
         }
-        true
     }
 
     /// Refuses a snapshot while `groups` holds partials or some are still on their way out:
     /// a batch aggregation's state is not saved.
     fn refuse_save_unless_done(&self, groups: &FxHashMap<K, A>) -> ProcessorResult<()> {
-        let emitting =
-            self.pending.is_some() || self.draining.as_ref().is_some_and(|d| d.len() > 0);
+        let emitting = !self.run.is_empty() || self.draining.as_ref().is_some_and(|d| d.len() > 0);
         if !groups.is_empty() || emitting {
             return Err(not_durable("a batch aggregation"));
         }
