@@ -201,6 +201,7 @@ pub fn format_line(entry: &(Word, u64), out: &mut Vec<u8>) {
 /// Cost per word: one pass over its bytes, one hash and one probe of the table. Nothing is
 /// copied or allocated for a word already counted, unless it needs lowercasing: then it is
 /// lowercased into a buffer reused for the whole text.
+#[inline]
 pub fn count_words(text: &str, counts: &mut KeyCounter<Word>) {
     let mut pos = 0;
     let mut scratch = Word::default();
