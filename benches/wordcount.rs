@@ -8,8 +8,9 @@
 //! ```
 //!
 //! Every measurement is a child process (the `weir` binary, or this bench re-invoked as the
-//! hand loop), timed wall-clock from spawn to exit, best of `--runs`; peak RSS is the child's
-//! `ru_maxrss`. The outputs of all runs must be byte-identical, or the bench fails. The
+//! hand loop), timed wall-clock from spawn to exit; the bench runs `--runs` rounds of one run
+//! of each, and reports each one's best run (and its peak RSS, the child's `ru_maxrss`) and
+//! its median time. The outputs of all runs must be byte-identical, or the bench fails. The
 //! machine is shared: each run starts once other work keeps less than 10% of the CPU time
 //! busy (or after 30 s of waiting); the column `others` is the share of the CPU time other
 //! work kept busy just before the best run.
@@ -52,23 +53,23 @@ fn main() {
     let me = std::env::current_exe().expect("own path");
 
     println!(
-        "word count, {} ({:.1} MB), best of {runs}",
+        "word count, {} ({:.1} MB), best of {runs} rounds, the runs of a round alternated",
         corpus.display(),
         bytes as f64 / 1e6
     );
-    let mut results = Vec::new();
-    let mut reference: Option<Vec<u8>> = None;
-    for (name, threads, is_weir) in [
+    let configs = [
         ("hand loop", 1, false),
         ("hand loop", 2, false),
         ("weir", 1, true),
         ("weir", 2, true),
-    ] {
-        let output = out_dir
-            .path()
-            .join(format!("{}-{threads}.tsv", name.replace(' ', "-")));
-        let mut best = (Duration::MAX, 0u64, 0.0);
-        for _ in 0..runs {
+    ];
+    // Per configuration, every run's (wall time, peak RSS, others' CPU share before it).
+    let mut runs_of: Vec<Vec<(Duration, u64, f64)>> = vec![Vec::new(); configs.len()];
+    // Rounds of one run per configuration: a spell of load on the shared machine then
+    // falls on every configuration alike, not on one.
+    for _ in 0..runs {
+        for (&(name, threads, is_weir), runs) in configs.iter().zip(&mut runs_of) {
+            let output = output_of(out_dir.path(), name, threads);
             let mut cmd = if is_weir {
                 let mut c = Command::new(weir);
                 c.args(["run", "wordcount", "--input"])
@@ -87,11 +88,12 @@ fn main() {
             // The machine is shared: start when other work leaves the CPUs mostly idle.
             let others = support::wait_for_quiet(0.10, Duration::from_secs(30));
             let (elapsed, rss) = support::time_child(cmd.stdout(std::process::Stdio::null()));
-            if elapsed < best.0 {
-                best = (elapsed, rss, others);
-            }
+            runs.push((elapsed, rss, others));
         }
-        let produced = std::fs::read(&output).expect("output written");
+    }
+    let mut reference: Option<Vec<u8>> = None;
+    for &(name, threads, _) in &configs {
+        let produced = std::fs::read(output_of(out_dir.path(), name, threads)).expect("output");
         match &reference {
             None => reference = Some(produced),
             Some(r) => assert!(
@@ -99,29 +101,53 @@ fn main() {
                 "{name} at {threads} thread(s) produced different output"
             ),
         }
-        results.push((name, threads, best.0, best.1, best.2));
     }
+    // The best run of each configuration, and its median time.
+    let results: Vec<_> = configs
+        .iter()
+        .zip(&runs_of)
+        .map(|(&(name, threads, _), runs)| {
+            let best = *runs.iter().min_by_key(|r| r.0).expect("a run");
+            let mut times: Vec<Duration> = runs.iter().map(|r| r.0).collect();
+            times.sort();
+            (name, threads, best, times[times.len() / 2])
+        })
+        .collect();
     println!(
-        "{:<10} {:>7} {:>9} {:>9} {:>13} {:>15} {:>7}",
-        "run", "threads", "seconds", "MB/s", "peak RSS MiB", "vs hand loop", "others"
+        "{:<10} {:>7} {:>9} {:>9} {:>13} {:>15} {:>7} {:>10} {:>15}",
+        "run",
+        "threads",
+        "seconds",
+        "MB/s",
+        "peak RSS MiB",
+        "vs hand loop",
+        "others",
+        "median s",
+        "median vs hand"
     );
-    for &(name, threads, time, rss, others) in &results {
+    for &(name, threads, (time, rss, others), median) in &results {
         let hand = results
             .iter()
             .find(|r| r.0 == "hand loop" && r.1 == threads)
-            .expect("hand loop ran")
-            .2;
+            .expect("hand loop ran");
         println!(
-            "{:<10} {:>7} {:>9.3} {:>9.1} {:>13.1} {:>14.2}x {:>6.0}%",
+            "{:<10} {:>7} {:>9.3} {:>9.1} {:>13.1} {:>14.2}x {:>6.0}% {:>10.3} {:>14.2}x",
             name,
             threads,
             time.as_secs_f64(),
             bytes as f64 / 1e6 / time.as_secs_f64(),
             rss as f64 / 1024.0,
-            hand.as_secs_f64() / time.as_secs_f64(),
-            others * 100.0
+            hand.2.0.as_secs_f64() / time.as_secs_f64(),
+            others * 100.0,
+            median.as_secs_f64(),
+            hand.3.as_secs_f64() / median.as_secs_f64()
         );
     }
+}
+
+/// Where the run `name` on `threads` threads writes its counts.
+fn output_of(dir: &Path, name: &str, threads: usize) -> PathBuf {
+    dir.join(format!("{}-{threads}.tsv", name.replace(' ', "-")))
 }
 
 /// The tight baseline, written as a good engineer would write word count by hand, on
