@@ -8,8 +8,10 @@
 
 use std::process::ExitCode;
 
+use weir::aggregate::KeyCounter;
 use weir::prelude::*;
-use weir_cli::jobs::wordcount::Word;
+use weir::sources::files::TextBlock;
+use weir_cli::jobs::wordcount::{Word, count_words};
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -17,7 +19,8 @@ fn main() -> ExitCode {
         eprintln!("usage: wordcount INPUT OUTPUT   (INPUT: a text file, a directory or a glob)");
         return ExitCode::from(2);
     };
-    let source = match sources::files::text(&input) {
+    // The files as blocks of whole lines, each core reading its share of the bytes.
+    let source = match sources::files::text_blocks(&input) {
         Ok(source) => source,
         Err(e) => {
             eprintln!("error: {e}");
@@ -27,11 +30,11 @@ fn main() -> ExitCode {
 
     let p = Pipeline::new();
     p.read_from(source)
-        // Split each line into lowercase words; `Word` stores short words inline.
-        .flat_map(weir_cli::jobs::wordcount::words)
-        // Count per word: accumulated on each core, then combined by word.
-        .grouping_key(|word: &Word| word.clone())
-        .aggregate(aggregate::counting())
+        // Count the lowercase words of each block into the core's own table (`Word` stores
+        // short words inline), then combine the cores' counts by word.
+        .count_keys(|block: &TextBlock, counts: &mut KeyCounter<Word>| {
+            count_words(block.as_str(), counts);
+        })
         // Most frequent first.
         .sort_by(|a: &(Word, u64), b: &(Word, u64)| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)))
         .write_to(sinks::files::text_with(

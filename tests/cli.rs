@@ -202,7 +202,7 @@ fn explain_prints_the_fused_plan() {
     assert_eq!(
         vertices,
         [
-            "vertex 'fused(text(INPUT), flat-map, accumulate)' (parallelism default)".to_string(),
+            "vertex 'fused(text-blocks(INPUT), count-keys)' (parallelism default)".to_string(),
             "vertex 'combine' (parallelism default)".to_string(),
             format!(
                 "vertex 'fused(sort, text({}))' (parallelism 1)",

@@ -23,11 +23,13 @@
 //! Cost: the operations are generic, so the runtime calls them statically, with no allocation
 //! per item except where the accumulator itself grows (`to_list`, `to_set`).
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::ops::{AddAssign, SubAssign};
 
+use rustc_hash::FxHashMap;
 use weir_core::Item;
 
 /// Folds items of type `T` into a result. See the [module docs](self).
@@ -488,6 +490,98 @@ where
     }
 }
 
+/// The counts of one instance of a keyed count (`weir::BatchStage::count_keys`): the table
+/// its function adds each key it finds to.
+///
+/// A key already in the table is looked up by a borrowed form (`&str` for a `String` or
+/// `CompactString` key), so counting it builds nothing; only a key seen for the first time is
+/// made into a `K`, once.
+///
+/// ```
+/// use weir::aggregate::KeyCounter;
+///
+/// let mut counts = KeyCounter::<String>::default();
+/// for word in "to be or not to be".split(' ') {
+///     counts.add(word);
+/// }
+/// counts.add_n("be", 3);
+/// assert_eq!(counts.get("be"), 5);
+/// assert_eq!(counts.len(), 4);
+/// ```
+///
+/// Cost: one hash of the key and one probe of an `FxHashMap<K, u64>` per call; a `K` built
+/// and inserted for a new key.
+#[derive(Debug, Clone)]
+pub struct KeyCounter<K> {
+    counts: FxHashMap<K, u64>,
+}
+
+impl<K> Default for KeyCounter<K> {
+    fn default() -> Self {
+        KeyCounter {
+            counts: FxHashMap::default(),
+        }
+    }
+}
+
+impl<K: Hash + Eq> KeyCounter<K> {
+    /// Counts one occurrence of `key`.
+    #[inline]
+    pub fn add<Q>(&mut self, key: &Q)
+    where
+        K: Borrow<Q> + for<'q> From<&'q Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.add_n(key, 1);
+    }
+
+    /// Counts `n` occurrences of `key`.
+    #[inline]
+    pub fn add_n<Q>(&mut self, key: &Q, n: u64)
+    where
+        K: Borrow<Q> + for<'q> From<&'q Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        match self.counts.get_mut(key) {
+            Some(count) => *count += n,
+            None => {
+                self.counts.insert(K::from(key), n);
+            }
+        }
+    }
+
+    /// Counts `n` occurrences of an owned `key`: for keys that have no borrowed form, such as
+    /// numbers.
+    #[inline]
+    pub fn add_owned(&mut self, key: K, n: u64) {
+        *self.counts.entry(key).or_insert(0) += n;
+    }
+
+    /// The count of `key` so far: 0 for a key never added.
+    pub fn get<Q>(&self, key: &Q) -> u64
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.counts.get(key).copied().unwrap_or(0)
+    }
+
+    /// How many distinct keys were counted.
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Whether nothing was counted.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// Takes the table out, leaving the counter empty.
+    pub fn take(&mut self) -> FxHashMap<K, u64> {
+        std::mem::take(&mut self.counts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,7 +638,39 @@ mod tests {
         assert_eq!(op.finish(acc), 8);
     }
 
+    #[test]
+    fn key_counter_counts_borrowed_and_owned_keys() {
+        let mut words = KeyCounter::<String>::default();
+        assert!(words.is_empty());
+        words.add("a");
+        words.add_n("b", 2);
+        words.add_owned("a".to_string(), 3);
+        assert_eq!((words.get("a"), words.get("b"), words.get("c")), (4, 2, 0));
+        let mut table: Vec<_> = words.take().into_iter().collect();
+        table.sort();
+        assert_eq!(table, [("a".to_string(), 4), ("b".to_string(), 2)]);
+        assert!(words.is_empty());
+        let mut numbers = KeyCounter::<u64>::default();
+        numbers.add_owned(7, 1);
+        numbers.add_owned(7, 2);
+        assert_eq!((numbers.get(&7), numbers.len()), (3, 1));
+    }
+
     proptest! {
+        /// A key counter counts what a plain map of owned keys counts.
+        #[test]
+        fn key_counter_matches_a_plain_count(keys in prop::collection::vec("[a-c]{0,2}", 0..60)) {
+            let mut counter = KeyCounter::<String>::default();
+            let mut plain = std::collections::HashMap::<String, u64>::new();
+            for key in &keys {
+                counter.add(key.as_str());
+                *plain.entry(key.clone()).or_default() += 1;
+            }
+            prop_assert_eq!(counter.len(), plain.len());
+            let counted: std::collections::HashMap<String, u64> = counter.take().into_iter().collect();
+            prop_assert_eq!(counted, plain);
+        }
+
         /// Splitting the input, accumulating the parts and combining gives the same result as
         /// one pass; and deduct undoes combine.
         #[test]

@@ -67,6 +67,8 @@ pub(crate) enum NodeKind {
     },
     Merge,
     Aggregate {
+        /// The local stage's name in plans: `accumulate`, or what it does.
+        local: &'static str,
         accumulate: TerminalFn,
         partial: StageType,
         /// `None` for a non-keyed aggregation: everything goes to one combine instance.

@@ -37,11 +37,13 @@ use crate::graph::{
     WrapFn,
 };
 use crate::plan::plan;
-use weir_exec::aggregate::AggregateOperation;
-use weir_exec::links::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
+use weir_exec::aggregate::{AggregateOperation, Counting, KeyCounter};
+use weir_exec::links::aggregate::{
+    AccumulateAll, AccumulateByKey, CombineAll, CombineByKey, CountKeys,
+};
 use weir_exec::links::join::{BuildTable, HashJoin1, HashJoin2, KeyFn, Merge1, Merge2};
 use weir_exec::links::link::{erase, unerase};
-use weir_exec::links::sort::{Compare, SortHead};
+use weir_exec::links::sort::SortHead;
 use weir_exec::links::transform::{
     FilterLink, FilterMapLink, FlatMapLink, KeyedStatefulLink, MapLink, PeekLink, StatefulLink,
 };
@@ -455,12 +457,73 @@ impl<T: Item> BatchStage<T> {
             ))
         });
         let kind = NodeKind::Aggregate {
+            local: "accumulate",
             accumulate,
             partial: StageType::of::<Op::Acc>(),
             route: None,
             combine,
         };
         self.add("aggregate", kind, vec![self.node]).holding_state()
+    }
+
+    /// Counts the keys found in each item, such as the words of a block of text: `keys(item,
+    /// counts)` adds each key it finds to `counts` ([`KeyCounter::add`]), and the stage
+    /// gives one `(key, count)` pair per distinct key, in no particular order.
+    ///
+    /// The result is that of `flat_map(..)` to the keys, then `grouping_key` and
+    /// `aggregate(counting())`, without an item per key: each instance counts into a table of
+    /// its own, fused behind the stages before it, and looks a key up by its borrowed form
+    /// (`&str` for a `String` key), so a key already counted costs one hash and one probe,
+    /// and nothing is built or moved for it. At the end of the input only the `(key, count)`
+    /// pairs of each instance's table cross a partitioned edge, to the instance that owns
+    /// the key, where they are added up: a two-stage aggregation, as
+    /// [`KeyedBatchStage::aggregate`] runs.
+    ///
+    /// ```
+    /// use weir::aggregate::KeyCounter;
+    /// use weir::prelude::*;
+    ///
+    /// let p = Pipeline::new();
+    /// let (sink, results) = sinks::collection::list();
+    /// p.read_from(sources::collection::items(vec!["a b", "b c", "c c"]))
+    ///     .count_keys(|line: &&str, counts: &mut KeyCounter<String>| {
+    ///         line.split(' ').for_each(|word| counts.add(word));
+    ///     })
+    ///     .write_to(sink);
+    /// p.run().unwrap();
+    /// let mut counts = results.take();
+    /// counts.sort();
+    /// assert_eq!(counts, [("a".into(), 1), ("b".into(), 2), ("c".into(), 3)]);
+    /// ```
+    ///
+    /// Like every batch aggregation, it holds snapshots back until its input ends.
+    pub fn count_keys<K>(
+        &self,
+        keys: impl Fn(&T, &mut KeyCounter<K>) + Send + Sync + 'static,
+    ) -> BatchStage<(K, u64)>
+    where
+        K: Item + Hash + Eq + PartitionKey,
+    {
+        let keys = Arc::new(keys);
+        let accumulate: TerminalFn =
+            Arc::new(move || erase::<T>(Box::new(CountKeys::<T, K, _>::new(Arc::clone(&keys)))));
+        let combine: HeadFn = Arc::new(move |chain| {
+            Box::new(CombineByKey::<K, K, Counting>::new(
+                Arc::new(Counting),
+                unerase::<(K, u64)>(chain),
+            ))
+        });
+        let route = route_by::<(K, u64), K>(Arc::new(|pair: &(K, u64)| pair.0.clone()));
+        let kind = NodeKind::Aggregate {
+            local: "count-keys",
+            accumulate,
+            partial: StageType::of::<(K, u64)>(),
+            route: Some(route),
+            combine,
+        };
+        self.add("count-keys", kind, vec![self.node])
+            .holding_state()
+            .emitting_keyed_pairs()
     }
 
     /// Joins every item with the items of `build` whose key matches, as a left outer join:
@@ -594,7 +657,8 @@ impl<T: Item> BatchStage<T> {
         &self,
         compare: impl Fn(&T, &T) -> std::cmp::Ordering + Send + Sync + 'static,
     ) -> BatchStage<T> {
-        let compare: Compare<T> = Arc::new(compare);
+        // The concrete comparison, so that the sort calls it inline.
+        let compare = Arc::new(compare);
         let head: HeadFn = Arc::new(move |chain| {
             Box::new(SortHead::new(Arc::clone(&compare), unerase::<T>(chain)))
         });
@@ -679,6 +743,7 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedBatchStage<T, K> {
         });
         let route = route_by::<(K, Op::Acc), K>(Arc::new(|pair: &(K, Op::Acc)| pair.0.clone()));
         let kind = NodeKind::Aggregate {
+            local: "accumulate",
             accumulate,
             partial: StageType::of::<(K, Op::Acc)>(),
             route: Some(route),

@@ -13,7 +13,8 @@
 //!   into its own vertex, so that only filtered, pre-aggregated output crosses an edge.
 //! - A grouped aggregation becomes an *accumulate* terminal (fused like a stateless stage) and
 //!   a *combine* vertex behind a partitioned edge; without a key, an all-to-one edge into a
-//!   single combine instance.
+//!   single combine instance. A keyed count (`count_keys`) plans the same way, its
+//!   *count-keys* terminal in place of the accumulate.
 //! - A stage with per-key state starts a vertex behind an edge partitioned by its key.
 //! - A hash join starts a vertex: the probe side arrives on ordinal 0, each build side on a
 //!   broadcast edge of higher priority (a lower value), drained first. When the probe side
@@ -32,8 +33,10 @@
 //!   records formatted in the vertex before it, whatever that vertex's parallelism, and
 //!   receives blocks of bytes (see `exec::format`).
 //!
-//! So word count, `read → flat_map → grouping_key → aggregate → write`, plans into a fused
-//! `read + flat_map + accumulate` vertex, a `combine` vertex and a sink vertex.
+//! So a word count written `read → flat_map → grouping_key → aggregate → write` plans into a
+//! fused `read + flat_map + accumulate` vertex, a `combine` vertex and a sink vertex; written
+//! `read blocks → count_keys → write`, as `weir run wordcount` is, into `read + count-keys`,
+//! `combine` and the sink.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -350,6 +353,7 @@ impl Planner<'_> {
                 v
             }
             NodeKind::Aggregate {
+                local,
                 accumulate,
                 partial,
                 route,
@@ -362,7 +366,7 @@ impl Planner<'_> {
                 };
                 let accumulate_vertex = &mut self.vertices[acc];
                 accumulate_vertex.holds_snapshots |= node.holds_state;
-                accumulate_vertex.stages.push("accumulate".to_string());
+                accumulate_vertex.stages.push(local.to_string());
                 accumulate_vertex.terminal = Some(Terminal::Accumulate(Arc::clone(accumulate)));
                 accumulate_vertex.output = Some(partial.item);
                 accumulate_vertex.outputs = 1;
@@ -578,7 +582,7 @@ mod tests {
     use weir_core::BoxError;
 
     use crate::Pipeline;
-    use weir_exec::aggregate::counting;
+    use weir_exec::aggregate::{KeyCounter, counting};
     use weir_io::sinks::{Sink, SinkWriter};
     use weir_io::sources::{BatchSource, SourceReader};
 
@@ -651,6 +655,28 @@ mod tests {
             "{text}"
         );
         assert!(p.explain_dot().unwrap().starts_with("digraph"));
+    }
+
+    #[test]
+    fn a_keyed_count_counts_behind_the_source_and_combines_behind_a_partitioned_edge() {
+        let p = Pipeline::new();
+        p.read_from(source(None))
+            .map(|line| line.to_lowercase())
+            .count_keys(|line: &String, counts: &mut KeyCounter<String>| {
+                line.split_whitespace().for_each(|word| counts.add(word));
+            })
+            .sort_by(|a: &(String, u64), b: &(String, u64)| b.1.cmp(&a.1))
+            .write_to(sink::<(String, u64)>(Some(1)));
+        let (names, edges) = shape(&p);
+        assert_eq!(
+            names,
+            [
+                "fused(read, map, count-keys)",
+                "combine",
+                "fused(sort, write)"
+            ]
+        );
+        assert_eq!(edges, ["partitioned", "all-to-one"]);
     }
 
     #[test]

@@ -70,7 +70,7 @@ fn executor(parallelism: Option<u16>) -> anyhow::Result<(Executor, usize)> {
 /// finds its job already done, and only finishes the commit.
 fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
     let ui = args.ui.start()?;
-    let input = sources::files::text(&args.input)
+    let input = sources::files::text_blocks(&args.input)
         .with_context(|| format!("input '{}'", args.input.display()))?;
     let total_bytes = input.size_hint().unwrap_or(0);
     let sink = sinks::files::text_with(&args.output, wordcount::format_line);

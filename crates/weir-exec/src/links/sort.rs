@@ -1,5 +1,6 @@
 //! Sorting a finite input: collect everything, sort at the end, push in order.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResult};
@@ -7,21 +8,24 @@ use weir_core::{Inbox, Item, Outbox, Processor, ProcessorContext, ProcessorResul
 use crate::links::link::{Link, chain_head_hooks, chain_restore, drain_into_chain, save_chain};
 use crate::links::state::not_durable;
 
-/// A sort comparator shared by every instance.
-pub type Compare<T> = Arc<dyn Fn(&T, &T) -> std::cmp::Ordering + Send + Sync>;
+/// A sort comparator shared by every instance, its type erased.
+pub type Compare<T> = Arc<dyn Fn(&T, &T) -> Ordering + Send + Sync>;
 
 /// The head of a sort vertex: it collects every item, sorts them with its comparison when the
 /// input ends, and hands them to its chain in order.
-pub struct SortHead<T> {
+///
+/// `C` is the comparison's type: a concrete closure is called inline by the sort, where a
+/// [`Compare`] (the default) costs an indirect call per comparison.
+pub struct SortHead<T, C: ?Sized = dyn Fn(&T, &T) -> Ordering + Send + Sync> {
     items: Vec<T>,
-    compare: Compare<T>,
+    compare: Arc<C>,
     draining: Option<std::vec::IntoIter<T>>,
     chain: Box<dyn Link<T>>,
 }
 
-impl<T: Item> SortHead<T> {
+impl<T: Item, C: Fn(&T, &T) -> Ordering + Send + Sync + ?Sized> SortHead<T, C> {
     /// A sort head ordering by `compare`, feeding `chain`.
-    pub fn new(compare: Compare<T>, chain: Box<dyn Link<T>>) -> Self {
+    pub fn new(compare: Arc<C>, chain: Box<dyn Link<T>>) -> Self {
         SortHead {
             items: Vec::new(),
             compare,
@@ -31,7 +35,9 @@ impl<T: Item> SortHead<T> {
     }
 }
 
-impl<T: Item> Processor for SortHead<T> {
+impl<T: Item, C: Fn(&T, &T) -> Ordering + Send + Sync + ?Sized + 'static> Processor
+    for SortHead<T, C>
+{
     fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
         self.chain.init(ctx)
     }

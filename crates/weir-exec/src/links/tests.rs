@@ -5,8 +5,10 @@ use std::sync::Arc;
 use weir_core::test_support::verify_processor;
 use weir_core::{Item, Processor};
 
-use crate::aggregate::{AggregateOperation, counting, summing};
-use crate::links::aggregate::{AccumulateAll, AccumulateByKey, CombineAll, CombineByKey};
+use crate::aggregate::{AggregateOperation, KeyCounter, counting, summing};
+use crate::links::aggregate::{
+    AccumulateAll, AccumulateByKey, CombineAll, CombineByKey, CountKeys,
+};
 use crate::links::join::{BuildTable, HashJoin1, HashJoin2};
 use crate::links::link::{Emit, Link, inbox_head};
 use crate::links::sort::SortHead;
@@ -91,6 +93,37 @@ fn keyed_accumulate_then_combine() {
     })
     .input(vec![(1u32, 10u64), (2, 5), (1, 7)])
     .expect_output_unordered(vec![(1u32, 17u64), (2, 5)]);
+}
+
+#[test]
+fn keyed_count_of_the_keys_in_each_item() {
+    // Each item holds several keys; only the table's pairs leave, at the end.
+    let keys = Arc::new(|line: &String, counts: &mut KeyCounter<String>| {
+        line.split(' ').for_each(|word| counts.add(word));
+    });
+    let lines: Vec<String> = (0..300)
+        .map(|i| format!("w{} w{} w{}", i % 3, i % 5, i % 3))
+        .collect();
+    let partials = verify_processor(move |_| {
+        inbox_head::<String>(erased(Box::new(CountKeys::<String, String, _>::new(
+            Arc::clone(&keys),
+        ))))
+    })
+    .input(lines)
+    .run::<(String, u64)>();
+    let expected = [
+        ("w0", 200 + 60),
+        ("w1", 200 + 60),
+        ("w2", 200 + 60),
+        ("w3", 60),
+        ("w4", 60),
+    ]
+    .map(|(w, c)| (w.to_string(), c as u64));
+    for run in &partials {
+        let mut run = run.clone();
+        run.sort();
+        assert_eq!(run, expected);
+    }
 }
 
 #[test]

@@ -15,6 +15,9 @@
 //! # Ok::<(), weir::Error>(())
 //! ```
 //!
+//! [`text_blocks`] reads the same lines many at a time, as [`TextBlock`]s of whole lines: for
+//! stages that work on the text rather than on each line.
+//!
 //! This module also holds what the file-based sources share: the path resolution and the
 //! error type [`SourceError`], the byte-range line reader behind [`text`] and
 //! [`json::lines`](super::json::lines), and the warning log of malformed records used by the
@@ -41,6 +44,10 @@ use weir_core::{BoxError, Counter, ProcessorContext};
 
 use super::identity::{self, Stamp};
 use super::{BatchSource, Emitter, SourceReader};
+
+mod blocks;
+
+pub use blocks::{BlockRead, TEXT_BLOCK_BYTES, TextBlock, text_blocks, text_blocks_placeholder};
 
 /// Why a file-based source could not be built or failed while reading.
 #[derive(Debug, thiserror::Error)]
@@ -179,15 +186,7 @@ fn text_source(name: String, files: InputFiles) -> BatchSource<String> {
 /// A text source over no files, labelled `text(label)`: it plans exactly like [`text`] and
 /// reads nothing. For showing a job's plan before its input exists.
 pub fn text_placeholder(label: &str) -> BatchSource<String> {
-    text_source(
-        format!("text({label})"),
-        InputFiles {
-            files: Vec::new(),
-            total: 0,
-            listing: OnceLock::new(),
-            skipped_binary: Vec::new(),
-        },
-    )
+    text_source(format!("text({label})"), InputFiles::empty())
 }
 
 /// The buffer of a file reader.
@@ -227,6 +226,16 @@ pub struct InputFiles {
 }
 
 impl InputFiles {
+    /// No files: what a placeholder source reads.
+    fn empty() -> Self {
+        InputFiles {
+            files: Vec::new(),
+            total: 0,
+            listing: OnceLock::new(),
+            skipped_binary: Vec::new(),
+        }
+    }
+
     /// Resolves a file, a directory or a glob pattern to its regular files, and sizes them,
     /// by the rules of [`text`]. The list and the sizes are taken once, here.
     ///

@@ -726,6 +726,7 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
         let route =
             route_by::<Frame<K, Op::Acc>, K>(Arc::new(|f: &Frame<K, Op::Acc>| f.key.clone()));
         let kind = NodeKind::Aggregate {
+            local: "accumulate",
             accumulate,
             partial: StageType::of::<Frame<K, Op::Acc>>(),
             route: Some(route),
