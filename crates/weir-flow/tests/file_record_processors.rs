@@ -16,10 +16,15 @@ use support::{Item, Probe, Recorded, start, wait_for};
 use weir_flow::definition::Flow;
 
 /// Writes `content` to `path` (parents created) and sets its modification time `age` ago.
+/// Puts a file at `path` with `content`, last modified `age` ago, in one step: written and
+/// dated under a temporary name outside the listed directory, then renamed into place, so that
+/// a listing never sees it with the time of its writing (and lists it twice).
 fn touch(path: &Path, content: &[u8], age: Duration) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, content).unwrap();
-    set_age(path, age);
+    let staged = tempfile::NamedTempFile::new_in(std::env::temp_dir()).unwrap();
+    fs::write(staged.path(), content).unwrap();
+    set_age(staged.path(), age);
+    staged.persist(path).unwrap();
 }
 
 fn set_age(path: &Path, age: Duration) {
