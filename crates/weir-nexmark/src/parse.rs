@@ -1850,6 +1850,22 @@ mod tests {
         prop_oneof![person, auction, bid]
     }
 
+    /// Applies `edits` to `line`: at each place, 0 inserts the byte, 1 removes one, any other
+    /// replaces one.
+    fn edit(line: &mut Vec<u8>, edits: Vec<(prop::sample::Index, u8, usize)>) {
+        for (at, byte, how) in edits {
+            let i = at.index(line.len() + 1);
+            match how {
+                0 => line.insert(i, byte),
+                1 if i < line.len() => {
+                    line.remove(i);
+                }
+                _ if i < line.len() => line[i] = byte,
+                _ => {}
+            }
+        }
+    }
+
     /// A JSON string literal of `s`: as serde_json writes it, or with every character as a
     /// `\u` escape (a surrogate pair past U+FFFF).
     fn quoted(s: &str, all_escaped: bool) -> String {
@@ -2110,15 +2126,7 @@ mod tests {
             ], 0..3usize), 0..4),
         ) {
             let mut line = e.to_json().into_bytes();
-            for (at, byte, how) in edits {
-                let i = at.index(line.len() + 1);
-                match how {
-                    0 => line.insert(i, byte),
-                    1 if i < line.len() => { line.remove(i); }
-                    _ if i < line.len() => line[i] = byte,
-                    _ => {}
-                }
-            }
+            edit(&mut line, edits);
             let serde = parse_line_serde(&line);
             if let Ok(text) = std::str::from_utf8(&line) {
                 if let Some(raw) = scan_any(&line, text, KeptStrings::ALL) {
@@ -2167,15 +2175,7 @@ mod tests {
             ], 0..3usize), 1..4),
         ) {
             let mut line = render(&e, &how).into_bytes();
-            for (at, byte, how) in edits {
-                let i = at.index(line.len() + 1);
-                match how {
-                    0 => line.insert(i, byte),
-                    1 if i < line.len() => { line.remove(i); }
-                    _ if i < line.len() => line[i] = byte,
-                    _ => {}
-                }
-            }
+            edit(&mut line, edits);
             let serde = parse_line_serde(&line);
             for kept in [KeptStrings::ALL, KeptStrings::NONE, KeptStrings::for_query(Query::Q3)] {
                 prop_assert_eq!(parse_line_keeping(&line, kept), serde.clone().map(|e| blanked(e, kept)));

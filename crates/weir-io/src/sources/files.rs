@@ -788,24 +788,56 @@ fn scan_prefix(seg: &mut OpenSegment, budget: &mut u64) -> io::Result<()> {
     Ok(())
 }
 
+/// The counters of a text source over [`InputFiles`] (see the [module docs](self)): `lines`,
+/// `bytes`, `invalid_utf8_lines`, and `binary_files_skipped`, which the first instance adds.
+struct TextCounters {
+    /// Input files left out as binary.
+    skipped_binary: u64,
+    lines: Counter,
+    bytes: Counter,
+    invalid_utf8: Counter,
+}
+
+impl TextCounters {
+    fn new(files: &InputFiles) -> Self {
+        TextCounters {
+            skipped_binary: files.skipped_binary().len() as u64,
+            lines: Counter::default(),
+            bytes: Counter::default(),
+            invalid_utf8: Counter::default(),
+        }
+    }
+
+    /// Registers the counters with the instance's metrics.
+    fn open(&mut self, ctx: &ProcessorContext) {
+        self.lines = ctx.metrics().counter("lines");
+        self.bytes = ctx.metrics().counter("bytes");
+        self.invalid_utf8 = ctx.metrics().counter("invalid_utf8_lines");
+        let skipped = ctx.metrics().counter("binary_files_skipped");
+        if ctx.global_index() == 0 {
+            skipped.add(self.skipped_binary);
+        }
+    }
+
+    /// Counts what one read handed out.
+    fn add(&self, lines: u64, bytes: u64, invalid_utf8: u64) {
+        self.lines.add(lines);
+        self.bytes.add(bytes);
+        self.invalid_utf8.add(invalid_utf8);
+    }
+}
+
 /// The reader behind [`text`].
 struct TextReader {
     lines: LineReader,
-    /// Input files left out as binary, counted by the first instance.
-    skipped_binary: u64,
-    line_count: Counter,
-    byte_count: Counter,
-    invalid_utf8: Counter,
+    counters: TextCounters,
 }
 
 impl TextReader {
     fn new(files: Arc<InputFiles>) -> Self {
         TextReader {
-            skipped_binary: files.skipped_binary().len() as u64,
+            counters: TextCounters::new(&files),
             lines: LineReader::new(files, false),
-            line_count: Counter::default(),
-            byte_count: Counter::default(),
-            invalid_utf8: Counter::default(),
         }
     }
 }
@@ -815,13 +847,7 @@ impl SourceReader for TextReader {
 
     fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
         self.lines.open(ctx.global_index(), ctx.total_parallelism());
-        self.line_count = ctx.metrics().counter("lines");
-        self.byte_count = ctx.metrics().counter("bytes");
-        self.invalid_utf8 = ctx.metrics().counter("invalid_utf8_lines");
-        let skipped = ctx.metrics().counter("binary_files_skipped");
-        if ctx.global_index() == 0 {
-            skipped.add(self.skipped_binary);
-        }
+        self.counters.open(ctx);
         Ok(())
     }
 
@@ -839,9 +865,7 @@ impl SourceReader for TextReader {
             };
             out.emit(text)
         });
-        self.line_count.add(lines);
-        self.byte_count.add(bytes);
-        self.invalid_utf8.add(invalid);
+        self.counters.add(lines, bytes, invalid);
         Ok(done?)
     }
 

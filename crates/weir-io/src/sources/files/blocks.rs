@@ -28,11 +28,11 @@ use std::io::{self, BufRead, Read, Seek, SeekFrom, Take};
 use std::path::Path;
 use std::sync::Arc;
 
-use weir_core::{BoxError, Counter, ProcessorContext};
+use weir_core::{BoxError, ProcessorContext};
 
 use super::{
     BatchSource, Emitter, InputFiles, LineReader, OpenSegment, SCAN_BUDGET, SourceError,
-    SourceReader, open_segment, scan_prefix,
+    SourceReader, TextCounters, open_segment, scan_prefix,
 };
 
 /// About how many bytes of lines a [`TextBlock`] of [`text_blocks`] holds: a block ends at
@@ -334,22 +334,15 @@ fn finish_line(input: &mut Take<File>, block: &mut Vec<u8>) -> io::Result<u64> {
 struct TextBlockReader {
     lines: LineReader,
     block_bytes: usize,
-    /// Input files left out as binary, counted by the first instance.
-    skipped_binary: u64,
-    line_count: Counter,
-    byte_count: Counter,
-    invalid_utf8: Counter,
+    counters: TextCounters,
 }
 
 impl TextBlockReader {
     fn new(files: Arc<InputFiles>, block_bytes: usize) -> Self {
         TextBlockReader {
-            skipped_binary: files.skipped_binary().len() as u64,
+            counters: TextCounters::new(&files),
             lines: LineReader::new(files, false),
             block_bytes,
-            line_count: Counter::default(),
-            byte_count: Counter::default(),
-            invalid_utf8: Counter::default(),
         }
     }
 }
@@ -359,13 +352,7 @@ impl SourceReader for TextBlockReader {
 
     fn open(&mut self, ctx: &ProcessorContext) -> Result<(), BoxError> {
         self.lines.open(ctx.global_index(), ctx.total_parallelism());
-        self.line_count = ctx.metrics().counter("lines");
-        self.byte_count = ctx.metrics().counter("bytes");
-        self.invalid_utf8 = ctx.metrics().counter("invalid_utf8_lines");
-        let skipped = ctx.metrics().counter("binary_files_skipped");
-        if ctx.global_index() == 0 {
-            skipped.add(self.skipped_binary);
-        }
+        self.counters.open(ctx);
         Ok(())
     }
 
@@ -374,10 +361,9 @@ impl SourceReader for TextBlockReader {
         let mut bytes = Vec::new();
         let read = self.lines.read_block(self.block_bytes, &mut bytes)?;
         if read.lines > 0 {
-            self.line_count.add(read.lines);
-            self.byte_count.add(bytes.len() as u64);
+            let byte_count = bytes.len() as u64;
             let (block, invalid) = TextBlock::decode(bytes, read.lines);
-            self.invalid_utf8.add(invalid);
+            self.counters.add(read.lines, byte_count, invalid);
             out.emit(block);
         }
         Ok(read.done)
