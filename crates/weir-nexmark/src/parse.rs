@@ -282,8 +282,8 @@ pub fn string_end(line: &[u8], at: usize) -> Option<usize> {
     JsonString::at(line, at).map(|s| s.next)
 }
 
-/// [`parse_line`] through serde_json alone, without the fast path for plain lines. The
-/// reference the fast path is checked against, and the yardstick of the parser benchmark.
+/// [`parse_line`] through serde_json alone, without its fast paths. The
+/// reference the fast paths are checked against, and the yardstick of the parser benchmark.
 ///
 /// # Errors
 /// As [`parse_line`].
