@@ -579,8 +579,8 @@ impl Reader {
 /// with `None` and leaves the line to serde_json.
 ///
 /// It reads what RFC 8259 allows: whitespace between tokens, fields in any order, escapes
-/// (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u` with four hex digits, and surrogate pairs) in keys and
-/// strings, and unknown fields whose values are anything at all (nested arrays and objects,
+/// (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u` with four hex digits, and surrogate
+/// pairs) in keys and strings, and unknown fields whose values are anything at all (nested arrays and objects,
 /// numbers of any form, `true`, `false`, `null`), skipped without being built. A field of an
 /// event type takes a string or an integer in `-i64::MAX..=i64::MAX` (not `-0`, which
 /// serde_json reads as a float). Everything else (a value of the wrong type, a field given
