@@ -583,11 +583,11 @@ impl Reader {
 /// pairs) in keys and strings, and unknown fields whose values are anything at all (nested
 /// arrays and objects, numbers of any form, `true`, `false`, `null`), skipped without being
 /// built. A field of an event type takes a string or an integer in `-i64::MAX..=i64::MAX`
-/// (not `-0`, which serde_json reads as a float). Everything else (a value of the wrong type, a field given
-/// twice, a lone surrogate, nesting deeper than [`MAX_SKIP_DEPTH`], a syntax error) returns
-/// `None`, so that every error, and every line where serde_json's answer takes more than
-/// reading, goes through serde_json and is reported exactly as it would be: whenever this
-/// returns `Some(raw)`, serde_json reads the same `Raw`.
+/// (not `-0`, which serde_json reads as a float). Everything else (a value of the wrong
+/// type, a field given twice, a lone surrogate, nesting deeper than [`MAX_SKIP_DEPTH`], a
+/// syntax error) returns `None`, so that every error, and every line where serde_json's
+/// answer takes more than reading, goes through serde_json and is reported exactly as it
+/// would be: whenever this returns `Some(raw)`, serde_json reads the same `Raw`.
 ///
 /// `text` is `line`, checked to be UTF-8 by the caller.
 ///
