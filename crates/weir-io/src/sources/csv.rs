@@ -124,6 +124,12 @@ impl<T: DeserializeOwned + Item> ChunkFormat for CsvFormat<T> {
         last_record_end(bytes)
     }
 
+    /// No: a quoted field holds newlines, so only a scan from a record's start finds where
+    /// records end.
+    fn lines_are_records(&self) -> bool {
+        false
+    }
+
     fn has_header(&self) -> bool {
         true
     }

@@ -1,9 +1,11 @@
 //! Parsing line-based files in parallel, in chunks, with the items handed out in file order.
 //!
 //! A [`ChunkedReader`] reads its files one after the other in chunks of about
-//! [`ChunkOptions::chunk_bytes`], each cut just after the last record that ends in it (a line
-//! longer than a chunk makes its chunk longer), and hands the chunks round-robin to a pool of
-//! [`ChunkOptions::threads`] parser threads. The parsed chunks come back in the order they were
+//! [`ChunkOptions::chunk_bytes`], and hands them round-robin to a pool of
+//! [`ChunkOptions::threads`] parser threads. When every line is a record (JSON Lines), a
+//! chunk is the records that start in a byte range of that size, which its parser reads
+//! itself; otherwise (CSV) the reader reads a chunk and cuts it just after the last record
+//! that ends in it. Either way a record longer than a chunk makes its chunk longer. The parsed chunks come back in the order they were
 //! cut, so the reader passes on items, malformed-record reports and line numbers exactly as a
 //! single reader going through the file line by line would: whatever is applied to the items
 //! in order afterwards (event time, lateness, watermarks) gives the same result. With one
@@ -57,9 +59,15 @@
 //!
 //! # Cost
 //!
-//! The reading thread copies each chunk once from the file, and the bytes of a record cut by
-//! the chunk's end once more into the next chunk; it finds the cut with one backward `memchr`
-//! (or the format's own scan, for CSV's quoted newlines). The line numbers come from the
+//! When lines are records ([`ChunkFormat::lines_are_records`]), the reading thread only
+//! deals out byte ranges: each parser `pread`s its range into a buffer it reuses, with the
+//! byte before it (which tells whether a record starts at its first byte) and as much after
+//! it as the last record that starts in it needs. The file's bytes are copied once, on the
+//! parser threads, and the reading thread only takes the chunks back in order and hands out
+//! their items. Such a file is read to the length it had when it was opened; one cut short
+//! meanwhile fails the read, naming it. Otherwise (CSV, whose quoted fields hold newlines) the reading thread reads
+//! each chunk, finds the cut with the format's own scan, and copies the bytes of a record
+//! cut by the chunk's end once more into the next chunk. The line numbers come from the
 //! chunks' newlines, which the last record's end counts (a parser thread scans for them only
 //! when the chunk ends in something other than a record). Items are moved once, into the chunk's
 //! vectors on the parser thread, in pieces of up to 1024: a piece that fits the emitter's
@@ -256,6 +264,16 @@ pub trait ChunkFormat: Send + Sync + 'static {
         memchr::memrchr(b'\n', bytes).map(|i| i + 1)
     }
 
+    /// Whether every `\n` ends a record, as the default
+    /// [`last_record_end`](Self::last_record_end) says. Then a record starts just after the
+    /// first `\n` at or after any byte, so a chunk can be found from a byte range alone and
+    /// the parser threads read their own ranges of the file (see the module docs' Cost).
+    /// Default: yes. A format that overrides `last_record_end` (CSV, whose quoted fields hold
+    /// newlines) must say no; so is a format with a header, whatever this says.
+    fn lines_are_records(&self) -> bool {
+        true
+    }
+
     /// Whether files start with a header record, read by [`read_header`](Self::read_header)
     /// before the chunks. Default: no.
     fn has_header(&self) -> bool {
@@ -382,23 +400,51 @@ enum ChunkPosition {
     In { file: usize, byte: u64, line: u64 },
 }
 
-/// A chunk cut from a file, on its way to a parser.
+/// A chunk on its way to a parser: its bytes, or the byte range the parser reads it from.
 struct Job<F: ChunkFormat> {
+    /// The chunk, cut by the reader; for a `range`, a buffer to read the chunk into.
     bytes: Vec<u8>,
+    /// The byte range whose chunk the parser reads itself (a format whose lines are records).
+    range: Option<ByteRange>,
     /// An empty parse to fill, its vectors reused.
     parsed: Parsed<F::Item, F::Error>,
     header: Arc<F::Header>,
 }
 
-/// A parsed chunk: the parse, the chunk's buffer for reuse and its newline count.
-type Parts<F> = (
-    Parsed<<F as ChunkFormat>::Item, <F as ChunkFormat>::Error>,
-    Vec<u8>,
-    u64,
-);
+/// A byte range of a file, for a format whose lines are records: its chunk is the records
+/// that start in `start..end`, read whole (see [`read_range`]).
+struct ByteRange {
+    input: Arc<File>,
+    start: u64,
+    end: u64,
+    /// The file's length when it was opened: nothing after it is read.
+    len: u64,
+    /// Whether a record starts at `start`: the file's start, or where a seek resumed.
+    at_record_start: bool,
+}
 
-/// A parsed chunk on its way back, or the panic message of a format that panicked.
-type Done<F> = Result<Parts<F>, String>;
+/// A parsed chunk, on its way back to the reader.
+struct Parts<F: ChunkFormat> {
+    parsed: Parsed<F::Item, F::Error>,
+    /// The chunk's buffer, for reuse.
+    buffer: Vec<u8>,
+    /// The chunk's newlines.
+    newlines: u64,
+    /// For a chunk read from a [`ByteRange`], its first byte in the file and its length
+    /// (0 when no record starts in the range).
+    span: Option<(u64, u64)>,
+}
+
+/// Why a chunk came back without its parse.
+enum Failure {
+    /// The format panicked, with this message.
+    Panicked(String),
+    /// Reading the chunk's range failed.
+    Read(io::Error),
+}
+
+/// A parsed chunk on its way back, or why it could not be parsed.
+type Done<F> = Result<Parts<F>, Failure>;
 
 /// One parser thread and its two queues.
 struct Worker<F: ChunkFormat> {
@@ -410,7 +456,8 @@ struct Worker<F: ChunkFormat> {
 /// Where a dispatched chunk came from, to place its records when it comes back.
 struct Cut {
     file: usize,
-    /// Its first byte in the file, and its length.
+    /// Its first byte in the file, and its length; for a byte range, the range's, until the
+    /// parser says where the chunk lies in it.
     start: u64,
     bytes: u64,
     /// Lines of the file before the first chunk that no parser counts: see
@@ -421,8 +468,16 @@ struct Cut {
 /// The file being cut.
 struct OpenFile<H> {
     file: usize,
-    input: File,
-    /// Where `carry` starts in the file: the next chunk's first byte.
+    /// Shared with the parsers that read its byte ranges.
+    input: Arc<File>,
+    /// Its length when opened: how far byte ranges go.
+    len: u64,
+    /// Whether parsers read its chunks from byte ranges (see
+    /// [`ChunkFormat::lines_are_records`]) rather than the reader cutting them.
+    ranged: bool,
+    /// Where a record is known to start: the first byte read (0, or where a seek resumed).
+    first: u64,
+    /// Where `carry` starts in the file: the next chunk's (or byte range's) first byte.
     offset: u64,
     /// Bytes read but not yet dispatched: the start of a record cut by the last chunk.
     carry: Vec<u8>,
@@ -731,8 +786,22 @@ impl<F: ChunkFormat> ChunkedReader<F> {
             let Some(cut) = self.in_flight.pop_front() else {
                 return Ok(true);
             };
-            let (parsed, buffer, newlines) = self.take_back(cut.file)?;
+            let Parts {
+                parsed,
+                buffer,
+                newlines,
+                span,
+            } = self.take_back(cut.file)?;
             self.spare.push(buffer);
+            let mut cut = cut;
+            if let Some((start, bytes)) = span {
+                if bytes == 0 {
+                    // No record starts in the range: the one before it ended past it.
+                    self.spare_parsed.push(parsed);
+                    continue;
+                }
+                (cut.start, cut.bytes) = (start, bytes);
+            }
             if self.lines_file != Some(cut.file) {
                 self.lines_file = Some(cut.file);
                 self.lines_done = 0;
@@ -781,7 +850,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
             CHUNKS_AHEAD * self.options.threads
         };
         while self.in_flight.len() < ahead {
-            let Some((cut, chunk, header)) = self.cut()? else {
+            let Some((cut, chunk, header, range)) = self.cut()? else {
                 return Ok(());
             };
             let file = cut.file;
@@ -791,6 +860,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
                 file,
                 Job {
                     bytes: chunk,
+                    range,
                     parsed,
                     header,
                 },
@@ -812,6 +882,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
             source,
         };
         let mut input = File::open(path).map_err(io)?;
+        let len = input.metadata().map_err(io)?.len();
         let has_header = self.format.has_header();
         let (mut offset, mut lines_skipped, mut later) = (0, 0, None);
         match resume {
@@ -826,7 +897,10 @@ impl<F: ChunkFormat> ChunkedReader<F> {
         }
         Ok(OpenFile {
             file,
-            input,
+            input: Arc::new(input),
+            len,
+            ranged: self.format.lines_are_records() && !has_header,
+            first: offset,
             offset,
             carry: Vec::new(),
             eof: false,
@@ -837,10 +911,12 @@ impl<F: ChunkFormat> ChunkedReader<F> {
         })
     }
 
-    /// Cuts the next chunk: where it comes from, its bytes and its file's header. `None`
-    /// when every file is done.
+    /// Cuts the next chunk: where it comes from, its bytes (or a buffer for the byte range
+    /// a parser reads it from) and its file's header. `None` when every file is done.
     #[allow(clippy::type_complexity)]
-    fn cut(&mut self) -> Result<Option<(Cut, Vec<u8>, Arc<F::Header>)>, SourceError> {
+    fn cut(
+        &mut self,
+    ) -> Result<Option<(Cut, Vec<u8>, Arc<F::Header>, Option<ByteRange>)>, SourceError> {
         loop {
             if self.open.is_none() {
                 let Some(&file) = self.order.get(self.next) else {
@@ -852,6 +928,37 @@ impl<F: ChunkFormat> ChunkedReader<F> {
             let Some(open) = &mut self.open else {
                 unreachable!("a file was just opened");
             };
+            if open.ranged {
+                // The parser reads the chunk itself: here is only the next range.
+                let start = open.offset;
+                if start >= open.len {
+                    self.open = None;
+                    continue;
+                }
+                let end = start
+                    .saturating_add(self.options.chunk_bytes as u64)
+                    .min(open.len);
+                let range = ByteRange {
+                    input: Arc::clone(&open.input),
+                    start,
+                    end,
+                    len: open.len,
+                    at_record_start: start == open.first,
+                };
+                open.offset = end;
+                let cut = Cut {
+                    file: open.file,
+                    start,
+                    bytes: end - start,
+                    lines_skipped: open.lines_skipped,
+                };
+                let header = Arc::clone(&open.header);
+                if end == open.len {
+                    self.open = None;
+                }
+                let buffer = self.spare.pop().unwrap_or_default();
+                return Ok(Some((cut, buffer, header, Some(range))));
+            }
             let path = &self.files.files[open.file].path;
             let io = |source| SourceError::Io {
                 path: path.clone(),
@@ -864,7 +971,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
             // Read until a record ends in the chunk (or the file does).
             let end = loop {
                 if !open.eof && chunk.len() < want {
-                    read_up_to(&mut open.input, &mut chunk, want).map_err(io)?;
+                    read_up_to(&open.input, &mut chunk, want).map_err(io)?;
                     open.eof = chunk.len() < want;
                 }
                 if open.eof {
@@ -892,7 +999,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
                 open.header_read = true;
                 if let Some((byte, line)) = open.resume.take() {
                     // A seek: go on at its offset, with its line number.
-                    open.input.seek(SeekFrom::Start(byte)).map_err(io)?;
+                    (&*open.input).seek(SeekFrom::Start(byte)).map_err(io)?;
                     open.carry.clear();
                     open.eof = false;
                     open.offset = byte;
@@ -927,7 +1034,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
                 self.spare.push(chunk);
                 continue;
             }
-            return Ok(Some((cut, chunk, header)));
+            return Ok(Some((cut, chunk, header, None)));
         }
     }
 
@@ -957,6 +1064,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
 
     /// Takes back the oldest chunk in flight, which came from `file`.
     fn take_back(&mut self, file: usize) -> Result<Parts<F>, SourceError> {
+        let path = &self.files.files[file].path;
         let done = if self.workers.is_empty() {
             let gone = || parser_gone(&self.files.files[file].path);
             self.inline.pop_front().ok_or_else(gone)?
@@ -966,9 +1074,14 @@ impl<F: ChunkFormat> ChunkedReader<F> {
             let gone = |_| parser_gone(&self.files.files[file].path);
             worker.done.recv().map_err(gone)?
         };
-        done.map_err(|message| SourceError::Io {
-            path: self.files.files[file].path.clone(),
-            source: io::Error::other(format!("the record parser panicked: {message}")),
+        done.map_err(|failure| SourceError::Io {
+            path: path.clone(),
+            source: match failure {
+                Failure::Panicked(message) => {
+                    io::Error::other(format!("the record parser panicked: {message}"))
+                }
+                Failure::Read(e) => e,
+            },
         })
     }
 }
@@ -1008,18 +1121,125 @@ fn first_record_end<F: ChunkFormat>(format: &F, bytes: &[u8]) -> Option<usize> {
 /// Cost: the reads go straight into `buf`'s spare capacity, which is never zeroed first (a
 /// recycled chunk keeps its capacity, so nothing is allocated either); std's `read_to_end`
 /// reads in growing pieces, a handful of `read` calls per chunk.
-fn read_up_to(input: &mut File, buf: &mut Vec<u8>, want: usize) -> io::Result<()> {
+fn read_up_to(input: &File, buf: &mut Vec<u8>, want: usize) -> io::Result<()> {
     let missing = want.saturating_sub(buf.len());
     buf.reserve(missing);
-    Read::take(&mut *input, missing as u64).read_to_end(buf)?;
+    Read::take(input, missing as u64).read_to_end(buf)?;
     Ok(())
 }
 
-/// Parses one chunk, catching a panic of the format.
+/// How much more a parser reads at a time past its range's end, to find where the last
+/// record that starts in the range ends.
+const TAIL_READ: usize = 16 << 10;
+
+/// The page size that [`read_range`] aligns its reads to.
+const PAGE: usize = 4096;
+
+/// Reads the chunk of `range` into `buf`: from the first record that starts in the range
+/// to the end of the last one, which may run past the range's end (to the `\n` that ends
+/// it, or the file's length). Returns where the chunk lies in `buf` and its first byte in
+/// the file; an empty window when no record starts in the range.
+///
+/// Consecutive ranges of a file make consecutive chunks: a record starts at the file's
+/// first byte and after each `\n`, so the one byte before a range says whether its first
+/// byte starts one, and a record belongs to the range it starts in.
+///
+/// Cost: one `pread` of the range and the byte before it, and `pread`s of [`TAIL_READ`]
+/// for the rest of its last record. `buf` is overwritten from its start and only grown
+/// (zeroed) when shorter than what is read, so a reused buffer costs nothing more.
+///
+/// # Errors
+/// A failed read, or `UnexpectedEof` if the file is shorter than when it was opened.
+fn read_range(range: &ByteRange, buf: &mut Vec<u8>) -> io::Result<(std::ops::Range<usize>, u64)> {
+    let from = if range.at_record_start {
+        range.start
+    } else {
+        range.start - 1
+    };
+    let span = (range.end - from) as usize;
+    // The kernel's copy from the page cache (`rep movsb`) runs at a fraction of its speed
+    // when the destination lies a few bytes past the source's place in a page (4K
+    // aliasing): the range goes at the same place in a page as in the file.
+    let room = PAGE + span + TAIL_READ;
+    if buf.capacity() < room {
+        buf.reserve(room - buf.len());
+    }
+    let pad = (from as usize).wrapping_sub(buf.as_ptr() as usize) % PAGE;
+    let mut filled = read_into(&range.input, buf, pad, span, from)?;
+    let first = if range.at_record_start {
+        pad
+    } else {
+        // A `\n` on the range's last byte starts the next range's first record, not one of
+        // this range's.
+        match memchr::memchr(b'\n', &buf[pad..filled - 1]) {
+            Some(newline) => pad + newline + 1,
+            None => return Ok((0..0, range.end)),
+        }
+    };
+    // The last record ends at the first `\n` from the range's last byte on.
+    let mut end = (range.end == range.len || buf[filled - 1] == b'\n').then_some(filled);
+    while end.is_none() {
+        let at = from + (filled - pad) as u64;
+        if at >= range.len {
+            end = Some(filled);
+            break;
+        }
+        let more = TAIL_READ.min((range.len - at) as usize);
+        let searched = filled;
+        filled = read_into(&range.input, buf, filled, more, at)?;
+        end = memchr::memchr(b'\n', &buf[searched..filled]).map(|newline| searched + newline + 1);
+    }
+    let end = end.unwrap_or(filled);
+    Ok((first..end, from + (first - pad) as u64))
+}
+
+/// Reads `n` bytes of `input` at `at` into `buf[filled..]`, growing `buf` if it is
+/// shorter; returns `filled + n`.
+fn read_into(
+    input: &File,
+    buf: &mut Vec<u8>,
+    filled: usize,
+    n: usize,
+    at: u64,
+) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let need = filled + n;
+    if buf.len() < need {
+        buf.resize(need, 0);
+    }
+    input
+        .read_exact_at(&mut buf[filled..need], at)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => io::Error::new(
+                e.kind(),
+                "the file is shorter than when it was opened: it changed while being read",
+            ),
+            _ => e,
+        })?;
+    Ok(need)
+}
+
+/// Reads (for a byte range) and parses one chunk, catching a panic of the format.
 fn parse_job<F: ChunkFormat>(format: &F, job: Job<F>) -> Done<F> {
-    let mut parsed = job.parsed;
+    let Job {
+        bytes: mut buffer,
+        range,
+        mut parsed,
+        header,
+    } = job;
+    let (window, span) = match &range {
+        None => (0..buffer.len(), None),
+        Some(range) => {
+            let (window, start) = read_range(range, &mut buffer).map_err(Failure::Read)?;
+            let span = (start, window.len() as u64);
+            (window, Some(span))
+        }
+    };
+    let chunk = &buffer[window];
     let result = catch_unwind(AssertUnwindSafe(|| {
-        format.parse(&job.bytes, &job.header, &mut parsed);
+        if !chunk.is_empty() {
+            format.parse(chunk, &header, &mut parsed);
+        }
         parsed
     }));
     match result {
@@ -1027,17 +1247,22 @@ fn parse_job<F: ChunkFormat>(format: &F, job: Job<F>) -> Done<F> {
             // The last record's end counts the chunk's newlines when it is the chunk's end,
             // as it is unless the chunk ends in blank lines a format skips: no second scan.
             let newlines = match parsed.last_end() {
-                Some(end) if end.byte == job.bytes.len() => end.lines,
-                _ => memchr::memchr_iter(b'\n', &job.bytes).count() as u64,
+                Some(end) if end.byte == chunk.len() => end.lines,
+                _ => memchr::memchr_iter(b'\n', chunk).count() as u64,
             };
             debug_assert_eq!(
                 newlines,
-                memchr::memchr_iter(b'\n', &job.bytes).count() as u64,
+                memchr::memchr_iter(b'\n', chunk).count() as u64,
                 "a format's record ends count the chunk's newlines"
             );
-            Ok((parsed, job.bytes, newlines))
+            Ok(Parts {
+                parsed,
+                buffer,
+                newlines,
+                span,
+            })
         }
-        Err(panic) => Err(panic_message(&*panic)),
+        Err(panic) => Err(Failure::Panicked(panic_message(&*panic))),
     }
 }
 

@@ -8,13 +8,25 @@ use proptest::prelude::*;
 use super::*;
 use crate::sources::files::LineReader;
 
-/// Lines as text; a line that is not UTF-8 is malformed.
-struct Utf8Lines;
+/// Lines as text; a line that is not UTF-8 is malformed. `ranged`: whether the parsers
+/// read byte ranges themselves (see [`ChunkFormat::lines_are_records`]) or the reader cuts
+/// the chunks, as for CSV.
+#[derive(Debug, Clone, Copy)]
+struct Utf8Lines {
+    ranged: bool,
+}
+
+/// Both ways of reading, for the tests that run each.
+const BOTH: [Utf8Lines; 2] = [Utf8Lines { ranged: true }, Utf8Lines { ranged: false }];
 
 impl ChunkFormat for Utf8Lines {
     type Item = String;
     type Error = std::str::Utf8Error;
     type Header = ();
+
+    fn lines_are_records(&self) -> bool {
+        self.ranged
+    }
 
     fn parse(&self, chunk: &[u8], _: &(), out: &mut Parsed<String, Self::Error>) {
         for_each_line(chunk, |number, line, end| match std::str::from_utf8(line) {
@@ -40,9 +52,9 @@ impl ChunkFormat for Fragile {
 type Outcome = (Vec<String>, Vec<(PathBuf, u64)>);
 
 /// Reads everything with `options`, in calls that take at most `batch` items.
-fn chunked(path: &Path, options: ChunkOptions, batch: usize) -> Outcome {
+fn chunked(path: &Path, lines: Utf8Lines, options: ChunkOptions, batch: usize) -> Outcome {
     let files = Arc::new(InputFiles::resolve(path).unwrap());
-    let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&files), options);
+    let mut reader = ChunkedReader::new(Arc::new(lines), Arc::clone(&files), options);
     reader.open(0, 1);
     let (mut items, mut bad) = (Vec::new(), Vec::new());
     loop {
@@ -81,11 +93,11 @@ fn line_by_line(path: &Path) -> Outcome {
 /// position after each call with how many items and malformed lines came before it.
 fn read_with_positions(
     files: &Arc<InputFiles>,
-    options: ChunkOptions,
+    (lines, options): (Utf8Lines, ChunkOptions),
     (index, count): (usize, usize),
     batch: usize,
 ) -> (Outcome, Vec<(usize, usize, Vec<u8>)>) {
-    let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(files), options);
+    let mut reader = ChunkedReader::new(Arc::new(lines), Arc::clone(files), options);
     reader.open(index, count);
     let (mut items, mut bad) = (Vec::new(), Vec::new());
     let mut positions = vec![(0, 0, reader.position())];
@@ -107,11 +119,11 @@ fn read_with_positions(
 /// A fresh reader of instance `index` of `count`, moved to `position`, read to the end.
 fn resumed(
     files: &Arc<InputFiles>,
-    options: ChunkOptions,
+    (lines, options): (Utf8Lines, ChunkOptions),
     (index, count): (usize, usize),
     position: &[u8],
 ) -> Outcome {
-    let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(files), options);
+    let mut reader = ChunkedReader::new(Arc::new(lines), Arc::clone(files), options);
     reader.open(index, count);
     reader.seek(position).unwrap();
     let (mut items, mut bad) = (Vec::new(), Vec::new());
@@ -128,8 +140,8 @@ fn resumed(
 /// exactly the rest: the items after it, the malformed lines after it, same numbers.
 fn check_every_resume(
     files: &Arc<InputFiles>,
-    first: ChunkOptions,
-    then: ChunkOptions,
+    first: (Utf8Lines, ChunkOptions),
+    then: (Utf8Lines, ChunkOptions),
     share: (usize, usize),
     batch: usize,
 ) -> Outcome {
@@ -183,13 +195,15 @@ proptest! {
         threads in 1..=4usize,
         chunk_bytes in 1..48usize,
         batch in 1..50usize,
+        ranged in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         for (i, bytes) in files.iter().enumerate() {
             fs::write(dir.path().join(format!("f{i}.txt")), bytes).unwrap();
         }
         let want = line_by_line(dir.path());
-        let got = chunked(dir.path(), ChunkOptions { threads, chunk_bytes }, batch);
+        let lines = Utf8Lines { ranged };
+        let got = chunked(dir.path(), lines, ChunkOptions { threads, chunk_bytes }, batch);
         prop_assert_eq!(got, want);
     }
 
@@ -204,14 +218,21 @@ proptest! {
         chunk_bytes in (1..48usize, 1..48usize),
         batch in 1..8usize,
         count in 1..=2usize,
+        ranged in (any::<bool>(), any::<bool>()),
     ) {
         let dir = tempfile::tempdir().unwrap();
         for (i, bytes) in files.iter().enumerate() {
             fs::write(dir.path().join(format!("f{i}.txt")), bytes).unwrap();
         }
         let input = Arc::new(InputFiles::resolve(dir.path()).unwrap());
-        let first = ChunkOptions { threads: threads.0, chunk_bytes: chunk_bytes.0 };
-        let then = ChunkOptions { threads: threads.1, chunk_bytes: chunk_bytes.1 };
+        let first = (
+            Utf8Lines { ranged: ranged.0 },
+            ChunkOptions { threads: threads.0, chunk_bytes: chunk_bytes.0 },
+        );
+        let then = (
+            Utf8Lines { ranged: ranged.1 },
+            ChunkOptions { threads: threads.1, chunk_bytes: chunk_bytes.1 },
+        );
         let mut all: Outcome = Default::default();
         for index in 0..count {
             let (items, bad) = check_every_resume(&input, first, then, (index, count), batch);
@@ -237,16 +258,16 @@ fn invalid_utf8_at_every_position_is_reported_on_its_line() {
         fs::write(&path, &bytes).unwrap();
         let want = line_by_line(&path);
         assert_eq!(want.1.len(), 1, "one bad line with 0xff at {at}");
-        for threads in [1, 2, 4] {
+        for (threads, lines) in [1, 2, 4].into_iter().zip(BOTH.into_iter().cycle()) {
             for chunk_bytes in [1, 3, 7, 1 << 20] {
                 let options = ChunkOptions {
                     threads,
                     chunk_bytes,
                 };
                 assert_eq!(
-                    chunked(&path, options, 2),
+                    chunked(&path, lines, options, 2),
                     want,
-                    "0xff at {at}, {options:?}"
+                    "0xff at {at}, {lines:?}, {options:?}"
                 );
             }
         }
@@ -261,15 +282,17 @@ fn empty_file_no_final_newline_and_a_line_longer_than_a_chunk() {
         threads: 2,
         chunk_bytes: 8,
     };
-    fs::write(&path, "").unwrap();
-    assert_eq!(chunked(&path, options, 10), (vec![], vec![]));
-    let long = "x".repeat(100);
-    fs::write(&path, format!("a\r\n{long}\r\nb")).unwrap();
-    let (items, bad) = chunked(&path, options, 10);
-    assert_eq!(items, ["a", long.as_str(), "b"]);
-    assert!(bad.is_empty());
-    fs::write(&path, "only\r").unwrap();
-    assert_eq!(chunked(&path, options, 10).0, ["only\r"]);
+    for lines in BOTH {
+        fs::write(&path, "").unwrap();
+        assert_eq!(chunked(&path, lines, options, 10), (vec![], vec![]));
+        let long = "x".repeat(100);
+        fs::write(&path, format!("a\r\n{long}\r\nb")).unwrap();
+        let (items, bad) = chunked(&path, lines, options, 10);
+        assert_eq!(items, ["a", long.as_str(), "b"]);
+        assert!(bad.is_empty());
+        fs::write(&path, "only\r").unwrap();
+        assert_eq!(chunked(&path, lines, options, 10).0, ["only\r"]);
+    }
 }
 
 #[test]
@@ -323,12 +346,15 @@ fn a_seek_resumes_after_a_long_line_crlf_and_malformed_lines() {
     assert_eq!(lines, [2, 2, 103]);
     for threads in [1, 2, 4] {
         for chunk_bytes in [1, 5, 64, 1 << 20] {
-            let options = ChunkOptions {
-                threads,
-                chunk_bytes,
-            };
-            let got = check_every_resume(&input, options, options, (0, 1), 3);
-            assert_eq!(got, want, "{options:?}");
+            for lines in BOTH {
+                let options = ChunkOptions {
+                    threads,
+                    chunk_bytes,
+                };
+                let reading = (lines, options);
+                let got = check_every_resume(&input, reading, reading, (0, 1), 3);
+                assert_eq!(got, want, "{lines:?}, {options:?}");
+            }
         }
     }
 }
@@ -353,14 +379,14 @@ fn chunks_of_many_pieces_are_handed_out_as_line_by_line() {
     let input = Arc::new(InputFiles::resolve(&path).unwrap());
     let want = line_by_line(&path);
     assert_eq!((want.0.len(), want.1.len()), (5000, 7));
-    for threads in [1, 2] {
+    for (threads, lines) in [1, 2].into_iter().zip(BOTH) {
         let options = ChunkOptions {
             threads,
             chunk_bytes: 1 << 20,
         };
         for batch in [1, 7, PIECE - 1, PIECE, PIECE + 1, 3 * PIECE] {
             // Each read into a fresh batch, so that a piece that fits becomes it.
-            let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&input), options);
+            let mut reader = ChunkedReader::new(Arc::new(lines), Arc::clone(&input), options);
             reader.open(0, 1);
             let (mut items, mut bad) = (Vec::new(), Vec::new());
             let mut positions = Vec::new();
@@ -388,14 +414,14 @@ fn chunks_of_many_pieces_are_handed_out_as_line_by_line() {
             );
             if batch >= PIECE - 1 {
                 for (k, b, position) in positions {
-                    let (rest, rest_bad) = resumed(&input, options, (0, 1), &position);
+                    let (rest, rest_bad) = resumed(&input, (lines, options), (0, 1), &position);
                     assert!(rest == items[k..], "resumed after {k} items, batch {batch}");
                     assert_eq!(rest_bad, bad[b..], "resumed after {k} items, batch {batch}");
                 }
             }
             // Into one growing batch, the pieces' items move into it.
             assert_eq!(
-                chunked(&path, options, batch),
+                chunked(&path, lines, options, batch),
                 want,
                 "{options:?}, batch {batch}"
             );
@@ -414,7 +440,8 @@ fn the_position_is_of_the_items_handed_out_not_of_those_parsed_ahead() {
         threads: 2,
         chunk_bytes: 16,
     };
-    let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&input), options);
+    let lines = Utf8Lines { ranged: true };
+    let mut reader = ChunkedReader::new(Arc::new(lines), Arc::clone(&input), options);
     reader.open(0, 1);
     let mut items = Vec::new();
     reader
@@ -433,7 +460,7 @@ fn the_position_is_of_the_items_handed_out_not_of_those_parsed_ahead() {
             line: 2
         }
     );
-    let rest = resumed(&input, options, (0, 1), &reader.position()).0;
+    let rest = resumed(&input, (lines, options), (0, 1), &reader.position()).0;
     assert_eq!(rest.first().map(String::as_str), Some("2"));
     assert_eq!(rest.len(), 999);
 }
@@ -446,7 +473,8 @@ fn a_position_that_does_not_fit_is_refused() {
     }
     let input = Arc::new(InputFiles::resolve(dir.path()).unwrap());
     let options = ChunkOptions::with_threads(1);
-    let mut reader = ChunkedReader::new(Arc::new(Utf8Lines), Arc::clone(&input), options);
+    let lines = Utf8Lines { ranged: true };
+    let mut reader = ChunkedReader::new(Arc::new(lines), Arc::clone(&input), options);
     reader.open(1, 2);
     let refused = |reader: &mut ChunkedReader<Utf8Lines>, at: ChunkPosition| {
         let bytes = input.wrap_position(&crate::sources::encode_position(&at));
@@ -494,7 +522,7 @@ fn instances_deal_out_whole_files() {
     let mut all = Vec::new();
     for index in 0..2 {
         let mut reader = ChunkedReader::new(
-            Arc::new(Utf8Lines),
+            Arc::new(Utf8Lines { ranged: true }),
             Arc::clone(&files),
             ChunkOptions::with_threads(2),
         );
@@ -508,4 +536,69 @@ fn instances_deal_out_whole_files() {
     }
     assert_eq!(all[0], ["0a", "0b", "2a", "2b", "4a", "4b"]);
     assert_eq!(all[1], ["1a", "1b", "3a", "3b"]);
+}
+
+/// Megabytes in chunks of the default size, with a line longer than three chunks: the
+/// byte ranges after its start hold no record start, and come back empty.
+#[test]
+fn megabytes_with_a_line_longer_than_several_chunks_read_as_line_by_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.txt");
+    let mut content = Vec::new();
+    for i in 0..200_000 {
+        content.extend_from_slice(format!("line {i}\n").as_bytes());
+        if i == 100_000 {
+            content.extend_from_slice(&b"z".repeat(3 << 20 | 17));
+            content.extend_from_slice(b"\xff\r\n");
+        }
+    }
+    assert!(content.len() > 5 << 20);
+    fs::write(&path, &content).unwrap();
+    let want = line_by_line(&path);
+    assert_eq!((want.0.len(), want.1.len()), (200_000, 1));
+    for lines in BOTH {
+        for threads in [1, 2] {
+            let options = ChunkOptions {
+                threads,
+                chunk_bytes: 1 << 20,
+            };
+            let got = chunked(&path, lines, options, PIECE);
+            assert!(got == want, "{lines:?}, {options:?}");
+        }
+    }
+}
+
+/// A file cut short after it was opened fails the read, naming it, rather than ending early.
+#[test]
+fn a_file_cut_short_while_read_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("short.txt");
+    fs::write(&path, "line\n".repeat(100)).unwrap();
+    let files = Arc::new(InputFiles::resolve(&path).unwrap());
+    // One thread: each chunk is read when the one before is handed out.
+    let options = ChunkOptions {
+        threads: 1,
+        chunk_bytes: 50,
+    };
+    let mut reader = ChunkedReader::new(Arc::new(Utf8Lines { ranged: true }), files, options);
+    reader.open(0, 1);
+    let mut items = Vec::new();
+    assert!(
+        !reader
+            .read(&mut Emitter::unbounded(&mut items), |_, _, _| {})
+            .unwrap()
+    );
+    assert_eq!(items.len(), 10);
+    fs::write(&path, "line\n").unwrap();
+    let err = loop {
+        match reader.read(&mut Emitter::unbounded(&mut items), |_, _, _| {}) {
+            Ok(false) => {}
+            Ok(true) => panic!("read to the end of a file cut short"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(
+        err.contains("short.txt") && err.contains("shorter"),
+        "{err}"
+    );
 }
