@@ -762,43 +762,78 @@ fn scan_ordered(line: &[u8], text: &str, kept: KeptStrings) -> Option<Event> {
         kept,
     };
     c.expect(br#"{"type":""#)?;
-    // A struct expression's fields are evaluated in the order written: the line's order.
+    // Every field is read before the event is built, and its strings only then: built
+    // as they are read, each `Option<CompactString>` was moved by misaligned copies that
+    // stalled on store forwarding (a third of this function's time).
     let event = match *line.get(c.at)? {
-        b'b' => Event::Bid(Bid {
-            auction: c.int_after(br#"bid","auction":"#)?,
-            bidder: c.int_after(br#","bidder":"#)?,
-            price: c.int_after(br#","price":"#)?,
-            channel: c.str_after(br#","channel":"#, Field::Channel)?,
-            url: c.str_after(br#","url":"#, Field::Url)?,
-            date_time: c.int_after(br#","date_time":"#)?,
-            extra: c.str_after(br#","extra":"#, Field::Extra)?,
-        }),
-        b'p' => Event::from(Person {
-            id: c.int_after(br#"person","id":"#)?,
-            name: c.str_after(br#","name":"#, Field::Name)?,
-            email_address: c.str_after(br#","email_address":"#, Field::EmailAddress)?,
-            credit_card: c.str_after(br#","credit_card":"#, Field::CreditCard)?,
-            city: c.str_after(br#","city":"#, Field::City)?,
-            state: c.str_after(br#","state":"#, Field::State)?,
-            date_time: c.int_after(br#","date_time":"#)?,
-            extra: c.str_after(br#","extra":"#, Field::Extra)?,
-        }),
-        b'a' => Event::from(Auction {
-            id: c.int_after(br#"auction","id":"#)?,
-            item_name: c.str_after(br#","item_name":"#, Field::ItemName)?,
-            description: c.str_after(br#","description":"#, Field::Description)?,
-            initial_bid: c.int_after(br#","initial_bid":"#)?,
-            reserve: c.int_after(br#","reserve":"#)?,
-            date_time: c.int_after(br#","date_time":"#)?,
-            expires: c.int_after(br#","expires":"#)?,
-            seller: c.int_after(br#","seller":"#)?,
-            category: c.int_after(br#","category":"#)?,
-            extra: c.str_after(br#","extra":"#, Field::Extra)?,
-        }),
+        b'b' => {
+            let auction = c.int_after(br#"bid","auction":"#)?;
+            let bidder = c.int_after(br#","bidder":"#)?;
+            let price = c.int_after(br#","price":"#)?;
+            let channel = c.str_after(br#","channel":"#)?;
+            let url = c.str_after(br#","url":"#)?;
+            let date_time = c.int_after(br#","date_time":"#)?;
+            let extra = c.str_after(br#","extra":"#)?;
+            c.end()?;
+            Event::Bid(Bid {
+                auction,
+                bidder,
+                price,
+                channel: c.keep(channel, Field::Channel),
+                url: c.keep(url, Field::Url),
+                date_time,
+                extra: c.keep(extra, Field::Extra),
+            })
+        }
+        b'p' => {
+            let id = c.int_after(br#"person","id":"#)?;
+            let name = c.str_after(br#","name":"#)?;
+            let email_address = c.str_after(br#","email_address":"#)?;
+            let credit_card = c.str_after(br#","credit_card":"#)?;
+            let city = c.str_after(br#","city":"#)?;
+            let state = c.str_after(br#","state":"#)?;
+            let date_time = c.int_after(br#","date_time":"#)?;
+            let extra = c.str_after(br#","extra":"#)?;
+            c.end()?;
+            Event::from(Person {
+                id,
+                name: c.keep(name, Field::Name),
+                email_address: c.keep(email_address, Field::EmailAddress),
+                credit_card: c.keep(credit_card, Field::CreditCard),
+                city: c.keep(city, Field::City),
+                state: c.keep(state, Field::State),
+                date_time,
+                extra: c.keep(extra, Field::Extra),
+            })
+        }
+        b'a' => {
+            let id = c.int_after(br#"auction","id":"#)?;
+            let item_name = c.str_after(br#","item_name":"#)?;
+            let description = c.str_after(br#","description":"#)?;
+            let initial_bid = c.int_after(br#","initial_bid":"#)?;
+            let reserve = c.int_after(br#","reserve":"#)?;
+            let date_time = c.int_after(br#","date_time":"#)?;
+            let expires = c.int_after(br#","expires":"#)?;
+            let seller = c.int_after(br#","seller":"#)?;
+            let category = c.int_after(br#","category":"#)?;
+            let extra = c.str_after(br#","extra":"#)?;
+            c.end()?;
+            Event::from(Auction {
+                id,
+                item_name: c.keep(item_name, Field::ItemName),
+                description: c.keep(description, Field::Description),
+                initial_bid,
+                reserve,
+                date_time,
+                expires,
+                seller,
+                category,
+                extra: c.keep(extra, Field::Extra),
+            })
+        }
         _ => return None,
     };
-    c.expect(b"}")?;
-    (skip_ws(line, c.at) == line.len()).then_some(event)
+    Some(event)
 }
 
 /// [`scan_ordered`]'s place in a line, and the values it reads there.
@@ -827,17 +862,29 @@ impl OrderedCursor<'_> {
         Some(value)
     }
 
-    /// `key`, then a string, as [`JsonString::at`] reads it: empty unless `kept` keeps
-    /// `field`.
+    /// `key`, then a string, as [`JsonString::at`] reads it.
     #[inline(always)]
-    fn str_after(&mut self, key: &[u8], field: Field) -> Option<CompactString> {
+    fn str_after(&mut self, key: &[u8]) -> Option<JsonString> {
         self.expect(key)?;
         let value = JsonString::at(self.line, self.at)?;
         self.at = value.next;
-        Some(match self.kept.keeps(field) {
+        Some(value)
+    }
+
+    /// The closing brace, and nothing after it but whitespace.
+    #[inline(always)]
+    fn end(&mut self) -> Option<()> {
+        self.expect(b"}")?;
+        (skip_ws(self.line, self.at) == self.line.len()).then_some(())
+    }
+
+    /// `value`, the string of `field`, decoded if `kept` keeps `field`, else empty.
+    #[inline(always)]
+    fn keep(&self, value: JsonString, field: Field) -> CompactString {
+        match self.kept.keeps(field) {
             true => value.decode(self.text),
-            false => CompactString::default(),
-        })
+            false => CompactString::const_new(""),
+        }
     }
 }
 
