@@ -276,8 +276,10 @@ pub trait SinkWriter: Send + 'static {
     }
 
     /// Finishes the output without blocking: false until it is done, then true. The runtime
-    /// calls it at the end of the input until it returns true. Default: [`close`](Self::close)
-    /// once.
+    /// calls it at the end of the input until it returns true: again when the instance's
+    /// waker ([`ProcessorContext::waker`](weir_core::ProcessorContext::waker)) is woken, and
+    /// otherwise only after a pause (a worker's heartbeat), so a writer that finishes
+    /// elsewhere wakes it when done. Default: [`close`](Self::close) once.
     ///
     /// # Errors
     /// As [`close`](Self::close).

@@ -105,11 +105,11 @@ impl<W: SinkWriter> Link<W::Item> for SinkTerminal<W> {
             return Ok(false);
         }
         if !self.closed {
+            // Finishing (a final write, a rename) goes on on the writer's I/O thread, which
+            // wakes this tasklet when it is done: meanwhile the worker parks. Reported as
+            // progress, the wait spun the worker through hundreds of thousands of calls
+            // while the file system replaced a large file.
             self.closed = self.writer.poll_close()?;
-            if !self.closed {
-                // Finishing (a final write, a rename) goes on elsewhere: not idle work.
-                outbox.report_progress();
-            }
         }
         Ok(self.closed)
     }
