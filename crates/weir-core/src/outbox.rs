@@ -380,6 +380,9 @@ pub struct Outbox {
     forwarding: Option<SourceTime>,
     /// Which watermarks offered go out (all, unless the vertex set a granule).
     throttle: WatermarkThrottle,
+    /// Markers (watermarks, idle markers, barriers, the done marker) sent since the last
+    /// `begin_call`.
+    markers_in_call: usize,
 }
 
 impl Outbox {
@@ -389,6 +392,7 @@ impl Outbox {
             progress_reported: false,
             forwarding: None,
             throttle: WatermarkThrottle::default(),
+            markers_in_call: 0,
         }
     }
 
@@ -516,6 +520,7 @@ impl Outbox {
             .all(|p| p.offer_watermark(wm, source_time));
         if sent {
             self.throttle.sent(wm);
+            self.markers_in_call += 1;
         }
         sent
     }
@@ -528,7 +533,9 @@ impl Outbox {
         if !self.ports.iter().all(|p| p.can_take_marker()) {
             return false;
         }
-        self.ports.iter_mut().all(|p| p.offer_idle())
+        let sent = self.ports.iter_mut().all(|p| p.offer_idle());
+        self.markers_in_call += usize::from(sent);
+        sent
     }
 
     /// Sends the barrier of snapshot `n` to every consumer, after everything emitted so far.
@@ -537,11 +544,14 @@ impl Outbox {
         if !self.ports.iter().all(|p| p.can_take_marker()) {
             return false;
         }
-        self.ports.iter_mut().all(|p| p.offer_barrier(n))
+        let sent = self.ports.iter_mut().all(|p| p.offer_barrier(n));
+        self.markers_in_call += usize::from(sent);
+        sent
     }
 
     pub(crate) fn begin_call(&mut self) {
         self.progress_reported = false;
+        self.markers_in_call = 0;
         for p in &mut self.ports {
             p.begin_call();
         }
@@ -570,7 +580,14 @@ impl Outbox {
         for p in &mut self.ports {
             all &= p.offer_done();
         }
+        self.markers_in_call += usize::from(all);
         all
+    }
+
+    /// Whether items or markers went into a queue since the last `begin_call`: what a
+    /// consumer parked on one of them must be nudged for.
+    pub(crate) fn sent_in_call(&self) -> bool {
+        self.markers_in_call > 0 || self.accepted_in_call() > 0
     }
 }
 
@@ -657,6 +674,34 @@ mod tests {
         for rx in &mut rxs {
             assert_eq!(rx.try_recv(), Some(Wm(Watermark(7_000))));
         }
+    }
+
+    #[test]
+    fn only_items_and_markers_sent_count_as_sent_in_a_call() {
+        let (tx, mut rx) = conveyor::channel::<u32>(4);
+        let mut outbox = Outbox::new(vec![Box::new(OutPort::new(
+            vec![tx],
+            Route::RoundRobin,
+            100,
+        ))]);
+        outbox.throttle_watermarks(1_000);
+        outbox.begin_call();
+        outbox.report_progress();
+        assert!(outbox.offer_watermark(Watermark(1_500)));
+        assert!(outbox.sent_in_call(), "the first watermark goes out");
+        outbox.begin_call();
+        // Progress (an accumulator fed) and a watermark the throttle holds back: nothing
+        // reached the queue, so no consumer needs waking.
+        outbox.report_progress();
+        assert!(outbox.offer_watermark(Watermark(1_900)));
+        assert!(outbox.progress_in_call() && !outbox.sent_in_call());
+        outbox.begin_call();
+        assert!(outbox.port::<u32>(0).offer(7).is_ok());
+        assert!(outbox.sent_in_call());
+        outbox.begin_call();
+        assert!(outbox.offer_idle());
+        assert!(outbox.sent_in_call());
+        while rx.try_recv().is_some() {}
     }
 
     #[test]
