@@ -75,6 +75,8 @@ pub struct Vertex {
     pub(crate) supplier: Arc<dyn ProcessorSupplier>,
     pub(crate) inputs: PortTypes,
     pub(crate) outputs: PortTypes,
+    /// The granule of the watermarks its instances send, ms; 1: every one.
+    pub(crate) watermark_granule: i64,
 }
 
 impl Vertex {
@@ -90,6 +92,7 @@ impl Vertex {
             supplier: Arc::new(supplier),
             inputs: PortTypes::default(),
             outputs: PortTypes::default(),
+            watermark_granule: 1,
         }
     }
 
@@ -138,6 +141,24 @@ impl Vertex {
         self
     }
 
+    /// Throttles the watermarks this vertex's instances send to multiples of `ms`: each is
+    /// rounded down to a multiple (aligned to the epoch) and sent only when that multiple
+    /// advances ([`WatermarkThrottle`](crate::WatermarkThrottle)). For a vertex whose
+    /// event-time consumers downstream all act only on multiples of `ms` (windows whose
+    /// frames are multiples of it): they close the same windows at the same moment, and their
+    /// workers are not woken by the watermarks in between. The planner sets it; 1 (the
+    /// default) sends every watermark. Watermarks inside the vertex (to its fused stages) are
+    /// not throttled.
+    pub fn watermark_granule(mut self, ms: i64) -> Self {
+        self.watermark_granule = ms.max(1);
+        self
+    }
+
+    /// The granule set by [`watermark_granule`](Self::watermark_granule), ms; 1 when none.
+    pub fn watermark_granule_ms(&self) -> i64 {
+        self.watermark_granule
+    }
+
     /// The vertex name.
     pub fn name(&self) -> &str {
         &self.name
@@ -149,6 +170,7 @@ impl fmt::Debug for Vertex {
         f.debug_struct("Vertex")
             .field("name", &self.name)
             .field("parallelism", &self.parallelism)
+            .field("watermark_granule", &self.watermark_granule)
             .finish()
     }
 }

@@ -1099,12 +1099,13 @@ fn build_tasklets(
                         .inbox()
                 })
                 .collect();
-            let outbox = Outbox::new(
+            let mut outbox = Outbox::new(
                 vertex_ports
                     .into_iter()
                     .map(|p| p.expect("validated: ordinals are 0..n"))
                     .collect(),
             );
+            outbox.throttle_watermarks(vertex.watermark_granule);
             let mut tasklet = ProcessorTasklet::new(
                 &ctx,
                 processor,

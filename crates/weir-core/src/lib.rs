@@ -78,5 +78,5 @@ pub use snapshot::{SnapshotEntry, SnapshotWriter};
 pub use stall::{QueuedInput, Stall};
 pub use tasklet::Progress;
 pub use traverser::Traverser;
-pub use watermark::{SourceTime, Watermark, WatermarkCoalescer};
+pub use watermark::{SourceTime, Watermark, WatermarkCoalescer, WatermarkThrottle};
 pub use weir_partition::{DEFAULT_PARTITION_COUNT, PartitionKey, Partitioner};

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use crate::conveyor::{self, Message, Receiver, Sender, route_run};
 
 use crate::item::Item;
-use crate::watermark::{SourceTime, Watermark};
+use crate::watermark::{SourceTime, Watermark, WatermarkThrottle};
 
 /// A typed partition function stored erased in an [`Edge`](crate::Edge): item → partition.
 pub(crate) type PartitionFn<T> = Arc<dyn PartitionOf<T>>;
@@ -378,6 +378,11 @@ pub struct Outbox {
     /// The source time of the watermark the tasklet is handing the processor, which a
     /// watermark offered meanwhile carries on; `None`: a watermark offered is stamped now.
     forwarding: Option<SourceTime>,
+    /// Which watermarks offered go out (all, unless the vertex set a granule).
+    throttle: WatermarkThrottle,
+    /// Markers (watermarks, idle markers, barriers, the done marker) sent since the last
+    /// `begin_call`.
+    markers_in_call: usize,
 }
 
 impl Outbox {
@@ -386,7 +391,15 @@ impl Outbox {
             ports,
             progress_reported: false,
             forwarding: None,
+            throttle: WatermarkThrottle::default(),
+            markers_in_call: 0,
         }
+    }
+
+    /// Sends only the watermarks that reach a new multiple of `granule` ms, rounded down to
+    /// it (see [`WatermarkThrottle`]); 1 sends every one.
+    pub(crate) fn throttle_watermarks(&mut self, granule: i64) {
+        self.throttle = WatermarkThrottle::new(granule);
     }
 
     /// While `Some`, watermarks offered carry `source_time` on: the tasklet sets it around
@@ -487,14 +500,29 @@ impl Outbox {
     ///
     /// Offered while the processor handles a watermark from its inputs, it carries that
     /// watermark's [`SourceTime`] on; otherwise it is stamped now, as a source's own.
+    ///
+    /// When the vertex throttles its watermarks ([`Vertex::watermark_granule`]), one that
+    /// does not reach a new multiple of the granule is taken and not sent (true), and one
+    /// that does is sent rounded down to that multiple.
+    ///
+    /// [`Vertex::watermark_granule`]: crate::Vertex::watermark_granule
     pub fn offer_watermark(&mut self, wm: Watermark) -> bool {
+        let Some(wm) = self.throttle.admit(wm) else {
+            return true;
+        };
         if !self.ports.iter().all(|p| p.can_take_marker()) {
             return false;
         }
         let source_time = self.forwarding.unwrap_or_else(SourceTime::now);
-        self.ports
+        let sent = self
+            .ports
             .iter_mut()
-            .all(|p| p.offer_watermark(wm, source_time))
+            .all(|p| p.offer_watermark(wm, source_time));
+        if sent {
+            self.throttle.sent(wm);
+            self.markers_in_call += 1;
+        }
+        sent
     }
 
     /// Tells every consumer that this processor has no data for now, so that it stops holding
@@ -505,7 +533,9 @@ impl Outbox {
         if !self.ports.iter().all(|p| p.can_take_marker()) {
             return false;
         }
-        self.ports.iter_mut().all(|p| p.offer_idle())
+        let sent = self.ports.iter_mut().all(|p| p.offer_idle());
+        self.markers_in_call += usize::from(sent);
+        sent
     }
 
     /// Sends the barrier of snapshot `n` to every consumer, after everything emitted so far.
@@ -514,11 +544,14 @@ impl Outbox {
         if !self.ports.iter().all(|p| p.can_take_marker()) {
             return false;
         }
-        self.ports.iter_mut().all(|p| p.offer_barrier(n))
+        let sent = self.ports.iter_mut().all(|p| p.offer_barrier(n));
+        self.markers_in_call += usize::from(sent);
+        sent
     }
 
     pub(crate) fn begin_call(&mut self) {
         self.progress_reported = false;
+        self.markers_in_call = 0;
         for p in &mut self.ports {
             p.begin_call();
         }
@@ -547,7 +580,14 @@ impl Outbox {
         for p in &mut self.ports {
             all &= p.offer_done();
         }
+        self.markers_in_call += usize::from(all);
         all
+    }
+
+    /// Whether items or markers went into a queue since the last `begin_call`: what a
+    /// consumer parked on one of them must be nudged for.
+    pub(crate) fn sent_in_call(&self) -> bool {
+        self.markers_in_call > 0 || self.accepted_in_call() > 0
     }
 }
 
@@ -604,6 +644,64 @@ mod tests {
             partition_of: Arc::new(|x: &u32| *x % 2),
             owners: Arc::from(owners),
         })
+    }
+
+    #[test]
+    fn a_throttled_outbox_sends_watermarks_at_the_granule_only() {
+        let (txs, mut rxs): (Vec<_>, Vec<_>) = (0..2).map(|_| conveyor::channel::<u32>(4)).unzip();
+        let mut outbox = Outbox::new(vec![Box::new(OutPort::new(txs, Route::Broadcast, 100))]);
+        outbox.throttle_watermarks(1_000);
+        for wm in [999, 1_000, 1_001, 1_999, 2_500, 2_600] {
+            assert!(outbox.offer_watermark(Watermark(wm)), "taken, sent or not");
+        }
+        use Message::Watermark as Wm;
+        for rx in &mut rxs {
+            let got: Vec<_> = std::iter::from_fn(|| rx.try_recv()).collect();
+            assert_eq!(
+                got,
+                [Wm(Watermark(0)), Wm(Watermark(1_000)), Wm(Watermark(2_000))]
+            );
+        }
+        // Full queues: refused, and sent when offered again.
+        for wm in [3_000, 4_000, 5_000, 6_000] {
+            assert!(outbox.offer_watermark(Watermark(wm)));
+        }
+        assert!(!outbox.offer_watermark(Watermark(7_100)));
+        for rx in &mut rxs {
+            while rx.try_recv().is_some() {}
+        }
+        assert!(outbox.offer_watermark(Watermark(7_200)));
+        for rx in &mut rxs {
+            assert_eq!(rx.try_recv(), Some(Wm(Watermark(7_000))));
+        }
+    }
+
+    #[test]
+    fn only_items_and_markers_sent_count_as_sent_in_a_call() {
+        let (tx, mut rx) = conveyor::channel::<u32>(4);
+        let mut outbox = Outbox::new(vec![Box::new(OutPort::new(
+            vec![tx],
+            Route::RoundRobin,
+            100,
+        ))]);
+        outbox.throttle_watermarks(1_000);
+        outbox.begin_call();
+        outbox.report_progress();
+        assert!(outbox.offer_watermark(Watermark(1_500)));
+        assert!(outbox.sent_in_call(), "the first watermark goes out");
+        outbox.begin_call();
+        // Progress (an accumulator fed) and a watermark the throttle holds back: nothing
+        // reached the queue, so no consumer needs waking.
+        outbox.report_progress();
+        assert!(outbox.offer_watermark(Watermark(1_900)));
+        assert!(outbox.progress_in_call() && !outbox.sent_in_call());
+        outbox.begin_call();
+        assert!(outbox.port::<u32>(0).offer(7).is_ok());
+        assert!(outbox.sent_in_call());
+        outbox.begin_call();
+        assert!(outbox.offer_idle());
+        assert!(outbox.sent_in_call());
+        while rx.try_recv().is_some() {}
     }
 
     #[test]

@@ -318,9 +318,11 @@ impl ProcessorTasklet {
                 self.blocked_since = Some(started);
             }
         }
-        if progress {
-            // Items, markers or room moved: whoever waits on the other end of a conveyor
-            // may be parking.
+        // Items, markers or room moved: whoever waits on the other end of a conveyor may be
+        // parking. A tasklet without inputs frees no room, so only what it sent concerns its
+        // peers: a source that read into an accumulator, or sent a watermark the throttle
+        // held back, wakes no consumer's worker.
+        if progress && (!self.streams.is_empty() || self.outbox.sent_in_call()) {
             fence_before_nudges();
             for peer in &self.peers {
                 peer.nudge();

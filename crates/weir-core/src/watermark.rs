@@ -162,6 +162,88 @@ impl WatermarkCoalescer {
     }
 }
 
+/// Thins out the watermarks a vertex forwards to those its consumers can act on: each is
+/// rounded down to a multiple of the *granule* (aligned to the epoch) and sent only when that
+/// multiple advances; [`Watermark::MAX`] always passes.
+///
+/// A planner sets a granule only when every event-time consumer downstream acts on multiples
+/// of it alone (tumbling and sliding windows whose frames are multiples of it close exactly
+/// when the watermark reaches a multiple), so throttling changes no result and delays no
+/// window: the watermark that crosses a multiple is sent at once, rounded down to it. What it
+/// saves is the watermarks in between, each of which would wake every consumer's worker: at a
+/// low rate, one per item.
+///
+/// A granule of 1 or less passes every watermark unchanged, as if there were no throttle.
+///
+/// ```
+/// use weir_core::watermark::{Watermark, WatermarkThrottle};
+///
+/// let mut t = WatermarkThrottle::new(1_000);
+/// assert_eq!(t.admit(Watermark(1_999)), Some(Watermark(1_000)));
+/// t.sent(Watermark(1_000));
+/// assert_eq!(t.admit(Watermark(1_999)), None, "the same multiple: nothing new");
+/// assert_eq!(t.admit(Watermark(2_000)), Some(Watermark(2_000)), "a window ending at 2 s closes");
+/// assert_eq!(t.admit(Watermark::MAX), Some(Watermark::MAX));
+/// ```
+///
+/// Cost: a remainder and a comparison per watermark offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatermarkThrottle {
+    granule: i64,
+    /// The last watermark sent through the throttle; `None` before the first.
+    sent: Option<i64>,
+}
+
+impl Default for WatermarkThrottle {
+    /// No throttling: every watermark passes.
+    fn default() -> Self {
+        WatermarkThrottle::new(1)
+    }
+}
+
+impl WatermarkThrottle {
+    /// A throttle to multiples of `granule` ms; 1 or less throttles nothing.
+    pub fn new(granule: i64) -> Self {
+        WatermarkThrottle {
+            granule: granule.max(1),
+            sent: None,
+        }
+    }
+
+    /// The granule in ms (1: every watermark passes).
+    pub fn granule(&self) -> i64 {
+        self.granule
+    }
+
+    /// What to send for `wm`: `wm` rounded down to the granule, or `None` when that is no
+    /// later than the last watermark sent (nothing a consumer could act on). Without a
+    /// granule, `wm` itself, always.
+    #[inline]
+    pub fn admit(&self, wm: Watermark) -> Option<Watermark> {
+        if self.granule <= 1 {
+            return Some(wm);
+        }
+        let rounded = if wm == Watermark::MAX {
+            wm
+        } else {
+            // Saturating: the rounding of a watermark near `i64::MIN` stays in range.
+            Watermark(wm.0.saturating_sub(wm.0.rem_euclid(self.granule)))
+        };
+        match self.sent {
+            Some(sent) if rounded.0 <= sent => None,
+            _ => Some(rounded),
+        }
+    }
+
+    /// Records that `wm`, as [`admit`](Self::admit) gave it, went out.
+    #[inline]
+    pub fn sent(&mut self, wm: Watermark) {
+        if self.granule > 1 {
+            self.sent = Some(wm.0);
+        }
+    }
+}
+
 /// Generates a source's watermarks from the event times it sees: per partition, the highest
 /// timestamp seen minus the allowed lag; for the source, the minimum over its partitions that
 /// are not idle. An event behind the source's current watermark is late.
@@ -277,6 +359,59 @@ impl EventTimeTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every window end that is a multiple of the granule: the throttled stream reaches it
+    /// in the same step as the unthrottled one, so no window closes later.
+    #[test]
+    fn a_throttle_never_holds_back_a_watermark_that_closes_a_window() {
+        let granule = 2_000;
+        let mut t = WatermarkThrottle::new(granule);
+        let mut throttled = i64::MIN;
+        let mut sent = 0;
+        // Watermarks a millisecond apart, some steps jumping over several multiples.
+        let steps = (0..20_000i64).map(|i| i * 3 + (i / 1000) * 4_567);
+        for wm in steps {
+            if let Some(out) = t.admit(Watermark(wm)) {
+                assert!(out.0 > throttled, "watermarks only advance");
+                assert_eq!(out.0 % granule, 0, "rounded to the granule");
+                assert!(out.0 <= wm, "never ahead of the watermark it stands for");
+                t.sent(out);
+                throttled = out.0;
+                sent += 1;
+            }
+            // A window ending at any multiple `e <= wm` closes now in both streams.
+            assert_eq!(throttled, wm - wm.rem_euclid(granule));
+        }
+        assert!(sent < 200, "{sent} watermarks sent for 20,000 offered");
+        assert_eq!(t.admit(Watermark::MAX), Some(Watermark::MAX));
+    }
+
+    #[test]
+    fn an_unsent_watermark_is_offered_again() {
+        let mut t = WatermarkThrottle::new(10);
+        assert_eq!(t.admit(Watermark(25)), Some(Watermark(20)));
+        // The ports were full: not recorded, so the next offer still sends.
+        assert_eq!(t.admit(Watermark(27)), Some(Watermark(20)));
+        t.sent(Watermark(20));
+        assert_eq!(t.admit(Watermark(29)), None);
+    }
+
+    #[test]
+    fn without_a_granule_every_watermark_passes_unchanged() {
+        let mut t = WatermarkThrottle::default();
+        for wm in [5, 5, 3, i64::MIN, i64::MAX] {
+            assert_eq!(t.admit(Watermark(wm)), Some(Watermark(wm)));
+            t.sent(Watermark(wm));
+        }
+        assert_eq!(WatermarkThrottle::new(0).granule(), 1);
+    }
+
+    #[test]
+    fn a_throttle_rounds_negative_and_extreme_times_down() {
+        let t = WatermarkThrottle::new(1_000);
+        assert_eq!(t.admit(Watermark(-1)), Some(Watermark(-1_000)));
+        assert_eq!(t.admit(Watermark::MIN), Some(Watermark::MIN));
+    }
 
     #[test]
     fn minimum_over_queues() {

@@ -605,6 +605,55 @@ fn a_frame_that_deletes_a_source_is_synced_whatever_the_policy() {
     assert!(!source.exists());
 }
 
+/// With `sync: interval`, the first frame to wait for a sync asks for the engine's attention
+/// once and says when the sync is due; the frames after it wait for the same sync. Nothing
+/// asks while nothing waits, so an idle flow's maintenance can sleep.
+#[test]
+fn a_frame_waiting_for_an_interval_sync_asks_for_attention_once() {
+    use futures::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    let every = std::time::Duration::from_secs(3600);
+    let (repo, _) =
+        FlowFileRepository::open(dir.path(), SyncPolicy::Interval(every), &queues()).unwrap();
+    let asked = |repo: &FlowFileRepository| repo.attention().notified().now_or_never().is_some();
+    assert!(!asked(&repo), "nothing waits for a sync");
+    assert_eq!(repo.sync_deadline(), None);
+    let before = std::time::Instant::now();
+    repo.commit(txn(vec![put(0, ff(&repo, "first"))])).unwrap();
+    assert!(asked(&repo), "the first frame waiting asks");
+    let due = repo.sync_deadline().expect("a sync is due");
+    assert!(due <= before + every + std::time::Duration::from_secs(1) && due > before);
+    repo.commit(txn(vec![put(0, ff(&repo, "second"))])).unwrap();
+    assert!(!asked(&repo), "later frames wait for the same sync");
+    assert_eq!(repo.sync_deadline(), Some(due));
+
+    // `sync: always` leaves nothing waiting.
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    repo.commit(txn(vec![put(0, ff(&repo, "synced"))])).unwrap();
+    assert!(!asked(&repo));
+    assert_eq!(repo.sync_deadline(), None);
+}
+
+/// A poisoned repository asks for attention: the engine stops the flow at once.
+#[test]
+fn a_poisoning_asks_for_attention() {
+    use futures::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, _) = FlowFileRepository::open(dir.path(), SyncPolicy::Always, &queues()).unwrap();
+    let current = current_journal(dir.path());
+    let name = current.file_name().unwrap().to_str().unwrap();
+    let generation: u64 = name.strip_prefix("journal-").unwrap().parse().unwrap();
+    let blocker = dir
+        .path()
+        .join("flowfiles")
+        .join(format!("journal-{:016}", generation + 1));
+    fs::create_dir(&blocker).unwrap();
+    assert!(repo.checkpoint().is_err());
+    assert!(repo.poisoned().is_some());
+    assert!(repo.attention().notified().now_or_never().is_some());
+}
+
 /// A checkpoint that fails after its snapshot is renamed into place (here: the new journal
 /// cannot be created) poisons the repository: a commit after it would go to a journal that
 /// recovery skips. What was acknowledged before recovers.

@@ -102,6 +102,44 @@ pub(crate) enum NodeKind {
     },
 }
 
+/// What a stage needs of the watermarks that reach it, and whether what it emits may be
+/// throttled: the planner throttles a vertex's watermarks to the coarsest granule every stage
+/// downstream of it can act on (see `plan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatermarkUse {
+    /// Passes watermarks on untouched and never emits an item behind the last watermark it
+    /// sent (a source, a stateless stream stage that keeps event times, a merge, a sink):
+    /// any granule serves it.
+    Transparent,
+    /// Acts only when a watermark reaches a multiple of this many ms (a tumbling or sliding
+    /// window: its frames end on multiples of the slide), and emits each result before the
+    /// watermark that closed its window.
+    Frames(i64),
+    /// Anything else (sessions, joins, timers, user state, async calls, batch stages): needs
+    /// every watermark, and the vertex it is in forwards every one.
+    Exact,
+}
+
+impl WatermarkUse {
+    /// The need of two stages together: the finer of the two.
+    pub(crate) fn and(self, other: WatermarkUse) -> WatermarkUse {
+        use WatermarkUse::{Exact, Frames, Transparent};
+        match (self, other) {
+            (Exact, _) | (_, Exact) => Exact,
+            (Transparent, x) | (x, Transparent) => x,
+            (Frames(a), Frames(b)) => Frames(gcd(a, b)),
+        }
+    }
+}
+
+/// The greatest common divisor of two positive granules.
+fn gcd(mut a: i64, mut b: i64) -> i64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.abs().max(1)
+}
+
 pub(crate) struct Node {
     pub name: String,
     pub kind: NodeKind,
@@ -115,6 +153,8 @@ pub(crate) struct Node {
     /// Instance `i` of the stage emits only pairs `(K, _)` whose `K` is in a partition
     /// (default partitioner) that instance `i` owns: a keyed aggregation's output.
     pub keyed_pairs: bool,
+    /// What it needs of watermarks; `Exact` unless the stage's constructor says otherwise.
+    pub watermarks: WatermarkUse,
 }
 
 pub(crate) struct Graph {

@@ -34,7 +34,7 @@ use weir_core::{Dag, Edge, Executor, Item, Job, JobConfig, PartitionKey};
 use crate::error::{Misuse, Result};
 use crate::graph::{
     Graph, HeadFn, Node, NodeId, NodeKind, RouteFn, SourceHeadFactory, StageType, TerminalFn,
-    WrapFn,
+    WatermarkUse, WrapFn,
 };
 use crate::plan::plan;
 use weir_exec::aggregate::{AggregateOperation, Counting, KeyCounter};
@@ -100,6 +100,8 @@ impl Pipeline {
             parallelism,
             holds_state: false,
             keyed_pairs: false,
+            // A source never emits an item behind its own watermark.
+            watermarks: WatermarkUse::Transparent,
         });
         BatchStage::at(Rc::clone(&self.graph), node)
     }
@@ -231,6 +233,7 @@ impl<T: Item> BatchStage<T> {
             parallelism: None,
             holds_state: false,
             keyed_pairs: false,
+            watermarks: WatermarkUse::Exact,
         });
         BatchStage::at(Rc::clone(&self.graph), node)
     }
@@ -239,6 +242,13 @@ impl<T: Item> BatchStage<T> {
     /// [`Node::holds_state`](crate::graph::Node)).
     fn holding_state(self) -> Self {
         self.graph.borrow_mut().nodes[self.node].holds_state = true;
+        self
+    }
+
+    /// Records what this stage needs of watermarks (see [`WatermarkUse`]); stream stages
+    /// that keep event times and windows say so, everything else stays `Exact`.
+    pub(crate) fn using_watermarks(self, watermarks: WatermarkUse) -> Self {
+        self.graph.borrow_mut().nodes[self.node].watermarks = watermarks;
         self
     }
 
@@ -681,6 +691,8 @@ impl<T: Item> BatchStage<T> {
             parallelism: sink.parallelism,
             holds_state: false,
             keyed_pairs: false,
+            // A sink closes no window: a watermark only times the results before it.
+            watermarks: WatermarkUse::Transparent,
         });
     }
 }

@@ -32,6 +32,14 @@
 //!   writes bytes and does not fit (a single file behind stages on every worker) has its
 //!   records formatted in the vertex before it, whatever that vertex's parallelism, and
 //!   receives blocks of bytes (see `exec::format`).
+//! - Watermarks leave a vertex throttled to the coarsest granule its consumers can act on
+//!   ([`Vertex::watermark_granule`](weir_core::Vertex::watermark_granule)): when every stage
+//!   downstream is a tumbling or sliding window or keeps event times (stateless stream
+//!   stages, merges, sinks), each watermark is rounded down to a multiple of the gcd of
+//!   those windows' slides and sent only when that multiple advances, so a window closes at
+//!   the same moment and the watermarks in between wake no worker. A session window, a join,
+//!   timers, keyed state, an async map or a batch stage downstream, or in the vertex itself,
+//!   gets every watermark.
 //!
 //! So a word count written `read → flat_map → grouping_key → aggregate → write` plans into a
 //! fused `read + flat_map + accumulate` vertex, a `combine` vertex and a sink vertex; written
@@ -46,7 +54,7 @@ use weir_core::{Dag, Edge, ItemType, Processor, ProcessorContext, Vertex};
 use crate::error::{Error, Result};
 use crate::graph::{
     Graph, HeadFn, NodeId, NodeKind, RouteFn, SinkTerminalFactory, SourceHeadFactory, StageType,
-    TerminalFn, WrapFn,
+    TerminalFn, WatermarkUse, WrapFn,
 };
 use weir_exec::links::format::FormattedRecords;
 use weir_exec::links::link::ErasedLink;
@@ -94,6 +102,8 @@ struct PlannedVertex {
     /// Its head is a source that hands out items parsed on a pool of threads: stages at
     /// the default parallelism fuse into it whatever its own parallelism.
     pooled_source: bool,
+    /// What its stages together need of watermarks (see [`WatermarkUse`]).
+    watermarks: WatermarkUse,
 }
 
 struct PlannedEdge {
@@ -220,6 +230,7 @@ impl Planner<'_> {
             ordered: false,
             holds_snapshots: false,
             pooled_source: false,
+            watermarks: WatermarkUse::Transparent,
         });
         self.vertices.len() - 1
     }
@@ -299,6 +310,7 @@ impl Planner<'_> {
     fn fuse(&mut self, v: usize, node: NodeId) {
         let vertex = &mut self.vertices[v];
         vertex.holds_snapshots |= self.graph.nodes[node].holds_state;
+        vertex.watermarks = vertex.watermarks.and(self.graph.nodes[node].watermarks);
         if vertex.last_node != node {
             vertex.stages.push(self.graph.nodes[node].name.clone());
         }
@@ -366,6 +378,7 @@ impl Planner<'_> {
                 };
                 let accumulate_vertex = &mut self.vertices[acc];
                 accumulate_vertex.holds_snapshots |= node.holds_state;
+                accumulate_vertex.watermarks = accumulate_vertex.watermarks.and(node.watermarks);
                 accumulate_vertex.stages.push(local.to_string());
                 accumulate_vertex.terminal = Some(Terminal::Accumulate(Arc::clone(accumulate)));
                 accumulate_vertex.output = Some(partial.item);
@@ -505,11 +518,42 @@ impl Planner<'_> {
         self.node_vertex[id] = v;
     }
 
+    /// The granule each vertex's watermarks may be throttled to, ms (1: none): the gcd of the
+    /// frames of every window downstream of it, when every stage downstream is a window or
+    /// keeps event times (see [`WatermarkUse`]) and its own stages emit nothing behind a
+    /// watermark they sent. A vertex with nothing but such stages downstream (a sink) is not
+    /// throttled: its watermarks still time the results at the sink.
+    fn watermark_granules(&self) -> Vec<i64> {
+        (0..self.vertices.len())
+            .map(|v| {
+                if self.vertices[v].watermarks == WatermarkUse::Exact {
+                    return 1;
+                }
+                let mut need = WatermarkUse::Transparent;
+                let mut seen = HashSet::from([v]);
+                let mut todo = vec![v];
+                while let Some(u) = todo.pop() {
+                    for e in self.edges.iter().filter(|e| e.from == u) {
+                        if seen.insert(e.to) {
+                            need = need.and(self.vertices[e.to].watermarks);
+                            todo.push(e.to);
+                        }
+                    }
+                }
+                match need {
+                    WatermarkUse::Frames(granule) => granule,
+                    WatermarkUse::Transparent | WatermarkUse::Exact => 1,
+                }
+            })
+            .collect()
+    }
+
     fn into_dag(self) -> Dag {
+        let granules = self.watermark_granules();
         let mut dag = Dag::new();
         let mut names = HashSet::new();
         let mut ids = Vec::new();
-        for vertex in self.vertices {
+        for (vertex, granule) in self.vertices.into_iter().zip(granules) {
             let base = if vertex.stages.len() == 1 {
                 vertex.stages[0].clone()
             } else {
@@ -558,6 +602,7 @@ impl Planner<'_> {
             if let Some(p) = vertex.parallelism {
                 v = v.local_parallelism(p);
             }
+            v = v.watermark_granule(granule);
             ids.push(dag.vertex(v));
         }
         for e in self.edges {
@@ -811,5 +856,114 @@ mod tests {
             "{build_edge:?}"
         );
         dag.validate().unwrap();
+    }
+
+    /// Each vertex's name and the granule its watermarks are throttled to.
+    fn granules(p: &Pipeline) -> Vec<(String, i64)> {
+        p.to_dag()
+            .unwrap()
+            .vertices()
+            .iter()
+            .map(|v| (v.name().to_string(), v.watermark_granule_ms()))
+            .collect()
+    }
+
+    fn ticks_in(p: &Pipeline) -> crate::stream::StreamStage<i64> {
+        /// Reads nothing: only the plan matters here.
+        struct NoTicks;
+        impl SourceReader for NoTicks {
+            type Item = i64;
+            fn read(
+                &mut self,
+                _out: &mut weir_io::sources::Emitter<'_, i64>,
+            ) -> Result<bool, BoxError> {
+                Ok(true)
+            }
+        }
+        p.read_from(weir_io::sources::stream::StreamSource::new(
+            "ticks",
+            None,
+            |_| NoTicks,
+        ))
+        .with_timestamps(|t: &i64| *t, 0)
+    }
+
+    #[test]
+    fn watermarks_before_sliding_and_tumbling_windows_go_at_their_slide() {
+        use crate::stream::{KeyedWindowResult, WindowDefinition};
+        // q5's shape: counts per key in sliding windows, then the top per window end.
+        let p = Pipeline::new();
+        ticks_in(&p)
+            .filter(|t| *t > 0)
+            .grouping_key(|t: &i64| *t % 10)
+            .window(WindowDefinition::sliding(10_000, 2_000))
+            .aggregate(counting())
+            .grouping_key(|r: &KeyedWindowResult<i64, u64>| r.end)
+            .window(WindowDefinition::tumbling(2_000))
+            .aggregate(counting())
+            .map(|r| r.value)
+            .write_to(sink(None));
+        assert_eq!(
+            granules(&p),
+            [
+                ("fused(ticks, filter, accumulate)".to_string(), 2_000),
+                ("fused(combine, accumulate)".to_string(), 2_000),
+                // Only a sink after it: every watermark still times the results.
+                (
+                    "fused(combine, map, strip-timestamps, write)".to_string(),
+                    1
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_granule_is_the_gcd_of_the_windows_downstream() {
+        use crate::stream::WindowDefinition;
+        let p = Pipeline::new();
+        let s = ticks_in(&p).map(|t| t * 2);
+        s.grouping_key(|t: &i64| *t)
+            .window(WindowDefinition::tumbling(3_000))
+            .aggregate(counting())
+            .write_to(sink(None));
+        s.window(WindowDefinition::sliding(4_000, 2_000))
+            .aggregate(counting())
+            .write_to(sink(None));
+        let g = granules(&p);
+        assert_eq!(g[0], ("fused(ticks, map)".to_string(), 1_000), "{g:?}");
+        assert_eq!(g[1].1, 3_000, "{g:?}");
+        assert_eq!(g[3].1, 2_000, "{g:?}");
+    }
+
+    #[test]
+    fn a_session_window_join_or_batch_stage_downstream_gets_every_watermark() {
+        use crate::stream::WindowDefinition;
+        // A session closes at its last item's time plus the gap: any millisecond.
+        let p = Pipeline::new();
+        ticks_in(&p)
+            .grouping_key(|t: &i64| *t)
+            .window(WindowDefinition::tumbling(1_000))
+            .aggregate(counting())
+            .grouping_key(|r| r.key)
+            .window(WindowDefinition::session(500))
+            .aggregate(counting())
+            .write_to(sink(None));
+        let g = granules(&p);
+        assert!(g.iter().all(|(_, granule)| *granule == 1), "{g:?}");
+
+        // A batch stage may change the event times it is handed: every watermark goes on.
+        let p = Pipeline::new();
+        ticks_in(&p)
+            .with_timestamp_items()
+            .map(|t| t)
+            .write_to(sink(None));
+        let g = granules(&p);
+        assert!(g.iter().all(|(_, granule)| *granule == 1), "{g:?}");
+
+        // Nothing but stateless stages and sinks: nothing to throttle for.
+        let p = Pipeline::new();
+        ticks_in(&p).map(|t| t + 1).rebalance().write_to(sink(None));
+        let g = granules(&p);
+        assert!(g.iter().all(|(_, granule)| *granule == 1), "{g:?}");
     }
 }

@@ -271,6 +271,17 @@ fn run_flow(flow: Flow, repo: &Path, until_idle: bool, ui: Option<&Ui>) -> anyho
         signal_hook::flag::register(signal, Arc::clone(&stop))
             .context("installing a signal handler")?;
     }
+    // A signal also writes a byte here, so the loop below wakes at once instead of polling
+    // the flag: a quiet flow's process then sleeps for seconds at a time.
+    let (mut signalled, signal_pipe) =
+        std::os::unix::net::UnixStream::pair().context("creating the signal pipe")?;
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let pipe = signal_pipe
+            .try_clone()
+            .context("creating the signal pipe")?;
+        signal_hook::low_level::pipe::register(signal, pipe)
+            .context("installing a signal handler")?;
+    }
     let engine = Engine::start(flow, repo)
         .with_context(|| format!("starting the flow in {}", repo.display()))?;
     if let Some(ui) = ui {
@@ -280,8 +291,19 @@ fn run_flow(flow: Flow, repo: &Path, until_idle: bool, ui: Option<&Ui>) -> anyho
     let started = Instant::now();
     let mut last = (Instant::now(), 0u64);
     let mut rate = 0.0;
+    // The status line and `--until-idle` want a look every 100 ms; otherwise the loop only
+    // notices a flow that stopped by itself (a failure), within a second.
+    let period = if terminal || until_idle {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(1)
+    };
+    signalled
+        .set_read_timeout(Some(period))
+        .context("setting the signal pipe's timeout")?;
     loop {
-        std::thread::sleep(Duration::from_millis(100));
+        // A signal's byte or the timeout: either way, look.
+        let _ = std::io::Read::read(&mut signalled, &mut [0u8; 16]);
         if stop.load(Ordering::SeqCst)
             || engine.stopped()
             || (until_idle && engine.is_idle(Duration::from_secs(2)))

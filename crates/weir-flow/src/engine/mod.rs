@@ -542,27 +542,74 @@ pub fn status_path(dir: &Path) -> PathBuf {
 }
 
 fn write_status(s: &Shared) {
-    let path = status_path(&s.dir);
+    if let Ok(text) = serde_json::to_vec_pretty(&status_of(s)) {
+        write_status_text(&s.dir, &text);
+    }
+}
+
+/// Replaces the status file of the flow in `dir` with `text`, whole (a temporary file renamed).
+fn write_status_text(dir: &Path, text: &[u8]) {
+    let path = status_path(dir);
     let tmp = path.with_extension("json.tmp");
-    if let Ok(text) = serde_json::to_vec_pretty(&status_of(s))
-        && std::fs::write(&tmp, text).is_ok()
-    {
+    if std::fs::write(&tmp, text).is_ok() {
         let _ = std::fs::rename(&tmp, &path);
     }
 }
 
+/// How often a running flow's status file is brought up to date (`weir flow status`).
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// The engine's housekeeping: interval syncs of the journal, checkpoints, provenance
+/// retention, the status file, and stopping a flow whose repository was poisoned.
+///
+/// It sleeps until the earliest of these is due, or until the repository asks for attention
+/// (the first frame waiting for an interval sync, or a poisoning): an idle flow wakes it once
+/// a second for its status, and a busy one once per sync interval, instead of every few
+/// milliseconds. A frame waiting for a sync is synced at its deadline, as before, and a
+/// poisoned repository is handled at once.
 async fn maintenance(shared: Arc<Shared>) {
     let mut last_checkpoint = Instant::now();
     let mut last_status = Instant::now();
+    // The status last written: an unchanged one is not written again.
+    let mut written_status: Vec<u8> = Vec::new();
     while !shared.stopping() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let checkpoint_at = last_checkpoint + shared.flow.settings.checkpoint_interval;
+        let mut next = checkpoint_at.min(last_status + STATUS_EVERY);
+        if let Some(sync_at) = shared.repo.sync_deadline() {
+            next = next.min(sync_at);
+        }
+        if shared.repo.poisoned().is_none() {
+            let wait = async {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next.into()) => false,
+                    () = shared.repo.attention().notified() => true,
+                }
+            };
+            // A stop ends the wait at once: `Engine::stop` waits for this task.
+            let Some(woken) = shared.unless_stopped(wait).await else {
+                break;
+            };
+            if woken && shared.repo.poisoned().is_none() && !shared.repo.sync_due() {
+                // A sync to time: the next round sleeps until its deadline.
+                continue;
+            }
+        }
         let s = Arc::clone(&shared);
         let due = last_checkpoint.elapsed() >= shared.flow.settings.checkpoint_interval;
         let poisoned = shared.repo.poisoned();
-        let status_due = last_status.elapsed() >= Duration::from_secs(1);
-        if !due && !status_due && poisoned.is_none() && !shared.repo.sync_due() {
+        let status = (last_status.elapsed() >= STATUS_EVERY)
+            .then(|| serde_json::to_vec_pretty(&status_of(&shared)).ok())
+            .flatten()
+            .filter(|text| *text != written_status);
+        if last_status.elapsed() >= STATUS_EVERY {
+            last_status = Instant::now();
+        }
+        if !due && status.is_none() && poisoned.is_none() && !shared.repo.sync_due() {
             // Nothing to do: no hand-off to a blocking thread (an idle flow's whole cost).
             continue;
+        }
+        if let Some(text) = &status {
+            written_status.clone_from(text);
         }
         let _ = tokio::task::spawn_blocking(move || {
             s.repo.sync_if_due();
@@ -591,16 +638,13 @@ async fn maintenance(shared: Arc<Shared>) {
                     tracing::warn!("provenance retention: {e}");
                 }
             }
-            if status_due {
-                write_status(&s);
+            if let Some(text) = status {
+                write_status_text(&s.dir, &text);
             }
         })
         .await;
         if due {
             last_checkpoint = Instant::now();
-        }
-        if status_due {
-            last_status = Instant::now();
         }
     }
 }
@@ -609,11 +653,32 @@ async fn maintenance(shared: Arc<Shared>) {
 /// unless a queue wakes it first.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
 
+/// How long a source that found nothing to read rests before its next trigger, after a rest
+/// of `previous` (zero: it had work): [`IDLE_WAIT`] (or its yield duration, if shorter) at
+/// first, doubling while it keeps finding nothing, up to its yield duration (NiFi's yield;
+/// 1 s by default). A source that just had work looks again soon; one quiet for a while
+/// looks about once per yield duration, so a quiet flow costs next to nothing. Room made
+/// downstream, or a start, still wakes it at once.
+fn next_idle_rest(previous: Duration, yield_duration: Duration) -> Duration {
+    let first = yield_duration.min(IDLE_WAIT);
+    if previous.is_zero() {
+        first
+    } else {
+        (previous * 2).min(yield_duration.max(first))
+    }
+}
+
+/// How long a processor whose queues are empty waits for a commit into one of them to wake
+/// it before it looks again anyway.
+const INPUT_WAIT: Duration = Duration::from_secs(1);
+
 async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Processor>) {
     let comp = shared.flow.processors[component].clone();
     let is_source = shared.incoming[component].is_empty();
     let waker = &shared.wakers[component];
     let mut next_tick = tokio::time::Instant::now();
+    // The rest after the last trigger that found nothing to read; zero after work.
+    let mut idle_rest = Duration::ZERO;
     loop {
         if shared.stopping() {
             return;
@@ -673,8 +738,14 @@ async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Proc
                     .iter()
                     .map(|&q| &shared.queues[q])
                     .collect();
-                let wait = queue::penalty_wait(&qs, now, IDLE_WAIT);
-                let _ = tokio::time::timeout(wait, waker.notified()).await;
+                // A commit into one of its queues wakes it (the permit is kept, so none is
+                // lost), and a penalty's end is timed exactly: the cap is only a backstop,
+                // long enough that a quiet flow does not poll its queues.
+                let wait = queue::penalty_wait(&qs, now, INPUT_WAIT);
+                let waited = tokio::time::timeout(wait, waker.notified());
+                if shared.unless_stopped(waited).await.is_none() {
+                    return;
+                }
                 continue;
             }
         }
@@ -690,17 +761,20 @@ async fn run_task(shared: Arc<Shared>, component: usize, processor: Arc<dyn Proc
             tokio::task::spawn_blocking(move || trigger(&s, component, &*p, run_duration)).await;
         shared.running_triggers.fetch_sub(1, Ordering::SeqCst);
         match outcome {
-            Ok(Outcome::Worked) => {}
+            Ok(Outcome::Worked) => idle_rest = Duration::ZERO,
             Ok(Outcome::Idle) => {
                 if is_source {
-                    // A source with nothing to read rests for its yield duration (NiFi's
-                    // yield), bounded by its own timer period.
-                    let rest = match comp.schedule {
+                    // A source with nothing to read rests (see `next_idle_rest`), unless its
+                    // own timer period paces it.
+                    idle_rest = match comp.schedule {
                         Schedule::Timer(p) if !p.is_zero() => Duration::ZERO,
-                        _ => comp.yield_duration.min(IDLE_WAIT),
+                        _ => next_idle_rest(idle_rest, comp.yield_duration),
                     };
-                    if !rest.is_zero() {
-                        let _ = tokio::time::timeout(rest, waker.notified()).await;
+                    if !idle_rest.is_zero() {
+                        let rested = tokio::time::timeout(idle_rest, waker.notified());
+                        if shared.unless_stopped(rested).await.is_none() {
+                            return;
+                        }
                     }
                 }
             }
@@ -820,4 +894,34 @@ pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 /// True for components that pass flow files through unchanged.
 pub fn is_port(kind: &ComponentKind) -> bool {
     matches!(kind, ComponentKind::Port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_source_rests_longer_while_it_finds_nothing_up_to_its_yield() {
+        let yield_duration = Duration::from_secs(1);
+        let mut rest = Duration::ZERO;
+        let mut rests = Vec::new();
+        for _ in 0..6 {
+            rest = next_idle_rest(rest, yield_duration);
+            rests.push(rest.as_millis());
+        }
+        assert_eq!(rests, [100, 200, 400, 800, 1_000, 1_000]);
+        // Work starts it over.
+        assert_eq!(next_idle_rest(Duration::ZERO, yield_duration), IDLE_WAIT);
+    }
+
+    #[test]
+    fn a_short_yield_keeps_an_idle_source_looking_often() {
+        let short = Duration::from_millis(10);
+        assert_eq!(next_idle_rest(Duration::ZERO, short), short);
+        assert_eq!(next_idle_rest(short, short), short);
+        assert_eq!(
+            next_idle_rest(Duration::ZERO, Duration::ZERO),
+            Duration::ZERO
+        );
+    }
 }

@@ -258,6 +258,9 @@ pub struct FlowFileRepository {
     queues: Vec<String>,
     journal: Mutex<Journal>,
     written: Condvar,
+    /// Notified when the journal needs the engine's maintenance: frames began to wait for
+    /// an interval sync, or the repository was poisoned (see [`FlowFileRepository::attention`]).
+    attention: tokio::sync::Notify,
     /// Commits hold it shared; a checkpoint holds it exclusively.
     gate: RwLock<()>,
     live: Mutex<Live>,
@@ -479,6 +482,7 @@ impl FlowFileRepository {
                 unsynced: false,
             }),
             written: Condvar::new(),
+            attention: tokio::sync::Notify::new(),
             gate: RwLock::new(()),
             live: Mutex::new(new_live),
             next_id: AtomicU64::new(next_id.max(1)),
@@ -675,12 +679,18 @@ impl FlowFileRepository {
                             j.last_sync = Instant::now();
                             j.unsynced = false;
                         } else {
+                            // The first frame to wait for an interval sync: the maintenance
+                            // has a sync to time (later ones wait for the same sync).
+                            if !j.unsynced && matches!(self.sync, SyncPolicy::Interval(_)) {
+                                self.attention.notify_one();
+                            }
                             j.unsynced = true;
                         }
                     }
                     Err(e) => {
                         tracing::error!("flow-file repository poisoned: {e}");
                         j.poisoned = Some(e);
+                        self.attention.notify_one();
                     }
                 }
                 self.written.notify_all();
@@ -748,8 +758,31 @@ impl FlowFileRepository {
                 j.last_sync = Instant::now();
                 self.syncs.fetch_add(1, Ordering::Relaxed);
             }
-            Err(e) => j.poisoned = Some(format!("syncing the journal: {e}")),
+            Err(e) => {
+                j.poisoned = Some(format!("syncing the journal: {e}"));
+                self.attention.notify_one();
+            }
         }
+    }
+
+    /// When, with `sync: interval`, the frames waiting for a sync are due to be synced:
+    /// `None` when none waits (or the repository is poisoned, or the policy is not
+    /// `interval`). One lock, no I/O.
+    pub fn sync_deadline(&self) -> Option<Instant> {
+        let SyncPolicy::Interval(every) = self.sync else {
+            return None;
+        };
+        let j = self.lock_journal();
+        (j.unsynced && j.poisoned.is_none()).then(|| j.last_sync + every)
+    }
+
+    /// Notified (one stored permit, so none is lost) when the repository needs the engine's
+    /// maintenance before its next timed round: the first frame since the last sync began to
+    /// wait for an interval sync ([`sync_deadline`](Self::sync_deadline) now says when), or
+    /// the repository was poisoned. So the maintenance can sleep until something is due
+    /// instead of polling.
+    pub fn attention(&self) -> &tokio::sync::Notify {
+        &self.attention
     }
 
     /// The committed state of `component` (empty when it never set one): what the last
@@ -786,6 +819,7 @@ impl FlowFileRepository {
             if j.poisoned.is_none() {
                 tracing::error!("flow-file repository poisoned: {e}");
                 j.poisoned = Some(e.to_string());
+                self.attention.notify_one();
             }
             e
         };

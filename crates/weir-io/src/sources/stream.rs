@@ -135,7 +135,8 @@ pub fn items<T: Item>(items: impl IntoIterator<Item = T>) -> StreamSource<T> {
 }
 
 /// Generates `make(n)` for `n = 0, 1, 2, ...`: `count` items, or for ever with `None`.
-/// `rate` caps the items per second over all instances (0: as fast as possible). Instance `i`
+/// `rate` caps the items per second over all instances (0: as fast as possible), paced in
+/// steps as [`throttled`] is. Instance `i`
 /// of `p` makes the numbers `i, i+p, i+2p, ...`, so the set of items does not depend on the
 /// parallelism.
 pub fn generator<T: Item>(
@@ -222,27 +223,64 @@ impl<T: Item, F: Fn(u64) -> T + Send + Sync + 'static> SourceReader for Generato
     }
 }
 
+/// The fewest items a paced reader hands out per read while its pace allows, unless that
+/// would hold the first of them back longer than [`MAX_PACE_STEP_MS`]: each read wakes the
+/// source's worker, and at a low rate a wake per item costs more than the item.
+const PACE_BATCH: u64 = 16;
+
+/// The longest step of a paced reader's pace, ms: at a low rate an item leaves at most this
+/// long after its time, and the source wakes at most `1000 / MAX_PACE_STEP_MS` times a second.
+const MAX_PACE_STEP_MS: u64 = 10;
+
+/// The step a reader paced at `per_second` moves in, ms: long enough for [`PACE_BATCH`]
+/// items, at least 1 and at most [`MAX_PACE_STEP_MS`]. At 16,000 items per second per
+/// instance and more, a millisecond.
+fn pace_step_ms(per_second: u64) -> u64 {
+    (PACE_BATCH * 1000)
+        .div_ceil(per_second.max(1))
+        .clamp(1, MAX_PACE_STEP_MS)
+}
+
 /// How many items a reader paced at `per_second` since `started` may have handed out by
-/// now. The pace moves in whole milliseconds, so a busy paced source reads a millisecond's
-/// items at a time instead of one item every few microseconds.
+/// now. The pace moves in whole steps ([`pace_step_ms`]), so a busy paced source reads a
+/// millisecond's items at a time instead of one item every few microseconds, and a slow one
+/// a few items per wake instead of one.
 fn paced_due(started: Instant, per_second: u64) -> u64 {
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    due_at(ms, per_second)
+}
+
+/// [`paced_due`] at `ms` after the start.
+fn due_at(ms: u64, per_second: u64) -> u64 {
+    let step = pace_step_ms(per_second);
+    let ms = ms / step * step;
     u64::try_from(u128::from(ms) * u128::from(per_second) / 1000).unwrap_or(u64::MAX)
 }
 
 /// When a reader paced as in [`paced_due`], having handed out `made`, may hand out its next
-/// item: the millisecond at which [`paced_due`] passes `made`. `Poll` before its first read.
+/// item: the step at which [`paced_due`] passes `made`. `Poll` before its first read.
 fn paced_next_read(started: Option<Instant>, made: u64, per_second: u64) -> NextCall {
     let Some(started) = started else {
         return NextCall::Poll;
     };
-    let ms = (u128::from(made) + 1) * 1000;
-    let ms = ms.div_ceil(u128::from(per_second.max(1)));
-    NextCall::At(started + Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)))
+    NextCall::At(started + Duration::from_millis(next_due_ms(made, per_second)))
+}
+
+/// The first ms after the start at which [`due_at`] exceeds `made`: the first whole step at
+/// or after the millisecond the pace allows item `made + 1`.
+fn next_due_ms(made: u64, per_second: u64) -> u64 {
+    let ms = ((u128::from(made) + 1) * 1000).div_ceil(u128::from(per_second.max(1)));
+    let step = u128::from(pace_step_ms(per_second));
+    u64::try_from(ms.div_ceil(step) * step).unwrap_or(u64::MAX)
 }
 
 /// Paces `reader` to at most `per_second` items per second of wall-clock time, over all the
 /// source's instances together (each takes its share).
+///
+/// The pace moves in steps: a millisecond's items at a time at 16,000 items per second per
+/// instance and more; below that, a step long enough for 16 items, at most 10 ms, so a slow
+/// source wakes its worker at most 100 times a second and an item leaves at most 10 ms after
+/// its time.
 pub fn throttled<R: SourceReader>(reader: R, per_second: u64) -> Throttled<R> {
     Throttled {
         reader,
@@ -503,5 +541,50 @@ impl SourceReader for SocketReader {
 
     fn is_cooperative(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_pace_moves_in_steps_of_a_few_items_and_at_most_ten_ms() {
+        // 500 items a second: 16 items would take 32 ms, so the step is the longest.
+        assert_eq!(pace_step_ms(500), MAX_PACE_STEP_MS);
+        // 5,000 a second: 16 items in 3.2 ms.
+        assert_eq!(pace_step_ms(5_000), 4);
+        // 16,000 a second and more: a millisecond's items at a time.
+        assert_eq!(pace_step_ms(16_000), 1);
+        assert_eq!(pace_step_ms(500_000), 1);
+        assert_eq!(pace_step_ms(0), MAX_PACE_STEP_MS);
+    }
+
+    #[test]
+    fn the_next_read_is_when_the_pace_allows_more_and_not_before() {
+        for per_second in [1, 7, 500, 999, 5_000, 16_000, 50_000, 1_000_000] {
+            let mut made = 0;
+            for ms in 0..3_000 {
+                let due = due_at(ms, per_second);
+                assert!(due >= made, "the pace never goes back");
+                // At most one step behind the exact pace.
+                let step = pace_step_ms(per_second);
+                assert!(due + per_second * step / 1000 + 1 >= ms * per_second / 1000);
+                if due > made {
+                    assert_eq!(
+                        next_due_ms(made, per_second),
+                        ms,
+                        "{per_second}/s: more allowed at {ms} ms"
+                    );
+                    made = due;
+                } else {
+                    assert!(
+                        next_due_ms(made, per_second) > ms,
+                        "{per_second}/s at {ms} ms"
+                    );
+                }
+            }
+            assert_eq!(made, due_at(2_999, per_second));
+        }
     }
 }

@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use weir_core::{Item, PartitionKey};
 
-use crate::graph::{HeadFn, NodeKind, StageType, TerminalFn};
+use crate::graph::{HeadFn, NodeKind, StageType, TerminalFn, WatermarkUse};
 use crate::pipeline::{BatchStage, JoinClause, Pipeline, Source, route_by, wrap_with};
 use weir_exec::aggregate::AggregateOperation;
 use weir_exec::async_io::AsyncOptions;
@@ -187,6 +187,14 @@ impl<T: Item> StreamStage<T> {
         StreamStage { inner }
     }
 
+    /// [`wrap`](Self::wrap) for a stage that keeps each item's event time and passes
+    /// watermarks on untouched: throttled watermarks serve it as well as every one.
+    fn keeping_time<R: Item>(inner: BatchStage<Timestamped<R>>) -> StreamStage<R> {
+        StreamStage {
+            inner: inner.using_watermarks(WatermarkUse::Transparent),
+        }
+    }
+
     /// Renames the stage, as it appears in plans and errors.
     pub fn named(self, name: impl Into<String>) -> Self {
         StreamStage {
@@ -203,7 +211,7 @@ impl<T: Item> StreamStage<T> {
 
     /// Applies `f` to every item; the event time stays.
     pub fn map<R: Item>(&self, f: impl Fn(T) -> R + Send + Sync + 'static) -> StreamStage<R> {
-        Self::wrap(self.inner.map(move |t: Timestamped<T>| Timestamped {
+        Self::keeping_time(self.inner.map(move |t: Timestamped<T>| Timestamped {
             timestamp: t.timestamp,
             item: f(t.item),
         }))
@@ -211,7 +219,7 @@ impl<T: Item> StreamStage<T> {
 
     /// Keeps the items for which `f` is true.
     pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> StreamStage<T> {
-        Self::wrap(self.inner.filter(move |t: &Timestamped<T>| f(&t.item)))
+        Self::keeping_time(self.inner.filter(move |t: &Timestamped<T>| f(&t.item)))
     }
 
     /// Replaces every item by the items `f` returns, all at the item's event time.
@@ -221,7 +229,7 @@ impl<T: Item> StreamStage<T> {
         I: IntoIterator<Item = R> + 'static,
         I::IntoIter: Send,
     {
-        Self::wrap(self.inner.flat_map(move |t: Timestamped<T>| {
+        Self::keeping_time(self.inner.flat_map(move |t: Timestamped<T>| {
             let timestamp = t.timestamp;
             f(t.item)
                 .into_iter()
@@ -234,7 +242,7 @@ impl<T: Item> StreamStage<T> {
         &self,
         f: impl Fn(T) -> Option<R> + Send + Sync + 'static,
     ) -> StreamStage<R> {
-        Self::wrap(self.inner.filter_map(move |t: Timestamped<T>| {
+        Self::keeping_time(self.inner.filter_map(move |t: Timestamped<T>| {
             let timestamp = t.timestamp;
             f(t.item).map(|item| Timestamped { timestamp, item })
         }))
@@ -250,7 +258,7 @@ impl<T: Item> StreamStage<T> {
         S: Send + 'static,
         R: Item,
     {
-        Self::wrap(
+        Self::keeping_time(
             self.inner
                 .map_stateful(create, move |s: &mut S, t: Timestamped<T>| {
                     let timestamp = t.timestamp;
@@ -261,17 +269,17 @@ impl<T: Item> StreamStage<T> {
 
     /// Calls `f` on every item, passing it on unchanged.
     pub fn peek_with(&self, f: impl Fn(&T) + Send + Sync + 'static) -> StreamStage<T> {
-        Self::wrap(self.inner.peek_with(move |t: &Timestamped<T>| f(&t.item)))
+        Self::keeping_time(self.inner.peek_with(move |t: &Timestamped<T>| f(&t.item)))
     }
 
     /// Spreads the items round-robin over the next stage's instances.
     pub fn rebalance(&self) -> StreamStage<T> {
-        Self::wrap(self.inner.rebalance())
+        Self::keeping_time(self.inner.rebalance())
     }
 
     /// The items of this stream and of `other`; the watermark is the lower of the two.
     pub fn merge(&self, other: &StreamStage<T>) -> StreamStage<T> {
-        Self::wrap(self.inner.merge(&other.inner))
+        Self::keeping_time(self.inner.merge(&other.inner))
     }
 
     /// Groups the items by `key`: for keyed windows and keyed state.
@@ -432,6 +440,7 @@ impl<T: Item> StreamStage<T> {
         self.inner
             .map(|t: Timestamped<T>| t.item)
             .named("strip-timestamps")
+            .using_watermarks(WatermarkUse::Transparent)
             .write_to(sink);
     }
 
@@ -732,7 +741,20 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
             route: Some(route),
             combine,
         };
-        StreamStage::<T>::wrap(self.stage.inner.add_node("window", kind, vec![]))
+        // Frames end on multiples of the slide, epoch-aligned: a window closes only when the
+        // watermark reaches one. The global window closes on the final watermark alone.
+        let watermarks = match window {
+            WindowDefinition::Tumbling { size } => WatermarkUse::Frames(size),
+            WindowDefinition::Sliding { slide, .. } => WatermarkUse::Frames(slide),
+            WindowDefinition::Global => WatermarkUse::Transparent,
+            WindowDefinition::Session { .. } => WatermarkUse::Exact,
+        };
+        StreamStage::<T>::wrap(
+            self.stage
+                .inner
+                .add_node("window", kind, vec![])
+                .using_watermarks(watermarks),
+        )
     }
 }
 
