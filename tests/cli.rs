@@ -312,6 +312,16 @@ fn nexmark_generate_rejects_bad_flags_clearly() {
     let err = stderr(&o);
     assert!(err.starts_with("error: cannot write"), "{err}");
     assert!(err.contains(&*blocker.to_string_lossy()), "{err}");
+
+    // `-` is refused, and no file of that name appears where it ran.
+    let o = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["nexmark", "generate", "--events", "5", "--output", "-"])
+        .current_dir(dir.path())
+        .output()
+        .expect("weir runs");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--output -"), "{}", stderr(&o));
+    assert!(!dir.path().join("-").exists());
 }
 
 #[test]

@@ -28,7 +28,7 @@ use crate::ui::UiArgs;
 #[derive(Debug, Subcommand)]
 pub enum Command {
     #[command(
-        after_help = "Example:\n  weir nexmark generate --events 1000000 --rate 10000 --output events.jsonl\n  weir nexmark generate --events 1000 --output - | head"
+        after_help = "Example:\n  weir nexmark generate --events 1000000 --rate 10000 --output events.jsonl"
     )]
     /// Write a NEXMark event file (JSON Lines, one event per line, in event order) with the
     /// built-in deterministic generator.
@@ -119,7 +119,9 @@ pub struct GenerateArgs {
     /// The time of the first event, in ms since the Unix epoch.
     #[arg(long, default_value_t = DEFAULT_BASE_TIME_MS, allow_negative_numbers = true)]
     pub base_time_ms: i64,
-    /// The file to write. It appears, complete, only when generation succeeds.
+    /// The file to write. It appears, complete, only when generation succeeds. `-` is
+    /// refused: the file is written under a temporary name and renamed, which standard
+    /// output cannot be.
     #[arg(long)]
     pub output: PathBuf,
 }
@@ -143,6 +145,11 @@ fn kinds(n: u64) -> (u64, u64, u64) {
 /// Writes the event file: the generator source (one instance, so the file is in event order)
 /// into a text file sink, which writes a temporary file and renames it at the end.
 fn generate(args: GenerateArgs) -> anyhow::Result<()> {
+    if args.output.as_os_str() == "-" {
+        // Written as a file named `-` in the working directory, it would be taken for
+        // standard input by every tool that reads one.
+        anyhow::bail!("--output -: standard output is not supported; name a file");
+    }
     let config = GeneratorConfig {
         count: Some(args.events),
         rate: args.rate,
