@@ -1176,20 +1176,25 @@ fn read_range(range: &ByteRange, buf: &mut Vec<u8>) -> io::Result<(std::ops::Ran
             None => return Ok((0..0, range.end)),
         }
     };
-    // The last record ends at the first `\n` from the range's last byte on.
-    let mut end = (range.end == range.len || buf[filled - 1] == b'\n').then_some(filled);
-    while end.is_none() {
-        let at = from + (filled - pad) as u64;
-        if at >= range.len {
-            end = Some(filled);
-            break;
+    // The last record ends at the first `\n` from the range's last byte on, or at the
+    // file's end.
+    let mut end = filled;
+    if range.end < range.len && buf[filled - 1] != b'\n' {
+        loop {
+            let at = from + (filled - pad) as u64;
+            if at >= range.len {
+                end = filled;
+                break;
+            }
+            let more = TAIL_READ.min((range.len - at) as usize);
+            let searched = filled;
+            filled = read_into(&range.input, buf, filled, more, at)?;
+            if let Some(newline) = memchr::memchr(b'\n', &buf[searched..filled]) {
+                end = searched + newline + 1;
+                break;
+            }
         }
-        let more = TAIL_READ.min((range.len - at) as usize);
-        let searched = filled;
-        filled = read_into(&range.input, buf, filled, more, at)?;
-        end = memchr::memchr(b'\n', &buf[searched..filled]).map(|newline| searched + newline + 1);
     }
-    let end = end.unwrap_or(filled);
     Ok((first..end, from + (first - pad) as u64))
 }
 
