@@ -75,7 +75,7 @@ pub struct RunArgs {
     /// counted, not written. For q10, a directory (a path ending in `/`, or an existing
     /// directory, which must be empty) gets the rows partitioned by date and minute into
     /// `dt=yyyy-MM-dd/hm=HH%3Amm/` subdirectories, as Flink's filesystem sink writes them.
-    #[arg(long)]
+    #[arg(long, value_parser = super::output_file())]
     pub output: Option<PathBuf>,
     /// Worker threads, and instances of each parallel vertex [default: every core].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
@@ -122,7 +122,7 @@ pub struct GenerateArgs {
     /// The file to write. It appears, complete, only when generation succeeds. `-` is
     /// refused: the file is written under a temporary name and renamed, which standard
     /// output cannot be.
-    #[arg(long)]
+    #[arg(long, value_parser = super::output_file())]
     pub output: PathBuf,
 }
 
@@ -145,11 +145,6 @@ fn kinds(n: u64) -> (u64, u64, u64) {
 /// Writes the event file: the generator source (one instance, so the file is in event order)
 /// into a text file sink, which writes a temporary file and renames it at the end.
 fn generate(args: GenerateArgs) -> anyhow::Result<()> {
-    if args.output.as_os_str() == "-" {
-        // Written as a file named `-` in the working directory, it would be taken for
-        // standard input by every tool that reads one.
-        anyhow::bail!("--output -: standard output is not supported; name a file");
-    }
     let config = GeneratorConfig {
         count: Some(args.events),
         rate: args.rate,

@@ -30,7 +30,7 @@ pub struct WordcountArgs {
     #[arg(long)]
     pub input: PathBuf,
     /// The file to write the counts to.
-    #[arg(long)]
+    #[arg(long, value_parser = super::output_file())]
     pub output: PathBuf,
     /// Worker threads, and instances of each parallel vertex [default: every core].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]

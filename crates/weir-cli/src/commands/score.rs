@@ -63,7 +63,7 @@ pub struct ScoreArgs {
     #[arg(long)]
     pub url: String,
     /// The CSV file to write `id,score` lines to.
-    #[arg(long)]
+    #[arg(long, value_parser = super::output_file())]
     pub output: PathBuf,
     /// Rows per request.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
