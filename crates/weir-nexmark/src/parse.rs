@@ -240,8 +240,8 @@ pub fn parse_str_keeping(line: &str, kept: KeptStrings) -> Result<Event, ParseEr
     if let Some(event) = scan_ordered(bytes, text, kept) {
         return Ok(event);
     }
-    if let Some(raw) = scan_any(bytes, text, kept) {
-        return raw.build();
+    if let Some(event) = scan_any(bytes, text, kept) {
+        return Ok(event);
     }
     parse_off_the_fast_paths(bytes, kept)
 }
@@ -268,7 +268,7 @@ fn parse_off_the_fast_paths(line: &[u8], kept: KeptStrings) -> Result<Event, Par
 pub fn reads_on_the_fast_path(line: &[u8]) -> bool {
     simdutf8::basic::from_utf8(line).is_ok_and(|text| {
         scan_ordered(line, text, KeptStrings::NONE).is_some()
-            || scan_any(line, text, KeptStrings::NONE).is_some_and(|raw| raw.build().is_ok())
+            || scan_any(line, text, KeptStrings::NONE).is_some()
     })
 }
 
@@ -575,7 +575,7 @@ impl Reader {
     }
 }
 
-/// The general fast path of [`parse_line`]: reads any valid line into a [`Raw`], or gives up
+/// The general fast path of [`parse_line`]: reads any valid line into its event, or gives up
 /// with `None` and leaves the line to serde_json.
 ///
 /// It reads what RFC 8259 allows: whitespace between tokens, fields in any order, escapes
@@ -584,17 +584,24 @@ impl Reader {
 /// arrays and objects, numbers of any form, `true`, `false`, `null`), skipped without being
 /// built. A field of an event type takes a string or an integer in `-i64::MAX..=i64::MAX`
 /// (not `-0`, which serde_json reads as a float). Everything else (a value of the wrong
-/// type, a field given twice, a lone surrogate, nesting deeper than [`MAX_SKIP_DEPTH`], a
-/// syntax error) returns `None`, so that every error, and every line where serde_json's
-/// answer takes more than reading, goes through serde_json and is reported exactly as it
-/// would be: whenever this returns `Some(raw)`, serde_json reads the same `Raw`.
+/// type, a field given twice or missing, an unknown `type`, a lone surrogate, nesting deeper
+/// than [`MAX_SKIP_DEPTH`], a syntax error) returns `None`, so that every error, and every
+/// line where serde_json's answer takes more than reading, goes through serde_json and is
+/// reported exactly as it would be: whenever this returns `Some(event)`, serde_json reads the
+/// same event.
 ///
 /// `text` is `line`, checked to be UTF-8 by the caller.
 ///
 /// Cost: one pass over the line, a few operations per 8 bytes of a string and per escape;
-/// no allocation but the kept strings longer than 24 bytes (and a key with an escape).
-fn scan_any(line: &[u8], text: &str, kept: KeptStrings) -> Option<Raw> {
-    let mut raw = Raw::default();
+/// each value noted where it is ([`FieldValues`]) and only the event's own strings decoded,
+/// only those kept; no allocation but the kept strings longer than 24 bytes (and a key with
+/// an escape).
+fn scan_any(line: &[u8], text: &str, kept: KeptStrings) -> Option<Event> {
+    // A string's place is noted in 32 bits.
+    if u32::try_from(line.len()).is_err() {
+        return None;
+    }
+    let mut found = FieldValues::default();
     let mut at = skip_ws(line, 0);
     if line.get(at) != Some(&b'{') {
         return None;
@@ -616,25 +623,25 @@ fn scan_any(line: &[u8], text: &str, kept: KeptStrings) -> Option<Raw> {
             at = skip_ws(line, at + 1);
             match field {
                 Some(field) => {
-                    let place = &mut raw.slots[field as usize];
-                    if place.is_some() {
+                    let bit = field.bit();
+                    if found.given & bit != 0 {
                         return None;
                     }
-                    // Each value written straight into its slot: a slot built apart and then
-                    // moved is read back as words just after its tag byte was stored, which
-                    // stalls.
+                    found.given |= bit;
                     at = match *line.get(at)? {
                         b'"' => {
                             let value = JsonString::at(line, at)?;
-                            *place = Some(match kept.keeps(field) {
-                                true => Slot::Str(value.decode(text)),
-                                false => Slot::Blank,
-                            });
+                            found.strings |= bit;
+                            if value.escaped {
+                                found.escaped |= bit;
+                            }
+                            found.values[field as usize] =
+                                (value.open as u64) << 32 | value.close as u64;
                             value.next
                         }
                         b'-' | b'0'..=b'9' => {
                             let (value, next) = plain_integer(line, at)?;
-                            *place = Some(Slot::Int(value));
+                            found.values[field as usize] = value as u64;
                             next
                         }
                         _ => return None,
@@ -654,7 +661,145 @@ fn scan_any(line: &[u8], text: &str, kept: KeptStrings) -> Option<Raw> {
             }
         }
     }
-    (skip_ws(line, at) == line.len()).then_some(raw)
+    if skip_ws(line, at) != line.len() {
+        return None;
+    }
+    found.event(text, kept)
+}
+
+/// The known fields of a line as [`scan_any`] finds them: for each one given, its integer or
+/// where its string is. Words, not 21 `Option<Slot>`s: a line starts with 168 bytes to
+/// clear, and nothing is built until the event is, and then only its own kept strings.
+#[derive(Default)]
+struct FieldValues {
+    /// Bit `f` ([`Field::bit`]): field `f` was given.
+    given: u32,
+    /// Bit `f`: field `f` holds a string; otherwise an integer.
+    strings: u32,
+    /// Bit `f`: field `f`'s string has an escape.
+    escaped: u32,
+    /// Field `f`'s integer, or its string's quotes as `open << 32 | close`.
+    values: [u64; FIELDS],
+}
+
+impl FieldValues {
+    /// Field `field`'s integer, if it was given one.
+    #[inline(always)]
+    fn int(&self, field: Field) -> Option<i64> {
+        let bit = field.bit();
+        (self.given & bit != 0 && self.strings & bit == 0)
+            .then(|| self.values[field as usize] as i64)
+    }
+
+    /// Field `field`'s string, if it was given one.
+    #[inline(always)]
+    fn string(&self, field: Field) -> Option<JsonString> {
+        let bit = field.bit();
+        (self.strings & bit != 0).then(|| {
+            let value = self.values[field as usize];
+            let close = (value & u64::from(u32::MAX)) as usize;
+            JsonString {
+                open: (value >> 32) as usize,
+                close,
+                escaped: self.escaped & bit != 0,
+                next: close + 1,
+            }
+        })
+    }
+
+    /// The event these fields make, its strings decoded if `kept` keeps them; `None` if a
+    /// field of its type is missing or of the wrong type, or the type is unknown.
+    fn event(&self, text: &str, kept: KeptStrings) -> Option<Event> {
+        let keep = |value: JsonString, field: Field| match kept.keeps(field) {
+            true => value.decode(text),
+            false => CompactString::const_new(""),
+        };
+        let kind = self.string(Field::Type)?;
+        let decoded;
+        let kind = match kind.escaped {
+            false => &text.as_bytes()[kind.content()],
+            true => {
+                decoded = kind.decode(text);
+                decoded.as_bytes()
+            }
+        };
+        // Every field is read before the event is built, its strings only then (see
+        // `scan_ordered`).
+        Some(match kind {
+            b"bid" => {
+                let (auction, bidder, price, date_time) = (
+                    self.int(Field::Auction)?,
+                    self.int(Field::Bidder)?,
+                    self.int(Field::Price)?,
+                    self.int(Field::DateTime)?,
+                );
+                let (channel, url, extra) = (
+                    self.string(Field::Channel)?,
+                    self.string(Field::Url)?,
+                    self.string(Field::Extra)?,
+                );
+                Event::Bid(Bid {
+                    auction,
+                    bidder,
+                    price,
+                    channel: keep(channel, Field::Channel),
+                    url: keep(url, Field::Url),
+                    date_time,
+                    extra: keep(extra, Field::Extra),
+                })
+            }
+            b"person" => {
+                let (id, date_time) = (self.int(Field::Id)?, self.int(Field::DateTime)?);
+                let (name, email_address, credit_card, city, state, extra) = (
+                    self.string(Field::Name)?,
+                    self.string(Field::EmailAddress)?,
+                    self.string(Field::CreditCard)?,
+                    self.string(Field::City)?,
+                    self.string(Field::State)?,
+                    self.string(Field::Extra)?,
+                );
+                Event::from(Person {
+                    id,
+                    name: keep(name, Field::Name),
+                    email_address: keep(email_address, Field::EmailAddress),
+                    credit_card: keep(credit_card, Field::CreditCard),
+                    city: keep(city, Field::City),
+                    state: keep(state, Field::State),
+                    date_time,
+                    extra: keep(extra, Field::Extra),
+                })
+            }
+            b"auction" => {
+                let (id, initial_bid, reserve, date_time, expires, seller, category) = (
+                    self.int(Field::Id)?,
+                    self.int(Field::InitialBid)?,
+                    self.int(Field::Reserve)?,
+                    self.int(Field::DateTime)?,
+                    self.int(Field::Expires)?,
+                    self.int(Field::Seller)?,
+                    self.int(Field::Category)?,
+                );
+                let (item_name, description, extra) = (
+                    self.string(Field::ItemName)?,
+                    self.string(Field::Description)?,
+                    self.string(Field::Extra)?,
+                );
+                Event::from(Auction {
+                    id,
+                    item_name: keep(item_name, Field::ItemName),
+                    description: keep(description, Field::Description),
+                    initial_bid,
+                    reserve,
+                    date_time,
+                    expires,
+                    seller,
+                    category,
+                    extra: keep(extra, Field::Extra),
+                })
+            }
+            _ => return None,
+        })
+    }
 }
 
 /// How deep [`skip_value`] goes into the arrays and objects of an unknown field before it
@@ -2178,8 +2323,8 @@ mod tests {
             edit(&mut line, edits);
             let serde = parse_line_serde(&line);
             if let Ok(text) = std::str::from_utf8(&line) {
-                if let Some(raw) = scan_any(&line, text, KeptStrings::ALL) {
-                    prop_assert_eq!(raw.build(), serde.clone());
+                if let Some(event) = scan_any(&line, text, KeptStrings::ALL) {
+                    prop_assert_eq!(Ok(event), serde.clone());
                 }
                 if let Some(event) = scan_ordered(&line, text, KeptStrings::ALL) {
                     prop_assert_eq!(Ok(event), serde.clone());
@@ -2203,7 +2348,7 @@ mod tests {
             let lone = line.contains(r"\ud800 lone");
             for kept in [KeptStrings::ALL, KeptStrings::NONE, KeptStrings::for_query(Query::Q9)] {
                 let fast = scan_ordered(line.as_bytes(), &line, kept)
-                    .or_else(|| scan_any(line.as_bytes(), &line, kept).map(|raw| raw.build().unwrap()));
+                    .or_else(|| scan_any(line.as_bytes(), &line, kept));
                 // A lone surrogate is valid only where it is skipped: serde_json decides.
                 prop_assert_eq!(fast.is_some(), !lone, "{}", line);
                 prop_assert_eq!(parse_line_keeping(line.as_bytes(), kept), Ok(blanked(e.clone(), kept)), "{}", line);
