@@ -32,9 +32,10 @@
 //! a few valid ones that serde_json reads in its own way: a lone surrogate or invalid UTF-8
 //! in a skipped value, nesting deeper than 64) goes to serde_json: it tokenises the line and a
 //! visitor of our own files each known field's value into a slot, recording what JSON type it
-//! had. Either way the event is assembled and checked from those slots, so the error names
-//! the field at fault and what it held, whatever the order of the fields, and is the same
-//! on every path: tests check the fast paths against serde_json on random and edited lines.
+//! had. The event is assembled and checked from those slots, so the error names the field at
+//! fault and what it held, whatever the order of the fields; the fast paths leave every line
+//! with an error to that path, so an error is the same however the line was written: tests
+//! check the fast paths against serde_json on random and edited lines.
 //! `Event`'s `Deserialize` goes the same way, so `serde_json::from_str::<Event>` is just as
 //! strict.
 //!
