@@ -398,6 +398,12 @@ fn stop_with_savepoint_keeps_it_and_the_job_resumes_from_it_exactly_once() {
     let store = LocalDirStore::new(dir.path());
     let own = verify(&store, "keyed-sum", savepoint.id).unwrap().unwrap();
     assert_eq!(own, kept);
+    // And it is the newest there: no periodic snapshot followed it before the job stopped
+    // (every 2 ms one is due), so the job resumes from it.
+    assert_eq!(
+        store.ids("keyed-sum").unwrap().into_iter().max(),
+        Some(savepoint.id)
+    );
 
     let job = executor()
         .submit(dag(&s, items, 2, 0), savepoint_config(dir.path()))

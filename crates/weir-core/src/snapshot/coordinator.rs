@@ -81,6 +81,9 @@ struct State {
     stopped: bool,
     stats: Vec<SnapshotStats>,
     savepoint: SavepointState,
+    /// A savepoint is durable: the job is being stopped with it, and no periodic snapshot may
+    /// follow, or the job's own store would resume from that one instead.
+    savepoint_taken: bool,
 }
 
 /// See the [module docs](self).
@@ -163,6 +166,7 @@ impl Coordinator {
                 stopped: false,
                 stats: Vec::new(),
                 savepoint: SavepointState::Idle,
+                savepoint_taken: false,
             }),
             wake: Condvar::new(),
             verified: Mutex::default(),
@@ -246,7 +250,12 @@ impl Coordinator {
     }
 
     /// Asks for a savepoint: the next snapshot starts at once (once no hold is taken) and is
-    /// also written to the savepoint store. A request while one is pending joins it.
+    /// also written to the savepoint store. A request while one is pending joins it. A
+    /// savepoint is taken to stop the job ([`Job::stop_with_savepoint`]): once it is durable,
+    /// no periodic snapshot starts (a job that ends by itself first still takes its terminal
+    /// one), so the job resumes from the savepoint.
+    ///
+    /// [`Job::stop_with_savepoint`]: crate::Job::stop_with_savepoint
     ///
     /// # Errors
     /// [`SavepointError::NotConfigured`] without a savepoint store,
@@ -318,6 +327,7 @@ impl Coordinator {
                 state = self.lock();
                 state.stats.push(stats);
                 if let Some(result) = savepoint {
+                    state.savepoint_taken |= result.is_ok();
                     state.savepoint = SavepointState::Done(result);
                     self.wake.notify_all();
                 }
@@ -336,7 +346,8 @@ impl Coordinator {
                 let all_final = state.final_count == total;
                 let gates_open = !self.holds.held();
                 let savepoint = matches!(state.savepoint, SavepointState::Requested);
-                if all_final || (gates_open && (savepoint || Instant::now() >= state.due)) {
+                let periodic = !state.savepoint_taken && Instant::now() >= state.due;
+                if all_final || (gates_open && (savepoint || periodic)) {
                     let id = state.next_id;
                     state.next_id += 1;
                     if savepoint {
