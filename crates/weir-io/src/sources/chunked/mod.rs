@@ -5,11 +5,12 @@
 //! [`ChunkOptions::threads`] parser threads. When every line is a record (JSON Lines), a
 //! chunk is the records that start in a byte range of that size, which its parser reads
 //! itself; otherwise (CSV) the reader reads a chunk and cuts it just after the last record
-//! that ends in it. Either way a record longer than a chunk makes its chunk longer. The parsed chunks come back in the order they were
-//! cut, so the reader passes on items, malformed-record reports and line numbers exactly as a
-//! single reader going through the file line by line would: whatever is applied to the items
-//! in order afterwards (event time, lateness, watermarks) gives the same result. With one
-//! thread it parses inline, on the reading thread, with the same chunking.
+//! that ends in it. Either way a record longer than a chunk makes its chunk longer. The
+//! parsed chunks come back in the order they were cut, so the reader passes on items,
+//! malformed-record reports and line numbers exactly as a single reader going through the
+//! file line by line would: whatever is applied to the items in order afterwards (event
+//! time, lateness, watermarks) gives the same result. With one thread it parses inline, on
+//! the reading thread, with the same chunking.
 //!
 //! **Positions.** Each record comes back from its parser with where it ends in its chunk
 //! ([`RecordEnd`]), and a malformed record keeps its place among the items, reported just
@@ -65,16 +66,17 @@
 //! it as the last record that starts in it needs. The file's bytes are copied once, on the
 //! parser threads, and the reading thread only takes the chunks back in order and hands out
 //! their items. Such a file is read to the length it had when it was opened; one cut short
-//! meanwhile fails the read, naming it. Otherwise (CSV, whose quoted fields hold newlines) the reading thread reads
-//! each chunk, finds the cut with the format's own scan, and copies the bytes of a record
-//! cut by the chunk's end once more into the next chunk. The line numbers come from the
-//! chunks' newlines, which the last record's end counts (a parser thread scans for them only
-//! when the chunk ends in something other than a record). Items are moved once, into the chunk's
-//! vectors on the parser thread, in pieces of up to 1024: a piece that fits the emitter's
-//! empty batch becomes that batch whole ([`Emitter::emit_all`]), and only the items of a
-//! piece that does not are moved again, into the batch. At most [`CHUNKS_AHEAD`]` × threads`
-//! chunks are parsed ahead, so memory stays at a few chunk sizes per thread; backpressure on the
-//! emitter stops the reading, and with it the parsers.
+//! meanwhile fails the read, naming it. Otherwise (CSV, whose quoted fields hold newlines)
+//! the reading thread reads each chunk, finds the cut with the format's own scan, and copies
+//! the bytes of a record cut by the chunk's end once more into the next chunk. The line
+//! numbers come from the chunks' newlines, which the last record's end counts (a parser
+//! thread scans for them only when the chunk ends in something other than a record). Items
+//! are moved once, into the chunk's vectors on the parser thread, in pieces of up to 1024: a
+//! piece that fits the emitter's empty batch becomes that batch whole
+//! ([`Emitter::emit_all`]), and only the items of a piece that does not are moved again,
+//! into the batch. At most [`CHUNKS_AHEAD`]` × threads` chunks are parsed ahead, so memory
+//! stays at a few chunk sizes per thread; backpressure on the emitter stops the reading, and
+//! with it the parsers.
 //!
 //! The reader blocks on file reads and on the parsers: a [`SourceReader`]
 //! built on it is not cooperative, and runs on an I/O thread of its own.
@@ -783,7 +785,7 @@ impl<F: ChunkFormat> ChunkedReader<F> {
                 return Ok(false);
             }
             self.fill()?;
-            let Some(cut) = self.in_flight.pop_front() else {
+            let Some(mut cut) = self.in_flight.pop_front() else {
                 return Ok(true);
             };
             let Parts {
@@ -793,7 +795,6 @@ impl<F: ChunkFormat> ChunkedReader<F> {
                 span,
             } = self.take_back(cut.file)?;
             self.spare.push(buffer);
-            let mut cut = cut;
             if let Some((start, bytes)) = span {
                 if bytes == 0 {
                     // No record starts in the range: the one before it ended past it.
@@ -1066,13 +1067,11 @@ impl<F: ChunkFormat> ChunkedReader<F> {
     fn take_back(&mut self, file: usize) -> Result<Parts<F>, SourceError> {
         let path = &self.files.files[file].path;
         let done = if self.workers.is_empty() {
-            let gone = || parser_gone(&self.files.files[file].path);
-            self.inline.pop_front().ok_or_else(gone)?
+            self.inline.pop_front().ok_or_else(|| parser_gone(path))?
         } else {
             let worker = &self.workers[(self.taken % self.workers.len() as u64) as usize];
             self.taken += 1;
-            let gone = |_| parser_gone(&self.files.files[file].path);
-            worker.done.recv().map_err(gone)?
+            worker.done.recv().map_err(|_| parser_gone(path))?
         };
         done.map_err(|failure| SourceError::Io {
             path: path.clone(),
