@@ -30,6 +30,36 @@ fn now_us() -> i64 {
         .map_or(0, |d| d.as_micros() as i64)
 }
 
+/// How q5 counts its bids: `pipelines::q5` (two stages, the default) or
+/// `pipelines::q5_single_stage` (one stage after the shuffle).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Q5Stages {
+    Two,
+    One,
+}
+
+impl Q5Stages {
+    /// Its name on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Q5Stages::Two => "two",
+            Q5Stages::One => "one",
+        }
+    }
+
+    /// Parses [`name`](Self::name).
+    ///
+    /// # Panics
+    /// On any other name.
+    pub(crate) fn parse(name: &str) -> Self {
+        match name {
+            "two" => Q5Stages::Two,
+            "one" => Q5Stages::One,
+            other => panic!("--q5-stages: {other:?} is neither `one` nor `two`"),
+        }
+    }
+}
+
 /// The three jobs measured together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Group {
@@ -372,7 +402,7 @@ fn print_latency_row(
 /// # Panics
 /// If a job measured fewer windows than its run closes by the watermark, the keyed count
 /// fewer than [`MIN_COUNT_RESULTS`] results, or a result came before its closing event.
-pub(crate) fn latency_child(seconds: u64, wall_rate: u64, parallelism: usize) {
+pub(crate) fn latency_child(seconds: u64, wall_rate: u64, parallelism: usize, q5: Q5Stages) {
     let events = wall_rate * seconds;
     // The workers start first, so that the event time's origin (now) and the first read are
     // only a submission apart: event time then follows the wall clock.
@@ -425,7 +455,12 @@ pub(crate) fn latency_child(seconds: u64, wall_rate: u64, parallelism: usize) {
     for (group, counted, shared) in &measured {
         let sink = latency_sink(*group, &log, *counted, shared);
         match group {
-            Group::Q5 => pipelines::q5(&stream).map(|r| r.window_end).write_to(sink),
+            Group::Q5 => match q5 {
+                Q5Stages::Two => pipelines::q5(&stream),
+                Q5Stages::One => pipelines::q5_single_stage(&stream),
+            }
+            .map(|r| r.window_end)
+            .write_to(sink),
             Group::Q7 => pipelines::q7(&stream).map(|r| r.window_end).write_to(sink),
             Group::Count => stream
                 .filter_map(|e| match e {
@@ -526,36 +561,53 @@ pub(crate) fn latency_child(seconds: u64, wall_rate: u64, parallelism: usize) {
 /// Runs the latency child once per rate in `rates`, each for `seconds`, and prints its
 /// table and its process's usage. Each run first waits for the machine to be quiet, as
 /// `repeat` says (its run count is not used).
-pub(crate) fn latency_run(me: &Path, rates: &[u64], seconds: u64, repeat: Repeat) {
+pub(crate) fn latency_run(
+    me: &Path,
+    rates: &[u64],
+    seconds: u64,
+    q5_forms: &[Q5Stages],
+    repeat: Repeat,
+) {
     for &rate in rates {
-        println!();
-        let others = support::wait_for_quiet(repeat.quiet, repeat.patience);
-        println!(
-            "Latency: q5, q7 and a keyed 1 s count of bids ({COUNT_KEYS} keys) from one \
-             generator at {rate} events/s, {seconds} s, parallelism 2 (others busy {:.0}%)",
-            others * 100.0
-        );
-        let mut cmd = Command::new(me);
-        cmd.args([
-            "--child",
-            "latency",
-            "--seconds",
-            &seconds.to_string(),
-            "--wall-rate",
-            &rate.to_string(),
-            "--parallelism",
-            "2",
-        ]);
-        let usage = support::run_child(&mut cmd);
-        let wall = usage.wall.as_secs_f64();
-        let cpu = usage.cpu.as_secs_f64();
-        println!(
-            "process: wall {wall:.2} s, CPU {cpu:.2} s (user + system, all threads; {:.0}% of \
-             one core), peak RSS {:.1} MiB, context switches {} voluntary, {} involuntary",
-            cpu / wall * 100.0,
-            usage.max_rss_kib as f64 / 1024.0,
-            usage.voluntary_switches,
-            usage.involuntary_switches
-        );
+        for &q5 in q5_forms {
+            latency_run_one(me, rate, seconds, q5, repeat);
+        }
     }
+}
+
+/// One child of [`latency_run`].
+fn latency_run_one(me: &Path, rate: u64, seconds: u64, q5: Q5Stages, repeat: Repeat) {
+    println!();
+    let others = support::wait_for_quiet(repeat.quiet, repeat.patience);
+    println!(
+        "Latency: q5 (counts in {} stage(s)), q7 and a keyed 1 s count of bids \
+         ({COUNT_KEYS} keys) from one generator at {rate} events/s, {seconds} s, \
+         parallelism 2 (others busy {:.0}%)",
+        q5.name(),
+        others * 100.0
+    );
+    let mut cmd = Command::new(me);
+    cmd.args([
+        "--child",
+        "latency",
+        "--seconds",
+        &seconds.to_string(),
+        "--wall-rate",
+        &rate.to_string(),
+        "--parallelism",
+        "2",
+        "--q5-stages",
+        q5.name(),
+    ]);
+    let usage = support::run_child(&mut cmd);
+    let wall = usage.wall.as_secs_f64();
+    let cpu = usage.cpu.as_secs_f64();
+    println!(
+        "process: wall {wall:.2} s, CPU {cpu:.2} s (user + system, all threads; {:.0}% of \
+         one core), peak RSS {:.1} MiB, context switches {} voluntary, {} involuntary",
+        cpu / wall * 100.0,
+        usage.max_rss_kib as f64 / 1024.0,
+        usage.voluntary_switches,
+        usage.involuntary_switches
+    );
 }

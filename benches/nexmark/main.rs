@@ -11,7 +11,7 @@
 //! cargo bench --bench nexmark -- --inputs generator --queries q0,q5 --parallelism 1
 //! cargo bench --bench nexmark -- --queries q6,q9,q10,q11 --events 2000000 --file-events 1000000 --no-latency
 //! cargo bench --bench nexmark -- --events 2000000 --rate 20000 --no-latency
-//! cargo bench --bench nexmark -- --latency [--wall-rates 1000000,100000 --latency-seconds 30]
+//! cargo bench --bench nexmark -- --latency [--wall-rates 1000000,100000 --latency-seconds 30 --q5-stages one,two]
 //! cargo bench --bench nexmark -- --idle [--idle-seconds 10]
 //! cargo bench --bench nexmark -- --observe --inputs generator --queries q5 --parallelism 2 --runs 5 --no-latency
 //! ```
@@ -102,7 +102,10 @@
 //! generator (`source::stream_generator(config, Some(rate))`, an instance per worker, event
 //! time starting when the child starts the job, so that event time follows the wall clock):
 //!
-//! - q5 (`pipelines::q5`: 10 s windows sliding by 2 s) and q7 (10 s tumbling windows);
+//! - q5 (10 s windows sliding by 2 s) and q7 (10 s tumbling windows). Each rate runs once
+//!   per form of q5 in `--q5-stages` (both by default): `one`, `pipelines::q5_single_stage`,
+//!   whose bid counts are aggregated in one stage after the shuffle, and `two`,
+//!   `pipelines::q5` as `weir nexmark run` runs it, partial counts per frame then combined;
 //! - a keyed count: bids per `auction % 1000` in 1 s tumbling windows (`grouping_key`,
 //!   `window(WindowDefinition::tumbling(1000))`, `aggregate(counting())`). Each 1 s window
 //!   holds bids on thousands of auctions at these rates, so it gives 1,000 results, about
@@ -622,7 +625,8 @@ fn main() {
                 let seconds = flag("--seconds").map_or(30, |v| v.parse().expect("--seconds"));
                 let rate =
                     flag("--wall-rate").map_or(1_000_000, |v| v.parse().expect("--wall-rate"));
-                latency_child(seconds, rate, parallelism);
+                let q5 = Q5Stages::parse(&flag("--q5-stages").unwrap_or_else(|| "two".into()));
+                latency_child(seconds, rate, parallelism, q5);
             }
             "idle" => {
                 let seconds = flag("--seconds").map_or(10, |v| v.parse().expect("--seconds"));
@@ -643,6 +647,10 @@ fn main() {
             .collect()
     });
     let latency_seconds = number("--latency-seconds", 30);
+    let q5_forms: Vec<Q5Stages> = flag("--q5-stages")
+        .map_or(vec![Q5Stages::One, Q5Stages::Two], |v| {
+            v.split(',').map(Q5Stages::parse).collect()
+        });
     let repeat = Repeat {
         runs: number("--runs", 1) as usize,
         quiet: number("--quiet-percent", 10) as f64 / 100.0,
@@ -650,7 +658,7 @@ fn main() {
     };
     if has("--latency") || has("--latency-only") || has("--idle") {
         if has("--latency") || has("--latency-only") {
-            latency_run(&me, &wall_rates, latency_seconds, repeat);
+            latency_run(&me, &wall_rates, latency_seconds, &q5_forms, repeat);
         }
         if has("--idle") {
             idle_run(&me, number("--idle-seconds", 10), repeat);
@@ -706,6 +714,6 @@ fn main() {
         bench_input(&me, &input, &selected, &parallelisms, (repeat, observe));
     }
     if !has("--no-latency") {
-        latency_run(&me, &wall_rates, latency_seconds, repeat);
+        latency_run(&me, &wall_rates, latency_seconds, &q5_forms, repeat);
     }
 }

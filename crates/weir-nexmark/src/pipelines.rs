@@ -205,9 +205,29 @@ fn top_auctions() -> impl weir::aggregate::AggregateOperation<
 
 /// q5: per 10 s window sliding by 2 s, the auctions with the most bids.
 pub fn q5(events: &StreamStage<Event>) -> StreamStage<Q5Row> {
-    bids(events)
-        .grouping_key(|b: &Bid| b.auction)
-        .window(WindowDefinition::sliding(Q5_WINDOW_MS, Q5_SLIDE_MS))
+    hottest(
+        bids(events)
+            .grouping_key(|b: &Bid| b.auction)
+            .window(WindowDefinition::sliding(Q5_WINDOW_MS, Q5_SLIDE_MS)),
+    )
+}
+
+/// q5 with its bid counts aggregated in one stage after the shuffle
+/// ([`single_stage`](weir::stream::KeyedWindowedStage::single_stage)): the same rows as
+/// [`q5`], with every bid crossing the shuffle instead of one count per auction and frame,
+/// so that a window's close sends no burst of partial counts. The form for latency.
+pub fn q5_single_stage(events: &StreamStage<Event>) -> StreamStage<Q5Row> {
+    hottest(
+        bids(events)
+            .grouping_key(|b: &Bid| b.auction)
+            .window(WindowDefinition::sliding(Q5_WINDOW_MS, Q5_SLIDE_MS))
+            .single_stage(),
+    )
+}
+
+/// q5's counts of bids per auction in `windowed`, and each window's most bid auctions.
+fn hottest(windowed: weir::stream::KeyedWindowedStage<Bid, i64>) -> StreamStage<Q5Row> {
+    windowed
         .aggregate(weir::aggregate::counting())
         // Each count is stamped end - 1, so a tumbling window of one slide gathers exactly
         // the counts of one sliding window.

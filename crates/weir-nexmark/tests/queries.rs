@@ -28,10 +28,23 @@ fn run(
     lag: i64,
     parallelism: usize,
 ) -> (Vec<String>, u64) {
+    run_rows(query, events, lag, parallelism, |stream| {
+        pipelines::csv_rows(query, stream)
+    })
+}
+
+/// As [`run`], with the rows of `rows_of` (which must give `query`'s rows).
+fn run_rows(
+    query: Query,
+    events: StreamSource<Event>,
+    lag: i64,
+    parallelism: usize,
+    rows_of: impl Fn(&StreamStage<Event>) -> StreamStage<String>,
+) -> (Vec<String>, u64) {
     let p = Pipeline::new();
     let stream = stamped(query, p.read_from(events), lag);
     let (sink, rows) = sinks::collection::list();
-    pipelines::csv_rows(query, &stream).write_to(sink);
+    rows_of(&stream).write_to(sink);
     let config = JobConfig::default().with_default_parallelism(parallelism);
     let job = p.submit(&Executor::shared(), config).unwrap();
     assert!(
@@ -123,6 +136,29 @@ fn late_events_beyond_the_lag_are_dropped_and_counted_like_the_reference() {
         assert!(want_late > 0, "the test needs late events");
         assert_eq!(late, want_late, "{query}: late events");
         assert_eq!(got, want, "{query}");
+    }
+}
+
+#[test]
+fn q5_in_one_stage_gives_the_reference_rows_with_late_events_at_every_parallelism() {
+    use weir_nexmark::reference::CsvRow;
+    // Out of order by up to 3 s, allowed 1 s: late events too.
+    let config = config(30_000, 3_000);
+    let events: Vec<Event> = Generator::new(config.clone()).unwrap().iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = event_file(dir.path(), &events);
+    let (want, want_late) = expected(Query::Q5, &events, 1_000);
+    assert!(want_late > 0, "the test needs late events");
+    for parallelism in [1, 2, 3] {
+        let (got, late) = run_rows(
+            Query::Q5,
+            source::stream_replay(&file).unwrap(),
+            1_000,
+            parallelism,
+            |stream| pipelines::q5_single_stage(stream).map(|r| r.to_csv_row()),
+        );
+        assert_eq!(late, want_late, "late events at parallelism {parallelism}");
+        assert_eq!(got, want, "at parallelism {parallelism}");
     }
 }
 

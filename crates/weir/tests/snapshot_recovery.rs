@@ -92,7 +92,14 @@ struct Shared {
     commits: Arc<AtomicU64>,
     /// Items at which to fail once each, when armed.
     failures: Arc<Vec<(u64, AtomicBool)>>,
+    /// Counts in 1 s windows sliding by 500 ms, aggregated in one stage after the shuffle
+    /// (`single_stage`), instead of tumbling windows in two stages: each saved frame then
+    /// feeds two windows after a restore.
+    one_stage: bool,
 }
+
+/// The slide of the one-stage runs' windows.
+const ONE_STAGE_SLIDE_MS: i64 = 500;
 
 fn pipeline(shared: &Shared, items: u64) -> Pipeline {
     pipeline_with_source_parallelism(shared, items, None)
@@ -118,7 +125,7 @@ fn pipeline_with_source_parallelism(
         Some(n) => events.local_parallelism(n),
         None => events,
     };
-    events
+    let events = events
         .map(move |n| {
             for (at, armed) in failures.iter() {
                 if n == *at && armed.swap(false, Ordering::Relaxed) {
@@ -127,18 +134,26 @@ fn pipeline_with_source_parallelism(
             }
             n
         })
-        .grouping_key(|n: &u64| n % KEYS)
-        .window(WindowDefinition::tumbling(WINDOW_MS))
-        .aggregate(aggregate::counting())
-        .write_to(Sink::new("epochs", None, move |_| EpochSink {
-            instance: 0,
-            epoch: 0,
-            pending: Vec::new(),
-            prepared: Vec::new(),
-            committed: Arc::clone(&committed),
-            commits: Arc::clone(&commits),
-            transactional: false,
-        }));
+        .grouping_key(|n: &u64| n % KEYS);
+    let counts = if shared.one_stage {
+        events
+            .window(WindowDefinition::sliding(WINDOW_MS, ONE_STAGE_SLIDE_MS))
+            .single_stage()
+            .aggregate(aggregate::counting())
+    } else {
+        events
+            .window(WindowDefinition::tumbling(WINDOW_MS))
+            .aggregate(aggregate::counting())
+    };
+    counts.write_to(Sink::new("epochs", None, move |_| EpochSink {
+        instance: 0,
+        epoch: 0,
+        pending: Vec::new(),
+        prepared: Vec::new(),
+        committed: Arc::clone(&committed),
+        commits: Arc::clone(&commits),
+        transactional: false,
+    }));
     p
 }
 
@@ -164,10 +179,19 @@ fn config_at(dir: &std::path::Path, guarantee: Guarantee, parallelism: usize) ->
 }
 
 fn expected(items: u64) -> BTreeMap<(i64, u64), u64> {
+    expected_in(items, WINDOW_MS)
+}
+
+/// The counts per (window start, key) of windows of `WINDOW_MS` sliding by `slide`.
+fn expected_in(items: u64, slide: i64) -> BTreeMap<(i64, u64), u64> {
     let mut out = BTreeMap::new();
     for n in 0..items {
-        *out.entry(((n as i64).div_euclid(WINDOW_MS) * WINDOW_MS, n % KEYS))
-            .or_default() += 1;
+        let t = n as i64;
+        let mut start = t.div_euclid(slide) * slide;
+        while start > t - WINDOW_MS {
+            *out.entry((start, n % KEYS)).or_default() += 1;
+            start -= slide;
+        }
     }
     out
 }
@@ -188,10 +212,18 @@ fn committed_rows(shared: &Shared, exactly_once: bool) -> BTreeMap<(i64, u64), u
 }
 
 /// Runs the job to its end through `failures` injected failures and `graceful` stops and
-/// resubmissions, each after the sink has committed a few more times.
-fn stress(guarantee: Guarantee, items: u64, failures: &[u64], graceful: usize) -> Shared {
+/// resubmissions, each after the sink has committed a few more times; windows in one stage
+/// when `one_stage` (see [`Shared::one_stage`]).
+fn stress(
+    guarantee: Guarantee,
+    items: u64,
+    failures: &[u64],
+    graceful: usize,
+    one_stage: bool,
+) -> Shared {
     let dir = tempfile::tempdir().unwrap();
     let shared = Shared {
+        one_stage,
         failures: Arc::new(
             failures
                 .iter()
@@ -243,6 +275,7 @@ fn every_window_is_committed_exactly_once_through_failures_and_restarts() {
         items,
         &[9_000, 21_000, 33_000, 47_000],
         2,
+        false,
     );
     let got = committed_rows(&shared, true);
     let want = expected(items);
@@ -262,9 +295,25 @@ fn every_window_is_committed_exactly_once_through_failures_and_restarts() {
 }
 
 #[test]
+fn one_stage_sliding_windows_are_committed_exactly_once_through_failures_and_restarts() {
+    let items = 40_000;
+    let shared = stress(
+        Guarantee::ExactlyOnce,
+        items,
+        &[7_000, 19_000, 31_000],
+        2,
+        true,
+    );
+    assert_eq!(
+        committed_rows(&shared, true),
+        expected_in(items, ONE_STAGE_SLIDE_MS)
+    );
+}
+
+#[test]
 fn at_least_once_misses_nothing_through_failures() {
     let items = 40_000;
-    let shared = stress(Guarantee::AtLeastOnce, items, &[11_000, 29_000], 1);
+    let shared = stress(Guarantee::AtLeastOnce, items, &[11_000, 29_000], 1, false);
     let got = committed_rows(&shared, false);
     for (window, count) in expected(items) {
         let seen = got.get(&window).copied().unwrap_or(0);
@@ -290,10 +339,11 @@ fn the_same_job_without_snapshots_commits_at_its_end() {
 #[test]
 fn a_snapshot_taken_at_parallelism_2_restores_at_1_and_at_4() {
     let items = 30_000;
-    for parallelism in [1, 4] {
+    for (parallelism, one_stage) in [(1, false), (4, false), (1, true), (4, true)] {
         let dir = tempfile::tempdir().unwrap();
         let shared = Shared {
             failures: Arc::new(vec![(20_000, AtomicBool::new(true))]),
+            one_stage,
             ..Shared::default()
         };
         let mut never = config_at(dir.path(), Guarantee::ExactlyOnce, 2);
@@ -313,10 +363,15 @@ fn a_snapshot_taken_at_parallelism_2_restores_at_1_and_at_4() {
             .unwrap();
         assert!(job.restored_from().is_some(), "the second run resumes");
         job.join().unwrap();
+        let slide = if one_stage {
+            ONE_STAGE_SLIDE_MS
+        } else {
+            WINDOW_MS
+        };
         assert_eq!(
             committed_rows(&shared, true),
-            expected(items),
-            "restored at parallelism {parallelism}"
+            expected_in(items, slide),
+            "restored at parallelism {parallelism}, one stage: {one_stage}"
         );
     }
 }

@@ -61,13 +61,35 @@ fn run_collect<T: weir::Item>(
     (out.take(), late)
 }
 
-fn windowed_sums(events: Vec<Ev>, lag: i64, window: WindowDefinition) -> (Sums, u64) {
+/// How a keyed window aggregates: in two stages (the default) or in one after the shuffle.
+#[derive(Debug, Clone, Copy)]
+enum Stages {
+    Two,
+    One,
+}
+
+fn stages_strategy() -> impl Strategy<Value = Stages> {
+    prop_oneof![Just(Stages::Two), Just(Stages::One)]
+}
+
+fn windowed_sums(
+    events: Vec<Ev>,
+    lag: i64,
+    window: WindowDefinition,
+    stages: Stages,
+) -> (Sums, u64) {
     let p = Pipeline::new();
     let (sink, out) = sinks::collection::list();
-    p.read_from(sources::stream::items(events))
+    let windowed = p
+        .read_from(sources::stream::items(events))
         .with_timestamps(|e: &Ev| e.1, lag)
         .grouping_key(|e: &Ev| e.0)
-        .window(window)
+        .window(window);
+    let windowed = match stages {
+        Stages::Two => windowed,
+        Stages::One => windowed.single_stage(),
+    };
+    windowed
         .aggregate(all_of((counting(), summing(|e: &Ev| e.2))))
         .write_to(sink);
     let (results, late) = run_collect(&p, &out);
@@ -101,38 +123,56 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 
     #[test]
-    fn tumbling_windows_match_the_reference(events in events_strategy(), lag in 0i64..300) {
+    fn tumbling_windows_match_the_reference(
+        events in events_strategy(),
+        lag in 0i64..300,
+        stages in stages_strategy(),
+    ) {
         let (ok, late) = accepted(&events, lag);
-        let (got, got_late) = windowed_sums(events, lag, WindowDefinition::tumbling(100));
+        let (got, got_late) =
+            windowed_sums(events, lag, WindowDefinition::tumbling(100), stages);
         prop_assert_eq!(got, reference_windows(&ok, 100, 100));
         prop_assert_eq!(got_late, late);
     }
 
     #[test]
-    fn sliding_windows_with_deduct_match_the_reference(events in events_strategy(), lag in 0i64..300) {
-        let (ok, _) = accepted(&events, lag);
+    fn sliding_windows_with_deduct_match_the_reference(
+        events in events_strategy(),
+        lag in 0i64..300,
+        stages in stages_strategy(),
+    ) {
+        let (ok, late) = accepted(&events, lag);
         // counting and summing can deduct: the running accumulator slides.
-        let (got, _) = windowed_sums(events, lag, WindowDefinition::sliding(200, 50));
+        let (got, got_late) =
+            windowed_sums(events, lag, WindowDefinition::sliding(200, 50), stages);
         prop_assert_eq!(got, reference_windows(&ok, 200, 50));
+        prop_assert_eq!(got_late, late);
     }
 }
 
 #[test]
 fn sliding_windows_without_deduct_recombine_frames() {
     let events: Vec<Ev> = (0..200).map(|i| ((i % 3) as u8, i * 7, i)).collect();
-    let p = Pipeline::new();
-    let (sink, out) = sinks::collection::list();
-    p.read_from(sources::stream::items(events.clone()))
-        .with_timestamps(|e: &Ev| e.1, 0)
-        .grouping_key(|e: &Ev| e.0)
-        .window(WindowDefinition::sliding(100, 25))
-        .aggregate(max_by(|e: &Ev| e.2))
-        .write_to(sink);
-    let (results, _) = run_collect(&p, &out);
-    let mut got: BTreeMap<(i64, u8), i64> = BTreeMap::new();
-    for r in results {
-        got.insert((r.start, r.key), r.value.unwrap().2);
-    }
+    let run = |stages: Stages| {
+        let p = Pipeline::new();
+        let (sink, out) = sinks::collection::list();
+        let windowed = p
+            .read_from(sources::stream::items(events.clone()))
+            .with_timestamps(|e: &Ev| e.1, 0)
+            .grouping_key(|e: &Ev| e.0)
+            .window(WindowDefinition::sliding(100, 25));
+        let windowed = match stages {
+            Stages::Two => windowed,
+            Stages::One => windowed.single_stage(),
+        };
+        windowed.aggregate(max_by(|e: &Ev| e.2)).write_to(sink);
+        let (results, _) = run_collect(&p, &out);
+        let mut got: BTreeMap<(i64, u8), i64> = BTreeMap::new();
+        for r in results {
+            got.insert((r.start, r.key), r.value.unwrap().2);
+        }
+        got
+    };
     let mut expected: BTreeMap<(i64, u8), i64> = BTreeMap::new();
     for &(k, t, v) in &events {
         let mut start = t.div_euclid(25) * 25;
@@ -142,7 +182,8 @@ fn sliding_windows_without_deduct_recombine_frames() {
             start -= 25;
         }
     }
-    assert_eq!(got, expected);
+    assert_eq!(run(Stages::Two), expected, "in two stages");
+    assert_eq!(run(Stages::One), expected, "in one stage");
 }
 
 #[test]
@@ -355,6 +396,28 @@ fn global_and_non_keyed_windows() {
         .collect();
     windows.sort();
     assert_eq!(windows, [(0, 250), (250, 250), (500, 250), (750, 250)]);
+}
+
+#[test]
+fn a_keyed_global_window_in_one_stage_counts_each_key_once_at_the_end() {
+    let events: Vec<Ev> = (0..1000).map(|i| ((i % 5) as u8, i, 1)).collect();
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    p.read_from(sources::stream::items(events))
+        .with_timestamps(|e: &Ev| e.1, 0)
+        .grouping_key(|e: &Ev| e.0)
+        .window(WindowDefinition::global())
+        .single_stage()
+        .aggregate(counting())
+        .write_to(sink);
+    let (results, late) = run_collect(&p, &out);
+    let mut got: Vec<(u8, u64)> = results
+        .into_iter()
+        .map(|r: KeyedWindowResult<u8, u64>| (r.key, r.value))
+        .collect();
+    got.sort();
+    assert_eq!(got, [(0, 200), (1, 200), (2, 200), (3, 200), (4, 200)]);
+    assert_eq!(late, 0);
 }
 
 /// Listing 2 of the Jet seed: a stream of orders enriched, through a hash join, with a batch

@@ -239,7 +239,9 @@ mod streaming {
     use crate::links::state::StateCodec;
     use crate::links::stream_join::StreamJoin;
     use crate::links::transform::ExpiringKeyedLink;
-    use crate::links::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
+    use crate::links::window::{
+        Frame, FrameAccumulate, Frames, SessionLink, SlidingAggregate, SlidingCombine,
+    };
 
     fn ts<T>(timestamp: i64, item: T) -> Message<Timestamped<T>> {
         Message::Item(Timestamped { timestamp, item })
@@ -351,6 +353,53 @@ mod streaming {
         assert_eq!(frames.frame_end(5), 10);
         assert_eq!(frames.frame_end(-1), 0);
         assert_eq!(frames.window_start(15), 5);
+    }
+
+    #[test]
+    fn sliding_aggregate_makes_windows_of_items_in_one_stage() {
+        let def = WindowDefinition::sliding(20, 10);
+        let result = |end: i64, key: u8, value: u64| {
+            Message::Item(Timestamped {
+                timestamp: end - 1,
+                item: KeyedWindowResult {
+                    start: end - 20,
+                    end,
+                    key,
+                    value,
+                },
+            })
+        };
+        verify_processor(move |_| {
+            let link: Box<dyn Link<Timestamped<u8>>> =
+                Box::new(SlidingAggregate::<u8, u8, _, _>::new(
+                    &def,
+                    Arc::new(|k: &u8| *k),
+                    Arc::new(counting()),
+                    emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
+                    (StateCodec::postcard(), StateCodec::postcard()),
+                ));
+            inbox_head::<Timestamped<u8>>(erased(link))
+        })
+        .snapshot_restore()
+        .input_events(vec![
+            ts(1, 1u8),
+            ts(12, 1),
+            ts(15, 1),
+            // An item of a frame still open when the watermark comes: it waits for its window.
+            ts(25, 1),
+            Message::Watermark(Watermark(20)),
+            // Behind the watermark: late, dropped.
+            ts(19, 1),
+            ts(26, 1),
+        ])
+        .expect_messages(vec![
+            result(10, 1, 1),
+            result(20, 1, 3),
+            Message::Watermark(Watermark(20)),
+            result(30, 1, 4),
+            result(40, 1, 2),
+            Message::Watermark(Watermark::MAX),
+        ]);
     }
 
     #[test]

@@ -55,7 +55,9 @@ use weir_exec::links::state::StateCodec;
 use weir_exec::links::stream_join::{StreamJoin, StreamMerge};
 use weir_exec::links::stream_source::EventTimePolicy;
 use weir_exec::links::transform::ExpiringKeyedLink;
-use weir_exec::links::window::{Frame, FrameAccumulate, Frames, SessionLink, SlidingCombine};
+use weir_exec::links::window::{
+    Frame, FrameAccumulate, Frames, SessionLink, SlidingAggregate, SlidingCombine,
+};
 use weir_io::sinks::Sink;
 
 pub use weir_exec::event_time::{
@@ -538,6 +540,7 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedStreamStage<T, K> {
             stage: self.stage.clone(),
             key: Arc::clone(&self.key),
             window,
+            single_stage: false,
         }
     }
 
@@ -668,9 +671,48 @@ pub struct KeyedWindowedStage<T, K> {
     stage: StreamStage<T>,
     key: KeyFn<T, K>,
     window: WindowDefinition,
+    single_stage: bool,
 }
 
 impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
+    /// Aggregates in one stage: every item goes to its key's instance and is accumulated
+    /// there, where by default each instance first accumulates its own items per frame and
+    /// sends one partial per key and frame when the watermark passes the frame.
+    ///
+    /// The default moves fewer items across the shuffle when keys repeat within a frame, and
+    /// is the faster for throughput. It sends each frame's partials in a burst when the frame
+    /// closes, and the window's results wait for that burst; in one stage nothing is sent at
+    /// the close, so results come out sooner. Pick this for latency, or when keys seldom
+    /// repeat within a frame. Session windows always run in one stage.
+    ///
+    /// ```
+    /// use weir_exec::aggregate::counting;
+    /// use weir_exec::event_time::{KeyedWindowResult, WindowDefinition};
+    /// use weir_io::{sinks, sources};
+    /// use weir_pipeline::Pipeline;
+    ///
+    /// let p = Pipeline::new();
+    /// let (sink, out) = sinks::collection::list();
+    /// p.read_from(sources::stream::items([(1_i64, 'a'), (2, 'b'), (2_500, 'a')]))
+    ///     .with_timestamps(|(t, _): &(i64, char)| *t, 0)
+    ///     .grouping_key(|(_, k): &(i64, char)| *k)
+    ///     .window(WindowDefinition::sliding(2_000, 1_000))
+    ///     .single_stage()
+    ///     .aggregate(counting())
+    ///     .map(|r: KeyedWindowResult<char, u64>| (r.end, r.key, r.value))
+    ///     .write_to(sink);
+    /// p.run().unwrap();
+    /// let mut rows = out.take();
+    /// rows.sort();
+    /// let a_b = [(1_000, 'a', 1), (1_000, 'b', 1), (2_000, 'a', 1), (2_000, 'b', 1)];
+    /// assert_eq!(rows[..4], a_b);
+    /// assert_eq!(rows[4..], [(3_000, 'a', 1), (4_000, 'a', 1)]);
+    /// ```
+    pub fn single_stage(mut self) -> Self {
+        self.single_stage = true;
+        self
+    }
+
     /// Aggregates each key's items per window. A window's result comes out when the watermark
     /// passes its end, stamped with the window's last instant (`end - 1`).
     ///
@@ -712,6 +754,37 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
                 vec![],
             ));
         }
+        // Frames end on multiples of the slide, epoch-aligned: a window closes only when the
+        // watermark reaches one. The global window closes on the final watermark alone.
+        let watermarks = match window {
+            WindowDefinition::Tumbling { size } => WatermarkUse::Frames(size),
+            WindowDefinition::Sliding { slide, .. } => WatermarkUse::Frames(slide),
+            WindowDefinition::Global => WatermarkUse::Transparent,
+            WindowDefinition::Session { .. } => WatermarkUse::Exact,
+        };
+        if self.single_stage {
+            let key = Arc::clone(&self.key);
+            let wrap = wrap_with::<Timestamped<T>, Timestamped<KeyedWindowResult<K, Op::Output>>>(
+                move |next| {
+                    Box::new(SlidingAggregate::new(
+                        &window,
+                        Arc::clone(&key),
+                        Arc::clone(&op),
+                        next,
+                        codec(),
+                    ))
+                },
+            );
+            let k = Arc::clone(&self.key);
+            let route =
+                route_by::<Timestamped<T>, K>(Arc::new(move |t: &Timestamped<T>| k(&t.item)));
+            return StreamStage::<T>::wrap(
+                self.stage
+                    .inner
+                    .add_node("window", NodeKind::Keyed { wrap, route }, vec![])
+                    .using_watermarks(watermarks),
+            );
+        }
         let key = Arc::clone(&self.key);
         let acc_op = Arc::clone(&op);
         let accumulate: TerminalFn = Arc::new(move || {
@@ -740,14 +813,6 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
             partial: StageType::of::<Frame<K, Op::Acc>>(),
             route: Some(route),
             combine,
-        };
-        // Frames end on multiples of the slide, epoch-aligned: a window closes only when the
-        // watermark reaches one. The global window closes on the final watermark alone.
-        let watermarks = match window {
-            WindowDefinition::Tumbling { size } => WatermarkUse::Frames(size),
-            WindowDefinition::Sliding { slide, .. } => WatermarkUse::Frames(slide),
-            WindowDefinition::Global => WatermarkUse::Transparent,
-            WindowDefinition::Session { .. } => WatermarkUse::Exact,
         };
         StreamStage::<T>::wrap(
             self.stage

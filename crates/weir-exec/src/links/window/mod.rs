@@ -10,6 +10,10 @@
 //! into the window's result. With an operation that can `deduct`, it slides a running
 //! accumulator instead: add the newest frame, deduct the one that left.
 //!
+//! [`SlidingAggregate`] runs the same windows in one stage after a partitioned edge: every
+//! item crosses the shuffle and is folded into its key's frame there, so a window's close
+//! sends no burst of partial frames (lower latency, more items on the exchange).
+//!
 //! Session windows ([`SessionLink`]) run in one stage after a partitioned edge: each key's
 //! sessions grow and merge as items arrive, and close when the watermark passes their end
 //! (the last item's time plus the gap).
@@ -22,6 +26,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
+
+mod one_stage;
+pub use one_stage::SlidingAggregate;
 use weir_core::{
     Counter, Inbox, Item, Outbox, PartitionKey, Processor, ProcessorContext, ProcessorResult,
     SnapshotEntry, SnapshotWriter, Watermark,

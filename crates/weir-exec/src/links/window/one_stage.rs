@@ -1,0 +1,416 @@
+//! Tumbling and sliding windows in one stage, after a partitioned edge.
+//!
+//! Each key's frames live together in one entry of one table, so closing a window is one
+//! pass over the table in memory order: per key, the window's value is made from the key's
+//! own few frames (or, with `deduct`, its running accumulator is slid), pushed down the
+//! chain, and the frame that left every later window is dropped in the same step. Nothing
+//! is looked up by key at the close, nothing is copied into an intermediate list unless the
+//! chain fills mid-window, and no partial frames cross the shuffle.
+
+use std::collections::BTreeMap;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+use weir_core::{
+    Counter, Item, Outbox, PartitionKey, ProcessorContext, ProcessorResult, Watermark,
+};
+
+use super::{Frames, WindowCodec, decode_timed, encode_timed};
+use crate::aggregate::AggregateOperation;
+use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};
+use crate::links::link::{Link, chain_watermark};
+use crate::links::state::{
+    InstancePlace, InstanceTimes, LinkEntries, LinkWriter, Rescaled, put_instance_time,
+    refuse_save_if,
+};
+
+/// One key's frames, oldest first, and with `deduct` its running accumulator.
+struct KeyFrames<A> {
+    /// `(frame end, accumulator)`, sorted by end. Most keys hold one or two: those live in
+    /// the table's entry, so the close reads no other memory for them.
+    frames: SmallVec<[(i64, A); 1]>,
+    /// The accumulator of the last window emitted and how many frames feed it, when the
+    /// operation can deduct.
+    running: Option<(A, u32)>,
+}
+
+impl<A> Default for KeyFrames<A> {
+    fn default() -> Self {
+        KeyFrames {
+            frames: SmallVec::new(),
+            running: None,
+        }
+    }
+}
+
+/// The accumulator of the frame ending at `end` among one key's `frames`.
+fn frame_at<A>(frames: &[(i64, A)], end: i64) -> Option<&A> {
+    frames.iter().find(|(e, _)| *e == end).map(|(_, a)| a)
+}
+
+/// What the chain gets: each window's result per key.
+type ResultChain<K, O> = Box<dyn Link<KeyedResult<K, O>>>;
+
+/// One window result of one key, as the chain takes it.
+type KeyedResult<K, O> = Timestamped<KeyedWindowResult<K, O>>;
+
+/// A window whose results did not all fit the chain: the rest, made in the same pass.
+struct Rest<K, O> {
+    end: i64,
+    results: std::vec::IntoIter<KeyedResult<K, O>>,
+}
+
+/// A tumbling or sliding window in one stage, after a partitioned edge: each item goes to
+/// its key's instance and is accumulated into its frame there; when the watermark passes a
+/// window's end, one pass over the keys makes and pushes the window's results.
+///
+/// Against the two stages ([`FrameAccumulate`](super::FrameAccumulate) then
+/// [`SlidingCombine`](super::SlidingCombine)) every item crosses the shuffle instead of one
+/// partial per key and frame, which costs throughput when a key has many items in a frame;
+/// in return a window's close sends no burst of partial frames and looks nothing up, so its
+/// results come out sooner.
+///
+/// Cost: per item one hash of the key; per window one pass over the keys held; memory one
+/// accumulator per key and frame held (the window's frames and those ahead of the watermark).
+pub struct SlidingAggregate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
+    frames: Frames,
+    key: Arc<KF>,
+    op: Arc<Op>,
+    keys: FxHashMap<K, KeyFrames<Op::Acc>>,
+    /// How many keys hold a frame, per frame end: which windows hold data.
+    frame_keys: BTreeMap<i64, usize>,
+    /// Windows ending before this have been emitted.
+    next_end: i64,
+    /// With `deduct`: the window whose value each key's `running` holds.
+    running_end: Option<i64>,
+    rest: Option<Rest<K, Op::Output>>,
+    watermark: i64,
+    late: Counter,
+    next: ResultChain<K, Op::Output>,
+    codec: WindowCodec<K, Op::Acc>,
+    place: InstancePlace,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T, K, KF, Op> SlidingAggregate<T, K, KF, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq + PartitionKey,
+    KF: Fn(&T) -> K + Send + Sync + ?Sized,
+    Op: AggregateOperation<T>,
+{
+    /// Aggregates keyed items into windows in one stage; see the type's docs.
+    pub fn new(
+        def: &WindowDefinition,
+        key: Arc<KF>,
+        op: Arc<Op>,
+        next: ResultChain<K, Op::Output>,
+        codec: WindowCodec<K, Op::Acc>,
+    ) -> Self {
+        SlidingAggregate {
+            frames: Frames::of(def),
+            key,
+            op,
+            keys: FxHashMap::default(),
+            frame_keys: BTreeMap::new(),
+            next_end: i64::MIN,
+            running_end: None,
+            rest: None,
+            watermark: i64::MIN,
+            late: Counter::default(),
+            next,
+            codec,
+            place: InstancePlace::default(),
+            _t: PhantomData,
+        }
+    }
+
+    /// Adds `item` to its key's frame; counts it late, and drops it, if the watermark passed
+    /// it or its frame's windows are out (possible after a restore that rescaled).
+    #[inline]
+    fn accumulate(&mut self, item: &Timestamped<T>) {
+        let end = self.frames.frame_end(item.timestamp);
+        if item.timestamp < self.watermark || (end < self.next_end && !self.frames.global) {
+            self.late.increment();
+            return;
+        }
+        let key = self.keys.entry((self.key)(&item.item)).or_default();
+        // Items come in time order give or take the lag: the newest frame is the likely one.
+        if let Some((_, acc)) = key.frames.iter_mut().rev().find(|(e, _)| *e == end) {
+            self.op.accumulate(acc, &item.item);
+            return;
+        }
+        let mut acc = self.op.create();
+        self.op.accumulate(&mut acc, &item.item);
+        let at = key.frames.partition_point(|(e, _)| *e < end);
+        key.frames.insert(at, (end, acc));
+        *self.frame_keys.entry(end).or_default() += 1;
+    }
+
+    /// Emits every window ending at or before `wm` that holds data. Returns false when the
+    /// chain's backlog filled; the next call goes on with the same window.
+    fn emit_windows(&mut self, wm: i64) -> bool {
+        loop {
+            if let Some(rest) = &mut self.rest {
+                for result in rest.results.by_ref() {
+                    if !self.next.push(result) {
+                        return false;
+                    }
+                }
+                let end = rest.end;
+                self.rest = None;
+                self.window_emitted(end);
+                continue;
+            }
+            // The earliest window holding the earliest frame, unless it was already emitted.
+            let Some(&first) = self.frame_keys.keys().next() else {
+                return true;
+            };
+            let end = first.max(self.next_end);
+            if end > wm {
+                return true;
+            }
+            if let Some(rest) = self.close(end) {
+                self.rest = Some(Rest {
+                    end,
+                    results: rest.into_iter(),
+                });
+            } else {
+                self.window_emitted(end);
+            }
+        }
+    }
+
+    /// The pass that closes the window ending at `end`: per key, makes its result and pushes
+    /// it down the chain, and drops the frames no later window holds. Returns the results
+    /// the chain had no room for, in order.
+    fn close(&mut self, end: i64) -> Option<Vec<KeyedResult<K, Op::Output>>> {
+        let (size, slide, global) = (self.frames.size, self.frames.slide, self.frames.global);
+        let start = self.frames.window_start(end);
+        // Frames ending after `start` and by `end` make the window; a frame ending before
+        // `keep_from` is in no later window.
+        let keep_from = if global {
+            i64::MAX
+        } else {
+            end.saturating_add(slide).saturating_sub(size)
+        };
+        let one_frame = global || size == slide;
+        let slides = !one_frame && self.op.has_deduct();
+        let follows = slides && self.running_end == Some(end - slide);
+        let (op, next) = (&*self.op, &mut self.next);
+        let mut room = true;
+        let mut rest = Vec::new();
+        self.keys.retain(|key, k| {
+            let value = if one_frame {
+                // The window is one frame, which no later window holds: moved, not copied.
+                k.frames
+                    .iter()
+                    .position(|(e, _)| *e == end)
+                    .map(|at| k.frames.remove(at).1)
+            } else if slides {
+                if follows {
+                    if let Some(newest) = frame_at(&k.frames, end) {
+                        match &mut k.running {
+                            Some((acc, n)) => {
+                                op.combine(acc, newest.clone());
+                                *n += 1;
+                            }
+                            None => k.running = Some((newest.clone(), 1)),
+                        }
+                    }
+                    if let (Some(left), Some((acc, n))) =
+                        (frame_at(&k.frames, end - size), &mut k.running)
+                    {
+                        op.deduct(acc, left);
+                        *n -= 1;
+                    }
+                } else {
+                    k.running = None;
+                    for (_, acc) in k.frames.iter().filter(|(e, _)| *e > start && *e <= end) {
+                        match &mut k.running {
+                            Some((running, n)) => {
+                                op.combine(running, acc.clone());
+                                *n += 1;
+                            }
+                            None => k.running = Some((acc.clone(), 1)),
+                        }
+                    }
+                }
+                if k.running.as_ref().is_some_and(|(_, n)| *n == 0) {
+                    k.running = None;
+                }
+                k.running.as_ref().map(|(acc, _)| acc.clone())
+            } else {
+                let mut window: Option<Op::Acc> = None;
+                for (_, acc) in k.frames.iter().filter(|(e, _)| *e > start && *e <= end) {
+                    match &mut window {
+                        Some(w) => op.combine(w, acc.clone()),
+                        None => window = Some(acc.clone()),
+                    }
+                }
+                window
+            };
+            if let Some(acc) = value {
+                let result = Timestamped {
+                    timestamp: end.saturating_sub(1),
+                    item: KeyedWindowResult {
+                        start,
+                        end,
+                        key: key.clone(),
+                        value: op.finish(acc),
+                    },
+                };
+                if room {
+                    room = next.push(result);
+                } else {
+                    rest.push(result);
+                }
+            }
+            let gone = k.frames.partition_point(|(e, _)| *e < keep_from);
+            k.frames.drain(..gone);
+            !k.frames.is_empty()
+        });
+        self.running_end = slides.then_some(end);
+        (!room).then_some(rest)
+    }
+
+    /// Moves past the window ending at `end`, once all its results are out.
+    fn window_emitted(&mut self, end: i64) {
+        if self.frames.global {
+            self.frame_keys.clear();
+            self.next_end = i64::MAX;
+            return;
+        }
+        self.next_end = end + self.frames.slide;
+        // The pass dropped every frame before `keep_from`, and a one-frame window its frame.
+        let keep_from = end + self.frames.slide - self.frames.size;
+        self.frame_keys = self.frame_keys.split_off(&keep_from);
+        if self.frames.size == self.frames.slide {
+            self.frame_keys.remove(&end);
+        }
+    }
+}
+
+impl<T, K, KF, Op> Link<Timestamped<T>> for SlidingAggregate<T, K, KF, Op>
+where
+    T: 'static,
+    K: Item + Hash + Eq + PartitionKey,
+    KF: Fn(&T) -> K + Send + Sync + ?Sized,
+    Op: AggregateOperation<T>,
+{
+    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+        self.late = ctx.metrics().counter("late_events");
+        self.place = InstancePlace::of(ctx);
+        self.next.init(ctx)
+    }
+
+    #[inline]
+    fn push(&mut self, item: Timestamped<T>) -> bool {
+        self.accumulate(&item);
+        true
+    }
+
+    /// Accumulates the items where they lie: an item is read, never moved.
+    fn push_batch(&mut self, items: &mut Vec<Timestamped<T>>) -> bool {
+        for item in items.iter() {
+            self.accumulate(item);
+        }
+        items.clear();
+        true
+    }
+
+    fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.next.flush(outbox)
+    }
+
+    fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        self.watermark = self.watermark.max(wm.0);
+        if !self.next.flush(outbox)? {
+            return Ok(false);
+        }
+        if !self.emit_windows(self.watermark) {
+            self.next.flush(outbox)?;
+            return Ok(false);
+        }
+        chain_watermark(&mut *self.next, wm, outbox)
+    }
+
+    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // Open frames stay: only the watermark closes a window.
+        self.next.idle(outbox)
+    }
+
+    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+        // A finite input ends every window.
+        if !self.watermark(Watermark::MAX, outbox)? {
+            return Ok(false);
+        }
+        self.next.complete(outbox)
+    }
+
+    fn is_cooperative(&self) -> bool {
+        self.next.is_cooperative()
+    }
+
+    fn prepare_save(&mut self) -> ProcessorResult<bool> {
+        self.next.prepare_save()
+    }
+
+    /// Saves each key's frames, as the two-stage combine saves its frames, and where
+    /// emission stands. Running accumulators are not saved: the first window after a
+    /// restore is made from its frames, which are all kept.
+    fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
+        refuse_save_if(self.rest.is_some(), "a window being emitted")?;
+        let (keys, accs) = &self.codec;
+        for (key, k) in &self.keys {
+            let bytes = keys.to_bytes(key)?;
+            for (end, acc) in &k.frames {
+                state.put_keyed(key, &bytes, encode_timed(accs, &[*end], acc)?);
+            }
+        }
+        put_instance_time(state, self.place, b"next_end", self.next_end);
+        put_instance_time(state, self.place, b"watermark", self.watermark);
+        self.next.save(&mut state.next())
+    }
+
+    fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
+        let (keys, accs) = &self.codec;
+        let (mut next_ends, mut watermarks) = (InstanceTimes::default(), InstanceTimes::default());
+        for e in entries.take() {
+            if next_ends.take(b"next_end", &e) || watermarks.take(b"watermark", &e) {
+                continue;
+            }
+            if e.partition.is_none() {
+                continue;
+            }
+            let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
+            let k = self.keys.entry((keys.decode)(&e.key)?).or_default();
+            match k.frames.iter_mut().find(|(e, _)| *e == end) {
+                // Partials of one key and frame from several old instances combine.
+                Some((_, held)) => self.op.combine(held, acc),
+                None => {
+                    let at = k.frames.partition_point(|(e, _)| *e < end);
+                    k.frames.insert(at, (end, acc));
+                    *self.frame_keys.entry(end).or_default() += 1;
+                }
+            }
+        }
+        // Rescaled with aligned barriers: the greatest never emits a window twice, and the
+        // least watermark never drops an item a window still open would take.
+        if let Some(next_end) = next_ends.resolve(self.place, Rescaled::Greatest) {
+            self.next_end = next_end;
+        }
+        if let Some(wm) = watermarks.resolve(self.place, Rescaled::Least) {
+            self.watermark = wm;
+        }
+        self.running_end = None;
+        self.next.restore(&mut entries.next())
+    }
+
+    fn commit(&mut self) -> ProcessorResult<bool> {
+        self.next.commit()
+    }
+}
