@@ -399,6 +399,56 @@ fn global_and_non_keyed_windows() {
 }
 
 #[test]
+fn one_stage_windows_of_many_keys_close_over_several_calls_and_lose_nothing() {
+    // 40,000 keys a window, more than one call closes: each close is cut into slices.
+    let keys = 40_000u64;
+    let events: Vec<(u64, i64)> = (0..4 * keys)
+        .map(|i| (i % keys, (i / keys) as i64 * 100 + (i % 7) as i64))
+        .collect();
+    for parallelism in [1, 2] {
+        let p = Pipeline::new();
+        let (sink, out) = sinks::collection::list();
+        p.read_from(sources::stream::items(events.clone()))
+            .with_timestamps(|e: &(u64, i64)| e.1, 10)
+            .grouping_key(|e: &(u64, i64)| e.0)
+            .window(WindowDefinition::sliding(200, 100))
+            .single_stage()
+            .aggregate(counting())
+            .write_to(sink);
+        let job = p
+            .submit(
+                &Executor::shared(),
+                JobConfig::default().with_default_parallelism(parallelism),
+            )
+            .unwrap();
+        assert!(
+            job.wait_timeout(std::time::Duration::from_secs(120)),
+            "job did not finish"
+        );
+        job.join().unwrap();
+        let mut per_window: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+        for r in out.take() {
+            let r: KeyedWindowResult<u64, u64> = r;
+            let w = per_window.entry(r.end).or_default();
+            w.0 += 1;
+            w.1 += r.value;
+        }
+        // Windows end at 100..=500: the first and the last hold one slide of events, the
+        // others two; every key has a result in each.
+        let want: BTreeMap<i64, (u64, u64)> = [
+            (100, (keys, keys)),
+            (200, (keys, 2 * keys)),
+            (300, (keys, 2 * keys)),
+            (400, (keys, 2 * keys)),
+            (500, (keys, keys)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(per_window, want, "at parallelism {parallelism}");
+    }
+}
+
+#[test]
 fn a_keyed_global_window_in_one_stage_counts_each_key_once_at_the_end() {
     let events: Vec<Ev> = (0..1000).map(|i| ((i % 5) as u8, i, 1)).collect();
     let p = Pipeline::new();

@@ -1,18 +1,23 @@
 //! Tumbling and sliding windows in one stage, after a partitioned edge.
 //!
-//! Each key's frames live together in one entry of one table, so closing a window is one
-//! pass over the table in memory order: per key, the window's value is made from the key's
-//! own few frames (or, with `deduct`, its running accumulator is slid), pushed down the
-//! chain, and the frame that left every later window is dropped in the same step. Nothing
-//! is looked up by key at the close, nothing is copied into an intermediate list unless the
-//! chain fills mid-window, and no partial frames cross the shuffle.
+//! Each key's frames live together in one entry of a table, so closing a window is one pass
+//! over the table in memory order: per key, the window's value is made from the key's own
+//! few frames (or, with `deduct`, its running accumulator is slid), pushed down the chain,
+//! and the frame that left every later window is dropped in the same step. Nothing is looked
+//! up by key at the close, nothing is copied into an intermediate list unless the chain fills
+//! mid-window, and no partial frames cross the shuffle.
+//!
+//! The table is cut into [`SHARDS`] shards by a hash of the key, and one call closes about
+//! [`CLOSE_KEYS_PER_CALL`] keys' worth of shards, then hands the worker back: a window of
+//! half a million keys closes over some sixty calls, between which the worker's other
+//! tasklets run, instead of holding the worker for the whole pass.
 
 use std::collections::BTreeMap;
-use std::hash::Hash;
+use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHasher};
 use smallvec::SmallVec;
 use weir_core::{
     Counter, Item, Outbox, PartitionKey, ProcessorContext, ProcessorResult, Watermark,
@@ -57,10 +62,30 @@ type ResultChain<K, O> = Box<dyn Link<KeyedResult<K, O>>>;
 /// One window result of one key, as the chain takes it.
 type KeyedResult<K, O> = Timestamped<KeyedWindowResult<K, O>>;
 
-/// A window whose results did not all fit the chain: the rest, made in the same pass.
-struct Rest<K, O> {
+/// How many shards the table of keys is cut into.
+pub const SHARDS: usize = 64;
+
+/// About how many keys one call closes before it hands the worker back.
+pub const CLOSE_KEYS_PER_CALL: usize = 8192;
+
+/// The shard of `key`: bits of its hash that the shard's own table does not use to place
+/// it (those are the lowest and the highest seven), so keys spread evenly inside a shard.
+#[inline]
+fn shard_of<K: Hash>(key: &K) -> usize {
+    let mut h = FxHasher::default();
+    key.hash(&mut h);
+    (h.finish() >> 32) as usize % SHARDS
+}
+
+/// A window being closed, shard by shard.
+struct Closing<K, O> {
     end: i64,
-    results: std::vec::IntoIter<KeyedResult<K, O>>,
+    /// The next shard to pass over.
+    shard: usize,
+    /// Whether each key's running accumulator holds the window one slide before.
+    follows: bool,
+    /// Results the chain had no room for, in order.
+    rest: std::vec::IntoIter<KeyedResult<K, O>>,
 }
 
 /// A tumbling or sliding window in one stage, after a partitioned edge: each item goes to
@@ -79,14 +104,15 @@ pub struct SlidingAggregate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     frames: Frames,
     key: Arc<KF>,
     op: Arc<Op>,
-    keys: FxHashMap<K, KeyFrames<Op::Acc>>,
+    /// Each key's frames, in [`SHARDS`] tables by [`shard_of`].
+    keys: Vec<FxHashMap<K, KeyFrames<Op::Acc>>>,
     /// How many keys hold a frame, per frame end: which windows hold data.
     frame_keys: BTreeMap<i64, usize>,
     /// Windows ending before this have been emitted.
     next_end: i64,
     /// With `deduct`: the window whose value each key's `running` holds.
     running_end: Option<i64>,
-    rest: Option<Rest<K, Op::Output>>,
+    closing: Option<Closing<K, Op::Output>>,
     watermark: i64,
     late: Counter,
     next: ResultChain<K, Op::Output>,
@@ -114,11 +140,11 @@ where
             frames: Frames::of(def),
             key,
             op,
-            keys: FxHashMap::default(),
+            keys: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
             frame_keys: BTreeMap::new(),
             next_end: i64::MIN,
             running_end: None,
-            rest: None,
+            closing: None,
             watermark: i64::MIN,
             late: Counter::default(),
             next,
@@ -137,7 +163,8 @@ where
             self.late.increment();
             return;
         }
-        let key = self.keys.entry((self.key)(&item.item)).or_default();
+        let key = (self.key)(&item.item);
+        let key = self.keys[shard_of(&key)].entry(key).or_default();
         // Items come in time order give or take the lag: the newest frame is the likely one.
         if let Some((_, acc)) = key.frames.iter_mut().rev().find(|(e, _)| *e == end) {
             self.op.accumulate(acc, &item.item);
@@ -150,19 +177,36 @@ where
         *self.frame_keys.entry(end).or_default() += 1;
     }
 
-    /// Emits every window ending at or before `wm` that holds data. Returns false when the
-    /// chain's backlog filled; the next call goes on with the same window.
-    fn emit_windows(&mut self, wm: i64) -> bool {
+    /// Emits every window ending at or before `wm` that holds data. Returns false to be
+    /// called again: when the chain's backlog filled, or when this call closed its share of
+    /// keys (progress is then reported, so the worker calls again soon). The next call goes
+    /// on where this one stopped.
+    fn emit_windows(&mut self, wm: i64, outbox: &mut Outbox) -> bool {
+        let mut budget = CLOSE_KEYS_PER_CALL;
         loop {
-            if let Some(rest) = &mut self.rest {
-                for result in rest.results.by_ref() {
+            if let Some(closing) = &mut self.closing {
+                for result in closing.rest.by_ref() {
                     if !self.next.push(result) {
                         return false;
                     }
                 }
-                let end = rest.end;
-                self.rest = None;
-                self.window_emitted(end);
+                if closing.shard == SHARDS {
+                    let end = closing.end;
+                    self.closing = None;
+                    self.window_emitted(end);
+                    continue;
+                }
+                if budget == 0 {
+                    outbox.report_progress();
+                    return false;
+                }
+                let (end, shard, follows) = (closing.end, closing.shard, closing.follows);
+                closing.shard += 1;
+                budget = budget.saturating_sub(self.keys[shard].len());
+                let rest = self.close_shard(end, shard, follows);
+                if let Some(closing) = &mut self.closing {
+                    closing.rest = rest.into_iter();
+                }
                 continue;
             }
             // The earliest window holding the earliest frame, unless it was already emitted.
@@ -173,21 +217,30 @@ where
             if end > wm {
                 return true;
             }
-            if let Some(rest) = self.close(end) {
-                self.rest = Some(Rest {
-                    end,
-                    results: rest.into_iter(),
-                });
-            } else {
-                self.window_emitted(end);
-            }
+            let slides = self.frames.size != self.frames.slide
+                && !self.frames.global
+                && self.op.has_deduct();
+            let follows = slides && self.running_end == Some(end - self.frames.slide);
+            self.running_end = slides.then_some(end);
+            self.closing = Some(Closing {
+                end,
+                shard: 0,
+                follows,
+                rest: Vec::new().into_iter(),
+            });
         }
     }
 
-    /// The pass that closes the window ending at `end`: per key, makes its result and pushes
-    /// it down the chain, and drops the frames no later window holds. Returns the results
-    /// the chain had no room for, in order.
-    fn close(&mut self, end: i64) -> Option<Vec<KeyedResult<K, Op::Output>>> {
+    /// The pass over one shard that closes the window ending at `end` there: per key, makes
+    /// its result and pushes it down the chain, and drops the frames no later window holds.
+    /// Returns the results the chain had no room for, in order. `follows`: each running
+    /// accumulator holds the window one slide before.
+    fn close_shard(
+        &mut self,
+        end: i64,
+        shard: usize,
+        follows: bool,
+    ) -> Vec<KeyedResult<K, Op::Output>> {
         let (size, slide, global) = (self.frames.size, self.frames.slide, self.frames.global);
         let start = self.frames.window_start(end);
         // Frames ending after `start` and by `end` make the window; a frame ending before
@@ -199,11 +252,10 @@ where
         };
         let one_frame = global || size == slide;
         let slides = !one_frame && self.op.has_deduct();
-        let follows = slides && self.running_end == Some(end - slide);
         let (op, next) = (&*self.op, &mut self.next);
         let mut room = true;
         let mut rest = Vec::new();
-        self.keys.retain(|key, k| {
+        self.keys[shard].retain(|key, k| {
             let value = if one_frame {
                 // The window is one frame, which no later window holds: moved, not copied.
                 k.frames
@@ -273,8 +325,7 @@ where
             k.frames.drain(..gone);
             !k.frames.is_empty()
         });
-        self.running_end = slides.then_some(end);
-        (!room).then_some(rest)
+        rest
     }
 
     /// Moves past the window ending at `end`, once all its results are out.
@@ -331,7 +382,7 @@ where
         if !self.next.flush(outbox)? {
             return Ok(false);
         }
-        if !self.emit_windows(self.watermark) {
+        if !self.emit_windows(self.watermark, outbox) {
             self.next.flush(outbox)?;
             return Ok(false);
         }
@@ -363,9 +414,9 @@ where
     /// emission stands. Running accumulators are not saved: the first window after a
     /// restore is made from its frames, which are all kept.
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
-        refuse_save_if(self.rest.is_some(), "a window being emitted")?;
+        refuse_save_if(self.closing.is_some(), "a window being emitted")?;
         let (keys, accs) = &self.codec;
-        for (key, k) in &self.keys {
+        for (key, k) in self.keys.iter().flatten() {
             let bytes = keys.to_bytes(key)?;
             for (end, acc) in &k.frames {
                 state.put_keyed(key, &bytes, encode_timed(accs, &[*end], acc)?);
@@ -387,7 +438,8 @@ where
                 continue;
             }
             let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
-            let k = self.keys.entry((keys.decode)(&e.key)?).or_default();
+            let key = (keys.decode)(&e.key)?;
+            let k = self.keys[shard_of(&key)].entry(key).or_default();
             match k.frames.iter_mut().find(|(e, _)| *e == end) {
                 // Partials of one key and frame from several old instances combine.
                 Some((_, held)) => self.op.combine(held, acc),
