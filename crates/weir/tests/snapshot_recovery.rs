@@ -250,7 +250,7 @@ fn stress(
         ),
         ..Shared::default()
     };
-    let mut stops = 0;
+    let (mut stops, mut restarts) = (0, 0);
     loop {
         let job = pipeline(&shared, items)
             .submit(&Executor::shared(), config(dir.path(), guarantee))
@@ -263,6 +263,8 @@ fn stress(
             {}
             job.cancel();
             stops += 1;
+            // A cancelled job restarts no more: its count is final.
+            restarts += job.restarts();
             match job.join() {
                 Err(weir::core::Error::Cancelled) => continue,
                 // An injected failure came first: the cancel stopped its restart instead.
@@ -273,9 +275,17 @@ fn stress(
         }
         assert!(job.wait_timeout(Duration::from_secs(300)), "the job ends");
         assert_eq!(job.status(), JobStatus::Completed, "{:?}", job.join());
+        restarts += job.restarts();
         job.join().unwrap();
         break;
     }
+    // Only the injected failures restart the job: a snapshot refused or any other error
+    // would add restarts the runs otherwise hide.
+    assert!(
+        restarts as usize <= failures.len(),
+        "{restarts} restarts for {} injected failures",
+        failures.len()
+    );
     for (at, armed) in shared.failures.iter() {
         assert!(
             !armed.load(Ordering::Relaxed),
