@@ -558,9 +558,9 @@ pub(crate) fn latency_child(seconds: u64, wall_rate: u64, parallelism: usize, q5
     assert!(failures.is_empty(), "{}", failures.join("; "));
 }
 
-/// Runs the latency child once per rate in `rates`, each for `seconds`, and prints its
-/// table and its process's usage. Each run first waits for the machine to be quiet, as
-/// `repeat` says (its run count is not used).
+/// Runs the latency child once per rate in `rates` and form of q5 in `q5_forms`, each for
+/// `seconds`, and prints its table and its process's usage. Each run first waits for the
+/// machine to be quiet, as `repeat` says (its run count is not used).
 pub(crate) fn latency_run(
     me: &Path,
     rates: &[u64],

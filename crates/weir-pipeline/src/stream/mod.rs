@@ -713,6 +713,28 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
         self
     }
 
+    /// A window stage of one link after an edge partitioned by the key: a session window,
+    /// or a window in one stage. `link` makes the link over the rest of the chain.
+    fn after_shuffle<R: Item>(
+        &self,
+        name: &str,
+        watermarks: WatermarkUse,
+        link: impl Fn(Box<dyn Link<Timestamped<R>>>) -> Box<dyn Link<Timestamped<T>>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> StreamStage<R> {
+        let wrap = wrap_with::<Timestamped<T>, Timestamped<R>>(link);
+        let key = Arc::clone(&self.key);
+        let route = route_by::<Timestamped<T>, K>(Arc::new(move |t: &Timestamped<T>| key(&t.item)));
+        StreamStage::<T>::wrap(
+            self.stage
+                .inner
+                .add_node(name, NodeKind::Keyed { wrap, route }, vec![])
+                .using_watermarks(watermarks),
+        )
+    }
+
     /// Aggregates each key's items per window. A window's result comes out when the watermark
     /// passes its end, stamped with the window's last instant (`end - 1`).
     ///
@@ -734,25 +756,15 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
         };
         if let WindowDefinition::Session { gap } = window {
             let key = Arc::clone(&self.key);
-            let wrap = wrap_with::<Timestamped<T>, Timestamped<KeyedWindowResult<K, Op::Output>>>(
-                move |next| {
-                    Box::new(SessionLink::new(
-                        gap,
-                        Arc::clone(&key),
-                        Arc::clone(&op),
-                        next,
-                        codec(),
-                    ))
-                },
-            );
-            let k = Arc::clone(&self.key);
-            let route =
-                route_by::<Timestamped<T>, K>(Arc::new(move |t: &Timestamped<T>| k(&t.item)));
-            return StreamStage::<T>::wrap(self.stage.inner.add_node(
-                "session-window",
-                NodeKind::Keyed { wrap, route },
-                vec![],
-            ));
+            return self.after_shuffle("session-window", WatermarkUse::Exact, move |next| {
+                Box::new(SessionLink::new(
+                    gap,
+                    Arc::clone(&key),
+                    Arc::clone(&op),
+                    next,
+                    codec(),
+                ))
+            });
         }
         // Frames end on multiples of the slide, epoch-aligned: a window closes only when the
         // watermark reaches one. The global window closes on the final watermark alone.
@@ -764,26 +776,15 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
         };
         if self.single_stage {
             let key = Arc::clone(&self.key);
-            let wrap = wrap_with::<Timestamped<T>, Timestamped<KeyedWindowResult<K, Op::Output>>>(
-                move |next| {
-                    Box::new(SlidingAggregate::new(
-                        &window,
-                        Arc::clone(&key),
-                        Arc::clone(&op),
-                        next,
-                        codec(),
-                    ))
-                },
-            );
-            let k = Arc::clone(&self.key);
-            let route =
-                route_by::<Timestamped<T>, K>(Arc::new(move |t: &Timestamped<T>| k(&t.item)));
-            return StreamStage::<T>::wrap(
-                self.stage
-                    .inner
-                    .add_node("window", NodeKind::Keyed { wrap, route }, vec![])
-                    .using_watermarks(watermarks),
-            );
+            return self.after_shuffle("window", watermarks, move |next| {
+                Box::new(SlidingAggregate::new(
+                    &window,
+                    Arc::clone(&key),
+                    Arc::clone(&op),
+                    next,
+                    codec(),
+                ))
+            });
         }
         let key = Arc::clone(&self.key);
         let acc_op = Arc::clone(&op);

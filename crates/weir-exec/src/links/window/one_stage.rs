@@ -56,6 +56,48 @@ fn frame_at<A>(frames: &[(i64, A)], end: i64) -> Option<&A> {
     frames.iter().find(|(e, _)| *e == end).map(|(_, a)| a)
 }
 
+/// Folds one frame's `acc` into `running`, counting the frames that feed it.
+fn feed<T, Op: AggregateOperation<T>>(op: &Op, running: &mut Option<(Op::Acc, u32)>, acc: Op::Acc) {
+    match running {
+        Some((running, n)) => {
+            op.combine(running, acc);
+            *n += 1;
+        }
+        None => *running = Some((acc, 1)),
+    }
+}
+
+/// The window `(start, end]` of one key's `frames`, combined from copies, and how many
+/// frames it holds; `None` when it holds none.
+fn fold_window<T, Op: AggregateOperation<T>>(
+    op: &Op,
+    frames: &[(i64, Op::Acc)],
+    start: i64,
+    end: i64,
+) -> Option<(Op::Acc, u32)> {
+    let mut window = None;
+    for (_, acc) in frames.iter().filter(|(e, _)| *e > start && *e <= end) {
+        feed(op, &mut window, acc.clone());
+    }
+    window
+}
+
+/// Puts a new frame into one key's `frames`, in order, and counts it in `frame_keys`.
+fn insert_frame<A>(
+    frames: &mut SmallVec<[(i64, A); 1]>,
+    frame_keys: &mut BTreeMap<i64, usize>,
+    end: i64,
+    acc: A,
+) {
+    let at = frames.partition_point(|(e, _)| *e < end);
+    frames.insert(at, (end, acc));
+    match frame_keys.last_entry() {
+        // Most new frames are the newest.
+        Some(mut newest) if *newest.key() == end => *newest.get_mut() += 1,
+        _ => *frame_keys.entry(end).or_default() += 1,
+    }
+}
+
 /// What the chain gets: each window's result per key.
 type ResultChain<K, O> = Box<dyn Link<KeyedResult<K, O>>>;
 
@@ -98,8 +140,9 @@ struct Closing<K, O> {
 /// in return a window's close sends no burst of partial frames and looks nothing up, so its
 /// results come out sooner.
 ///
-/// Cost: per item one hash of the key; per window one pass over the keys held; memory one
-/// accumulator per key and frame held (the window's frames and those ahead of the watermark).
+/// Cost: per item two hashes of the key (its shard, then its entry); per window one pass
+/// over the keys held, in slices; memory one accumulator per key and frame held (the
+/// window's frames and those ahead of the watermark).
 pub struct SlidingAggregate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     frames: Frames,
     key: Arc<KF>,
@@ -172,9 +215,7 @@ where
         }
         let mut acc = self.op.create();
         self.op.accumulate(&mut acc, &item.item);
-        let at = key.frames.partition_point(|(e, _)| *e < end);
-        key.frames.insert(at, (end, acc));
-        *self.frame_keys.entry(end).or_default() += 1;
+        insert_frame(&mut key.frames, &mut self.frame_keys, end, acc);
     }
 
     /// Emits every window ending at or before `wm` that holds data. Returns false to be
@@ -265,13 +306,7 @@ where
             } else if slides {
                 if follows {
                     if let Some(newest) = frame_at(&k.frames, end) {
-                        match &mut k.running {
-                            Some((acc, n)) => {
-                                op.combine(acc, newest.clone());
-                                *n += 1;
-                            }
-                            None => k.running = Some((newest.clone(), 1)),
-                        }
+                        feed(op, &mut k.running, newest.clone());
                     }
                     if let (Some(left), Some((acc, n))) =
                         (frame_at(&k.frames, end - size), &mut k.running)
@@ -280,30 +315,14 @@ where
                         *n -= 1;
                     }
                 } else {
-                    k.running = None;
-                    for (_, acc) in k.frames.iter().filter(|(e, _)| *e > start && *e <= end) {
-                        match &mut k.running {
-                            Some((running, n)) => {
-                                op.combine(running, acc.clone());
-                                *n += 1;
-                            }
-                            None => k.running = Some((acc.clone(), 1)),
-                        }
-                    }
+                    k.running = fold_window(op, &k.frames, start, end);
                 }
                 if k.running.as_ref().is_some_and(|(_, n)| *n == 0) {
                     k.running = None;
                 }
                 k.running.as_ref().map(|(acc, _)| acc.clone())
             } else {
-                let mut window: Option<Op::Acc> = None;
-                for (_, acc) in k.frames.iter().filter(|(e, _)| *e > start && *e <= end) {
-                    match &mut window {
-                        Some(w) => op.combine(w, acc.clone()),
-                        None => window = Some(acc.clone()),
-                    }
-                }
-                window
+                fold_window(op, &k.frames, start, end).map(|(acc, _)| acc)
             };
             if let Some(acc) = value {
                 let result = Timestamped {
@@ -443,11 +462,7 @@ where
             match k.frames.iter_mut().find(|(e, _)| *e == end) {
                 // Partials of one key and frame from several old instances combine.
                 Some((_, held)) => self.op.combine(held, acc),
-                None => {
-                    let at = k.frames.partition_point(|(e, _)| *e < end);
-                    k.frames.insert(at, (end, acc));
-                    *self.frame_keys.entry(end).or_default() += 1;
-                }
+                None => insert_frame(&mut k.frames, &mut self.frame_keys, end, acc),
             }
         }
         // Rescaled with aligned barriers: the greatest never emits a window twice, and the
