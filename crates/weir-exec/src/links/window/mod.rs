@@ -84,6 +84,17 @@ impl Frames {
         }
     }
 
+    /// The end of the frame holding `timestamp`, when that is likely `near`: found without a
+    /// division when it is.
+    #[inline]
+    pub fn frame_end_near(&self, timestamp: i64, near: i64) -> i64 {
+        if self.global || (timestamp < near && timestamp >= near.saturating_sub(self.slide)) {
+            near
+        } else {
+            self.frame_end(timestamp)
+        }
+    }
+
     /// The start of the window that ends at `end`.
     pub fn window_start(&self, end: i64) -> i64 {
         if self.global {
@@ -120,6 +131,23 @@ pub struct FrameAccumulate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     codec: WindowCodec<K, Op::Acc>,
     place: InstancePlace,
     _t: PhantomData<fn(T)>,
+}
+
+/// The open frame ending at `end`, made with room for `capacity` keys if missing.
+#[inline]
+fn newest_frame<K, A>(
+    open: &mut BTreeMap<i64, FxHashMap<K, A>>,
+    end: i64,
+    capacity: usize,
+) -> &mut FxHashMap<K, A> {
+    // Items come in time order give or take the lag, so most belong to the newest frame:
+    // its entry is found without a search.
+    if open.last_key_value().is_some_and(|(&last, _)| last == end) {
+        open.last_entry().expect("checked above").into_mut()
+    } else {
+        open.entry(end)
+            .or_insert_with(|| FxHashMap::with_capacity_and_hasher(capacity, Default::default()))
+    }
 }
 
 /// How window state is saved: each key, and each accumulator.
@@ -233,6 +261,58 @@ where
         }
     }
 
+    /// Adds each of `items` to its key's accumulator in its frame, as
+    /// [`accumulate`](Self::accumulate) does, looking the accumulator up once per run of
+    /// items of one frame and key. Each item's key is made once.
+    fn accumulate_runs(&mut self, items: &[Timestamped<T>]) {
+        let FrameAccumulate {
+            frames,
+            key: key_of,
+            op,
+            open,
+            frame_capacity,
+            watermark,
+            late,
+            ..
+        } = self;
+        let (frames, watermark) = (*frames, *watermark);
+        let mut at = 0;
+        // The key of the item at `at`, when the run before it made it.
+        let mut carried = None;
+        let mut last_end = i64::MIN;
+        while let Some(item) = items.get(at) {
+            at += 1;
+            if item.timestamp < watermark {
+                late.increment();
+                continue;
+            }
+            let key = carried.take().unwrap_or_else(|| key_of(&item.item));
+            let end = frames.frame_end_near(item.timestamp, last_end);
+            last_end = end;
+            let mut run = at;
+            while let Some(next) = items.get(run) {
+                if next.timestamp < watermark || frames.frame_end_near(next.timestamp, end) != end {
+                    break;
+                }
+                let next_key = key_of(&next.item);
+                if next_key != key {
+                    carried = Some(next_key);
+                    break;
+                }
+                run += 1;
+            }
+            let acc = match newest_frame(open, end, *frame_capacity).entry(key) {
+                hash_map::Entry::Occupied(acc) => acc.into_mut(),
+                hash_map::Entry::Vacant(slot) => slot.insert(op.create()),
+            };
+            op.accumulate(acc, &item.item);
+            for next in &items[at..run] {
+                op.accumulate(acc, &next.item);
+            }
+            at = run;
+        }
+    }
+
     /// Adds `item` to its key's accumulator in its frame; counts it late, and drops it, if
     /// the watermark already passed it.
     #[inline]
@@ -242,20 +322,7 @@ where
             return;
         }
         let end = self.frames.frame_end(item.timestamp);
-        // Items come in time order give or take the lag, so most belong to the newest frame:
-        // its entry is found without a search.
-        let frame = if self
-            .open
-            .last_key_value()
-            .is_some_and(|(&last, _)| last == end)
-        {
-            self.open.last_entry().expect("checked above").into_mut()
-        } else {
-            let capacity = self.frame_capacity;
-            self.open.entry(end).or_insert_with(|| {
-                FxHashMap::with_capacity_and_hasher(capacity, Default::default())
-            })
-        };
+        let frame = newest_frame(&mut self.open, end, self.frame_capacity);
         // One hash of the key, whether its accumulator exists or not.
         match frame.entry((self.key)(&item.item)) {
             hash_map::Entry::Occupied(mut acc) => self.op.accumulate(acc.get_mut(), &item.item),
@@ -288,11 +355,10 @@ where
     }
 
     /// Accumulates the items where they lie: an item is read, never moved, and the batch's
-    /// buffer goes back to the caller emptied.
+    /// buffer goes back to the caller emptied. A run of items of one frame and key (a
+    /// window's results on their way to a per-window aggregate, say) shares one lookup.
     fn push_batch(&mut self, items: &mut Vec<Timestamped<T>>) -> bool {
-        for item in items.iter() {
-            self.accumulate(item);
-        }
+        self.accumulate_runs(items);
         items.clear();
         true
     }
