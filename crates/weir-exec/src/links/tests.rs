@@ -230,7 +230,7 @@ mod streaming {
 
     use weir_core::conveyor::Message;
     use weir_core::test_support::verify_processor;
-    use weir_core::{Processor, Watermark};
+    use weir_core::{Processor, ProcessorContext, Watermark};
 
     use super::{emit, erased};
     use crate::aggregate::counting;
@@ -240,7 +240,8 @@ mod streaming {
     use crate::links::stream_join::StreamJoin;
     use crate::links::transform::ExpiringKeyedLink;
     use crate::links::window::{
-        Frame, FrameAccumulate, Frames, SessionLink, SlidingAggregate, SlidingCombine,
+        Frame, FrameAccumulate, Frames, RunningAggregate, SessionLink, SlidingAggregate,
+        SlidingCombine,
     };
 
     fn ts<T>(timestamp: i64, item: T) -> Message<Timestamped<T>> {
@@ -400,6 +401,105 @@ mod streaming {
             result(40, 1, 2),
             Message::Watermark(Watermark::MAX),
         ]);
+    }
+
+    /// A [`RunningAggregate`] of counts over sliding windows of 20 sliding by 10.
+    fn running_counts() -> impl Fn(&ProcessorContext) -> Box<dyn Processor> + Clone {
+        |_| {
+            let link: Box<dyn Link<Timestamped<u8>>> =
+                Box::new(RunningAggregate::<u8, u8, _, _>::new(
+                    &WindowDefinition::sliding(20, 10),
+                    Arc::new(|k: &u8| *k),
+                    Arc::new(counting()),
+                    emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
+                    (StateCodec::postcard(), StateCodec::postcard()),
+                ));
+            inbox_head::<Timestamped<u8>>(erased(link))
+        }
+    }
+
+    /// Key `key`'s count `value` in the window of 20 ending at `end`.
+    fn window_count(end: i64, key: u8, value: u64) -> Timestamped<KeyedWindowResult<u8, u64>> {
+        Timestamped {
+            timestamp: end - 1,
+            item: KeyedWindowResult {
+                start: end - 20,
+                end,
+                key,
+                value,
+            },
+        }
+    }
+
+    #[test]
+    fn running_aggregate_hands_each_window_on_with_its_end_as_the_watermark() {
+        let result = |end, value| Message::Item(window_count(end, 1, value));
+        verify_processor(running_counts())
+            .snapshot_restore()
+            .input_events(vec![
+                ts(1, 1u8),
+                ts(12, 1),
+                // A frame still open when the watermark comes: it waits for its window.
+                ts(25, 1),
+                Message::Watermark(Watermark(20)),
+                // Behind the watermark: late, dropped.
+                ts(19, 1),
+                // The newest frame of the next window: into its running value at once.
+                ts(26, 1),
+                Message::Watermark(Watermark(30)),
+                // After a gap of windows with no data.
+                ts(95, 1),
+                Message::Watermark(Watermark(100)),
+            ])
+            .expect_messages(vec![
+                result(10, 1),
+                // Each window's end goes down as soon as its results are out, before the
+                // running values slide; the watermark that closed it is not sent twice.
+                Message::Watermark(Watermark(10)),
+                result(20, 2),
+                Message::Watermark(Watermark(20)),
+                result(30, 3),
+                Message::Watermark(Watermark(30)),
+                result(40, 2),
+                Message::Watermark(Watermark(40)),
+                result(100, 1),
+                Message::Watermark(Watermark(100)),
+                result(110, 1),
+                Message::Watermark(Watermark(110)),
+                Message::Watermark(Watermark::MAX),
+            ]);
+    }
+
+    #[test]
+    fn running_aggregate_slides_each_key_on_its_own() {
+        verify_processor(running_counts())
+            .snapshot_restore()
+            .input_events(vec![
+                ts(1, 1u8),
+                ts(3, 2),
+                ts(12, 1),
+                ts(15, 3),
+                ts(25, 2),
+                Message::Watermark(Watermark(20)),
+                ts(21, 3),
+                ts(27, 3),
+                ts(45, 1),
+            ])
+            .expect_output_unordered(vec![
+                window_count(10, 1, 1),
+                window_count(10, 2, 1),
+                window_count(20, 1, 2),
+                window_count(20, 2, 1),
+                window_count(20, 3, 1),
+                // Key 1 leaves for two windows; key 2 skips one frame.
+                window_count(30, 1, 1),
+                window_count(30, 2, 1),
+                window_count(30, 3, 3),
+                window_count(40, 2, 1),
+                window_count(40, 3, 2),
+                window_count(50, 1, 1),
+                window_count(60, 1, 1),
+            ]);
     }
 
     #[test]

@@ -56,7 +56,7 @@ use weir_exec::links::stream_join::{StreamJoin, StreamMerge};
 use weir_exec::links::stream_source::EventTimePolicy;
 use weir_exec::links::transform::ExpiringKeyedLink;
 use weir_exec::links::window::{
-    Frame, FrameAccumulate, Frames, SessionLink, SlidingAggregate, SlidingCombine,
+    Frame, FrameAccumulate, Frames, RunningAggregate, SessionLink, SlidingAggregate, SlidingCombine,
 };
 use weir_io::sinks::Sink;
 
@@ -776,14 +776,27 @@ impl<T: Item, K: Item + Hash + Eq + PartitionKey> KeyedWindowedStage<T, K> {
         };
         if self.single_stage {
             let key = Arc::clone(&self.key);
+            // A sliding window whose operation deducts keeps each key's next value running;
+            // any other folds each key's frames at the close.
+            let running = matches!(window, WindowDefinition::Sliding { .. }) && op.has_deduct();
             return self.after_shuffle("window", watermarks, move |next| {
-                Box::new(SlidingAggregate::new(
-                    &window,
-                    Arc::clone(&key),
-                    Arc::clone(&op),
-                    next,
-                    codec(),
-                ))
+                if running {
+                    Box::new(RunningAggregate::new(
+                        &window,
+                        Arc::clone(&key),
+                        Arc::clone(&op),
+                        next,
+                        codec(),
+                    ))
+                } else {
+                    Box::new(SlidingAggregate::new(
+                        &window,
+                        Arc::clone(&key),
+                        Arc::clone(&op),
+                        next,
+                        codec(),
+                    ))
+                }
             });
         }
         let key = Arc::clone(&self.key);

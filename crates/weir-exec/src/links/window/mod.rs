@@ -12,7 +12,9 @@
 //!
 //! [`SlidingAggregate`] runs the same windows in one stage after a partitioned edge: every
 //! item crosses the shuffle and is folded into its key's frame there, so a window's close
-//! sends no burst of partial frames (lower latency, more items on the exchange).
+//! sends no burst of partial frames (lower latency, more items on the exchange). For a
+//! sliding window whose operation can `deduct`, [`RunningAggregate`] keeps each key's value
+//! of the next window up to date as items arrive, so the close only reads it out.
 //!
 //! Session windows ([`SessionLink`]) run in one stage after a partitioned edge: each key's
 //! sessions grow and merge as items arrive, and close when the watermark passes their end
@@ -28,7 +30,9 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 mod one_stage;
+mod running;
 pub use one_stage::SlidingAggregate;
+pub use running::RunningAggregate;
 use weir_core::{
     Counter, Inbox, Item, Outbox, PartitionKey, Processor, ProcessorContext, ProcessorResult,
     SnapshotEntry, SnapshotWriter, Watermark,

@@ -2,8 +2,8 @@
 //!
 //! Each key's frames live together in one entry of a table, so closing a window is one pass
 //! over the table in memory order: per key, the window's value is made from the key's own
-//! few frames (or, with `deduct`, its running accumulator is slid), pushed down the chain,
-//! and the frame that left every later window is dropped in the same step. Nothing is looked
+//! few frames, pushed down the chain, and the frame that left every later window is dropped
+//! in the same step. Nothing is looked
 //! up by key at the close, nothing is copied into an intermediate list unless the chain fills
 //! mid-window, and no partial frames cross the shuffle.
 //!
@@ -11,6 +11,10 @@
 //! [`CLOSE_KEYS_PER_CALL`] keys' worth of shards, then hands the worker back: a window of
 //! half a million keys closes over some sixty calls, between which the worker's other
 //! tasklets run, instead of holding the worker for the whole pass.
+//!
+//! A sliding window whose operation can `deduct` runs in
+//! [`RunningAggregate`](super::RunningAggregate) instead, which has each key's value ready
+//! before the window closes.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -32,52 +36,24 @@ use crate::links::state::{
     refuse_save_if,
 };
 
-/// One key's frames, oldest first, and with `deduct` its running accumulator.
-struct KeyFrames<A> {
-    /// `(frame end, accumulator)`, sorted by end. Most keys hold one or two: those live in
-    /// the table's entry, so the close reads no other memory for them.
-    frames: SmallVec<[(i64, A); 1]>,
-    /// The accumulator of the last window emitted and how many frames feed it, when the
-    /// operation can deduct.
-    running: Option<(A, u32)>,
-}
+/// One key's frames, oldest first: `(frame end, accumulator)`, sorted by end. Most keys hold
+/// one or two: those live in the table's entry, so the close reads no other memory for them.
+type KeyFrames<A> = SmallVec<[(i64, A); 1]>;
 
-impl<A> Default for KeyFrames<A> {
-    fn default() -> Self {
-        KeyFrames {
-            frames: SmallVec::new(),
-            running: None,
-        }
-    }
-}
-
-/// The accumulator of the frame ending at `end` among one key's `frames`.
-fn frame_at<A>(frames: &[(i64, A)], end: i64) -> Option<&A> {
-    frames.iter().find(|(e, _)| *e == end).map(|(_, a)| a)
-}
-
-/// Folds one frame's `acc` into `running`, counting the frames that feed it.
-fn feed<T, Op: AggregateOperation<T>>(op: &Op, running: &mut Option<(Op::Acc, u32)>, acc: Op::Acc) {
-    match running {
-        Some((running, n)) => {
-            op.combine(running, acc);
-            *n += 1;
-        }
-        None => *running = Some((acc, 1)),
-    }
-}
-
-/// The window `(start, end]` of one key's `frames`, combined from copies, and how many
-/// frames it holds; `None` when it holds none.
+/// The window `(start, end]` of one key's `frames`, combined from copies; `None` when it
+/// holds none.
 fn fold_window<T, Op: AggregateOperation<T>>(
     op: &Op,
     frames: &[(i64, Op::Acc)],
     start: i64,
     end: i64,
-) -> Option<(Op::Acc, u32)> {
-    let mut window = None;
+) -> Option<Op::Acc> {
+    let mut window: Option<Op::Acc> = None;
     for (_, acc) in frames.iter().filter(|(e, _)| *e > start && *e <= end) {
-        feed(op, &mut window, acc.clone());
+        match &mut window {
+            Some(window) => op.combine(window, acc.clone()),
+            None => window = Some(acc.clone()),
+        }
     }
     window
 }
@@ -99,10 +75,10 @@ fn insert_frame<A>(
 }
 
 /// What the chain gets: each window's result per key.
-type ResultChain<K, O> = Box<dyn Link<KeyedResult<K, O>>>;
+pub(super) type ResultChain<K, O> = Box<dyn Link<KeyedResult<K, O>>>;
 
 /// One window result of one key, as the chain takes it.
-type KeyedResult<K, O> = Timestamped<KeyedWindowResult<K, O>>;
+pub(super) type KeyedResult<K, O> = Timestamped<KeyedWindowResult<K, O>>;
 
 /// How many shards the table of keys is cut into.
 pub const SHARDS: usize = 64;
@@ -113,7 +89,7 @@ pub const CLOSE_KEYS_PER_CALL: usize = 8192;
 /// The shard of `key`: bits of its hash that the shard's own table does not use to place
 /// it (those are the lowest and the highest seven), so keys spread evenly inside a shard.
 #[inline]
-fn shard_of<K: Hash>(key: &K) -> usize {
+pub(super) fn shard_of<K: Hash>(key: &K) -> usize {
     let mut h = FxHasher::default();
     key.hash(&mut h);
     (h.finish() >> 32) as usize % SHARDS
@@ -124,8 +100,6 @@ struct Closing<K, O> {
     end: i64,
     /// The next shard to pass over.
     shard: usize,
-    /// Whether each key's running accumulator holds the window one slide before.
-    follows: bool,
     /// Results the chain had no room for, in order.
     rest: std::vec::IntoIter<KeyedResult<K, O>>,
 }
@@ -153,8 +127,6 @@ pub struct SlidingAggregate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     frame_keys: BTreeMap<i64, usize>,
     /// Windows ending before this have been emitted.
     next_end: i64,
-    /// With `deduct`: the window whose value each key's `running` holds.
-    running_end: Option<i64>,
     closing: Option<Closing<K, Op::Output>>,
     watermark: i64,
     late: Counter,
@@ -186,7 +158,6 @@ where
             keys: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
             frame_keys: BTreeMap::new(),
             next_end: i64::MIN,
-            running_end: None,
             closing: None,
             watermark: i64::MIN,
             late: Counter::default(),
@@ -207,15 +178,15 @@ where
             return;
         }
         let key = (self.key)(&item.item);
-        let key = self.keys[shard_of(&key)].entry(key).or_default();
+        let frames = self.keys[shard_of(&key)].entry(key).or_default();
         // Items come in time order give or take the lag: the newest frame is the likely one.
-        if let Some((_, acc)) = key.frames.iter_mut().rev().find(|(e, _)| *e == end) {
+        if let Some((_, acc)) = frames.iter_mut().rev().find(|(e, _)| *e == end) {
             self.op.accumulate(acc, &item.item);
             return;
         }
         let mut acc = self.op.create();
         self.op.accumulate(&mut acc, &item.item);
-        insert_frame(&mut key.frames, &mut self.frame_keys, end, acc);
+        insert_frame(frames, &mut self.frame_keys, end, acc);
     }
 
     /// Emits every window ending at or before `wm` that holds data. Returns false to be
@@ -241,10 +212,10 @@ where
                     outbox.report_progress();
                     return false;
                 }
-                let (end, shard, follows) = (closing.end, closing.shard, closing.follows);
+                let (end, shard) = (closing.end, closing.shard);
                 closing.shard += 1;
                 budget = budget.saturating_sub(self.keys[shard].len());
-                let rest = self.close_shard(end, shard, follows);
+                let rest = self.close_shard(end, shard);
                 if let Some(closing) = &mut self.closing {
                     closing.rest = rest.into_iter();
                 }
@@ -258,15 +229,9 @@ where
             if end > wm {
                 return true;
             }
-            let slides = self.frames.size != self.frames.slide
-                && !self.frames.global
-                && self.op.has_deduct();
-            let follows = slides && self.running_end == Some(end - self.frames.slide);
-            self.running_end = slides.then_some(end);
             self.closing = Some(Closing {
                 end,
                 shard: 0,
-                follows,
                 rest: Vec::new().into_iter(),
             });
         }
@@ -274,14 +239,8 @@ where
 
     /// The pass over one shard that closes the window ending at `end` there: per key, makes
     /// its result and pushes it down the chain, and drops the frames no later window holds.
-    /// Returns the results the chain had no room for, in order. `follows`: each running
-    /// accumulator holds the window one slide before.
-    fn close_shard(
-        &mut self,
-        end: i64,
-        shard: usize,
-        follows: bool,
-    ) -> Vec<KeyedResult<K, Op::Output>> {
+    /// Returns the results the chain had no room for, in order.
+    fn close_shard(&mut self, end: i64, shard: usize) -> Vec<KeyedResult<K, Op::Output>> {
         let (size, slide, global) = (self.frames.size, self.frames.slide, self.frames.global);
         let start = self.frames.window_start(end);
         // Frames ending after `start` and by `end` make the window; a frame ending before
@@ -292,37 +251,18 @@ where
             end.saturating_add(slide).saturating_sub(size)
         };
         let one_frame = global || size == slide;
-        let slides = !one_frame && self.op.has_deduct();
         let (op, next) = (&*self.op, &mut self.next);
         let mut room = true;
         let mut rest = Vec::new();
-        self.keys[shard].retain(|key, k| {
+        self.keys[shard].retain(|key, frames| {
             let value = if one_frame {
                 // The window is one frame, which no later window holds: moved, not copied.
-                k.frames
+                frames
                     .iter()
                     .position(|(e, _)| *e == end)
-                    .map(|at| k.frames.remove(at).1)
-            } else if slides {
-                if follows {
-                    if let Some(newest) = frame_at(&k.frames, end) {
-                        feed(op, &mut k.running, newest.clone());
-                    }
-                    if let (Some(left), Some((acc, n))) =
-                        (frame_at(&k.frames, end - size), &mut k.running)
-                    {
-                        op.deduct(acc, left);
-                        *n -= 1;
-                    }
-                } else {
-                    k.running = fold_window(op, &k.frames, start, end);
-                }
-                if k.running.as_ref().is_some_and(|(_, n)| *n == 0) {
-                    k.running = None;
-                }
-                k.running.as_ref().map(|(acc, _)| acc.clone())
+                    .map(|at| frames.remove(at).1)
             } else {
-                fold_window(op, &k.frames, start, end).map(|(acc, _)| acc)
+                fold_window(op, frames, start, end)
             };
             if let Some(acc) = value {
                 let result = Timestamped {
@@ -340,9 +280,9 @@ where
                     rest.push(result);
                 }
             }
-            let gone = k.frames.partition_point(|(e, _)| *e < keep_from);
-            k.frames.drain(..gone);
-            !k.frames.is_empty()
+            let gone = frames.partition_point(|(e, _)| *e < keep_from);
+            frames.drain(..gone);
+            !frames.is_empty()
         });
         rest
     }
@@ -430,14 +370,13 @@ where
     }
 
     /// Saves each key's frames, as the two-stage combine saves its frames, and where
-    /// emission stands. Running accumulators are not saved: the first window after a
-    /// restore is made from its frames, which are all kept.
+    /// emission stands.
     fn save(&mut self, state: &mut LinkWriter<'_>) -> ProcessorResult<()> {
         refuse_save_if(self.closing.is_some(), "a window being emitted")?;
         let (keys, accs) = &self.codec;
         for (key, k) in self.keys.iter().flatten() {
             let bytes = keys.to_bytes(key)?;
-            for (end, acc) in &k.frames {
+            for (end, acc) in k {
                 state.put_keyed(key, &bytes, encode_timed(accs, &[*end], acc)?);
             }
         }
@@ -458,11 +397,11 @@ where
             }
             let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
             let key = (keys.decode)(&e.key)?;
-            let k = self.keys[shard_of(&key)].entry(key).or_default();
-            match k.frames.iter_mut().find(|(e, _)| *e == end) {
+            let frames = self.keys[shard_of(&key)].entry(key).or_default();
+            match frames.iter_mut().find(|(e, _)| *e == end) {
                 // Partials of one key and frame from several old instances combine.
                 Some((_, held)) => self.op.combine(held, acc),
-                None => insert_frame(&mut k.frames, &mut self.frame_keys, end, acc),
+                None => insert_frame(frames, &mut self.frame_keys, end, acc),
             }
         }
         // Rescaled with aligned barriers: the greatest never emits a window twice, and the
@@ -473,7 +412,6 @@ where
         if let Some(wm) = watermarks.resolve(self.place, Rescaled::Least) {
             self.watermark = wm;
         }
-        self.running_end = None;
         self.next.restore(&mut entries.next())
     }
 
