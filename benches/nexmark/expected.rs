@@ -12,24 +12,29 @@ pub(crate) fn reference_results(
         .expect("config")
         .iter()
         .collect();
+    reference_results_of(&events, lag)
+}
+
+/// The reference's count and checksum of every query and of the source, over `events`.
+pub(crate) fn reference_results_of(events: &[Event], lag: i64) -> Vec<(Option<Query>, Checksum)> {
     let options = reference::Options {
         allowed_lag_ms: lag as u64,
     };
-    let mut out = vec![(None, Checksum::of(&events))];
+    let mut out = vec![(None, Checksum::of(events))];
     for q in BENCH_QUERIES {
         let sum = match q {
-            Query::Q0 => Checksum::of(&reference::q0(&events, &options).rows),
-            Query::Q1 => Checksum::of(&reference::q1(&events, &options).rows),
-            Query::Q2 => Checksum::of(&reference::q2(&events, &options).rows),
-            Query::Q3 => Checksum::of(&reference::q3(&events, &options).rows),
-            Query::Q4 => Checksum::of(&reference::q4(&events, &options).rows),
-            Query::Q5 => Checksum::of(&reference::q5(&events, &options).rows),
-            Query::Q6 => Checksum::of(&reference::q6(&events, &options).rows),
-            Query::Q7 => Checksum::of(&reference::q7(&events, &options).rows),
-            Query::Q8 => Checksum::of(&reference::q8(&events, &options).rows),
-            Query::Q9 => Checksum::of(&reference::q9(&events, &options).rows),
-            Query::Q10 => Checksum::of(&reference::q10(&events, &options).rows),
-            Query::Q11 => Checksum::of(&reference::q11(&events, &options).rows),
+            Query::Q0 => Checksum::of(&reference::q0(events, &options).rows),
+            Query::Q1 => Checksum::of(&reference::q1(events, &options).rows),
+            Query::Q2 => Checksum::of(&reference::q2(events, &options).rows),
+            Query::Q3 => Checksum::of(&reference::q3(events, &options).rows),
+            Query::Q4 => Checksum::of(&reference::q4(events, &options).rows),
+            Query::Q5 => Checksum::of(&reference::q5(events, &options).rows),
+            Query::Q6 => Checksum::of(&reference::q6(events, &options).rows),
+            Query::Q7 => Checksum::of(&reference::q7(events, &options).rows),
+            Query::Q8 => Checksum::of(&reference::q8(events, &options).rows),
+            Query::Q9 => Checksum::of(&reference::q9(events, &options).rows),
+            Query::Q10 => Checksum::of(&reference::q10(events, &options).rows),
+            Query::Q11 => Checksum::of(&reference::q11(events, &options).rows),
             Query::Q12 => unreachable!("not benchmarked"),
         };
         out.push((Some(q), sum));
@@ -37,13 +42,25 @@ pub(crate) fn reference_results(
     out
 }
 
-/// The cached reference results of `config`, computed in a child process on first use.
-pub(crate) fn cached_reference(
-    me: &Path,
-    config: &GeneratorConfig,
-) -> FxHashMap<Option<Query>, Checksum> {
+/// The cached reference results of `input`'s events, computed in a child process on first
+/// use: from the generator's configuration, or for a file of the independent generator from
+/// that generator's events (never by parsing the file).
+pub(crate) fn cached_reference(me: &Path, input: &Input) -> FxHashMap<Option<Query>, Checksum> {
+    let config = input.config();
+    let independent = matches!(
+        input,
+        Input::File {
+            origin: Origin::Independent,
+            ..
+        }
+    );
     let path = Path::new(DATA_DIR).join(format!(
-        "nexmark-reference-v{CHECKSUM_VERSION}-{}-rate{}-seed{}-base{}-ooo{}-lag{LAG_MS}{}.txt",
+        "{}reference-v{CHECKSUM_VERSION}-{}-rate{}-seed{}-base{}-ooo{}-lag{LAG_MS}{}.txt",
+        if independent {
+            "nexmark-rs-"
+        } else {
+            "nexmark-"
+        },
         config.count.expect("finite"),
         config.rate,
         config.seed,
@@ -58,8 +75,13 @@ pub(crate) fn cached_reference(
         );
         std::fs::create_dir_all(DATA_DIR).expect("bench data dir");
         let mut cmd = Command::new(me);
+        let source = if independent {
+            input.clone()
+        } else {
+            Input::Generator(config.clone())
+        };
         cmd.args(["--child", "reference"])
-            .args(Input::Generator(config.clone()).to_args())
+            .args(source.to_args())
             .arg("--result")
             .arg(&path);
         support::time_child(&mut cmd);

@@ -8,8 +8,19 @@ pub(crate) enum Input {
     Generator(GeneratorConfig),
     File {
         path: PathBuf,
+        /// Its events' count and rate; with [`Origin::Generator`], their whole configuration.
         events: GeneratorConfig,
+        origin: Origin,
     },
+}
+
+/// Which generator wrote an event file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// This project's (`weir nexmark generate`).
+    Generator,
+    /// The `nexmark` crate's, written apart from this project ([`independent_file`]).
+    Independent,
 }
 
 impl Input {
@@ -20,8 +31,15 @@ impl Input {
         }
     }
 
-    /// The name, with the file's string style when it is not the default.
+    /// The name, with the file's generator or string style when it is not the default.
     pub(crate) fn label(&self) -> String {
+        if let Input::File {
+            origin: Origin::Independent,
+            ..
+        } = self
+        {
+            return "file (from the independent nexmark crate's generator)".into();
+        }
         match self.config().strings {
             StringStyle::Ascii => self.name().to_string(),
             strings => format!("{} ({strings} strings)", self.name()),
@@ -52,8 +70,11 @@ impl Input {
             "--strings".into(),
             c.strings.to_string(),
         ];
-        if let Input::File { path, .. } = self {
+        if let Input::File { path, origin, .. } = self {
             args.extend(["--path".into(), path.display().to_string()]);
+            if *origin == Origin::Independent {
+                args.push("--independent".into());
+            }
         }
         args
     }
@@ -73,6 +94,11 @@ impl Input {
             Some("file") => Input::File {
                 path: flag("--path").expect("--path").into(),
                 events: config,
+                origin: if std::env::args().any(|a| a == "--independent") {
+                    Origin::Independent
+                } else {
+                    Origin::Generator
+                },
             },
             other => panic!("unknown input {other:?}"),
         }
@@ -111,6 +137,23 @@ pub(crate) fn event_file(config: &GeneratorConfig) -> PathBuf {
         out.flush().expect("flush event file");
         drop(out);
         std::fs::rename(&tmp, &path).expect("rename event file");
+    }
+    path
+}
+
+/// The file of the independent generator's first `count` events at `rate` events/s
+/// ([`independent_nexmark`](super::independent_nexmark)), written on first use.
+pub(crate) fn independent_file(count: u64, rate: u64) -> PathBuf {
+    let dir = Path::new(DATA_DIR);
+    std::fs::create_dir_all(dir).expect("bench data dir");
+    let path = dir.join(format!("nexmark-rs-{count}-rate{rate}.jsonl"));
+    if !path.exists() {
+        eprintln!(
+            "writing {} (the nexmark crate's generator) ...",
+            path.display()
+        );
+        super::independent_nexmark::write_independent_file(count, rate, &path)
+            .expect("write the independent event file");
     }
     path
 }

@@ -30,6 +30,12 @@
 //! - **file-escaped**, **file-unicode**: the same events with the generator's `escaped`
 //!   strings (about one character in eight is one JSON escapes: `\"`, `\\`, a newline, a tab,
 //!   `\u0001`, `/`) or `unicode` ones (one in four multi-byte), as other producers write them.
+//! - **file-independent**: `--file-events` events at `--file-rate` from a NEXMark generator
+//!   written apart from this project (the `nexmark` crate, out of order in groups of 1,000),
+//!   each line written by `serde_json` with its fields in another order
+//!   (`tests/support/independent_nexmark.rs`). Its runs are checked against the reference
+//!   computed from that generator's events, not from the file.
+//!
 //!   The default inputs are `generator,file,file-escaped`.
 //!
 //! Event time is each event's `date_time`, with the allowed lag of 4 s.
@@ -176,6 +182,8 @@ mod engine;
 mod expected;
 mod hand;
 mod idle;
+#[path = "../../tests/support/independent_nexmark.rs"]
+mod independent_nexmark;
 mod inputs;
 mod latency;
 mod tight;
@@ -207,6 +215,7 @@ use engine::*;
 use expected::*;
 use hand::*;
 use idle::*;
+use independent_nexmark::independent_events;
 use inputs::*;
 use latency::*;
 use tight::*;
@@ -432,7 +441,7 @@ fn bench_input(
     (repeat, observe): (Repeat, bool),
 ) {
     let config = input.config();
-    let expected = cached_reference(me, config);
+    let expected = cached_reference(me, input);
     let events = input.events();
     let span_s = events as f64 / config.rate as f64;
     println!();
@@ -612,7 +621,19 @@ fn main() {
             }
             "reference" => {
                 let input = Input::from_args(&flag);
-                let results = reference_results(input.config(), LAG_MS);
+                let results = match &input {
+                    Input::File {
+                        origin: Origin::Independent,
+                        events,
+                        ..
+                    } => {
+                        let events: Vec<Event> =
+                            independent_events(events.count.expect("finite"), events.rate)
+                                .collect();
+                        reference_results_of(&events, LAG_MS)
+                    }
+                    _ => reference_results(input.config(), LAG_MS),
+                };
                 write_result(
                     results
                         .iter()
@@ -706,9 +727,25 @@ fn main() {
                 Input::File {
                     path: event_file(&events),
                     events,
+                    origin: Origin::Generator,
                 }
             }
-            other => panic!("unknown input {other} (generator, file, file-escaped, file-unicode)"),
+            "file-independent" => {
+                let events = GeneratorConfig {
+                    count: Some(number("--file-events", 2_000_000)),
+                    rate: number("--file-rate", 20_000),
+                    ..GeneratorConfig::default()
+                };
+                Input::File {
+                    path: independent_file(events.count.expect("finite"), events.rate),
+                    events,
+                    origin: Origin::Independent,
+                }
+            }
+            other => panic!(
+                "unknown input {other} (generator, file, file-escaped, file-unicode, \
+                 file-independent)"
+            ),
         };
         let observe = has("--observe");
         bench_input(&me, &input, &selected, &parallelisms, (repeat, observe));
