@@ -29,6 +29,64 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+/// The `Link` methods that the one-stage window links ([`SlidingAggregate`],
+/// [`RunningAggregate`]) share: items go to `self.accumulate`, read where they lie; the
+/// rest goes to `self.next`, and a finite input's end is the final watermark. Each link
+/// writes its own `watermark`, `save` and `restore`.
+macro_rules! one_stage_window_plumbing {
+    () => {
+        fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
+            self.late = ctx.metrics().counter("late_events");
+            self.place = InstancePlace::of(ctx);
+            self.next.init(ctx)
+        }
+
+        #[inline]
+        fn push(&mut self, item: Timestamped<T>) -> bool {
+            self.accumulate(&item);
+            true
+        }
+
+        /// Accumulates the items where they lie: an item is read, never moved.
+        fn push_batch(&mut self, items: &mut Vec<Timestamped<T>>) -> bool {
+            for item in items.iter() {
+                self.accumulate(item);
+            }
+            items.clear();
+            true
+        }
+
+        fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+            self.next.flush(outbox)
+        }
+
+        fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+            // Open frames stay: only the watermark closes a window.
+            self.next.idle(outbox)
+        }
+
+        fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
+            // A finite input ends every window.
+            if !self.watermark(Watermark::MAX, outbox)? {
+                return Ok(false);
+            }
+            self.next.complete(outbox)
+        }
+
+        fn is_cooperative(&self) -> bool {
+            self.next.is_cooperative()
+        }
+
+        fn prepare_save(&mut self) -> ProcessorResult<bool> {
+            self.next.prepare_save()
+        }
+
+        fn commit(&mut self) -> ProcessorResult<bool> {
+            self.next.commit()
+        }
+    };
+}
+
 mod one_stage;
 mod running;
 pub use one_stage::SlidingAggregate;

@@ -95,6 +95,34 @@ pub(super) fn shard_of<K: Hash>(key: &K) -> usize {
     (h.finish() >> 32) as usize % SHARDS
 }
 
+/// Reads the entries a one-stage window link saved: each key's frame (`put_keyed` of the key,
+/// the frame's end and its accumulator) goes to `insert`, and the link's `next_end` and
+/// `watermark` come back as the old instances' greatest and least. Rescaled with aligned
+/// barriers, the greatest never emits a window twice, and the least watermark never drops an
+/// item a window still open would take.
+pub(super) fn restore_keyed_frames<K, A>(
+    entries: &mut LinkEntries<'_>,
+    (keys, accs): &WindowCodec<K, A>,
+    place: InstancePlace,
+    mut insert: impl FnMut(K, i64, A),
+) -> ProcessorResult<(Option<i64>, Option<i64>)> {
+    let (mut next_ends, mut watermarks) = (InstanceTimes::default(), InstanceTimes::default());
+    for e in entries.take() {
+        if next_ends.take(b"next_end", &e) || watermarks.take(b"watermark", &e) {
+            continue;
+        }
+        if e.partition.is_none() {
+            continue;
+        }
+        let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
+        insert((keys.decode)(&e.key)?, end, acc);
+    }
+    Ok((
+        next_ends.resolve(place, Rescaled::Greatest),
+        watermarks.resolve(place, Rescaled::Least),
+    ))
+}
+
 /// A window being closed, shard by shard.
 struct Closing<K, O> {
     end: i64,
@@ -311,30 +339,7 @@ where
     KF: Fn(&T) -> K + Send + Sync + ?Sized,
     Op: AggregateOperation<T>,
 {
-    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
-        self.late = ctx.metrics().counter("late_events");
-        self.place = InstancePlace::of(ctx);
-        self.next.init(ctx)
-    }
-
-    #[inline]
-    fn push(&mut self, item: Timestamped<T>) -> bool {
-        self.accumulate(&item);
-        true
-    }
-
-    /// Accumulates the items where they lie: an item is read, never moved.
-    fn push_batch(&mut self, items: &mut Vec<Timestamped<T>>) -> bool {
-        for item in items.iter() {
-            self.accumulate(item);
-        }
-        items.clear();
-        true
-    }
-
-    fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        self.next.flush(outbox)
-    }
+    one_stage_window_plumbing!();
 
     fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
         self.watermark = self.watermark.max(wm.0);
@@ -346,27 +351,6 @@ where
             return Ok(false);
         }
         chain_watermark(&mut *self.next, wm, outbox)
-    }
-
-    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        // Open frames stay: only the watermark closes a window.
-        self.next.idle(outbox)
-    }
-
-    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        // A finite input ends every window.
-        if !self.watermark(Watermark::MAX, outbox)? {
-            return Ok(false);
-        }
-        self.next.complete(outbox)
-    }
-
-    fn is_cooperative(&self) -> bool {
-        self.next.is_cooperative()
-    }
-
-    fn prepare_save(&mut self) -> ProcessorResult<bool> {
-        self.next.prepare_save()
     }
 
     /// Saves each key's frames, as the two-stage combine saves its frames, and where
@@ -386,36 +370,18 @@ where
     }
 
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
-        let (keys, accs) = &self.codec;
-        let (mut next_ends, mut watermarks) = (InstanceTimes::default(), InstanceTimes::default());
-        for e in entries.take() {
-            if next_ends.take(b"next_end", &e) || watermarks.take(b"watermark", &e) {
-                continue;
-            }
-            if e.partition.is_none() {
-                continue;
-            }
-            let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
-            let key = (keys.decode)(&e.key)?;
-            let frames = self.keys[shard_of(&key)].entry(key).or_default();
-            match frames.iter_mut().find(|(e, _)| *e == end) {
-                // Partials of one key and frame from several old instances combine.
-                Some((_, held)) => self.op.combine(held, acc),
-                None => insert_frame(frames, &mut self.frame_keys, end, acc),
-            }
-        }
-        // Rescaled with aligned barriers: the greatest never emits a window twice, and the
-        // least watermark never drops an item a window still open would take.
-        if let Some(next_end) = next_ends.resolve(self.place, Rescaled::Greatest) {
-            self.next_end = next_end;
-        }
-        if let Some(wm) = watermarks.resolve(self.place, Rescaled::Least) {
-            self.watermark = wm;
-        }
+        let (keys, frame_keys, op) = (&mut self.keys, &mut self.frame_keys, &*self.op);
+        let (next_end, watermark) =
+            restore_keyed_frames(entries, &self.codec, self.place, |key, end, acc| {
+                let frames = keys[shard_of(&key)].entry(key).or_default();
+                match frames.iter_mut().find(|(e, _)| *e == end) {
+                    // Partials of one key and frame from several old instances combine.
+                    Some((_, held)) => op.combine(held, acc),
+                    None => insert_frame(frames, frame_keys, end, acc),
+                }
+            })?;
+        self.next_end = next_end.unwrap_or(self.next_end);
+        self.watermark = watermark.unwrap_or(self.watermark);
         self.next.restore(&mut entries.next())
-    }
-
-    fn commit(&mut self) -> ProcessorResult<bool> {
-        self.next.commit()
     }
 }

@@ -24,14 +24,15 @@ use weir_core::{
     Counter, Item, Outbox, PartitionKey, ProcessorContext, ProcessorResult, Watermark,
 };
 
-use super::one_stage::{CLOSE_KEYS_PER_CALL, KeyedResult, ResultChain, SHARDS, shard_of};
-use super::{Frames, WindowCodec, decode_timed, encode_timed};
+use super::one_stage::{
+    CLOSE_KEYS_PER_CALL, KeyedResult, ResultChain, SHARDS, restore_keyed_frames, shard_of,
+};
+use super::{Frames, WindowCodec, encode_timed};
 use crate::aggregate::AggregateOperation;
 use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};
 use crate::links::link::{Link, chain_watermark};
 use crate::links::state::{
-    InstancePlace, InstanceTimes, LinkEntries, LinkWriter, Rescaled, put_instance_time,
-    refuse_save_if,
+    InstancePlace, LinkEntries, LinkWriter, put_instance_time, refuse_save_if,
 };
 
 /// One frame's accumulators per key, in [`SHARDS`] tables by [`shard_of`].
@@ -380,30 +381,7 @@ where
     KF: Fn(&T) -> K + Send + Sync + ?Sized,
     Op: AggregateOperation<T>,
 {
-    fn init(&mut self, ctx: &ProcessorContext) -> ProcessorResult<()> {
-        self.late = ctx.metrics().counter("late_events");
-        self.place = InstancePlace::of(ctx);
-        self.next.init(ctx)
-    }
-
-    #[inline]
-    fn push(&mut self, item: Timestamped<T>) -> bool {
-        self.accumulate(&item);
-        true
-    }
-
-    /// Accumulates the items where they lie: an item is read, never moved.
-    fn push_batch(&mut self, items: &mut Vec<Timestamped<T>>) -> bool {
-        for item in items.iter() {
-            self.accumulate(item);
-        }
-        items.clear();
-        true
-    }
-
-    fn flush(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        self.next.flush(outbox)
-    }
+    one_stage_window_plumbing!();
 
     fn watermark(&mut self, wm: Watermark, outbox: &mut Outbox) -> ProcessorResult<bool> {
         self.watermark = self.watermark.max(wm.0);
@@ -419,27 +397,6 @@ where
             return Ok(true);
         }
         chain_watermark(&mut *self.next, wm, outbox)
-    }
-
-    fn idle(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        // Open frames stay: only the watermark closes a window.
-        self.next.idle(outbox)
-    }
-
-    fn complete(&mut self, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        // A finite input ends every window.
-        if !self.watermark(Watermark::MAX, outbox)? {
-            return Ok(false);
-        }
-        self.next.complete(outbox)
-    }
-
-    fn is_cooperative(&self) -> bool {
-        self.next.is_cooperative()
-    }
-
-    fn prepare_save(&mut self) -> ProcessorResult<bool> {
-        self.next.prepare_save()
     }
 
     /// Saves each key's frames, in the same entries as
@@ -460,39 +417,21 @@ where
     }
 
     fn restore(&mut self, entries: &mut LinkEntries<'_>) -> ProcessorResult<()> {
-        let (keys, accs) = &self.codec;
-        let (mut next_ends, mut watermarks) = (InstanceTimes::default(), InstanceTimes::default());
-        for e in entries.take() {
-            if next_ends.take(b"next_end", &e) || watermarks.take(b"watermark", &e) {
-                continue;
-            }
-            if e.partition.is_none() {
-                continue;
-            }
-            let ([end], acc) = decode_timed::<_, 1>(accs, &e.value)?;
-            let key = (keys.decode)(&e.key)?;
-            let shard = shard_of(&key);
-            match frame(&mut self.held, end).shards[shard].entry(key) {
-                // Partials of one key and frame from several old instances combine.
-                Entry::Occupied(mut held) => self.op.combine(held.get_mut(), acc),
-                Entry::Vacant(slot) => {
-                    slot.insert(acc);
+        let (held, op) = (&mut self.held, &*self.op);
+        let (next_end, watermark) =
+            restore_keyed_frames(entries, &self.codec, self.place, |key, end, acc| {
+                let shard = shard_of(&key);
+                match frame(held, end).shards[shard].entry(key) {
+                    // Partials of one key and frame from several old instances combine.
+                    Entry::Occupied(mut held) => op.combine(held.get_mut(), acc),
+                    Entry::Vacant(slot) => {
+                        slot.insert(acc);
+                    }
                 }
-            }
-        }
-        // Rescaled with aligned barriers: the greatest never emits a window twice, and the
-        // least watermark never drops an item a window still open would take.
-        if let Some(next_end) = next_ends.resolve(self.place, Rescaled::Greatest) {
-            self.next_end = next_end;
-        }
-        if let Some(wm) = watermarks.resolve(self.place, Rescaled::Least) {
-            self.watermark = wm;
-        }
+            })?;
+        self.next_end = next_end.unwrap_or(self.next_end);
+        self.watermark = watermark.unwrap_or(self.watermark);
         self.running_end = None;
         self.next.restore(&mut entries.next())
-    }
-
-    fn commit(&mut self) -> ProcessorResult<bool> {
-        self.next.commit()
     }
 }
