@@ -358,62 +358,48 @@ mod streaming {
 
     #[test]
     fn sliding_aggregate_makes_windows_of_items_in_one_stage() {
-        let def = WindowDefinition::sliding(20, 10);
-        let result = |end: i64, key: u8, value: u64| {
-            Message::Item(Timestamped {
-                timestamp: end - 1,
-                item: KeyedWindowResult {
-                    start: end - 20,
-                    end,
-                    key,
-                    value,
-                },
-            })
-        };
-        verify_processor(move |_| {
-            let link: Box<dyn Link<Timestamped<u8>>> =
-                Box::new(SlidingAggregate::<u8, u8, _, _>::new(
-                    &def,
-                    Arc::new(|k: &u8| *k),
-                    Arc::new(counting()),
-                    emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
-                    (StateCodec::postcard(), StateCodec::postcard()),
-                ));
-            inbox_head::<Timestamped<u8>>(erased(link))
-        })
-        .snapshot_restore()
-        .input_events(vec![
-            ts(1, 1u8),
-            ts(12, 1),
-            ts(15, 1),
-            // An item of a frame still open when the watermark comes: it waits for its window.
-            ts(25, 1),
-            Message::Watermark(Watermark(20)),
-            // Behind the watermark: late, dropped.
-            ts(19, 1),
-            ts(26, 1),
-        ])
-        .expect_messages(vec![
-            result(10, 1, 1),
-            result(20, 1, 3),
-            Message::Watermark(Watermark(20)),
-            result(30, 1, 4),
-            result(40, 1, 2),
-            Message::Watermark(Watermark::MAX),
-        ]);
+        let result = |end, key, value| Message::Item(window_count(end, key, value));
+        verify_processor(one_stage_counts(false))
+            .snapshot_restore()
+            .input_events(vec![
+                ts(1, 1u8),
+                ts(12, 1),
+                ts(15, 1),
+                // An item of a frame still open when the watermark comes: it waits for its
+                // window.
+                ts(25, 1),
+                Message::Watermark(Watermark(20)),
+                // Behind the watermark: late, dropped.
+                ts(19, 1),
+                ts(26, 1),
+            ])
+            .expect_messages(vec![
+                result(10, 1, 1),
+                result(20, 1, 3),
+                Message::Watermark(Watermark(20)),
+                result(30, 1, 4),
+                result(40, 1, 2),
+                Message::Watermark(Watermark::MAX),
+            ]);
     }
 
-    /// A [`RunningAggregate`] of counts over sliding windows of 20 sliding by 10.
-    fn running_counts() -> impl Fn(&ProcessorContext) -> Box<dyn Processor> + Clone {
-        |_| {
-            let link: Box<dyn Link<Timestamped<u8>>> =
+    /// A one-stage link of counts over sliding windows of 20 sliding by 10:
+    /// [`RunningAggregate`] when `running`, else [`SlidingAggregate`].
+    fn one_stage_counts(running: bool) -> impl Fn(&ProcessorContext) -> Box<dyn Processor> + Clone {
+        move |_| {
+            let def = WindowDefinition::sliding(20, 10);
+            let (key, op) = (Arc::new(|k: &u8| *k), Arc::new(counting()));
+            let next = emit::<Timestamped<KeyedWindowResult<u8, u64>>>();
+            let codec = (StateCodec::postcard(), StateCodec::postcard());
+            let link: Box<dyn Link<Timestamped<u8>>> = if running {
                 Box::new(RunningAggregate::<u8, u8, _, _>::new(
-                    &WindowDefinition::sliding(20, 10),
-                    Arc::new(|k: &u8| *k),
-                    Arc::new(counting()),
-                    emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
-                    (StateCodec::postcard(), StateCodec::postcard()),
-                ));
+                    &def, key, op, next, codec,
+                ))
+            } else {
+                Box::new(SlidingAggregate::<u8, u8, _, _>::new(
+                    &def, key, op, next, codec,
+                ))
+            };
             inbox_head::<Timestamped<u8>>(erased(link))
         }
     }
@@ -434,7 +420,7 @@ mod streaming {
     #[test]
     fn running_aggregate_hands_each_window_on_with_its_end_as_the_watermark() {
         let result = |end, value| Message::Item(window_count(end, 1, value));
-        verify_processor(running_counts())
+        verify_processor(one_stage_counts(true))
             .snapshot_restore()
             .input_events(vec![
                 ts(1, 1u8),
@@ -472,7 +458,7 @@ mod streaming {
 
     #[test]
     fn running_aggregate_slides_each_key_on_its_own() {
-        verify_processor(running_counts())
+        verify_processor(one_stage_counts(true))
             .snapshot_restore()
             .input_events(vec![
                 ts(1, 1u8),

@@ -159,9 +159,9 @@ where
         }
     }
 
-    /// Adds `item` to its key's frame, and to its running value when the frame is the
-    /// newest of the next window; counts it late, and drops it, if the watermark passed it or its frame's
-    /// windows are out (possible after a restore that rescaled).
+    /// Adds `item` to its key's frame, and to its running value when the frame is the newest
+    /// of the next window; counts it late, and drops it, if the watermark passed it or its
+    /// frame's windows are out (possible after a restore that rescaled).
     #[inline]
     fn accumulate(&mut self, item: &Timestamped<T>) {
         let end = self.frames.frame_end(item.timestamp);
@@ -172,28 +172,19 @@ where
         let key = (self.key)(&item.item);
         let shard = shard_of(&key);
         let op = &*self.op;
+        let frame = &mut frame(&mut self.held, end).shards[shard];
         // Only the newest frame of the next window still takes items: the older ones are
-        // behind the watermark.
-        let in_running = self.running_end == Some(end);
-        let first = match frame(&mut self.held, end).shards[shard].entry(key.clone()) {
-            Entry::Occupied(mut held) => {
-                op.accumulate(held.get_mut(), &item.item);
-                false
-            }
-            Entry::Vacant(slot) => {
-                let mut acc = op.create();
-                op.accumulate(&mut acc, &item.item);
-                slot.insert(acc);
-                true
-            }
-        };
-        if in_running {
-            let (acc, frames) = self.running[shard]
-                .entry(key)
-                .or_insert_with(|| (op.create(), 0));
-            op.accumulate(acc, &item.item);
-            *frames += u32::from(first);
+        // behind the watermark. Most items are ahead of it, and their key is not cloned.
+        if self.running_end != Some(end) {
+            fold_item(op, frame, key, &item.item);
+            return;
         }
+        let first = fold_item(op, frame, key.clone(), &item.item);
+        let (acc, frames) = self.running[shard]
+            .entry(key)
+            .or_insert_with(|| (op.create(), 0));
+        op.accumulate(acc, &item.item);
+        *frames += u32::from(first);
     }
 
     /// Makes `running` the value of the window ending at `end`, from its frames.
@@ -354,6 +345,27 @@ fn frame<K, A>(held: &mut VecDeque<HeldFrame<K, A>>, end: i64) -> &mut HeldFrame
         }
     };
     &mut held[at]
+}
+
+/// Folds `item` into `key`'s accumulator in one frame's `table`; returns whether the key was
+/// new to the frame.
+#[inline]
+fn fold_item<T, K: Hash + Eq, Op: AggregateOperation<T>>(
+    op: &Op,
+    table: &mut FxHashMap<K, Op::Acc>,
+    key: K,
+    item: &T,
+) -> bool {
+    match table.entry(key) {
+        Entry::Occupied(mut held) => {
+            op.accumulate(held.get_mut(), item);
+            false
+        }
+        Entry::Vacant(slot) => {
+            op.accumulate(slot.insert(op.create()), item);
+            true
+        }
+    }
 }
 
 /// Adds one frame's `acc` of `key` to its running value.
