@@ -989,3 +989,52 @@ fn a_partition_whose_reads_are_held_back_never_goes_idle() {
     let all = (0..2u32).flat_map(|p| (0..PER_PARTITION).map(move |n| stamp(&(p, n))));
     assert_eq!(got, tumbling_counts(all));
 }
+
+#[test]
+fn one_stage_sliding_counts_of_string_keys_with_escapes_and_unicode_match_the_reference() {
+    // String keys (cloned only for the next window's frame), with quotes, backslashes and
+    // non-ASCII; out of order by up to 160 ms, inside the 200 ms lag, so nothing is late.
+    let events: Vec<(String, i64)> = (0..6_000i64)
+        .map(|i| (format!("k\"\\{}é中", i % 97), i * 3 + (i % 5) * 40))
+        .collect();
+    let (size, slide) = (300, 100);
+    let mut want: BTreeMap<(i64, String), u64> = BTreeMap::new();
+    for (key, t) in &events {
+        let mut start = t.div_euclid(slide) * slide;
+        while start > t - size {
+            *want.entry((start, key.clone())).or_default() += 1;
+            start -= slide;
+        }
+    }
+    for parallelism in [1, 2] {
+        let p = Pipeline::new();
+        let (sink, out) = sinks::collection::list();
+        p.read_from(sources::stream::items(events.clone()))
+            .with_timestamps(|e: &(String, i64)| e.1, 200)
+            .grouping_key(|e: &(String, i64)| e.0.clone())
+            .window(WindowDefinition::sliding(size, slide))
+            .single_stage()
+            .aggregate(counting())
+            .write_to(sink);
+        let job = p
+            .submit(
+                &Executor::shared(),
+                JobConfig::default().with_default_parallelism(parallelism),
+            )
+            .unwrap();
+        assert!(
+            job.wait_timeout(std::time::Duration::from_secs(120)),
+            "job did not finish"
+        );
+        job.join().unwrap();
+        let mut got: BTreeMap<(i64, String), u64> = BTreeMap::new();
+        for r in out.take() {
+            let r: KeyedWindowResult<String, u64> = r;
+            assert!(
+                got.insert((r.start, r.key), r.value).is_none(),
+                "a window twice"
+            );
+        }
+        assert_eq!(got, want, "at parallelism {parallelism}");
+    }
+}
