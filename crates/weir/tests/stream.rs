@@ -152,6 +152,57 @@ proptest! {
     }
 }
 
+/// The events a single-instance source hands on after its filter and map, in order, with
+/// the late ones counted: `wide` pads each event to 96 bytes, so that the source head pushes
+/// them down the chain one by one instead of in batches.
+fn stamped_and_mapped(events: Vec<Ev>, lag: i64, wide: bool) -> (Vec<(Ev, i64)>, u64) {
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    let odd_values = |e: &Ev| e.2 % 2 != 0;
+    let doubled = |e: Ev| (e, e.2 * 2);
+    if wide {
+        p.read_from(sources::stream::items(
+            events
+                .into_iter()
+                .map(|e| (e, [e.2; 8]))
+                .collect::<Vec<_>>(),
+        ))
+        .with_timestamps(|w: &(Ev, [i64; 8])| w.0.1, lag)
+        .filter(move |w: &(Ev, [i64; 8])| w.1.iter().all(|&v| v == w.0.2) && odd_values(&w.0))
+        .map(move |w: (Ev, [i64; 8])| doubled(w.0))
+        .write_to(sink);
+    } else {
+        p.read_from(sources::stream::items(events))
+            .with_timestamps(|e: &Ev| e.1, lag)
+            .filter(odd_values)
+            .map(doubled)
+            .write_to(sink);
+    }
+    run_collect(&p, &out)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    /// A source head gathers small items into batches and pushes large ones one by one:
+    /// either way the chain sees every on-time item once, in order, and the late ones are
+    /// counted.
+    #[test]
+    fn small_and_large_items_go_down_the_chain_alike(
+        events in events_strategy(),
+        lag in 0i64..300,
+    ) {
+        let (ok, late) = accepted(&events, lag);
+        let expected: Vec<(Ev, i64)> =
+            ok.into_iter().filter(|e| e.2 % 2 != 0).map(|e| (e, e.2 * 2)).collect();
+        for wide in [false, true] {
+            let (got, got_late) = stamped_and_mapped(events.clone(), lag, wide);
+            prop_assert_eq!(&got, &expected, "wide: {}", wide);
+            prop_assert_eq!(got_late, late, "wide: {}", wide);
+        }
+    }
+}
+
 #[test]
 fn sliding_windows_without_deduct_recombine_frames() {
     let events: Vec<Ev> = (0..200).map(|i| ((i % 3) as u8, i * 7, i)).collect();
