@@ -1089,3 +1089,119 @@ fn one_stage_sliding_counts_of_string_keys_with_escapes_and_unicode_match_the_re
         assert_eq!(got, want, "at parallelism {parallelism}");
     }
 }
+
+/// Replays `events` (partition, time) in reads of `steps` sizes, each event emitted from its
+/// partition, as items `make(time, index)`.
+struct PartitionedReplay<T> {
+    events: Vec<(u32, i64)>,
+    steps: Vec<usize>,
+    at: usize,
+    reads: usize,
+    make: fn(i64, usize) -> T,
+}
+
+impl<T: weir::Item> weir::SourceReader for PartitionedReplay<T> {
+    type Item = T;
+
+    fn partitions(&self) -> usize {
+        3
+    }
+
+    fn read(&mut self, out: &mut weir::sources::Emitter<'_, T>) -> Result<bool, weir::BoxError> {
+        let step = self.steps[self.reads % self.steps.len()];
+        self.reads += 1;
+        for _ in 0..step {
+            let Some(&(partition, time)) = self.events.get(self.at) else {
+                break;
+            };
+            out.emit_from(partition, (self.make)(time, self.at));
+            self.at += 1;
+        }
+        Ok(self.at == self.events.len())
+    }
+}
+
+/// The indexes of the events a source of three partitions accepts, in order, and how many
+/// were late: an event is late when it is behind the minimum over the partitions of the
+/// highest time each has seen less `lag` (a partition that has seen nothing holds it at the
+/// start of time).
+fn accepted_by_partition(events: &[(u32, i64)], lag: i64) -> (Vec<usize>, u64) {
+    let mut highest = [None::<i64>; 3];
+    let (mut ok, mut late) = (Vec::new(), 0);
+    for (i, &(p, t)) in events.iter().enumerate() {
+        let wm = highest
+            .iter()
+            .map(|h| h.map_or(i64::MIN, |h| h - lag))
+            .min()
+            .expect("three partitions");
+        if t < wm {
+            late += 1;
+        } else {
+            let p = p as usize;
+            highest[p] = Some(highest[p].map_or(t, |h| h.max(t)));
+            ok.push(i);
+        }
+    }
+    (ok, late)
+}
+
+fn partitioned_run<T: weir::Item>(
+    events: &[(u32, i64)],
+    steps: &[usize],
+    lag: i64,
+    make: fn(i64, usize) -> T,
+    time: fn(&T) -> i64,
+    index: fn(T) -> usize,
+) -> (Vec<usize>, u64) {
+    let p = Pipeline::new();
+    let (sink, out) = sinks::collection::list();
+    let (events, steps) = (events.to_vec(), steps.to_vec());
+    let source = StreamSource::new("partitioned", Some(1), move |_: &weir::ProcessorContext| {
+        PartitionedReplay {
+            events: events.clone(),
+            steps: steps.clone(),
+            at: 0,
+            reads: 0,
+            make,
+        }
+    });
+    p.read_from(source)
+        .with_idle_timeout(std::time::Duration::from_secs(600))
+        .with_timestamps(time, lag)
+        .map(index)
+        .write_to(sink);
+    // The sink's instances interleave: the set is what the source decided.
+    let (mut accepted, late) = run_collect(&p, &out);
+    accepted.sort_unstable();
+    (accepted, late)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    /// Several partitions, each holding the watermark back, read in runs of any length:
+    /// small items (batched) and large ones (pushed one by one) are accepted and counted late
+    /// alike, as the reference says.
+    #[test]
+    fn partitions_hold_the_watermark_alike_for_small_and_large_items(
+        events in proptest::collection::vec((0u32..3, 0i64..2_000), 0..300),
+        steps in proptest::collection::vec(1usize..40, 1..6),
+        lag in 0i64..500,
+    ) {
+        let (ok, late) = accepted_by_partition(&events, lag);
+        let small = partitioned_run(
+            &events, &steps, lag,
+            |t, i| (t, i as u64),
+            |e: &(i64, u64)| e.0,
+            |e: (i64, u64)| e.1 as usize,
+        );
+        prop_assert_eq!(&small, &(ok.clone(), late), "small items");
+        let large = partitioned_run(
+            &events, &steps, lag,
+            |t, i| (t, i as u64, [0u64; 8]),
+            |e: &(i64, u64, [u64; 8])| e.0,
+            |e: (i64, u64, [u64; 8])| e.1 as usize,
+        );
+        prop_assert_eq!(&large, &(ok, late), "large items");
+    }
+}
