@@ -312,8 +312,10 @@ fn the_writer_folds_lists_into_a_run_and_look_ups_read_both() {
                 })
                 .collect();
             store.insert(events).unwrap();
+            // Each insert its own write: the writer thread would otherwise take several
+            // waiting inserts in one write, and fold only at the write after.
+            store.flush();
         }
-        store.flush();
         // The write after the one that reached FOLD_AT folded every list before its own.
         assert_eq!(store.store.index.run_ends.len().unwrap(), 1);
         assert_eq!(store.store.index.unfolded_len().unwrap(), per_write);
