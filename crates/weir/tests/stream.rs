@@ -51,9 +51,19 @@ fn run_collect<T: weir::Item>(
     p: &Pipeline,
     out: &weir::sinks::collection::Collected<T>,
 ) -> (Vec<T>, u64) {
-    let job = p.submit(&Executor::shared(), JobConfig::default()).unwrap();
+    run_collect_with(p, out, JobConfig::default())
+}
+
+/// Runs `p` under `config` on the shared executor; returns what the sink collected and the
+/// late events of the whole job.
+fn run_collect_with<T: weir::Item>(
+    p: &Pipeline,
+    out: &weir::sinks::collection::Collected<T>,
+    config: JobConfig,
+) -> (Vec<T>, u64) {
+    let job = p.submit(&Executor::shared(), config).unwrap();
     assert!(
-        job.wait_timeout(std::time::Duration::from_secs(60)),
+        job.wait_timeout(std::time::Duration::from_secs(120)),
         "job did not finish"
     );
     let late: u64 = job.metrics().iter().map(|m| m.counter("late_events")).sum();
@@ -471,19 +481,10 @@ fn one_stage_windows_of_many_keys_close_over_several_calls_and_lose_nothing() {
             .single_stage()
             .aggregate(counting())
             .write_to(sink);
-        let job = p
-            .submit(
-                &Executor::shared(),
-                JobConfig::default().with_default_parallelism(parallelism),
-            )
-            .unwrap();
-        assert!(
-            job.wait_timeout(std::time::Duration::from_secs(120)),
-            "job did not finish"
-        );
-        job.join().unwrap();
+        let config = JobConfig::default().with_default_parallelism(parallelism);
+        let (collected, _) = run_collect_with(&p, &out, config);
         let mut per_window: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
-        for r in out.take() {
+        for r in collected {
             let r: KeyedWindowResult<u64, u64> = r;
             let w = per_window.entry(r.end).or_default();
             w.0 += 1;
@@ -678,15 +679,8 @@ fn results_do_not_depend_on_parallelism() {
             .aggregate(to_list())
             .map(|r| (r.start, r.key, r.value.len()))
             .write_to(sink);
-        let job = p
-            .submit(
-                &Executor::shared(),
-                JobConfig::default().with_default_parallelism(parallelism),
-            )
-            .unwrap();
-        assert!(job.wait_timeout(std::time::Duration::from_secs(60)));
-        job.join().unwrap();
-        let mut got: Vec<_> = out.take();
+        let config = JobConfig::default().with_default_parallelism(parallelism);
+        let (mut got, _) = run_collect_with(&p, &out, config);
         got.sort();
         results.push(got);
     }
@@ -854,15 +848,8 @@ fn count_windows_behind_a_slow_stage<T: weir::Item>(
         .window(WindowDefinition::tumbling(1_000))
         .aggregate(counting())
         .write_to(sink);
-    let job = p.submit(&Executor::shared(), config).unwrap();
-    assert!(
-        job.wait_timeout(std::time::Duration::from_secs(120)),
-        "job did not finish"
-    );
-    let late: u64 = job.metrics().iter().map(|m| m.counter("late_events")).sum();
-    job.join().unwrap();
-    let counts = out
-        .take()
+    let (results, late) = run_collect_with(p, &out, config);
+    let counts = results
         .into_iter()
         .map(|r: WindowResult<u64>| (r.start, r.value))
         .collect();
@@ -1070,19 +1057,10 @@ fn one_stage_sliding_counts_of_string_keys_with_escapes_and_unicode_match_the_re
             .single_stage()
             .aggregate(counting())
             .write_to(sink);
-        let job = p
-            .submit(
-                &Executor::shared(),
-                JobConfig::default().with_default_parallelism(parallelism),
-            )
-            .unwrap();
-        assert!(
-            job.wait_timeout(std::time::Duration::from_secs(120)),
-            "job did not finish"
-        );
-        job.join().unwrap();
+        let config = JobConfig::default().with_default_parallelism(parallelism);
+        let (collected, _) = run_collect_with(&p, &out, config);
         let mut got: BTreeMap<(i64, String), u64> = BTreeMap::new();
-        for r in out.take() {
+        for r in collected {
             let r: KeyedWindowResult<String, u64> = r;
             assert!(
                 got.insert((r.start, r.key), r.value).is_none(),
