@@ -325,43 +325,27 @@ fn a_file_from_an_independent_generator_gives_the_reference_rows() {
     let options = reference::Options {
         allowed_lag_ms: 4000,
     };
-    let sorted = |mut rows: Vec<String>| {
-        rows.sort();
-        rows
-    };
+    /// A reference's rows as the CLI writes them, sorted.
+    fn csv_lines<R: CsvRow>(rows: &[R]) -> Vec<String> {
+        let mut lines: Vec<String> = rows.iter().map(CsvRow::to_csv_row).collect();
+        lines.sort();
+        lines
+    }
     let expected = [
         (
             "q0",
             "auction,bidder,price,date_time",
-            sorted(
-                reference::q0(&events, &options)
-                    .rows
-                    .iter()
-                    .map(CsvRow::to_csv_row)
-                    .collect(),
-            ),
+            csv_lines(&reference::q0(&events, &options).rows),
         ),
         (
             "q5",
             "window_start,window_end,auction,num",
-            sorted(
-                reference::q5(&events, &options)
-                    .rows
-                    .iter()
-                    .map(CsvRow::to_csv_row)
-                    .collect(),
-            ),
+            csv_lines(&reference::q5(&events, &options).rows),
         ),
         (
             "q7",
             "window_start,window_end,auction,bidder,price,date_time",
-            sorted(
-                reference::q7(&events, &options)
-                    .rows
-                    .iter()
-                    .map(CsvRow::to_csv_row)
-                    .collect(),
-            ),
+            csv_lines(&reference::q7(&events, &options).rows),
         ),
     ];
     for (query, header, want) in expected {
