@@ -456,6 +456,55 @@ mod streaming {
             ]);
     }
 
+    /// A close hands the window's results and its end on, then returns, and slides the
+    /// running values in the calls after: no result waits for the slide.
+    #[test]
+    fn running_aggregate_returns_with_the_window_out_before_it_slides() {
+        let mut link = RunningAggregate::<u8, u8, _, _>::new(
+            &WindowDefinition::sliding(20, 10),
+            Arc::new(|k: &u8| *k),
+            Arc::new(counting()),
+            emit::<Timestamped<KeyedWindowResult<u8, u64>>>(),
+            (StateCodec::postcard(), StateCodec::postcard()),
+        );
+        let (mut outbox, mut drains) =
+            weir_core::Outbox::for_test::<Timestamped<KeyedWindowResult<u8, u64>>>(1, 64);
+        for (timestamp, key) in [(1, 1u8), (12, 1), (15, 2)] {
+            assert!(link.push(Timestamped {
+                timestamp,
+                item: key
+            }));
+        }
+        // The window ending at 10 closes: its result and its end are out, the slide waits.
+        assert!(!link.watermark(Watermark(20), &mut outbox).unwrap());
+        assert_eq!(
+            drains[0].drain_messages(),
+            vec![
+                Message::Item(window_count(10, 1, 1)),
+                Message::Watermark(Watermark(10)),
+            ]
+        );
+        // The next call slides, then closes the window ending at 20 the same way.
+        assert!(!link.watermark(Watermark(20), &mut outbox).unwrap());
+        let mut closed = drains[0].drain_messages();
+        let end = closed.pop();
+        closed.sort_by_key(|m| match m {
+            Message::Item(r) => r.item.key,
+            _ => u8::MAX,
+        });
+        assert_eq!(
+            closed,
+            vec![
+                Message::Item(window_count(20, 1, 2)),
+                Message::Item(window_count(20, 2, 1)),
+            ]
+        );
+        assert_eq!(end, Some(Message::Watermark(Watermark(20))));
+        // The last slide, and the watermark is through: nothing more to send.
+        assert!(link.watermark(Watermark(20), &mut outbox).unwrap());
+        assert_eq!(drains[0].drain_messages(), vec![]);
+    }
+
     #[test]
     fn running_aggregate_slides_each_key_on_its_own() {
         verify_processor(one_stage_counts(true))

