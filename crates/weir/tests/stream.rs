@@ -1126,6 +1126,9 @@ fn accepted_by_partition(events: &[(u32, i64)], lag: i64) -> (Vec<usize>, u64) {
     (ok, late)
 }
 
+/// Runs [`PartitionedReplay`] of `events` in reads of `steps` sizes, as items `make` builds
+/// and `time` stamps, through `with_timestamps(time, lag)`; returns the indexes of the events
+/// the sink received, sorted, and the late count.
 fn partitioned_run<T: weir::Item>(
     events: &[(u32, i64)],
     steps: &[usize],

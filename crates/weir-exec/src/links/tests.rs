@@ -230,7 +230,7 @@ mod streaming {
 
     use weir_core::conveyor::Message;
     use weir_core::test_support::verify_processor;
-    use weir_core::{Processor, ProcessorContext, Watermark};
+    use weir_core::{Outbox, Processor, ProcessorContext, Watermark};
 
     use super::{emit, erased};
     use crate::aggregate::counting;
@@ -468,7 +468,7 @@ mod streaming {
             (StateCodec::postcard(), StateCodec::postcard()),
         );
         let (mut outbox, mut drains) =
-            weir_core::Outbox::for_test::<Timestamped<KeyedWindowResult<u8, u64>>>(1, 64);
+            Outbox::for_test::<Timestamped<KeyedWindowResult<u8, u64>>>(1, 64);
         for (timestamp, key) in [(1, 1u8), (12, 1), (15, 2)] {
             assert!(link.push(Timestamped {
                 timestamp,
