@@ -35,7 +35,7 @@ fn reference_counts(text: &str) -> Vec<(String, u64)> {
 }
 
 #[test]
-fn wordcount_on_the_bundled_sample_matches_a_reference_at_every_parallelism() {
+fn wordcount_on_the_bundled_sample_matches_a_reference_at_every_parallelism_and_pinning() {
     let dir = tempfile::tempdir().unwrap();
     let mut all = String::new();
     let mut files: Vec<_> = std::fs::read_dir("data/sample")
@@ -48,8 +48,16 @@ fn wordcount_on_the_bundled_sample_matches_a_reference_at_every_parallelism() {
         all.push('\n');
     }
     let expected = reference_counts(&all);
-    for p in ["1", "2", "4"] {
-        let out = dir.path().join(format!("counts-{p}.tsv"));
+    // `always` with more workers than this machine's CPUs puts two workers on one CPU.
+    for (p, pin) in [
+        ("1", "auto"),
+        ("2", "auto"),
+        ("4", "auto"),
+        ("2", "never"),
+        ("1", "always"),
+        ("4", "always"),
+    ] {
+        let out = dir.path().join(format!("counts-{p}-{pin}.tsv"));
         let o = weir(&[
             "run",
             "wordcount",
@@ -59,9 +67,15 @@ fn wordcount_on_the_bundled_sample_matches_a_reference_at_every_parallelism() {
             out.to_str().unwrap(),
             "--parallelism",
             p,
+            "--pin-workers",
+            pin,
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
-        assert_eq!(read_counts(&out), expected, "parallelism {p}");
+        assert_eq!(
+            read_counts(&out),
+            expected,
+            "parallelism {p}, pinning {pin}"
+        );
         let summary = String::from_utf8_lossy(&o.stdout);
         assert!(summary.starts_with("wordcount: 25 lines"), "{summary}");
         assert!(
@@ -166,6 +180,30 @@ fn bad_input_and_bad_flags_fail_with_one_line() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--parallelism"));
+
+    let wordcount = [
+        "run",
+        "wordcount",
+        "--input",
+        "data/sample",
+        "--output",
+        out,
+    ];
+    let nexmark = [
+        "nexmark", "run", "--query", "q0", "--events", "10", "--output", out,
+    ];
+    for command in [&wordcount[..], &nexmark[..]] {
+        let mut args = command.to_vec();
+        args.extend(["--pin-workers", "sometimes"]);
+        let o = weir(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("'sometimes'") && e.contains("--pin-workers") && e.contains("never"),
+            "{e}"
+        );
+        assert!(!Path::new(out).exists(), "nothing ran");
+    }
 
     let o = weir(&["run", "wordcount", "--input", "data/sample"]);
     assert_eq!(o.status.code(), Some(2));

@@ -84,9 +84,10 @@ impl SourceReader for NoInput {
 ///
 /// # Panics
 /// If the paced job gave no result, or the job with no input ended by itself or gave one.
-pub(crate) fn idle_child(rate: Option<u64>, seconds: u64, workers: usize) {
+pub(crate) fn idle_child(rate: Option<u64>, seconds: u64, workers: usize, pinning: WorkerPinning) {
     let executor = Executor::new(ExecutorConfig {
         workers,
+        pinning,
         ..ExecutorConfig::default()
     })
     .unwrap();
@@ -196,7 +197,7 @@ groups:
 /// Runs every idle-cost case for `seconds` each, one child process at a time, and prints
 /// their CPU time against their wall time. Each run first waits for the machine to be quiet,
 /// as `repeat` says (its run count is not used).
-pub(crate) fn idle_run(me: &Path, seconds: u64, repeat: Repeat) {
+pub(crate) fn idle_run(me: &Path, seconds: u64, repeat: Repeat, pinning: WorkerPinning) {
     const WORKERS: usize = 2;
     println!();
     println!(
@@ -230,6 +231,7 @@ pub(crate) fn idle_run(me: &Path, seconds: u64, repeat: Repeat) {
                 let mut cmd = Command::new(me);
                 cmd.args(["--child", "idle", "--seconds", &seconds.to_string()])
                     .args(["--parallelism", &WORKERS.to_string()])
+                    .args(["--pin-workers", &pinning.to_string()])
                     .stdout(Stdio::null());
                 if let IdleCase::Paced(rate) = case {
                     cmd.args(["--wall-rate", &rate.to_string()]);

@@ -402,15 +402,26 @@ fn print_latency_row(
 /// # Panics
 /// If a job measured fewer windows than its run closes by the watermark, the keyed count
 /// fewer than [`MIN_COUNT_RESULTS`] results, or a result came before its closing event.
-pub(crate) fn latency_child(seconds: u64, wall_rate: u64, parallelism: usize, q5: Q5Stages) {
+pub(crate) fn latency_child(
+    seconds: u64,
+    wall_rate: u64,
+    parallelism: usize,
+    q5: Q5Stages,
+    pinning: WorkerPinning,
+) {
     let events = wall_rate * seconds;
     // The workers start first, so that the event time's origin (now) and the first read are
     // only a submission apart: event time then follows the wall clock.
     let executor = Executor::new(ExecutorConfig {
         workers: parallelism,
+        pinning,
         ..ExecutorConfig::default()
     })
     .unwrap();
+    println!(
+        "workers pinned ({pinning}) to CPUs {:?}",
+        executor.worker_cpus()
+    );
     let base = now_ms();
     let config = GeneratorConfig {
         count: Some(events),
@@ -567,16 +578,24 @@ pub(crate) fn latency_run(
     seconds: u64,
     q5_forms: &[Q5Stages],
     repeat: Repeat,
+    pinning: WorkerPinning,
 ) {
     for &rate in rates {
         for &q5 in q5_forms {
-            latency_run_one(me, rate, seconds, q5, repeat);
+            latency_run_one(me, rate, seconds, q5, repeat, pinning);
         }
     }
 }
 
 /// One child of [`latency_run`].
-fn latency_run_one(me: &Path, rate: u64, seconds: u64, q5: Q5Stages, repeat: Repeat) {
+fn latency_run_one(
+    me: &Path,
+    rate: u64,
+    seconds: u64,
+    q5: Q5Stages,
+    repeat: Repeat,
+    pinning: WorkerPinning,
+) {
     println!();
     let others = support::wait_for_quiet(repeat.quiet, repeat.patience);
     println!(
@@ -598,6 +617,8 @@ fn latency_run_one(me: &Path, rate: u64, seconds: u64, q5: Q5Stages, repeat: Rep
         "2",
         "--q5-stages",
         q5.name(),
+        "--pin-workers",
+        &pinning.to_string(),
     ]);
     let usage = support::run_child(&mut cmd);
     let wall = usage.wall.as_secs_f64();

@@ -11,8 +11,8 @@
 //! cargo bench --bench nexmark -- --inputs generator --queries q0,q5 --parallelism 1
 //! cargo bench --bench nexmark -- --queries q6,q9,q10,q11 --events 2000000 --file-events 1000000 --no-latency
 //! cargo bench --bench nexmark -- --events 2000000 --rate 20000 --no-latency
-//! cargo bench --bench nexmark -- --latency [--wall-rates 1000000,100000 --latency-seconds 30 --q5-stages one,two]
-//! cargo bench --bench nexmark -- --idle [--idle-seconds 10]
+//! cargo bench --bench nexmark -- --latency [--wall-rates 1000000,100000 --latency-seconds 30 --q5-stages one,two] [--pin-workers auto]
+//! cargo bench --bench nexmark -- --idle [--idle-seconds 10] [--pin-workers auto]
 //! cargo bench --bench nexmark -- --observe --inputs generator --queries q5 --parallelism 2 --runs 5 --no-latency
 //! ```
 //!
@@ -149,6 +149,10 @@
 //! percentiles are those of a few samples; the keyed count gives the 10,000. The child
 //! process's wall and CPU time (from `wait4`) are printed after its table.
 //!
+//! The latency and idle children start their executor with the worker pinning that
+//! `--pin-workers` names (`auto`, the engine's default; `always`; `never`, for a run with the
+//! workers left to the scheduler), and print the CPU each worker was pinned to.
+//!
 //! # Idle cost (`--idle`)
 //!
 //! One child process at a time, each for about `--idle-seconds` (10), with 2 workers:
@@ -201,7 +205,7 @@ use rustc_hash::FxHashMap;
 use weir::prelude::*;
 use weir::sources::chunked::{ChunkOptions, for_each_line};
 use weir::stream::StreamStage;
-use weir::{BoxError, ExecutorConfig, Item, SinkWriter};
+use weir::{BoxError, ExecutorConfig, Item, SinkWriter, WorkerPinning};
 use weir_nexmark::generator::{GeneratorConfig, StringStyle};
 use weir_nexmark::parse::{KeptStrings, parse_line_keeping};
 use weir_nexmark::reference::{
@@ -601,6 +605,10 @@ fn bench_input(
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| support::flag(&args, name);
+    // The executor's worker pinning in the latency and idle children (`--pin-workers`).
+    let pinning: WorkerPinning = flag("--pin-workers").map_or(WorkerPinning::Auto, |v| {
+        v.parse().unwrap_or_else(|e| panic!("--pin-workers: {e}"))
+    });
     if let Some(kind) = flag("--child") {
         let parallelism: usize =
             flag("--parallelism").map_or(1, |v| v.parse().expect("--parallelism"));
@@ -647,12 +655,12 @@ fn main() {
                 let rate =
                     flag("--wall-rate").map_or(1_000_000, |v| v.parse().expect("--wall-rate"));
                 let q5 = Q5Stages::parse(&flag("--q5-stages").unwrap_or_else(|| "two".into()));
-                latency_child(seconds, rate, parallelism, q5);
+                latency_child(seconds, rate, parallelism, q5, pinning);
             }
             "idle" => {
                 let seconds = flag("--seconds").map_or(10, |v| v.parse().expect("--seconds"));
                 let rate = flag("--wall-rate").map(|v| v.parse().expect("--wall-rate"));
-                idle_child(rate, seconds, parallelism);
+                idle_child(rate, seconds, parallelism, pinning);
             }
             other => panic!("unknown child {other}"),
         }
@@ -679,10 +687,17 @@ fn main() {
     };
     if has("--latency") || has("--latency-only") || has("--idle") {
         if has("--latency") || has("--latency-only") {
-            latency_run(&me, &wall_rates, latency_seconds, &q5_forms, repeat);
+            latency_run(
+                &me,
+                &wall_rates,
+                latency_seconds,
+                &q5_forms,
+                repeat,
+                pinning,
+            );
         }
         if has("--idle") {
-            idle_run(&me, number("--idle-seconds", 10), repeat);
+            idle_run(&me, number("--idle-seconds", 10), repeat, pinning);
         }
         return;
     }
@@ -751,6 +766,13 @@ fn main() {
         bench_input(&me, &input, &selected, &parallelisms, (repeat, observe));
     }
     if !has("--no-latency") {
-        latency_run(&me, &wall_rates, latency_seconds, &q5_forms, repeat);
+        latency_run(
+            &me,
+            &wall_rates,
+            latency_seconds,
+            &q5_forms,
+            repeat,
+            pinning,
+        );
     }
 }

@@ -58,6 +58,7 @@ use crate::job::{Job, JobConfig, JobShared, JobStatus, JobWatch, Restarter};
 use crate::metrics::InstanceMetrics;
 use crate::outbox::{ErasedPort, Outbox};
 use crate::park::Parker;
+use crate::pinning::{self, WorkerPinning};
 use crate::processor::{NextCall, Processor, ProcessorContext, TaskletWaker};
 use crate::snapshot::coordinator::{Coordinator, Slot};
 use crate::snapshot::{self, Guarantee, SnapshotHolds};
@@ -79,6 +80,10 @@ pub struct ExecutorConfig {
     /// cancellation, a snapshot asked for, or one that became durable, none of which wakes
     /// its workers. Default: 50 ms.
     pub heartbeat: Duration,
+    /// Whether each worker thread is pinned to a CPU. Default: [`WorkerPinning::Auto`], one
+    /// worker per CPU when the workers are exactly as many as the CPUs the process may run
+    /// on (see [`crate::pinning`]).
+    pub pinning: WorkerPinning,
 }
 
 impl Default for ExecutorConfig {
@@ -88,6 +93,7 @@ impl Default for ExecutorConfig {
             min_park: Duration::from_micros(25),
             max_park: Duration::from_millis(1),
             heartbeat: Duration::from_millis(50),
+            pinning: WorkerPinning::Auto,
         }
     }
 }
@@ -185,6 +191,8 @@ impl WorkerWaker {
 
 pub(crate) struct ExecutorInner {
     config: ExecutorConfig,
+    /// The CPU each worker is pinned to, `None` for one the scheduler places.
+    cpus: Vec<Option<usize>>,
     workers: Vec<Arc<WorkerShared>>,
     handles: Mutex<Vec<JoinHandle<()>>>,
     next_worker: AtomicUsize,
@@ -241,26 +249,57 @@ impl Executor {
                 })
             })
             .collect();
+        let planned = pinning::worker_cpus(config.pinning, workers.len(), &pinning::allowed_cpus());
         let mut handles = Vec::new();
+        let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
         for (i, w) in workers.iter().enumerate() {
             let w = Arc::clone(w);
             let idle = Backoff::new(&config, MAX_IDLE_YIELDS);
+            let (cpu, pinned_tx) = (planned[i], pinned_tx.clone());
             let handle = thread::Builder::new()
                 .name(format!("weir-worker-{i}"))
-                .spawn(move || worker_loop(&w, idle))
+                .spawn(move || {
+                    let pinned = cpu.filter(|&cpu| match pinning::pin_current_thread(cpu) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::warn!(worker = i, cpu, error = %e, "cannot pin the worker to its CPU; it runs unpinned");
+                            false
+                        }
+                    });
+                    let _ = pinned_tx.send((i, pinned));
+                    drop(pinned_tx);
+                    worker_loop(&w, idle)
+                })
                 .map_err(Error::Thread)?;
             workers[i].parker.bind(handle.thread().clone());
             handles.push(handle);
         }
+        drop(pinned_tx);
+        // Each worker reports its pin before it takes work: a few microseconds at start.
+        let mut cpus = vec![None; workers.len()];
+        for (i, cpu) in pinned_rx {
+            cpus[i] = cpu;
+        }
+        if cpus.iter().any(Option::is_some) {
+            tracing::debug!(?cpus, "executor workers pinned");
+        }
         Ok(Executor {
             inner: Arc::new(ExecutorInner {
                 config,
+                cpus,
                 workers,
                 handles: Mutex::new(handles),
                 next_worker: AtomicUsize::new(0),
                 watchdog: Watchdog::start(),
             }),
         })
+    }
+
+    /// The CPU each worker thread is pinned to, by worker index; `None` for a worker the
+    /// scheduler places (see [`ExecutorConfig::pinning`]). A pin the system refused is
+    /// `None` too, and was logged as a warning.
+    pub fn worker_cpus(&self) -> &[Option<usize>] {
+        &self.inner.cpus
     }
 
     /// The process-wide executor with default settings, started on first use.

@@ -54,6 +54,7 @@ pub mod job_watch;
 pub mod metrics;
 pub mod outbox;
 pub mod park;
+pub mod pinning;
 pub mod processor;
 pub mod snapshot;
 pub mod stall;
@@ -73,6 +74,7 @@ pub use metrics::{
     Counter, InstanceMetrics, LATENCY_BUCKETS, LatencyHistogram, LatencySnapshot, MetricsSnapshot,
 };
 pub use outbox::{OutPort, Outbox};
+pub use pinning::WorkerPinning;
 pub use processor::{NextCall, Processor, ProcessorContext, ProcessorSupplier, TaskletWaker};
 pub use snapshot::{SnapshotEntry, SnapshotWriter};
 pub use stall::{QueuedInput, Stall};

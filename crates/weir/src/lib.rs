@@ -79,7 +79,8 @@ pub use sources::{BatchSource, SourceReader};
 pub use weir_core as core;
 pub use weir_core::snapshot;
 pub use weir_core::{
-    BoxError, Executor, ExecutorConfig, Item, Job, JobConfig, JobStatus, NextCall, ProcessorContext,
+    BoxError, Executor, ExecutorConfig, Item, Job, JobConfig, JobStatus, NextCall,
+    ProcessorContext, WorkerPinning,
 };
 
 /// What most pipelines need: `use weir::prelude::*;`.

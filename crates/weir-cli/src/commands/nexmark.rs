@@ -77,9 +77,9 @@ pub struct RunArgs {
     /// `dt=yyyy-MM-dd/hm=HH%3Amm/` subdirectories, as Flink's filesystem sink writes them.
     #[arg(long, value_parser = super::output_file())]
     pub output: Option<PathBuf>,
-    /// Worker threads, and instances of each parallel vertex [default: every core].
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    pub parallelism: Option<u16>,
+    /// Worker threads.
+    #[command(flatten)]
+    pub workers: super::WorkerArgs,
     /// Also compute the query with the plain reference implementation and compare the rows
     /// (keeps every event in memory; for conformance checks on modest inputs).
     #[arg(long)]
@@ -307,12 +307,7 @@ fn run_query(args: RunArgs) -> anyhow::Result<()> {
         pipelines::row_count(query, &stream).write_to(sinks::collection::discard());
     }
 
-    let mut executor_config = ExecutorConfig::default();
-    if let Some(p) = args.parallelism {
-        executor_config.workers = usize::from(p);
-    }
-    let parallelism = executor_config.workers;
-    let executor = Executor::new(executor_config).context("cannot start the worker threads")?;
+    let (executor, parallelism) = args.workers.executor()?;
     let started = Instant::now();
     // The same command gives the same name, so a rerun finds its snapshots.
     let name_parts = match (&args.input, args.events) {

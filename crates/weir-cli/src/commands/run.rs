@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::jobs::wordcount;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use weir::{Executor, ExecutorConfig, JobConfig, sinks, sources};
+use weir::{JobConfig, sinks, sources};
 
 use crate::progress;
 use crate::snapshots::{Ended, SnapshotArgs, Snapshots, job_name, path_part};
@@ -32,9 +32,9 @@ pub struct WordcountArgs {
     /// The file to write the counts to.
     #[arg(long, value_parser = super::output_file())]
     pub output: PathBuf,
-    /// Worker threads, and instances of each parallel vertex [default: every core].
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    pub parallelism: Option<u16>,
+    /// Worker threads.
+    #[command(flatten)]
+    pub workers: super::WorkerArgs,
     /// Snapshots: the counts are committed to the output once, when the job ends; see
     /// [`run_wordcount`].
     #[command(flatten)]
@@ -51,18 +51,6 @@ pub fn run(job: Job) -> anyhow::Result<()> {
     }
 }
 
-fn executor(parallelism: Option<u16>) -> anyhow::Result<(Executor, usize)> {
-    let mut config = ExecutorConfig::default();
-    if let Some(p) = parallelism {
-        config.workers = usize::from(p);
-    }
-    let workers = config.workers;
-    Ok((
-        Executor::new(config).context("cannot start the worker threads")?,
-        workers,
-    ))
-}
-
 /// Word count with `--state-dir`: its counting and sorting keep batch state that snapshots do
 /// not save, so they hold snapshots back until they complete (see ARCHITECTURE.md,
 /// snapshots). The output is a transactional file sink: the counts become visible once, with
@@ -75,7 +63,7 @@ fn run_wordcount(args: WordcountArgs) -> anyhow::Result<()> {
     let total_bytes = input.size_hint().unwrap_or(0);
     let sink = sinks::files::text_with(&args.output, wordcount::format_line);
     let pipeline = wordcount::pipeline(input, sink);
-    let (executor, parallelism) = executor(args.parallelism)?;
+    let (executor, parallelism) = args.workers.executor()?;
     let started = Instant::now();
     let config = JobConfig::default()
         // The same command gives the same name, so a rerun finds its snapshots.

@@ -78,6 +78,7 @@ fn slow_to_wake_executor() -> Executor {
         min_park: Duration::from_secs(60),
         max_park: Duration::from_secs(60),
         heartbeat: Duration::from_secs(60),
+        ..ExecutorConfig::default()
     })
     .expect("start an executor")
 }
