@@ -238,10 +238,10 @@ mod streaming {
     use crate::links::link::{Link, inbox_head};
     use crate::links::state::StateCodec;
     use crate::links::stream_join::StreamJoin;
-    use crate::links::transform::ExpiringKeyedLink;
+    use crate::links::transform::{ExpiringKeyedLink, FilterLink};
     use crate::links::window::{
-        Frame, FrameAccumulate, Frames, RunningAggregate, SessionLink, SlidingAggregate,
-        SlidingCombine,
+        CLOSE_KEYS_PER_CALL, Frame, FrameAccumulate, Frames, RunningAggregate, SLIDE_KEYS_PER_CALL,
+        SessionLink, SlidingAggregate, SlidingCombine,
     };
 
     fn ts<T>(timestamp: i64, item: T) -> Message<Timestamped<T>> {
@@ -503,6 +503,78 @@ mod streaming {
         // The last slide, and the watermark is through: nothing more to send.
         assert!(link.watermark(Watermark(20), &mut outbox).unwrap());
         assert_eq!(drains[0].drain_messages(), vec![]);
+    }
+
+    /// A close reads a large window out in one call (no other tasklet's turn stretches it),
+    /// then slides in slices that each hand the worker back.
+    #[test]
+    fn running_aggregate_reads_a_large_window_out_in_one_call_and_slides_in_slices() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        const KEYS: u32 = 20_000;
+        // The chain behind the window takes every result (as a fused aggregation does), counts
+        // them and their values, and sends on only the first keys' to the outbox.
+        let (seen, values) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (seen_in, values_in) = (Arc::clone(&seen), Arc::clone(&values));
+        let absorb: Box<dyn Link<Timestamped<KeyedWindowResult<u32, u64>>>> =
+            Box::new(FilterLink {
+                f: Arc::new(move |r: &Timestamped<KeyedWindowResult<u32, u64>>| {
+                    seen_in.fetch_add(1, Ordering::Relaxed);
+                    values_in.fetch_add(r.item.value, Ordering::Relaxed);
+                    r.item.key < 4
+                }),
+                next: emit::<Timestamped<KeyedWindowResult<u32, u64>>>(),
+            });
+        let mut link = RunningAggregate::<u32, u32, _, _>::new(
+            &WindowDefinition::sliding(20, 10),
+            Arc::new(|k: &u32| *k),
+            Arc::new(counting()),
+            absorb,
+            (StateCodec::postcard(), StateCodec::postcard()),
+        );
+        let (mut outbox, mut drains) =
+            Outbox::for_test::<Timestamped<KeyedWindowResult<u32, u64>>>(1, 1024);
+        for timestamp in [1, 12] {
+            for key in 0..KEYS {
+                assert!(link.push(Timestamped {
+                    timestamp,
+                    item: key
+                }));
+            }
+        }
+        let taken = |seen: &AtomicU64, values: &AtomicU64| {
+            (
+                seen.swap(0, Ordering::Relaxed),
+                values.swap(0, Ordering::Relaxed),
+            )
+        };
+        // More keys than a sliced close takes per call: all out, with the end, in one call.
+        assert!(KEYS as usize > CLOSE_KEYS_PER_CALL);
+        assert!(!link.watermark(Watermark(20), &mut outbox).unwrap());
+        assert_eq!(taken(&seen, &values), (u64::from(KEYS), u64::from(KEYS)));
+        let out = drains[0].drain_messages();
+        assert_eq!(out.len(), 5, "{out:?}");
+        assert_eq!(out.last(), Some(&Message::Watermark(Watermark(10))));
+        // The slide passes both frames' keys, a slice per call, sending nothing; the window
+        // ending at 20 goes out whole in the call that finishes it.
+        let mut slide_calls = 0;
+        loop {
+            assert!(!link.watermark(Watermark(20), &mut outbox).unwrap());
+            let (n, sum) = taken(&seen, &values);
+            if n > 0 {
+                assert_eq!((n, sum), (u64::from(KEYS), 2 * u64::from(KEYS)));
+                let out = drains[0].drain_messages();
+                assert_eq!(out.last(), Some(&Message::Watermark(Watermark(20))));
+                break;
+            }
+            assert_eq!(drains[0].drain_messages(), vec![]);
+            slide_calls += 1;
+            assert!(slide_calls < 1_000, "the slide never ends");
+        }
+        assert!(
+            slide_calls >= KEYS as usize / SLIDE_KEYS_PER_CALL,
+            "{slide_calls} calls slid {} keys",
+            2 * KEYS
+        );
     }
 
     #[test]

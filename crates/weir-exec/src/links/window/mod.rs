@@ -95,6 +95,8 @@ use weir_core::{
     Counter, Inbox, Item, Outbox, PartitionKey, Processor, ProcessorContext, ProcessorResult,
     SnapshotEntry, SnapshotWriter, Watermark,
 };
+#[cfg(test)]
+pub(crate) use {one_stage::CLOSE_KEYS_PER_CALL, running::SLIDE_KEYS_PER_CALL};
 
 use crate::aggregate::AggregateOperation;
 use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};

@@ -31,9 +31,7 @@ use weir_core::{
     Counter, Item, Outbox, PartitionKey, ProcessorContext, ProcessorResult, Watermark,
 };
 
-use super::one_stage::{
-    CLOSE_KEYS_PER_CALL, KeyedResult, ResultChain, SHARDS, restore_keyed_frames, shard_of,
-};
+use super::one_stage::{KeyedResult, ResultChain, SHARDS, restore_keyed_frames, shard_of};
 use super::{Frames, WindowCodec, encode_timed};
 use crate::aggregate::AggregateOperation;
 use crate::event_time::{KeyedWindowResult, Timestamped, WindowDefinition};
@@ -41,6 +39,17 @@ use crate::links::link::{Link, chain_watermark};
 use crate::links::state::{
     InstancePlace, LinkEntries, LinkWriter, put_instance_time, refuse_save_if,
 };
+
+/// About how many keys one call reads out of the running table. Far more than a sliced
+/// close's [`CLOSE_KEYS_PER_CALL`](super::one_stage::CLOSE_KEYS_PER_CALL): a read-out costs some 5 ns a key, so a window of up to a million
+/// keys per instance goes out in one call of about 5 ms, without the rest of the worker's
+/// tasklets (at a high rate, some 40% of its time) running between its slices.
+const READ_OUT_KEYS_PER_CALL: usize = 1 << 20;
+
+/// About how many keys one call of the slide passes (at least one shard's). The slide looks
+/// each key up in the large running table, some 50 ns a key; after a close, the downstream
+/// tasklets that carry the window's results on wait at most one such call for their turn.
+pub(crate) const SLIDE_KEYS_PER_CALL: usize = 2048;
 
 /// One shard of the running table: per key, its value in the next window and how many of
 /// that window's frames hold the key, densely in insertion order.
@@ -97,8 +106,8 @@ enum CloseStep {
 ///
 /// Cost: per item one or two hashes and lookups of the key (its frame's table, and the
 /// running table when the frame is in the next window); per window one read of the running
-/// table, then one lookup per key of the two frames that slide, all in slices of about
-/// 8,192 keys; memory one accumulator per key and frame held, plus one per key of the next
+/// table, in one call up to about a million keys, then one lookup per key of the two frames
+/// that slide, in slices of about 2,048 keys; memory one accumulator per key and frame held, plus one per key of the next
 /// window with its hash and index entry.
 pub struct RunningAggregate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     frames: Frames,
@@ -219,7 +228,10 @@ where
     /// or when it handed a window's end on (progress is then reported, so the worker calls
     /// again soon). The next call goes on where this one stopped.
     fn emit_windows(&mut self, wm: i64, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        let mut budget = CLOSE_KEYS_PER_CALL;
+        let mut budget = match self.closing.as_ref().map(|c| c.step) {
+            Some(CloseStep::Slide) => SLIDE_KEYS_PER_CALL,
+            None | Some(CloseStep::Emit | CloseStep::Forward) => READ_OUT_KEYS_PER_CALL,
+        };
         loop {
             if let Some(closing) = &mut self.closing {
                 let (end, shard) = (closing.end, closing.shard);
@@ -276,6 +288,8 @@ where
             if self.running_end != Some(end) {
                 self.rebuild(end);
             }
+            // A read-out goes in one call, also one that starts after a slide's last slice.
+            budget = READ_OUT_KEYS_PER_CALL;
             self.closing = Some(Closing {
                 end,
                 step: CloseStep::Emit,
