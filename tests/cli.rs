@@ -168,19 +168,6 @@ fn bad_input_and_bad_flags_fail_with_one_line() {
     );
     assert!(!Path::new(out).exists(), "nothing ran");
 
-    let o = weir(&[
-        "run",
-        "wordcount",
-        "--input",
-        "data/sample",
-        "--output",
-        out,
-        "--parallelism",
-        "0",
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--parallelism"));
-
     let wordcount = [
         "run",
         "wordcount",
@@ -189,6 +176,10 @@ fn bad_input_and_bad_flags_fail_with_one_line() {
         "--output",
         out,
     ];
+    let o = weir(&[&wordcount[..], &["--parallelism", "0"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--parallelism"));
+
     let nexmark = [
         "nexmark", "run", "--query", "q0", "--events", "10", "--output", out,
     ];
