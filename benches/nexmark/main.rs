@@ -685,16 +685,19 @@ fn main() {
         quiet: number("--quiet-percent", 10) as f64 / 100.0,
         patience: Duration::from_secs(number("--patience-s", 30)),
     };
+    let run_latency = || {
+        latency_run(
+            &me,
+            &wall_rates,
+            latency_seconds,
+            &q5_forms,
+            repeat,
+            pinning,
+        )
+    };
     if has("--latency") || has("--latency-only") || has("--idle") {
         if has("--latency") || has("--latency-only") {
-            latency_run(
-                &me,
-                &wall_rates,
-                latency_seconds,
-                &q5_forms,
-                repeat,
-                pinning,
-            );
+            run_latency();
         }
         if has("--idle") {
             idle_run(&me, number("--idle-seconds", 10), repeat, pinning);
@@ -766,13 +769,6 @@ fn main() {
         bench_input(&me, &input, &selected, &parallelisms, (repeat, observe));
     }
     if !has("--no-latency") {
-        latency_run(
-            &me,
-            &wall_rates,
-            latency_seconds,
-            &q5_forms,
-            repeat,
-            pinning,
-        );
+        run_latency();
     }
 }

@@ -262,11 +262,12 @@ impl Executor {
                     let pinned = cpu.filter(|&cpu| match pinning::pin_current_thread(cpu) {
                         Ok(()) => true,
                         Err(e) => {
-                            tracing::warn!(worker = i, cpu, error = %e, "cannot pin the worker to its CPU; it runs unpinned");
+                            tracing::warn!(worker = i, cpu, error = %e, "worker runs unpinned");
                             false
                         }
                     });
                     let _ = pinned_tx.send((i, pinned));
+                    // The report is in: `Executor::new` stops waiting once every sender is gone.
                     drop(pinned_tx);
                     worker_loop(&w, idle)
                 })

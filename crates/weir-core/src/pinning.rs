@@ -105,16 +105,23 @@ pub fn worker_cpus(
 pub fn allowed_cpus() -> Vec<usize> {
     #[cfg(target_os = "linux")]
     {
-        use rustix::thread::{CpuSet, sched_getaffinity};
-        match sched_getaffinity(Some(rustix::process::getpid())) {
-            Ok(set) => (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
-            Err(_) => Vec::new(),
-        }
+        affinity(Some(rustix::process::getpid()))
     }
     #[cfg(not(target_os = "linux"))]
     {
         Vec::new()
     }
+}
+
+/// The CPUs in the affinity mask of thread `pid` (the calling thread for `None`), ascending;
+/// empty if the system does not tell.
+#[cfg(target_os = "linux")]
+fn affinity(pid: Option<rustix::process::Pid>) -> Vec<usize> {
+    use rustix::thread::{CpuSet, sched_getaffinity};
+    sched_getaffinity(pid).map_or_else(
+        |_| Vec::new(),
+        |set| (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
+    )
 }
 
 /// Restricts the calling thread to `cpu`.
@@ -150,11 +157,7 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
 pub fn current_thread_cpus() -> Vec<usize> {
     #[cfg(target_os = "linux")]
     {
-        use rustix::thread::{CpuSet, sched_getaffinity};
-        match sched_getaffinity(None) {
-            Ok(set) => (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect(),
-            Err(_) => Vec::new(),
-        }
+        affinity(None)
     }
     #[cfg(not(target_os = "linux"))]
     {

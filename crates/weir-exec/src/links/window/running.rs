@@ -41,9 +41,10 @@ use crate::links::state::{
 };
 
 /// About how many keys one call reads out of the running table. Far more than a sliced
-/// close's [`CLOSE_KEYS_PER_CALL`](super::one_stage::CLOSE_KEYS_PER_CALL): a read-out costs some 5 ns a key, so a window of up to a million
-/// keys per instance goes out in one call of about 5 ms, without the rest of the worker's
-/// tasklets (at a high rate, some 40% of its time) running between its slices.
+/// close's [`CLOSE_KEYS_PER_CALL`](super::one_stage::CLOSE_KEYS_PER_CALL): a read-out costs
+/// some 5 ns a key, so a window of up to a million keys per instance goes out in one call of
+/// about 5 ms, without the rest of the worker's tasklets (at a high rate, some 40% of its
+/// time) running between its slices.
 const READ_OUT_KEYS_PER_CALL: usize = 1 << 20;
 
 /// About how many keys one call of the slide passes (at least one shard's). The slide looks
@@ -107,8 +108,8 @@ enum CloseStep {
 /// Cost: per item one or two hashes and lookups of the key (its frame's table, and the
 /// running table when the frame is in the next window); per window one read of the running
 /// table, in one call up to about a million keys, then one lookup per key of the two frames
-/// that slide, in slices of about 2,048 keys; memory one accumulator per key and frame held, plus one per key of the next
-/// window with its hash and index entry.
+/// that slide, in slices of about 2,048 keys; memory one accumulator per key and frame held,
+/// plus one per key of the next window with its hash and index entry.
 pub struct RunningAggregate<T, K, KF: ?Sized, Op: AggregateOperation<T>> {
     frames: Frames,
     key: Arc<KF>,
@@ -228,9 +229,11 @@ where
     /// or when it handed a window's end on (progress is then reported, so the worker calls
     /// again soon). The next call goes on where this one stopped.
     fn emit_windows(&mut self, wm: i64, outbox: &mut Outbox) -> ProcessorResult<bool> {
-        let mut budget = match self.closing.as_ref().map(|c| c.step) {
-            Some(CloseStep::Slide) => SLIDE_KEYS_PER_CALL,
-            None | Some(CloseStep::Emit | CloseStep::Forward) => READ_OUT_KEYS_PER_CALL,
+        let sliding = matches!(&self.closing, Some(c) if c.step == CloseStep::Slide);
+        let mut budget = if sliding {
+            SLIDE_KEYS_PER_CALL
+        } else {
+            READ_OUT_KEYS_PER_CALL
         };
         loop {
             if let Some(closing) = &mut self.closing {
